@@ -1,0 +1,30 @@
+# korral: two commands on a fresh machine -- `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/korral simulate
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest --cov=korral.model --cov=korral.policies --cov-report=term $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+bench: $(STAMP)
+	$(BIN)/korral bench --workload yunikorn --nodes 1000 --asks 10000
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .coverage
