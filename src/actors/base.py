@@ -1,0 +1,209 @@
+"""The actor foundation: ranks, handles that count messages, and failure containment.
+
+Every korral actor derives from ``KorralActor`` and is reached through a ``Handle``:
+- ``Handle.tell`` counts the message in the core's ``Tracker`` until the receiver has handled it, which
+  is how ``Core.wait_until_idle`` knows that nothing is in flight;
+- ``Handle.ask`` is the only blocking call, allowed only from a higher rank to a lower one (the actor
+  form of YuniKorn's lock order: it rules deadlocks out by construction) and always with a timeout;
+- a handler that raises is logged and counted, never allowed to kill its actor (pykka stops an actor
+  whose ``tell`` handler raises).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+log = logging.getLogger("korral.actors")
+
+DEFAULT_ASK_TIMEOUT = 10.0
+
+
+class Rank(enum.IntEnum):
+    """Higher ranks may block on lower ranks, never the reverse."""
+
+    OUTSIDE = 100  # the caller's own thread (korral.Core): not an actor
+    RM_PROXY = 60
+    PARTITION = 50
+    SCHEDULER = 40
+    QUEUE = 30  # root down to leaf: a queue may ask only its descendants
+    APPLICATION = 20
+    NODE = 10
+    DISPATCHER = 5
+
+
+class RankViolation(RuntimeError):
+    """A blocking ask that goes up or sideways in the rank order."""
+
+
+class Tracker:
+    """Counts messages sent and not yet handled, per receiving actor.
+
+    The core is idle when every live actor's count is zero. Counting per receiver means an actor that
+    stops with messages still queued does not leave a count behind forever.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._counts: dict[int, int] = {}
+        self._total = 0
+        self.errors = 0
+        self._on_quiescent: list[Callable[[], None]] = []
+
+    def sent(self, actor_id: int) -> None:
+        with self._lock:
+            self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
+            self._total += 1
+
+    def done(self, actor_id: int) -> None:
+        with self._lock:
+            count = self._counts.get(actor_id, 0)
+            if count <= 0:
+                return
+            self._counts[actor_id] = count - 1
+            self._total -= 1
+            if self._total == 0:
+                self._idle.notify_all()
+
+    def forget(self, actor_id: int) -> None:
+        """The actor stopped: what was queued for it will never be handled."""
+        with self._lock:
+            count = self._counts.pop(actor_id, 0)
+            self._total -= count
+            if self._total == 0:
+                self._idle.notify_all()
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._total
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until nothing is in flight; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._total == 0, timeout)
+
+    def record_error(self) -> None:
+        with self._lock:
+            self.errors += 1
+
+
+class Handle:
+    """An immutable reference to an actor: its ref, its rank and a readable name."""
+
+    __slots__ = ("_tracker", "actor_id", "name", "rank", "ref")
+
+    def __init__(self, ref: pykka.ActorRef[Any], rank: Rank, name: str, tracker: Tracker) -> None:
+        self.ref = ref
+        self.rank = rank
+        self.name = name
+        self.actor_id = id(ref)
+        self._tracker = tracker
+
+    def tell(self, message: Any) -> bool:
+        """Send without waiting. False when the actor has stopped (the message was not delivered)."""
+        self._tracker.sent(self.actor_id)
+        try:
+            self.ref.tell(message)
+        except pykka.ActorDeadError:
+            self._tracker.done(self.actor_id)
+            return False
+        return True
+
+    def ask(self, message: Any, *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        """Send and wait for the answer: only from a higher rank, always with a timeout."""
+        if caller <= self.rank:
+            raise RankViolation(
+                f"blocking ask from rank {caller.name} to {self.name} (rank {self.rank.name}) "
+                "goes against the rank order; use tell"
+            )
+        self._tracker.sent(self.actor_id)
+        return self.ref.ask(message, timeout=timeout)
+
+    @property
+    def is_alive(self) -> bool:
+        return self.ref.is_alive()
+
+    def stop(self) -> None:
+        if self.ref.is_alive():
+            try:
+                self.ref.stop(block=False)
+            except pykka.ActorDeadError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<Handle {self.name} ({self.rank.name})>"
+
+
+class KorralActor(pykka.ThreadingActor):
+    """Base of every korral actor: typed dispatch, counted messages, contained failures.
+
+    Messages are dispatched to ``on_<MessageClassName>`` methods. Subclasses set ``rank`` and must
+    only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it.
+    """
+
+    rank: Rank = Rank.NODE
+
+    def __init__(self, tracker: Tracker, name: str) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.name = name
+        self.handle = Handle(self.actor_ref, self.rank, name, tracker)
+        self._handlers: dict[type, Callable[[Any], Any]] = {}
+
+    def ask(self, target: Handle, message: Any, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        return target.ask(message, caller=self.rank, timeout=timeout)
+
+    def kick(self, message: Any) -> None:
+        """Send a message to ourselves (handled after everything already queued)."""
+        self.handle.tell(message)
+
+    def on_receive(self, message: Any) -> Any:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            handler = getattr(self, f"on_{type(message).__name__}", None)
+            if handler is None:
+                self.tracker.done(self.handle.actor_id)
+                log.error("%s: no handler for %r", self.name, message)
+                return None
+            self._handlers[type(message)] = handler
+        try:
+            return handler(message)
+        except Exception as error:
+            self.tracker.record_error()
+            log.exception("%s: %s failed; state left as before the message", self.name,
+                          type(message).__name__)
+            return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
+        finally:
+            self.tracker.done(self.handle.actor_id)
+
+    def on_stop(self) -> None:
+        self.tracker.forget(self.handle.actor_id)
+
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        # Reached only if a failure escaped on_receive (it catches Exception): account for it.
+        self.tracker.forget(self.handle.actor_id)
+
+
+class HandlerError:
+    """Returned (not raised) by a failed handler, so an ``ask`` caller can tell failure from a value."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"HandlerError({self.message!r})"
+
+
+def start_actor(actor_class: type[KorralActor], *args: Any, **kwargs: Any) -> Handle:
+    ref = actor_class.start(*args, **kwargs)
+    # the actor built its own handle in __init__; fetch it without a round trip through the mailbox
+    actor = ref._actor  # pykka keeps the instance on the ref for the threading runtime
+    return actor.handle

@@ -1,0 +1,115 @@
+"""Asks (what an application wants) and allocations (what it got)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from korral.model.resource import Resource
+
+_NO_TAGS: dict[str, str] = {}
+
+
+class Allocation(NamedTuple):
+    """One placed allocation. Immutable, so it crosses mailboxes as is.
+
+    A NamedTuple rather than a frozen attrs class: one is created per allocation on the hot path and a
+    tuple is several times cheaper to build. Its ``resource`` and ``tags`` dicts are never mutated.
+    """
+
+    uuid: str
+    allocation_key: str
+    application_id: str
+    node_id: str
+    resource: Resource
+    partition: str = ""
+    queue_path: str = ""
+    priority: int = 0
+    placeholder: bool = False
+    task_group_name: str = ""
+    tags: dict[str, str] = _NO_TAGS
+    # generation of the ask this came from: an ask replaced under the same key starts a new generation
+    ask_generation: int = 0
+    # recovered from the RM (existing allocation), not decided by the scheduler
+    recovered: bool = False
+
+
+class Ask:
+    """A request for ``max_allocations`` allocations of ``resource``; ``pending`` of them still to place.
+
+    Mutable, owned by its application. ``generation`` tells a replaced ask (same key) from the old one.
+    """
+
+    __slots__ = (
+        "allocated_count",
+        "allocation_key",
+        "allow_preempt_other",
+        "allow_preempt_self",
+        "application_id",
+        "create_seq",
+        "create_time",
+        "execution_timeout_ms",
+        "failed_since",
+        "generation",
+        "max_allocations",
+        "originator",
+        "pending",
+        "placeholder",
+        "priority",
+        "required_node",
+        "resource",
+        "resource_items",
+        "scale_up_triggered",
+        "shape",
+        "tags",
+        "task_group_name",
+    )
+
+    def __init__(
+        self,
+        allocation_key: str,
+        application_id: str,
+        resource: Resource,
+        *,
+        max_allocations: int = 1,
+        priority: int = 0,
+        create_seq: int = 0,
+        create_time: float = 0.0,
+        tags: dict[str, str] | None = None,
+        placeholder: bool = False,
+        task_group_name: str = "",
+        originator: bool = False,
+        allow_preempt_self: bool = False,
+        allow_preempt_other: bool = False,
+        execution_timeout_ms: int = 0,
+        generation: int = 0,
+        required_node: str = "",
+    ) -> None:
+        self.allocation_key = allocation_key
+        self.application_id = application_id
+        self.resource = resource
+        # the ask's resource never changes: precompute what the node search needs per attempt
+        self.resource_items = tuple(resource.items())
+        self.shape = tuple(sorted(self.resource_items))
+        self.max_allocations = max(1, max_allocations)
+        self.pending = self.max_allocations
+        self.allocated_count = 0
+        self.priority = priority
+        self.create_seq = create_seq
+        self.create_time = create_time
+        self.tags = tags or {}
+        self.placeholder = placeholder
+        self.task_group_name = task_group_name
+        self.originator = originator
+        self.allow_preempt_self = allow_preempt_self
+        self.allow_preempt_other = allow_preempt_other
+        self.execution_timeout_ms = execution_timeout_ms
+        self.generation = generation
+        self.required_node = required_node
+        # monotonic time of the first failed attempt to fit any node; None while it has not failed
+        self.failed_since: float | None = None
+        self.scale_up_triggered = False
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        """Request ordering: highest priority first, then oldest first."""
+        return (-self.priority, self.create_seq)

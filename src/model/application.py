@@ -1,0 +1,236 @@
+"""Applications: their asks and allocations, kept with incremental aggregates, and their state machine."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask
+from korral.model.resource import Resource
+from korral.policies.ordering import IncrementalOrder
+
+MIN_PRIORITY = -(1 << 31)
+MAX_PRIORITY = (1 << 31) - 1
+
+STATE_AWARE_DISABLE_TAG = "application.stateaware.disable"
+
+
+class ApplicationState(enum.StrEnum):
+    NEW = "New"
+    ACCEPTED = "Accepted"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    COMPLETING = "Completing"
+    COMPLETED = "Completed"
+    REJECTED = "Rejected"
+    FAILING = "Failing"
+    FAILED = "Failed"
+    EXPIRED = "Expired"
+    RESUMING = "Resuming"
+
+
+class ApplicationEvent(enum.StrEnum):
+    RUN = "runApplication"
+    COMPLETE = "completeApplication"
+    REJECT = "rejectApplication"
+    FAIL = "failApplication"
+    RESUME = "resumeApplication"
+    EXPIRE = "expireApplication"
+
+
+S = ApplicationState
+# (event, source state) -> destination: the seeds' state machine (YuniKorn 1.x with Starting).
+TRANSITIONS: dict[tuple[ApplicationEvent, ApplicationState], ApplicationState] = {
+    (ApplicationEvent.RUN, S.NEW): S.ACCEPTED,
+    (ApplicationEvent.RUN, S.RESUMING): S.ACCEPTED,
+    (ApplicationEvent.RUN, S.ACCEPTED): S.STARTING,
+    (ApplicationEvent.RUN, S.STARTING): S.RUNNING,
+    (ApplicationEvent.RUN, S.RUNNING): S.RUNNING,
+    (ApplicationEvent.RUN, S.COMPLETING): S.RUNNING,
+    (ApplicationEvent.COMPLETE, S.ACCEPTED): S.COMPLETING,
+    (ApplicationEvent.COMPLETE, S.STARTING): S.COMPLETING,
+    (ApplicationEvent.COMPLETE, S.RUNNING): S.COMPLETING,
+    (ApplicationEvent.COMPLETE, S.COMPLETING): S.COMPLETED,
+    (ApplicationEvent.REJECT, S.NEW): S.REJECTED,
+    (ApplicationEvent.FAIL, S.NEW): S.FAILING,
+    (ApplicationEvent.FAIL, S.ACCEPTED): S.FAILING,
+    (ApplicationEvent.FAIL, S.STARTING): S.FAILING,
+    (ApplicationEvent.FAIL, S.RUNNING): S.FAILING,
+    (ApplicationEvent.FAIL, S.FAILING): S.FAILED,
+    (ApplicationEvent.RESUME, S.NEW): S.RESUMING,
+    (ApplicationEvent.RESUME, S.ACCEPTED): S.RESUMING,
+    (ApplicationEvent.EXPIRE, S.COMPLETED): S.EXPIRED,
+    (ApplicationEvent.EXPIRE, S.FAILED): S.EXPIRED,
+    (ApplicationEvent.EXPIRE, S.REJECTED): S.EXPIRED,
+}
+
+TERMINAL_STATES = frozenset({S.COMPLETED, S.FAILED, S.REJECTED, S.EXPIRED})
+# States in which an application counts against its queues' max applications.
+RUNNING_STATES = frozenset({S.STARTING, S.RUNNING})
+
+
+class InvalidTransition(Exception):
+    def __init__(self, event: ApplicationEvent, state: ApplicationState) -> None:
+        super().__init__(f"event {event.value} inappropriate in current state {state.value}")
+        self.event = event
+        self.state = state
+
+
+def next_state(state: ApplicationState, event: ApplicationEvent) -> ApplicationState:
+    """The state ``event`` leads to from ``state``; raises InvalidTransition when it is not allowed."""
+    try:
+        return TRANSITIONS[(event, state)]
+    except KeyError:
+        raise InvalidTransition(event, state) from None
+
+
+class Application:
+    """An application's asks, allocations and state.
+
+    ``pending`` (sum of resource x pending repeats over asks), ``allocated`` and ``placeholder_allocated``
+    are kept incrementally: nothing is rescanned per allocation. Asks with something still to place are
+    kept in request order (priority, then age).
+    """
+
+    def __init__(
+        self,
+        application_id: str,
+        *,
+        partition: str = "",
+        queue_path: str = "",
+        user: str = "",
+        groups: tuple[str, ...] = (),
+        tags: dict[str, str] | None = None,
+        submission_seq: int = 0,
+        submission_time: float = 0.0,
+        placeholder_ask: Resource | None = None,
+        execution_timeout_ms: int = 0,
+        gang_scheduling_style: str = "Soft",
+    ) -> None:
+        self.application_id = application_id
+        self.partition = partition
+        self.queue_path = queue_path
+        self.user = user
+        self.groups = tuple(groups)
+        self.tags: dict[str, str] = dict(tags or {})
+        self.submission_seq = submission_seq
+        self.submission_time = submission_time
+        self.placeholder_ask: Resource = res.prune(placeholder_ask or {})
+        self.execution_timeout_ms = execution_timeout_ms
+        self.gang_scheduling_style = "Hard" if gang_scheduling_style == "Hard" else "Soft"
+        self.state = ApplicationState.NEW
+        self.state_time = submission_time
+        self.asks: dict[str, Ask] = {}
+        self.pending_asks: IncrementalOrder[Ask] = IncrementalOrder()
+        self.allocations: dict[str, Allocation] = {}
+        self.pending: Resource = {}
+        self.allocated: Resource = {}
+        self.placeholder_allocated: Resource = {}
+        # allocation_key -> node_id of the reservations this application holds
+        self.reservations: dict[str, str] = {}
+        self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
+        self._ask_generation = 0
+
+    # ---- state -------------------------------------------------------------------------------------
+
+    def handle(self, event: ApplicationEvent, now: float = 0.0) -> ApplicationState:
+        """Apply an event; a transition to the same state is a no-op. Returns the new state."""
+        new = next_state(self.state, event)
+        if new is not self.state:
+            self.state = new
+            self.state_time = now
+        return new
+
+    def try_handle(self, event: ApplicationEvent, now: float = 0.0) -> bool:
+        """Apply an event if the state machine allows it; True when the state changed."""
+        new = TRANSITIONS.get((event, self.state))
+        if new is None or new is self.state:
+            return False
+        self.state = new
+        self.state_time = now
+        return True
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def priority(self) -> int:
+        """The highest priority among asks with something to place; MIN_PRIORITY when none."""
+        first = self.pending_asks.first()
+        return first.priority if first is not None else MIN_PRIORITY
+
+    def has_pending(self) -> bool:
+        return len(self.pending_asks) > 0
+
+    # ---- asks --------------------------------------------------------------------------------------
+
+    def next_generation(self) -> int:
+        self._ask_generation += 1
+        return self._ask_generation
+
+    def add_ask(self, ask: Ask) -> Ask | None:
+        """Add an ask, replacing one with the same key (its allocations stay). Returns the replaced ask."""
+        old = self.remove_ask(ask.allocation_key)
+        if ask.generation == 0:
+            ask.generation = self.next_generation()
+        self.asks[ask.allocation_key] = ask
+        if ask.pending > 0:
+            res.add_into(self.pending, ask.resource, ask.pending)
+            self.pending_asks.update(ask.allocation_key, ask, ask.sort_key)
+        return old
+
+    def remove_ask(self, allocation_key: str) -> Ask | None:
+        ask = self.asks.pop(allocation_key, None)
+        if ask is None:
+            return None
+        if ask.pending > 0:
+            res.sub_into(self.pending, ask.resource, ask.pending)
+        self.pending_asks.discard(allocation_key)
+        return ask
+
+    def take_pending(self, ask: Ask) -> None:
+        """One repeat of the ask is being placed: pending down by one."""
+        ask.pending -= 1
+        ask.allocated_count += 1
+        res.sub_into(self.pending, ask.resource)
+        if ask.pending <= 0:
+            self.pending_asks.discard(ask.allocation_key)
+
+    def return_pending(self, ask: Ask) -> None:
+        """Undo ``take_pending`` (a placement was not confirmed)."""
+        ask.pending += 1
+        ask.allocated_count -= 1
+        res.add_into(self.pending, ask.resource)
+        if ask.pending == 1:
+            self.pending_asks.update(ask.allocation_key, ask, ask.sort_key)
+
+    def iter_pending_asks(self) -> Iterator[Ask]:
+        return iter(self.pending_asks)
+
+    # ---- allocations -------------------------------------------------------------------------------
+
+    def add_allocation(self, allocation: Allocation) -> None:
+        self.allocations[allocation.uuid] = allocation
+        res.add_into(self.allocated, allocation.resource)
+        if allocation.placeholder:
+            res.add_into(self.placeholder_allocated, allocation.resource)
+
+    def remove_allocation(self, uuid: str) -> Allocation | None:
+        allocation = self.allocations.pop(uuid, None)
+        if allocation is not None:
+            res.sub_into(self.allocated, allocation.resource)
+            if allocation.placeholder:
+                res.sub_into(self.placeholder_allocated, allocation.resource)
+        return allocation
+
+    def allocations_for_key(self, allocation_key: str) -> list[Allocation]:
+        return [a for a in self.allocations.values() if a.allocation_key == allocation_key]
+
+    def is_idle(self) -> bool:
+        """Nothing pending and nothing allocated: the point where YuniKorn completes an application."""
+        return not self.asks_pending_any() and not self.allocations
+
+    def asks_pending_any(self) -> bool:
+        return len(self.pending_asks) > 0

@@ -1,0 +1,103 @@
+"""A node: capacity, what runs on it, and whether new work may go there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.resource import Resource
+
+
+class Node:
+    """available = capacity - allocated - occupied, kept incrementally.
+
+    ``occupied`` is what other schedulers use on the node (reported by the RM); ``allocated`` is the sum
+    of korral's allocations on it. A node holds at most one reservation (YuniKorn's rule).
+    """
+
+    __slots__ = (
+        "allocations",
+        "attributes",
+        "available",
+        "capacity",
+        "node_id",
+        "occupied",
+        "partition",
+        "reservation",
+        "schedulable",
+    )
+
+    def __init__(
+        self,
+        node_id: str,
+        capacity: Mapping[str, int],
+        occupied: Mapping[str, int] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        schedulable: bool = True,
+        partition: str = "",
+    ) -> None:
+        self.node_id = node_id
+        self.partition = partition
+        self.capacity: Resource = res.prune(capacity)
+        self.occupied: Resource = res.prune(occupied or {})
+        # allocated is derived (capacity - occupied - available): one aggregate less to keep per allocation
+        self.available: Resource = res.sub(self.capacity, self.occupied)
+        self.attributes: dict[str, str] = dict(attributes or {})
+        self.schedulable = schedulable
+        self.allocations: dict[str, Allocation] = {}
+        # (application_id, allocation_key) of the ask holding this node, if any
+        self.reservation: tuple[str, str] | None = None
+
+    @property
+    def allocated(self) -> Resource:
+        used = res.sub(self.capacity, self.available)
+        res.sub_into(used, self.occupied)
+        return res.prune(used)
+
+    def _recompute_available(self, allocated: Resource) -> None:
+        available = res.sub(self.capacity, allocated)
+        res.sub_into(available, self.occupied)
+        self.available = available
+
+    def fits(self, ask: Mapping[str, int]) -> bool:
+        return res.fits_in(ask, self.available)
+
+    def capacity_fits(self, ask: Mapping[str, int]) -> bool:
+        return res.fits_in(ask, self.capacity)
+
+    def add_allocation(self, allocation: Allocation) -> None:
+        """Book an allocation. Callers check ``fits`` first unless they recover an existing allocation."""
+        self.allocations[allocation.uuid] = allocation
+        available = self.available
+        for name, quantity in allocation.resource.items():
+            available[name] = available.get(name, 0) - quantity
+
+    def remove_allocation(self, uuid: str) -> Allocation | None:
+        allocation = self.allocations.pop(uuid, None)
+        if allocation is not None:
+            available = self.available
+            for name, quantity in allocation.resource.items():
+                available[name] = available.get(name, 0) + quantity
+        return allocation
+
+    def set_capacity(self, capacity: Mapping[str, int]) -> Resource:
+        """Replace the capacity; returns the delta (new - old) for the partition total."""
+        new_capacity = res.prune(capacity)
+        delta = res.sub(new_capacity, self.capacity)
+        allocated = self.allocated
+        self.capacity = new_capacity
+        self._recompute_available(allocated)
+        return res.prune(delta)
+
+    def set_occupied(self, occupied: Mapping[str, int]) -> None:
+        allocated = self.allocated
+        self.occupied = res.prune(occupied)
+        self._recompute_available(allocated)
+
+    def is_full(self) -> bool:
+        """Nothing positive left: no ask (asks are strictly positive) can fit."""
+        for quantity in self.available.values():
+            if quantity > 0:
+                return False
+        return True

@@ -1,0 +1,865 @@
+"""A partition: queue tree, applications and nodes, and YuniKorn's scheduling walk over them.
+
+Plain synchronous code. The sequential reference scheduler drives one of these directly; the actor
+system's Scheduler actor holds one as its decision view. Every operation either completes or raises
+``ModelError`` before changing anything, so a rejected request leaves no partial state behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from korral.config.schema import PartitionConfig, QueueConfig
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask
+from korral.model.application import (
+    RUNNING_STATES,
+    Application,
+    ApplicationEvent,
+    ApplicationState,
+)
+from korral.model.node import Node
+from korral.model.queue import ROOT, SORT_STATE_AWARE, Queue, QueueState
+from korral.model.resource import Resource
+from korral.policies.ordering import IncrementalOrder
+from korral.policies.placement import (
+    Placement,
+    PlacementError,
+    PlacementManager,
+    PlacementRequest,
+    PlacementRuleError,
+)
+
+_new_tuple = tuple.__new__
+
+# ask, node, allocate (True) or reserve (False) -> may the ask go there
+Predicate = Callable[[str, str, bool], bool]
+
+TAG_RESOURCE_QUOTA = "namespace.resourcequota"
+TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
+TAG_RESOURCE_MAX_APPS = "namespace.resourcemaxapps"
+TAG_CREATE_FORCE = "application.create.force"
+
+
+class ModelError(Exception):
+    """A request the partition rejects; the message is the reason given to the RM."""
+
+
+@attrs.frozen(kw_only=True)
+class StateChange:
+    application_id: str
+    state: str
+    timestamp: float
+    message: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class UnschedulableAsk:
+    """An ask that fits its queue's headroom but no node: the RM may want to scale up."""
+
+    application_id: str
+    allocation_key: str
+
+
+def node_usage_score(node: Node, weights: Mapping[str, float]) -> float:
+    """Weighted average share of the node in use (capacity - available), 0.0 empty to 1.0 full."""
+    capacity = node.capacity
+    available = node.available
+    total_weight = 0.0
+    weighted = 0.0
+    for name, weight in weights.items():
+        cap = capacity.get(name, 0)
+        if weight <= 0 or cap <= 0:
+            continue
+        weighted += weight * ((cap - available.get(name, 0)) / cap)
+        total_weight += weight
+    return weighted / total_weight if total_weight else 0.0
+
+
+class PartitionModel:
+    def __init__(
+        self,
+        name: str,
+        config: PartitionConfig,
+        *,
+        rm_id: str = "",
+        reservation_delay: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        predicate: Predicate | None = None,
+    ) -> None:
+        self.name = name
+        self.rm_id = rm_id
+        self.clock = clock
+        self.reservation_delay = reservation_delay
+        self.predicate = predicate
+        self.config = config
+        self.root = Queue(ROOT, None, leaf=False, managed=True)
+        self.queues: dict[str, Queue] = {ROOT: self.root}
+        self.applications: dict[str, Application] = {}
+        self.nodes: dict[str, Node] = {}
+        # schedulable, unreserved nodes with room left, in node-sort-policy order
+        self.node_order: IncrementalOrder[Node] = IncrementalOrder()
+        self.capacity: Resource = {}
+        self.reservations: dict[tuple[str, str], str] = {}
+        self.node_sort_policy = "fair"
+        self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
+        self.placement = PlacementManager.build(())
+        self._app_seq = itertools.count(1)
+        self._ask_seq = itertools.count(1)
+        self._uuid_seq = itertools.count(1)
+        self._uuid_prefix = f"{name}-"
+        self._limits_dirty = True
+        # Resource shapes that fit no node; valid while nothing frees or adds node resources.
+        self._unfit_shapes: dict[tuple, int] = {}
+        self._resource_epoch = 0
+        # Outputs drained by the driver (reference scheduler or actors).
+        self.state_changes: list[StateChange] = []
+        self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
+        self.apply_config(config, initial=True)
+
+    # ---- configuration -----------------------------------------------------------------------------
+
+    def apply_config(self, config: PartitionConfig, *, initial: bool = False) -> None:
+        """Create or update queues from config; queues no longer configured are marked Draining.
+
+        Raises ModelError when the placement rules cannot be built on a reload (the old rules stay);
+        at creation a broken rule set leaves placement inactive, as YuniKorn does.
+        """
+        try:
+            placement = PlacementManager.build(config.placement_rules)
+        except PlacementRuleError as error:
+            if not initial:
+                raise ModelError(f"placement rules rejected: {error}") from error
+            placement = PlacementManager.build(())
+        self.placement = placement
+        self.config = config
+        self.node_sort_policy = config.node_sort_policy.type or "fair"
+        self.resource_weights = dict(config.node_sort_policy.resource_weights)
+        seen: set[str] = set()
+        self._apply_queue_config(self.root, config.root, seen)
+        for path, queue in list(self.queues.items()):
+            if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
+                queue.state = QueueState.DRAINING
+        self._limits_dirty = True
+        self._rebuild_node_order()
+
+    def _apply_queue_config(self, queue: Queue, config: QueueConfig, seen: set[str]) -> None:
+        queue.apply_config(config)
+        seen.add(queue.path)
+        for child_config in config.queues:
+            name = child_config.name.lower()
+            child = queue.children.get(name)
+            if child is None:
+                child = Queue(name, queue, leaf=not child_config.is_parent, managed=True)
+                queue.children[name] = child
+                self.queues[child.path] = child
+            self._apply_queue_config(child, child_config, seen)
+
+    def get_queue(self, path: str) -> Queue | None:
+        return self.queues.get(path.lower())
+
+    def create_queue(self, path: str) -> Queue:
+        """Create a dynamic queue and any missing parents; the last part is a leaf."""
+        parts = path.lower().split(".")
+        if parts[0] != ROOT:
+            raise ModelError(f"queue {path} is not fully qualified")
+        queue = self.root
+        for depth, part in enumerate(parts[1:], start=1):
+            child = queue.children.get(part)
+            leaf = depth == len(parts) - 1
+            if child is None:
+                if queue.is_leaf:
+                    raise ModelError(f"cannot create queue {path}: {queue.path} is a leaf queue")
+                if queue.state is QueueState.DRAINING:
+                    raise ModelError(f"cannot create queue {path}: {queue.path} is draining")
+                child = Queue(part, queue, leaf=leaf, managed=False)
+                template = queue.child_template()
+                if leaf and template is not None:
+                    child.apply_template(template)
+                queue.children[part] = child
+                self.queues[child.path] = child
+                child.refresh_limits()
+            queue = child
+        return queue
+
+    def remove_queue(self, queue: Queue) -> None:
+        parent = queue.parent
+        if parent is None:
+            return
+        parent.children.pop(queue.name, None)
+        parent.order.discard(queue.name)
+        self.queues.pop(queue.path, None)
+
+    def cleanup_queues(self) -> list[str]:
+        """Remove empty dynamic queues and empty draining queues, bottom-up. Returns removed paths."""
+        removed: list[str] = []
+        for queue in sorted(self.queues.values(), key=lambda q: -q.path.count(".")):
+            if queue.is_root or not queue.is_empty() or res.strictly_greater_than_zero(queue.allocated):
+                continue
+            if not queue.is_managed or queue.state is QueueState.DRAINING:
+                self.remove_queue(queue)
+                removed.append(queue.path)
+        return removed
+
+    def refresh_limits(self) -> None:
+        if self._limits_dirty:
+            self._limits_dirty = False
+            self.root.refresh_limits(self.capacity)
+            for queue in self.queues.values():
+                queue.rebuild_order()
+            for queue in sorted(self.queues.values(), key=lambda q: -q.path.count(".")):
+                queue.refresh_up()
+
+    # ---- nodes -------------------------------------------------------------------------------------
+
+    def add_node(
+        self,
+        node_id: str,
+        capacity: Mapping[str, int],
+        *,
+        occupied: Mapping[str, int] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        schedulable: bool = True,
+    ) -> Node:
+        if not node_id:
+            raise ModelError("node ID must not be empty")
+        if node_id in self.nodes:
+            raise ModelError(f"node {node_id} already exists in partition {self.name}")
+        if res.has_negative(capacity):
+            raise ModelError(f"node {node_id} has negative capacity")
+        node = Node(node_id, capacity, occupied, attributes, schedulable, self.name)
+        self.nodes[node_id] = node
+        res.add_into(self.capacity, node.capacity)
+        self._limits_dirty = True
+        self._resources_changed()
+        self._reorder_node(node)
+        return node
+
+    def update_node(
+        self,
+        node_id: str,
+        *,
+        capacity: Mapping[str, int] | None = None,
+        occupied: Mapping[str, int] | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> Node:
+        node = self._node(node_id)
+        if capacity is not None:
+            if res.has_negative(capacity):
+                raise ModelError(f"node {node_id} has negative capacity")
+            delta = node.set_capacity(capacity)
+            if delta:
+                res.add_into(self.capacity, delta)
+                self._limits_dirty = True
+        if occupied is not None:
+            node.set_occupied(occupied)
+        if attributes is not None:
+            node.attributes = dict(attributes)
+        self._resources_changed()
+        self._reorder_node(node)
+        return node
+
+    def set_node_schedulable(self, node_id: str, schedulable: bool) -> Node:
+        node = self._node(node_id)
+        node.schedulable = schedulable
+        self._resources_changed()
+        self._reorder_node(node)
+        return node
+
+    def remove_node(self, node_id: str) -> list[Allocation]:
+        """Remove a node: its reservation is cancelled and its allocations released (returned)."""
+        node = self._node(node_id)
+        released: list[Allocation] = []
+        for allocation in list(node.allocations.values()):
+            done = self.release_allocation(allocation.application_id, allocation.uuid)
+            if done is not None:
+                released.append(done)
+        if node.reservation is not None:
+            self.unreserve(*node.reservation)
+        self.node_order.discard(node_id)
+        del self.nodes[node_id]
+        res.sub_into(self.capacity, node.capacity)
+        self._limits_dirty = True
+        self._resources_changed()
+        return released
+
+    def _node(self, node_id: str) -> Node:
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise ModelError(f"node {node_id} not found in partition {self.name}")
+        return node
+
+    def _reorder_node(self, node: Node) -> None:
+        if (
+            node.schedulable
+            and node.reservation is None
+            and node.node_id in self.nodes
+            and not node.is_full()
+        ):
+            score = node_usage_score(node, self.resource_weights)
+            if self.node_sort_policy == "binpacking":
+                score = 1.0 - score
+            self.node_order.update(node.node_id, node, (score,))
+        else:
+            self.node_order.discard(node.node_id)
+
+    def _rebuild_node_order(self) -> None:
+        self.node_order.clear()
+        for node in self.nodes.values():
+            self._reorder_node(node)
+
+    def _resources_changed(self) -> None:
+        self._resource_epoch += 1
+
+    # ---- applications ------------------------------------------------------------------------------
+
+    def add_application(
+        self,
+        application_id: str,
+        *,
+        queue_name: str = "",
+        user: str = "",
+        groups: Iterable[str] = (),
+        tags: Mapping[str, str] | None = None,
+        placeholder_ask: Mapping[str, int] | None = None,
+        execution_timeout_ms: int = 0,
+        gang_scheduling_style: str = "",
+    ) -> Application:
+        """Place and add an application; raises ModelError with the rejection reason."""
+        if not application_id:
+            raise ModelError("application ID must not be empty")
+        if application_id in self.applications:
+            raise ModelError(f"application {application_id} already exists in partition {self.name}")
+        tags = dict(tags or {})
+        forced = tags.get(TAG_CREATE_FORCE, "").lower() == "true"
+        if not user:
+            if not forced:
+                raise ModelError(f"application {application_id} rejected: empty user cannot resolve")
+            user, groups = "nobody", ("nogroup",)
+        request = PlacementRequest(
+            application_id=application_id, queue_name=queue_name, user=user, groups=tuple(groups), tags=tags
+        )
+        try:
+            placement: Placement = self.placement.place(request, self)
+        except PlacementError as error:
+            raise ModelError(str(error)) from error
+        queue = self.queues.get(placement.queue_path)
+        if queue is None:
+            queue = self.create_queue(placement.queue_path)
+        if not queue.is_leaf:
+            raise ModelError(f"application {application_id} rejected: queue {queue.path} is not a leaf queue")
+        if queue.state is not QueueState.ACTIVE:
+            raise ModelError(
+                f"application {application_id} rejected: queue {queue.path} is {queue.state.value}"
+            )
+        if not queue.is_managed:
+            self._apply_namespace_tags(queue, tags)
+        now = self.clock()
+        app = Application(
+            application_id,
+            partition=self.name,
+            queue_path=queue.path,
+            user=user,
+            groups=tuple(groups),
+            tags=tags,
+            submission_seq=next(self._app_seq),
+            submission_time=now,
+            placeholder_ask=dict(placeholder_ask or {}),
+            execution_timeout_ms=execution_timeout_ms,
+            gang_scheduling_style=gang_scheduling_style,
+        )
+        self.applications[application_id] = app
+        queue.applications[application_id] = app
+        return app
+
+    def _apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
+        """Quota tags on an application set limits on its queue when that queue is dynamic."""
+        quota = _parse_resource_tag(tags.get(TAG_RESOURCE_QUOTA))
+        guaranteed = _parse_resource_tag(tags.get(TAG_RESOURCE_GUARANTEED))
+        if quota:
+            queue.max = quota
+        if guaranteed:
+            queue.guaranteed = guaranteed
+        max_apps = tags.get(TAG_RESOURCE_MAX_APPS)
+        if max_apps and max_apps.isdigit():
+            queue.max_applications = int(max_apps)
+        if quota or guaranteed:
+            self._limits_dirty = True
+
+    def application(self, application_id: str) -> Application:
+        app = self.applications.get(application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {application_id}")
+        return app
+
+    def remove_application(self, application_id: str) -> list[Allocation]:
+        """Remove an application: asks removed, reservations cancelled, allocations released (returned)."""
+        app = self.application(application_id)
+        for key in list(app.asks):
+            self.remove_ask(application_id, key, complete=False)
+        released = [
+            a
+            for a in (
+                self.release_allocation(application_id, uuid, complete=False)
+                for uuid in list(app.allocations)
+            )
+            if a is not None
+        ]
+        queue = self.queues.get(app.queue_path)
+        if app.state in RUNNING_STATES and queue is not None:
+            queue.add_running_app(-1)
+        if queue is not None:
+            queue.applications.pop(application_id, None)
+            queue.update_app(app)
+        del self.applications[application_id]
+        return released
+
+    def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
+        was_running = app.state in RUNNING_STATES
+        now = self.clock()
+        if not app.try_handle(event, now):
+            return False
+        running = app.state in RUNNING_STATES
+        if running != was_running:
+            queue = self.queues.get(app.queue_path)
+            if queue is not None:
+                queue.add_running_app(1 if running else -1)
+        self.state_changes.append(
+            StateChange(
+                application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+            )
+        )
+        return True
+
+    def _maybe_complete(self, app: Application) -> None:
+        if app.is_idle() and app.state in (
+            ApplicationState.ACCEPTED,
+            ApplicationState.STARTING,
+            ApplicationState.RUNNING,
+        ):
+            self._transition(app, ApplicationEvent.COMPLETE)
+
+    def expire_completing(self, completing_timeout: float) -> list[str]:
+        """Completing applications idle for ``completing_timeout`` become Completed and leave their queue."""
+        now = self.clock()
+        done: list[str] = []
+        for app in list(self.applications.values()):
+            if app.state is ApplicationState.COMPLETING and now - app.state_time >= completing_timeout:
+                self._transition(app, ApplicationEvent.COMPLETE)
+                queue = self.queues.get(app.queue_path)
+                if queue is not None:
+                    queue.applications.pop(app.application_id, None)
+                    queue.update_app(app)
+                del self.applications[app.application_id]
+                done.append(app.application_id)
+        return done
+
+    # ---- asks --------------------------------------------------------------------------------------
+
+    def add_ask(
+        self,
+        application_id: str,
+        allocation_key: str,
+        resource: Mapping[str, int],
+        *,
+        max_allocations: int = 1,
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        placeholder: bool = False,
+        task_group_name: str = "",
+        originator: bool = False,
+        allow_preempt_self: bool = False,
+        allow_preempt_other: bool = False,
+        execution_timeout_ms: int = 0,
+    ) -> Ask:
+        """Add or replace an ask; raises ModelError with the rejection reason."""
+        app = self.applications.get(application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {application_id}")
+        if not allocation_key:
+            raise ModelError("allocation key must not be empty")
+        if res.has_negative(resource):
+            raise ModelError(f"allocation ask {allocation_key} contains negative resources")
+        if res.is_zero(resource):
+            raise ModelError(f"allocation ask {allocation_key} contains no resources")
+        if max_allocations < 0:
+            raise ModelError(f"allocation ask {allocation_key} has a negative max allocations")
+        if app.is_terminal or app.state is ApplicationState.FAILING:
+            raise ModelError(f"application {application_id} is {app.state.value}: no new asks accepted")
+        queue = self.queues[app.queue_path]
+        ask = Ask(
+            allocation_key,
+            application_id,
+            res.prune(resource),
+            max_allocations=max_allocations or 1,
+            priority=priority,
+            create_seq=next(self._ask_seq),
+            create_time=self.clock(),
+            tags=dict(tags or {}),
+            placeholder=placeholder and bool(task_group_name),
+            task_group_name=task_group_name,
+            originator=originator,
+            allow_preempt_self=allow_preempt_self,
+            allow_preempt_other=allow_preempt_other,
+            execution_timeout_ms=execution_timeout_ms,
+        )
+        old = app.asks.get(allocation_key)
+        if old is not None:
+            self._drop_ask_reservation(app, allocation_key)
+            if old.pending > 0:
+                queue.add_pending(old.resource, -old.pending)
+        app.add_ask(ask)
+        queue.add_pending(ask.resource, ask.pending)
+        if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
+            self._transition(app, ApplicationEvent.RUN)
+        queue.update_app(app)
+        return ask
+
+    def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
+        app = self.applications.get(application_id)
+        if app is None:
+            return None
+        ask = app.asks.get(allocation_key)
+        if ask is None:
+            return None
+        self._drop_ask_reservation(app, allocation_key)
+        queue = self.queues[app.queue_path]
+        if ask.pending > 0:
+            queue.add_pending(ask.resource, -ask.pending)
+        app.remove_ask(allocation_key)
+        self.unschedulable.pop((application_id, allocation_key), None)
+        queue.update_app(app)
+        if complete:
+            self._maybe_complete(app)
+        return ask
+
+    # ---- allocations -------------------------------------------------------------------------------
+
+    def new_uuid(self) -> str:
+        return f"{self._uuid_prefix}{next(self._uuid_seq)}"
+
+    def recover_allocation(self, allocation: Allocation) -> Allocation:
+        """Add an allocation the RM already runs (registration/recovery): no fit or quota check."""
+        app = self.applications.get(allocation.application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {allocation.application_id}")
+        node = self.nodes.get(allocation.node_id)
+        if node is None:
+            raise ModelError(f"failed to find node {allocation.node_id}")
+        if res.has_negative(allocation.resource):
+            raise ModelError(f"allocation {allocation.allocation_key} contains negative resources")
+        if res.is_zero(allocation.resource):
+            raise ModelError(f"allocation {allocation.allocation_key} contains no resources")
+        uuid = allocation.uuid or self.new_uuid()
+        if uuid in app.allocations or uuid in node.allocations:
+            raise ModelError(f"allocation {uuid} already exists")
+        recovered = allocation._replace(
+            uuid=uuid,
+            partition=self.name,
+            queue_path=app.queue_path,
+            resource=res.prune(allocation.resource),
+            recovered=True,
+        )
+        queue = self.queues[app.queue_path]
+        app.add_allocation(recovered)
+        queue.add_allocated(recovered.resource)
+        node.add_allocation(recovered)
+        self._reorder_node(node)
+        while app.state in (
+            ApplicationState.NEW,
+            ApplicationState.ACCEPTED,
+            ApplicationState.STARTING,
+            ApplicationState.RESUMING,
+            ApplicationState.COMPLETING,
+        ):
+            if not self._transition(app, ApplicationEvent.RUN):
+                break
+        queue.update_app(app)
+        return recovered
+
+    def release_allocation(
+        self, application_id: str, uuid: str, *, complete: bool = True
+    ) -> Allocation | None:
+        app = self.applications.get(application_id)
+        if app is None:
+            return None
+        allocation = app.remove_allocation(uuid)
+        if allocation is None:
+            return None
+        queue = self.queues.get(app.queue_path)
+        if queue is not None:
+            queue.add_allocated(allocation.resource, -1)
+            queue.update_app(app)
+        node = self.nodes.get(allocation.node_id)
+        if node is not None:
+            node.remove_allocation(uuid)
+            self._reorder_node(node)
+        self._resources_changed()
+        if complete:
+            self._maybe_complete(app)
+        return allocation
+
+    def release_allocations(
+        self, application_id: str, *, uuid: str = "", allocation_key: str = ""
+    ) -> list[Allocation]:
+        """Release by uuid, else every allocation of the key, else all of the application's."""
+        app = self.applications.get(application_id)
+        if app is None:
+            return []
+        if uuid:
+            targets = [uuid] if uuid in app.allocations else []
+        elif allocation_key:
+            targets = [a.uuid for a in app.allocations_for_key(allocation_key)]
+        else:
+            targets = list(app.allocations)
+        released = [self.release_allocation(application_id, target, complete=False) for target in targets]
+        self._maybe_complete(app)
+        return [a for a in released if a is not None]
+
+    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
+        """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
+        # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
+        allocation = _new_tuple(
+            Allocation,
+            (
+                f"{self._uuid_prefix}{next(self._uuid_seq)}",
+                ask.allocation_key,
+                app.application_id,
+                node.node_id,
+                ask.resource,
+                self.name,
+                queue.path,
+                ask.priority,
+                ask.placeholder,
+                ask.task_group_name,
+                ask.tags,
+                ask.generation,
+                False,
+            ),
+        )
+        app.take_pending(ask)
+        app.add_allocation(allocation)
+        if ask.failed_since is not None:
+            ask.failed_since = None
+            self.unschedulable.pop((app.application_id, ask.allocation_key), None)
+        items = ask.resource_items
+        # one walk up the path for both aggregates (pending down, allocated up); entries stay pruned
+        q: Queue | None = queue
+        while q is not None:
+            pending = q.pending
+            allocated = q.allocated
+            for name, quantity in items:
+                left = pending.get(name, 0) - quantity
+                if left:
+                    pending[name] = left
+                else:
+                    pending.pop(name, None)
+                used = allocated.get(name, 0) + quantity
+                if used:
+                    allocated[name] = used
+                else:
+                    allocated.pop(name, None)
+            q = q.parent
+        node.add_allocation(allocation)
+        self._reorder_node(node)
+        if app.state is ApplicationState.ACCEPTED:
+            self._transition(app, ApplicationEvent.RUN)
+            if app.state_aware_disabled:
+                self._transition(app, ApplicationEvent.RUN)
+        elif app.state is ApplicationState.STARTING:
+            self._transition(app, ApplicationEvent.RUN)
+        queue.update_app(app)
+        return allocation
+
+    # ---- reservations ------------------------------------------------------------------------------
+
+    def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        node.reservation = (app.application_id, ask.allocation_key)
+        app.reservations[ask.allocation_key] = node.node_id
+        self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
+        self._reorder_node(node)
+
+    def unreserve(self, application_id: str, allocation_key: str) -> None:
+        node_id = self.reservations.pop((application_id, allocation_key), None)
+        app = self.applications.get(application_id)
+        if app is not None:
+            app.reservations.pop(allocation_key, None)
+        if node_id is not None:
+            node = self.nodes.get(node_id)
+            if node is not None and node.reservation == (application_id, allocation_key):
+                node.reservation = None
+                self._reorder_node(node)
+                self._resources_changed()
+
+    def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:
+        if allocation_key in app.reservations:
+            self.unreserve(app.application_id, allocation_key)
+
+    def _try_reserve(self, app: Application, ask: Ask, now: float) -> None:
+        if ask.allocation_key in app.reservations:
+            return
+        best: Node | None = None
+        best_key: tuple[float, str] | None = None
+        for node in self.nodes.values():
+            if not node.schedulable or node.reservation is not None or not node.capacity_fits(ask.resource):
+                continue
+            if self.predicate is not None and not self._predicate(ask.allocation_key, node.node_id, False):
+                continue
+            key = (res.fit_score(ask.resource, node.available), node.node_id)
+            if best_key is None or key < best_key:
+                best, best_key = node, key
+        if best is not None:
+            self.reserve(app, ask, best)
+
+    # ---- scheduling --------------------------------------------------------------------------------
+
+    def schedule(self, limit: int | None = None) -> list[Allocation]:
+        """Run scheduling cycles until nothing more can be allocated (or ``limit`` allocations)."""
+        made: list[Allocation] = []
+        while limit is None or len(made) < limit:
+            allocation = self.schedule_one()
+            if allocation is None:
+                break
+            made.append(allocation)
+        return made
+
+    def schedule_one(self) -> Allocation | None:
+        """One YuniKorn scheduling cycle: reserved asks first, then the queue walk; one allocation."""
+        self.refresh_limits()
+        if not self.root.max:
+            return None
+        now = self.clock()
+        if self.reservations:
+            allocation = self._try_reserved(now)
+            if allocation is not None:
+                return allocation
+        return self._walk(self.root, now)
+
+    def _walk(self, queue: Queue, now: float) -> Allocation | None:
+        if queue.is_leaf:
+            apps = self._state_aware_filter(queue) if queue.sort_policy == SORT_STATE_AWARE else queue.order
+            for app in apps:
+                if not queue.can_run_app(app):
+                    continue
+                allocation = self._try_app(app, queue, now)
+                if allocation is not None:
+                    return allocation
+            return None
+        for child in queue.order:
+            if child.state is QueueState.STOPPED:
+                continue
+            allocation = self._walk(child, now)
+            if allocation is not None:
+                return allocation
+        return None
+
+    @staticmethod
+    def _state_aware_filter(queue: Queue) -> list[Application]:
+        """All Running applications, plus one Starting one, or else one Accepted one (stateaware)."""
+        starting = [a for a in queue.applications.values() if a.state is ApplicationState.STARTING]
+        admitted: set[str] = {
+            a.application_id for a in queue.applications.values() if a.state is ApplicationState.RUNNING
+        }
+        if starting:
+            admitted.add(min(starting, key=lambda a: a.submission_seq).application_id)
+        else:
+            accepted = [a for a in queue.applications.values() if a.state is ApplicationState.ACCEPTED]
+            if accepted:
+                admitted.add(min(accepted, key=lambda a: a.submission_seq).application_id)
+        return [app for app in queue.order if app.application_id in admitted]
+
+    def _try_app(self, app: Application, queue: Queue, now: float) -> Allocation | None:
+        for ask in app.pending_asks:
+            if app.reservations and ask.allocation_key in app.reservations:
+                continue
+            if not queue.fits_quota(ask.resource):
+                continue
+            node = self._find_node(ask)
+            if node is not None:
+                return self.commit(app, queue, ask, node)
+            if ask.failed_since is None:
+                ask.failed_since = now
+            self.unschedulable[(app.application_id, ask.allocation_key)] = UnschedulableAsk(
+                application_id=app.application_id, allocation_key=ask.allocation_key
+            )
+            if now - ask.failed_since >= self.reservation_delay:
+                self._try_reserve(app, ask, now)
+        return None
+
+    def _find_node(self, ask: Ask) -> Node | None:
+        """First node in policy order with room for the ask that the RM's predicates accept."""
+        shape = ask.shape
+        if self._unfit_shapes.get(shape) == self._resource_epoch:
+            return None
+        predicate = self.predicate
+        any_fit = False
+        items = ask.resource_items
+        for node in self.node_order:
+            available = node.available
+            for name, quantity in items:
+                if quantity > available.get(name, 0):
+                    break
+            else:
+                any_fit = True
+                if predicate is not None and not self._predicate(ask.allocation_key, node.node_id, True):
+                    continue
+                return node
+        if not any_fit:
+            # Nothing has room: skip this shape until some node gains room.
+            self._unfit_shapes[shape] = self._resource_epoch
+        return None
+
+    def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
+        try:
+            return bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
+        except Exception:  # a failing RM plugin means "not this node", never a crash
+            return False
+
+    def _try_reserved(self, now: float) -> Allocation | None:
+        for (application_id, allocation_key), node_id in list(self.reservations.items()):
+            app = self.applications.get(application_id)
+            node = self.nodes.get(node_id)
+            ask = app.asks.get(allocation_key) if app is not None else None
+            if app is None or node is None or ask is None or ask.pending <= 0:
+                self.unreserve(application_id, allocation_key)
+                continue
+            queue = self.queues[app.queue_path]
+            if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
+                continue
+            target: Node | None = None
+            if (
+                node.schedulable
+                and node.fits(ask.resource)
+                and (self.predicate is None or self._predicate(allocation_key, node_id, True))
+            ):
+                target = node
+            else:
+                target = self._find_node(ask)
+            if target is not None:
+                self.unreserve(application_id, allocation_key)
+                return self.commit(app, queue, ask, target)
+        return None
+
+    # ---- outputs -----------------------------------------------------------------------------------
+
+    def drain_state_changes(self) -> list[StateChange]:
+        changes, self.state_changes = self.state_changes, []
+        return changes
+
+
+def _parse_resource_tag(value: str | None) -> Resource | None:
+    """Tag values are JSON si.Resource: {"resources": {"memory": {"value": 1000}}}; bad JSON is ignored."""
+    if not value:
+        return None
+    try:
+        data = json.loads(value)
+        quantities = data.get("resources", data)
+        parsed = {name: int(q["value"] if isinstance(q, dict) else q) for name, q in quantities.items()}
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
+    return res.prune(parsed) or None

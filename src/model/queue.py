@@ -1,0 +1,312 @@
+"""The queue hierarchy: configuration, inherited properties, usage, limits and the fair order of children."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+from korral.config.schema import ChildTemplateConfig, QueueConfig
+from korral.model import resource as res
+from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
+from korral.model.resource import Resource
+from korral.policies.acl import ACL
+from korral.policies.ordering import IncrementalOrder
+
+ROOT = "root"
+
+APPLICATION_SORT_POLICY = "application.sort.policy"
+APPLICATION_SORT_PRIORITY = "application.sort.priority"
+PRIORITY_POLICY = "priority.policy"
+PRIORITY_OFFSET = "priority.offset"
+PREEMPTION_POLICY = "preemption.policy"
+
+SORT_FIFO = "fifo"
+SORT_FAIR = "fair"
+SORT_STATE_AWARE = "stateaware"
+
+
+class QueueState(enum.StrEnum):
+    ACTIVE = "Active"
+    DRAINING = "Draining"
+    STOPPED = "Stopped"
+
+
+def inherited_properties(parent_properties: dict[str, str]) -> dict[str, str]:
+    """What a child inherits from its parent's properties (YuniKorn's filterParentProperty).
+
+    Priority settings are the parent's own business and reset; a preemption policy is inherited only
+    when it disables preemption.
+    """
+    result: dict[str, str] = {}
+    for key, value in parent_properties.items():
+        if key == PRIORITY_POLICY:
+            result[key] = "default"
+        elif key == PRIORITY_OFFSET:
+            result[key] = "0"
+        elif key == PREEMPTION_POLICY:
+            if value.lower() == "disabled":
+                result[key] = value
+        else:
+            result[key] = value
+    return result
+
+
+def _clamp_priority(value: int) -> int:
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, value))
+
+
+class Queue:
+    """A queue of the hierarchy: a parent (children) or a leaf (applications).
+
+    ``allocated`` and ``pending`` of a queue always equal the sums over its children or applications;
+    callers change them through ``add_allocated`` / ``add_pending`` which walk up the path. ``order``
+    holds the children (parent) or applications (leaf) with something pending, in scheduling order.
+    """
+
+    def __init__(self, name: str, parent: Queue | None = None, *, leaf: bool, managed: bool) -> None:
+        self.name = name.lower()
+        self.parent = parent
+        self.path = self.name if parent is None else f"{parent.path}.{self.name}"
+        self.is_leaf = leaf
+        self.is_managed = managed
+        self.state = QueueState.ACTIVE
+        self.children: dict[str, Queue] = {}
+        self.applications: dict[str, Application] = {}
+        self.own_properties: dict[str, str] = {}
+        self.properties: dict[str, str] = {}
+        self.guaranteed: Resource | None = None
+        self.max: Resource | None = None
+        self.max_applications = 0
+        self.submit_acl = ACL.nobody()
+        self.admin_acl = ACL.nobody()
+        self.own_child_template: ChildTemplateConfig | None = None
+        self.allocated: Resource = {}
+        self.pending: Resource = {}
+        self.running_apps = 0
+        self.priority = MIN_PRIORITY
+        self.order: IncrementalOrder = IncrementalOrder()
+        # Effective max (own max limited by every ancestor's; root's is the cluster capacity) and the
+        # limit used for fair shares of types without a guarantee. Refreshed by refresh_limits().
+        self.effective_max: Resource | None = None
+        self.sort_policy = SORT_FIFO
+        self.priority_sort_enabled = True
+        self.priority_fence = False
+        self.priority_offset = 0
+        if parent is not None:
+            self.properties = inherited_properties(parent.properties)
+            self._apply_property_settings()
+
+    # ---- structure ---------------------------------------------------------------------------------
+
+    @property
+    def is_draining(self) -> bool:
+        return self.state is QueueState.DRAINING
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    def ancestors_and_self(self) -> Iterator[Queue]:
+        queue: Queue | None = self
+        while queue is not None:
+            yield queue
+            queue = queue.parent
+
+    def walk(self) -> Iterator[Queue]:
+        """This queue and every queue below it, parents before children."""
+        yield self
+        for child in list(self.children.values()):
+            yield from child.walk()
+
+    def child_template(self) -> ChildTemplateConfig | None:
+        """The template for dynamic children: this queue's own, else the nearest ancestor's."""
+        queue: Queue | None = self
+        while queue is not None:
+            if queue.own_child_template is not None:
+                return queue.own_child_template
+            queue = queue.parent
+        return None
+
+    def is_empty(self) -> bool:
+        return not self.children and not self.applications
+
+    # ---- configuration -----------------------------------------------------------------------------
+
+    def apply_config(self, config: QueueConfig) -> None:
+        """Apply a managed queue's configuration (on creation and on every reload)."""
+        self.is_managed = True
+        if not self.children:
+            self.is_leaf = not config.is_parent
+        # An explicit 0 in max means "none of this type" (YuniKorn), so zeros are kept, not pruned;
+        # the loader already turns an all-zero map into an empty one (= not set).
+        self.guaranteed = dict(config.resources.guaranteed) or None
+        if not self.is_root:
+            self.max = dict(config.resources.max) or None
+        self.max_applications = config.max_applications
+        self.submit_acl = ACL.parse(config.submit_acl)
+        self.admin_acl = ACL.parse(config.admin_acl)
+        self.own_child_template = config.child_template
+        self.own_properties = dict(config.properties)
+        self.refresh_properties()
+        if self.state is QueueState.DRAINING:
+            self.state = QueueState.ACTIVE
+
+    def apply_template(self, template: ChildTemplateConfig) -> None:
+        """Settings a dynamic leaf takes from its parent's child template."""
+        self.guaranteed = dict(template.resources.guaranteed) or None
+        self.max = dict(template.resources.max) or None
+        self.max_applications = template.max_applications
+        self.own_properties = dict(template.properties)
+        self.refresh_properties()
+
+    def refresh_properties(self) -> None:
+        """Recompute effective properties from the parent's, then cascade to the children."""
+        base = inherited_properties(self.parent.properties) if self.parent is not None else {}
+        base.update(self.own_properties)
+        self.properties = base
+        self._apply_property_settings()
+        for child in self.children.values():
+            child.refresh_properties()
+
+    def _apply_property_settings(self) -> None:
+        policy = self.properties.get(APPLICATION_SORT_POLICY, SORT_FIFO).lower()
+        self.sort_policy = policy if policy in (SORT_FIFO, SORT_FAIR, SORT_STATE_AWARE) else SORT_FIFO
+        self.priority_sort_enabled = (
+            self.properties.get(APPLICATION_SORT_PRIORITY, "enabled").lower() != "disabled"
+        )
+        self.priority_fence = self.properties.get(PRIORITY_POLICY, "default").lower() == "fence"
+        try:
+            self.priority_offset = int(self.properties.get(PRIORITY_OFFSET, "0"))
+        except ValueError:
+            self.priority_offset = 0
+
+    def refresh_limits(self, cluster_capacity: Resource | None = None) -> None:
+        """Recompute effective max here and below (on config change or cluster capacity change)."""
+        if self.parent is None:
+            self.max = res.prune(cluster_capacity) if cluster_capacity else None
+            self.effective_max = dict(self.max) if self.max else None
+        else:
+            self.effective_max = res.min_of_limits(self.max, self.parent.effective_max)
+        for child in self.children.values():
+            child.refresh_limits()
+        self.rebuild_order()
+
+    # ---- usage -------------------------------------------------------------------------------------
+
+    def add_allocated(self, delta: Resource, times: int = 1) -> None:
+        """Allocated usage changes here and in every ancestor."""
+        queue: Queue | None = self
+        while queue is not None:
+            res.add_into(queue.allocated, delta, times)
+            queue = queue.parent
+
+    def add_pending(self, delta: Resource, times: int = 1) -> None:
+        queue: Queue | None = self
+        while queue is not None:
+            res.add_into(queue.pending, delta, times)
+            queue = queue.parent
+
+    def fits_quota(self, ask: Resource) -> bool:
+        """Would ``ask`` keep this queue and every ancestor within max (undefined types unlimited)?"""
+        queue: Queue | None = self
+        while queue is not None:
+            limit = queue.max
+            if limit is not None:
+                allocated = queue.allocated
+                for name, maximum in limit.items():
+                    quantity = ask.get(name)
+                    if quantity is not None and allocated.get(name, 0) + quantity > maximum:
+                        return False
+            queue = queue.parent
+        return True
+
+    def headroom(self) -> Resource | None:
+        """Min over this queue and its ancestors of (max - allocated), for the types limited."""
+        result: Resource | None = None
+        for queue in self.ancestors_and_self():
+            result = res.min_of_limits(result, res.headroom(queue.max, queue.allocated))
+        return result
+
+    def can_run_app(self, app: Application) -> bool:
+        """Max applications, checked at allocation time up the hierarchy (YuniKorn's canRunApp)."""
+        if app.state in (ApplicationState.STARTING, ApplicationState.RUNNING):
+            return True
+        queue: Queue | None = self
+        while queue is not None:
+            if queue.max_applications and queue.running_apps >= queue.max_applications:
+                return False
+            queue = queue.parent
+        return True
+
+    def add_running_app(self, count: int) -> None:
+        queue: Queue | None = self
+        while queue is not None:
+            queue.running_apps += count
+            queue = queue.parent
+
+    # ---- ordering ----------------------------------------------------------------------------------
+
+    def app_key(self, app: Application) -> tuple:
+        priority = -app.priority if self.priority_sort_enabled else 0
+        if self.sort_policy == SORT_FAIR:
+            total = self.guaranteed or self.effective_max
+            return (priority, res.usage_ratio_key(app.allocated, total, total or ()), app.submission_seq)
+        return (priority, app.submission_seq)
+
+    def child_key(self, child: Queue) -> tuple:
+        priority = -child.priority if self.priority_sort_enabled else 0
+        share = res.dominant_share(child.allocated, child.guaranteed, child.effective_max)
+        return (priority, share, -sum(child.pending.values()))
+
+    def update_app(self, app: Application) -> None:
+        """Re-key an application of this leaf after its pending, allocation or priority changed."""
+        if app.pending_asks and app.application_id in self.applications:
+            self.order.update(app.application_id, app, self.app_key(app))
+        else:
+            self.order.discard(app.application_id)
+        self.refresh_up()
+
+    def refresh_up(self) -> None:
+        """Recompute priority here and re-key this queue in every ancestor, up to the root."""
+        queue = self
+        while True:
+            if queue.order._entries or queue.priority != MIN_PRIORITY:
+                queue._recompute_priority()
+            parent = queue.parent
+            if parent is None:
+                return
+            # pending is kept pruned and never negative: a non-empty dict means something is pending
+            if queue.pending and queue.state is not QueueState.STOPPED:
+                parent.order.update(queue.name, queue, parent.child_key(queue))
+            else:
+                parent.order.discard(queue.name)
+            queue = parent
+
+    def _recompute_priority(self) -> None:
+        first = self.order.first()
+        if first is None:
+            self.priority = MIN_PRIORITY
+            return
+        if self.priority_sort_enabled:
+            highest = first.priority
+        else:
+            highest = max(item.priority for item in self.order)
+        if highest == MIN_PRIORITY:
+            self.priority = MIN_PRIORITY
+        elif self.priority_fence:
+            self.priority = self.priority_offset
+        else:
+            self.priority = _clamp_priority(highest + self.priority_offset)
+
+    def rebuild_order(self) -> None:
+        """Re-key every member (after a change to keys of all of them: limits, properties)."""
+        self.order.clear()
+        if self.is_leaf:
+            for app in self.applications.values():
+                if app.pending_asks:
+                    self.order.update(app.application_id, app, self.app_key(app))
+        else:
+            for child in self.children.values():
+                if child.state is not QueueState.STOPPED and child.pending:
+                    self.order.update(child.name, child, self.child_key(child))
+        self._recompute_priority()

@@ -1,0 +1,254 @@
+"""The sequential reference scheduler: the model and policies driven by plain calls in one thread.
+
+It takes the same SI requests as ``korral.Core`` and answers with the same SI responses, but
+synchronously and with no actors. It is the oracle for the actor system's tests (same input, same
+allocations per queue and application) and the baseline its benchmarks measure overhead against.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from korral import si
+from korral.config import load_config
+from korral.config.schema import SchedulerConfig
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.naming import normalize_partition_name, partition_without_rm
+from korral.model.partition import ModelError, PartitionModel, Predicate
+
+
+def to_si_allocation(allocation: Allocation) -> si.Allocation:
+    return si.Allocation(
+        allocation_key=allocation.allocation_key,
+        allocation_tags=allocation.tags,
+        uuid=allocation.uuid,
+        resource_per_alloc=dict(allocation.resource),
+        priority=allocation.priority,
+        node_id=allocation.node_id,
+        application_id=allocation.application_id,
+        partition_name=partition_without_rm(allocation.partition),
+        task_group_name=allocation.task_group_name,
+        placeholder=allocation.placeholder,
+    )
+
+
+def to_si_release(
+    allocation: Allocation, termination: si.TerminationType, message: str
+) -> si.AllocationRelease:
+    return si.AllocationRelease(
+        partition_name=partition_without_rm(allocation.partition),
+        application_id=allocation.application_id,
+        uuid=allocation.uuid,
+        termination_type=termination,
+        message=message,
+        allocation_key=allocation.allocation_key,
+    )
+
+
+def from_si_allocation(allocation: si.Allocation, partition: str) -> Allocation:
+    return Allocation(
+        uuid=allocation.uuid,
+        allocation_key=allocation.allocation_key,
+        application_id=allocation.application_id,
+        node_id=allocation.node_id,
+        resource=res.prune(allocation.resource_per_alloc),
+        partition=partition,
+        priority=allocation.priority,
+        placeholder=allocation.placeholder,
+        task_group_name=allocation.task_group_name,
+        tags=dict(allocation.allocation_tags),
+    )
+
+
+class ReferenceScheduler:
+    """One RM's partitions, scheduled sequentially. Responses are returned, not called back."""
+
+    def __init__(
+        self,
+        config_text: str = "",
+        *,
+        rm_id: str = "rm",
+        reservation_delay: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        predicate: Predicate | None = None,
+    ) -> None:
+        self.rm_id = rm_id
+        self.config: SchedulerConfig = load_config(config_text)
+        self.partitions: dict[str, PartitionModel] = {}
+        for partition_config in self.config.partitions:
+            name = normalize_partition_name(partition_config.name, rm_id)
+            self.partitions[name] = PartitionModel(
+                name,
+                partition_config,
+                rm_id=rm_id,
+                reservation_delay=reservation_delay,
+                clock=clock,
+                predicate=predicate,
+            )
+
+    def partition(self, name: str = "") -> PartitionModel | None:
+        return self.partitions.get(normalize_partition_name(name, self.rm_id))
+
+    # ---- SI requests -------------------------------------------------------------------------------
+
+    def update_node(self, request: si.NodeRequest) -> tuple[si.NodeResponse, si.AllocationResponse]:
+        accepted: list[si.AcceptedNode] = []
+        rejected: list[si.RejectedNode] = []
+        new: list[si.Allocation] = []
+        released: list[si.AllocationRelease] = []
+        for info in request.nodes:
+            partition = self.partition(info.attributes.get(si.NODE_PARTITION, ""))
+            if partition is None:
+                rejected.append(si.RejectedNode(node_id=info.node_id, reason="partition not found"))
+                continue
+            try:
+                if info.action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
+                    partition.add_node(
+                        info.node_id,
+                        info.schedulable_resource,
+                        occupied=info.occupied_resource,
+                        attributes=info.attributes,
+                        schedulable=info.action == si.NodeAction.CREATE,
+                    )
+                    accepted.append(si.AcceptedNode(node_id=info.node_id))
+                    for existing in info.existing_allocations:
+                        try:
+                            recovered = partition.recover_allocation(
+                                from_si_allocation(existing, partition.name)._replace(node_id=info.node_id)
+                            )
+                            new.append(to_si_allocation(recovered))
+                        except ModelError:
+                            continue
+                elif info.action == si.NodeAction.UPDATE:
+                    partition.update_node(
+                        info.node_id,
+                        capacity=info.schedulable_resource or None,
+                        occupied=info.occupied_resource or None,
+                        attributes=info.attributes or None,
+                    )
+                elif info.action == si.NodeAction.DRAIN_NODE:
+                    partition.set_node_schedulable(info.node_id, False)
+                elif info.action == si.NodeAction.DRAIN_TO_SCHEDULABLE:
+                    partition.set_node_schedulable(info.node_id, True)
+                elif info.action == si.NodeAction.DECOMISSION:
+                    for allocation in partition.remove_node(info.node_id):
+                        released.append(
+                            to_si_release(
+                                allocation, si.TerminationType.STOPPED_BY_RM, f"Node {info.node_id} Removed"
+                            )
+                        )
+                else:
+                    raise ModelError(f"unknown node action {int(info.action)}")
+            except ModelError as error:
+                rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        return (
+            si.NodeResponse(accepted=accepted, rejected=rejected),
+            si.AllocationResponse(new=new, released=released),
+        )
+
+    def update_application(self, request: si.ApplicationRequest) -> si.ApplicationResponse:
+        accepted: list[si.AcceptedApplication] = []
+        rejected: list[si.RejectedApplication] = []
+        for add in request.new:
+            partition = self.partition(add.partition_name)
+            if partition is None:
+                rejected.append(
+                    si.RejectedApplication(
+                        application_id=add.application_id, reason=f"partition {add.partition_name} not found"
+                    )
+                )
+                continue
+            ugi = add.ugi or si.UserGroupInformation()
+            try:
+                partition.add_application(
+                    add.application_id,
+                    queue_name=add.queue_name,
+                    user=ugi.user,
+                    groups=ugi.groups,
+                    tags=add.tags,
+                    placeholder_ask=add.placeholder_ask,
+                    execution_timeout_ms=add.execution_timeout_milliseconds,
+                    gang_scheduling_style=add.gang_scheduling_style,
+                )
+                accepted.append(si.AcceptedApplication(application_id=add.application_id))
+            except ModelError as error:
+                rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
+        for remove in request.remove:
+            partition = self.partition(remove.partition_name)
+            if partition is not None and remove.application_id in partition.applications:
+                partition.remove_application(remove.application_id)
+        return si.ApplicationResponse(accepted=accepted, rejected=rejected)
+
+    def update_allocation(self, request: si.AllocationRequest) -> si.AllocationResponse:
+        rejected: list[si.RejectedAllocationAsk] = []
+        released: list[si.AllocationRelease] = []
+        for ask in request.asks:
+            partition = self.partition(ask.partition_name)
+            if partition is None:
+                rejected.append(
+                    si.RejectedAllocationAsk(
+                        allocation_key=ask.allocation_key,
+                        application_id=ask.application_id,
+                        reason=f"partition {ask.partition_name} not found",
+                    )
+                )
+                continue
+            policy = ask.preemption_policy or si.PreemptionPolicy()
+            try:
+                partition.add_ask(
+                    ask.application_id,
+                    ask.allocation_key,
+                    ask.resource_ask,
+                    max_allocations=ask.max_allocations,
+                    priority=ask.priority,
+                    tags=ask.tags,
+                    placeholder=ask.placeholder,
+                    task_group_name=ask.task_group_name,
+                    originator=ask.originator,
+                    allow_preempt_self=policy.allow_preempt_self,
+                    allow_preempt_other=policy.allow_preempt_other,
+                    execution_timeout_ms=ask.execution_timeout_milliseconds,
+                )
+            except ModelError as error:
+                rejected.append(
+                    si.RejectedAllocationAsk(
+                        allocation_key=ask.allocation_key,
+                        application_id=ask.application_id,
+                        reason=str(error),
+                    )
+                )
+        releases = request.releases or si.AllocationReleasesRequest()
+        for ask_release in releases.allocation_asks_to_release:
+            partition = self.partition(ask_release.partition_name)
+            app = partition.applications.get(ask_release.application_id) if partition else None
+            if partition is None or app is None:
+                continue
+            keys = [ask_release.allocation_key] if ask_release.allocation_key else list(app.asks)
+            for key in keys:
+                partition.remove_ask(ask_release.application_id, key)
+        for release in releases.allocations_to_release:
+            partition = self.partition(release.partition_name)
+            if partition is None:
+                continue
+            for allocation in partition.release_allocations(
+                release.application_id, uuid=release.uuid, allocation_key=release.allocation_key
+            ):
+                released.append(
+                    to_si_release(
+                        allocation,
+                        release.termination_type or si.TerminationType.STOPPED_BY_RM,
+                        release.message,
+                    )
+                )
+        return si.AllocationResponse(rejected=rejected, released=released)
+
+    # ---- scheduling --------------------------------------------------------------------------------
+
+    def schedule(self, limit: int | None = None) -> list[Allocation]:
+        """Run cycles in every partition until nothing more fits; returns the new allocations."""
+        made: list[Allocation] = []
+        for partition in self.partitions.values():
+            made.extend(partition.schedule(limit))
+        return made
