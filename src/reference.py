@@ -75,6 +75,8 @@ class ReferenceScheduler:
         predicate: Predicate | None = None,
     ) -> None:
         self.rm_id = rm_id
+        # releases carried out outside an update_allocation / update_node answer (application removal)
+        self._released: list[si.AllocationRelease] = []
         self.config: SchedulerConfig = load_config(config_text)
         self.partitions: dict[str, PartitionModel] = {}
         for partition_config in self.config.partitions:
@@ -98,6 +100,7 @@ class ReferenceScheduler:
         rejected: list[si.RejectedNode] = []
         new: list[si.Allocation] = []
         released: list[si.AllocationRelease] = []
+        refused: list[si.RejectedAllocationAsk] = []
         for info in request.nodes:
             partition = self.partition(info.attributes.get(si.NODE_PARTITION, ""))
             if partition is None:
@@ -119,8 +122,15 @@ class ReferenceScheduler:
                                 from_si_allocation(existing, partition.name)._replace(node_id=info.node_id)
                             )
                             new.append(to_si_allocation(recovered))
-                        except ModelError:
-                            continue
+                        except ModelError as error:
+                            # the RM believes this runs: tell it the core does not track it
+                            refused.append(
+                                si.RejectedAllocationAsk(
+                                    allocation_key=existing.allocation_key,
+                                    application_id=existing.application_id,
+                                    reason=str(error),
+                                )
+                            )
                 elif info.action == si.NodeAction.UPDATE:
                     partition.update_node(
                         info.node_id,
@@ -145,7 +155,7 @@ class ReferenceScheduler:
                 rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
         return (
             si.NodeResponse(accepted=accepted, rejected=rejected),
-            si.AllocationResponse(new=new, released=released),
+            si.AllocationResponse(new=new, released=released, rejected=refused),
         )
 
     def update_application(self, request: si.ApplicationRequest) -> si.ApplicationResponse:
@@ -178,8 +188,21 @@ class ReferenceScheduler:
         for remove in request.remove:
             partition = self.partition(remove.partition_name)
             if partition is not None and remove.application_id in partition.applications:
-                partition.remove_application(remove.application_id)
+                for allocation in partition.remove_application(remove.application_id):
+                    self._released.append(
+                        to_si_release(allocation, si.TerminationType.STOPPED_BY_RM, "application removed")
+                    )
         return si.ApplicationResponse(accepted=accepted, rejected=rejected)
+
+    def take_released(self) -> si.AllocationResponse:
+        """The releases carried out since the last call that no other answer reported.
+
+        Removing an application releases its allocations; ``update_application`` answers with an
+        ``ApplicationResponse``, which has no room for them, so they wait here (Core sends them in an
+        ``AllocationResponse`` through the RM callback).
+        """
+        released, self._released = self._released, []
+        return si.AllocationResponse(released=released)
 
     def update_allocation(self, request: si.AllocationRequest) -> si.AllocationResponse:
         rejected: list[si.RejectedAllocationAsk] = []

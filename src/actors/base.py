@@ -11,6 +11,7 @@ Every korral actor derives from ``KorralActor`` and is reached through a ``Handl
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pykka
+
+from korral.actors.runtime import ActorPool, PooledActor
 
 log = logging.getLogger("korral.actors")
 
@@ -131,20 +134,20 @@ class Handle:
 
     def stop(self) -> None:
         if self.ref.is_alive():
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 self.ref.stop(block=False)
-            except pykka.ActorDeadError:
-                pass
 
     def __repr__(self) -> str:
         return f"<Handle {self.name} ({self.rank.name})>"
 
 
-class KorralActor(pykka.ThreadingActor):
+class KorralActor(pykka.Actor):
     """Base of every korral actor: typed dispatch, counted messages, contained failures.
 
     Messages are dispatched to ``on_<MessageClassName>`` methods. Subclasses set ``rank`` and must
-    only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it.
+    only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it. Concrete actors
+    derive from ``ThreadedActor`` (own thread: may block on asks and RM callbacks) or ``PoolActor``
+    (runs on its partition's pool: never blocks).
     """
 
     rank: Rank = Rank.NODE
@@ -157,6 +160,9 @@ class KorralActor(pykka.ThreadingActor):
         self._handlers: dict[type, Callable[[Any], Any]] = {}
 
     def ask(self, target: Handle, message: Any, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        pool = getattr(self, "pool", None)
+        if pool is not None and pool.is_worker_thread:
+            raise RankViolation(f"{self.name} runs on an actor pool and must not block on {target.name}")
         return target.ask(message, caller=self.rank, timeout=timeout)
 
     def kick(self, message: Any) -> None:
@@ -176,8 +182,9 @@ class KorralActor(pykka.ThreadingActor):
             return handler(message)
         except Exception as error:
             self.tracker.record_error()
-            log.exception("%s: %s failed; state left as before the message", self.name,
-                          type(message).__name__)
+            log.exception(
+                "%s: %s failed; state left as before the message", self.name, type(message).__name__
+            )
             return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
         finally:
             self.tracker.done(self.handle.actor_id)
@@ -188,6 +195,20 @@ class KorralActor(pykka.ThreadingActor):
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         # Reached only if a failure escaped on_receive (it catches Exception): account for it.
         self.tracker.forget(self.handle.actor_id)
+
+
+class ThreadedActor(KorralActor, pykka.ThreadingActor):
+    """A korral actor on its own thread."""
+
+    use_daemon_thread = True
+
+
+class PoolActor(KorralActor, PooledActor):
+    """A korral actor served by its partition's ``ActorPool``; takes ``pool=`` when started."""
+
+    def __init__(self, tracker: Tracker, name: str, *, pool: ActorPool) -> None:
+        super().__init__(tracker, name)
+        self.bind_pool(pool)
 
 
 class HandlerError:
@@ -202,8 +223,9 @@ class HandlerError:
         return f"HandlerError({self.message!r})"
 
 
-def start_actor(actor_class: type[KorralActor], *args: Any, **kwargs: Any) -> Handle:
-    ref = actor_class.start(*args, **kwargs)
-    # the actor built its own handle in __init__; fetch it without a round trip through the mailbox
-    actor = ref._actor  # pykka keeps the instance on the ref for the threading runtime
-    return actor.handle
+def start_actor(
+    actor_class: type[KorralActor], tracker: Tracker, name: str, *args: Any, **kwargs: Any
+) -> Handle:
+    """Start an actor and return its handle (the same ref the actor's own handle wraps)."""
+    ref = actor_class.start(tracker, name, *args, **kwargs)
+    return Handle(ref, actor_class.rank, name, tracker)

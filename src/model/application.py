@@ -158,8 +158,9 @@ class Application:
     @property
     def priority(self) -> int:
         """The highest priority among asks with something to place; MIN_PRIORITY when none."""
-        first = self.pending_asks.first()
-        return first.priority if first is not None else MIN_PRIORITY
+        # pending asks are keyed (-priority, age): the first entry holds the highest priority
+        entries = self.pending_asks.entries
+        return -entries[0][0] if entries else MIN_PRIORITY
 
     def has_pending(self) -> bool:
         return len(self.pending_asks) > 0

@@ -17,6 +17,7 @@ import attrs
 from korral.config.schema import PartitionConfig, QueueConfig
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.app_owner import ask_rejection
 from korral.model.application import (
     RUNNING_STATES,
     Application,
@@ -481,16 +482,9 @@ class PartitionModel:
         app = self.applications.get(application_id)
         if app is None:
             raise ModelError(f"failed to find application {application_id}")
-        if not allocation_key:
-            raise ModelError("allocation key must not be empty")
-        if res.has_negative(resource):
-            raise ModelError(f"allocation ask {allocation_key} contains negative resources")
-        if res.is_zero(resource):
-            raise ModelError(f"allocation ask {allocation_key} contains no resources")
-        if max_allocations < 0:
-            raise ModelError(f"allocation ask {allocation_key} has a negative max allocations")
-        if app.is_terminal or app.state is ApplicationState.FAILING:
-            raise ModelError(f"application {application_id} is {app.state.value}: no new asks accepted")
+        reason = ask_rejection(app, allocation_key, resource, max_allocations)
+        if reason:
+            raise ModelError(reason)
         queue = self.queues[app.queue_path]
         ask = Ask(
             allocation_key,
@@ -508,17 +502,24 @@ class PartitionModel:
             allow_preempt_other=allow_preempt_other,
             execution_timeout_ms=execution_timeout_ms,
         )
+        self._insert_ask(app, queue, ask)
+        queue.update_app(app)
+        return ask
+
+    def _insert_ask(self, app: Application, queue: Queue, ask: Ask) -> None:
+        """Add or replace an ask; the caller re-keys the application once for a whole batch."""
+        allocation_key = ask.allocation_key
         old = app.asks.get(allocation_key)
         if old is not None:
             self._drop_ask_reservation(app, allocation_key)
             if old.pending > 0:
                 queue.add_pending(old.resource, -old.pending)
+            # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
+            self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
         queue.add_pending(ask.resource, ask.pending)
         if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
             self._transition(app, ApplicationEvent.RUN)
-        queue.update_app(app)
-        return ask
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
         app = self.applications.get(application_id)
@@ -742,15 +743,22 @@ class PartitionModel:
 
     def _walk(self, queue: Queue, now: float) -> Allocation | None:
         if queue.is_leaf:
-            apps = self._state_aware_filter(queue) if queue.sort_policy == SORT_STATE_AWARE else queue.order
+            if queue.sort_policy == SORT_STATE_AWARE:
+                apps: Iterable[Application] = self._state_aware_filter(queue)
+            else:
+                # iterate the order's entries directly: no generator frame on the hot path
+                items = queue.order.items
+                apps = [items[entry[-1]] for entry in queue.order.entries]
             for app in apps:
-                if not queue.can_run_app(app):
+                if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     continue
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
             return None
-        for child in queue.order:
+        children = queue.order.items
+        for entry in queue.order.entries:
+            child = children[entry[-1]]
             if child.state is QueueState.STOPPED:
                 continue
             allocation = self._walk(child, now)
@@ -774,22 +782,36 @@ class PartitionModel:
         return [app for app in queue.order if app.application_id in admitted]
 
     def _try_app(self, app: Application, queue: Queue, now: float) -> Allocation | None:
-        for ask in app.pending_asks:
+        asks = app.pending_asks.items
+        for entry in app.pending_asks.entries:
+            ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
                 continue
-            if not queue.fits_quota(ask.resource):
+            blocked = _quota_block(queue, ask.resource)
+            if blocked:
+                # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
+                # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
+                if blocked == _BLOCKED_BY_CLUSTER and ask.failed_since is None:
+                    self._mark_unschedulable(app, ask, now)
                 continue
             node = self._find_node(ask)
             if node is not None:
                 return self.commit(app, queue, ask, node)
-            if ask.failed_since is None:
-                ask.failed_since = now
-            self.unschedulable[(app.application_id, ask.allocation_key)] = UnschedulableAsk(
-                application_id=app.application_id, allocation_key=ask.allocation_key
-            )
-            if now - ask.failed_since >= self.reservation_delay:
+            if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
         return None
+
+    def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:
+        """The ask fits its queue but no node: remember since when (returned), report it as outstanding."""
+        since = ask.failed_since
+        if since is None:
+            since = ask.failed_since = now
+        key = (app.application_id, ask.allocation_key)
+        if key not in self.unschedulable:
+            self.unschedulable[key] = UnschedulableAsk(
+                application_id=app.application_id, allocation_key=ask.allocation_key
+            )
+        return since
 
     def _find_node(self, ask: Ask) -> Node | None:
         """First node in policy order with room for the ask that the RM's predicates accept."""
@@ -799,7 +821,9 @@ class PartitionModel:
         predicate = self.predicate
         any_fit = False
         items = ask.resource_items
-        for node in self.node_order:
+        nodes = self.node_order.items
+        for entry in self.node_order.entries:
+            node = nodes[entry[-1]]
             available = node.available
             for name, quantity in items:
                 if quantity > available.get(name, 0):
@@ -850,6 +874,29 @@ class PartitionModel:
     def drain_state_changes(self) -> list[StateChange]:
         changes, self.state_changes = self.state_changes, []
         return changes
+
+
+_BLOCKED_BY_CLUSTER = 1
+_BLOCKED_BY_QUEUE = 2
+
+
+def _quota_block(queue: Queue, ask: Resource) -> int:
+    """Queue.fits_quota that also says which limit is in the way, in one walk up the path.
+
+    0: the ask fits every max on the path; _BLOCKED_BY_QUEUE: a configured max is in the way;
+    _BLOCKED_BY_CLUSTER: only the root's max, which is the cluster's size.
+    """
+    q: Queue | None = queue
+    while q is not None:
+        limit = q.max
+        if limit is not None:
+            allocated = q.allocated
+            for name, maximum in limit.items():
+                quantity = ask.get(name)
+                if quantity is not None and allocated.get(name, 0) + quantity > maximum:
+                    return _BLOCKED_BY_QUEUE if q.parent is not None else _BLOCKED_BY_CLUSTER
+        q = q.parent
+    return 0
 
 
 def _parse_resource_tag(value: str | None) -> Resource | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterator
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
@@ -53,6 +54,23 @@ def inherited_properties(parent_properties: dict[str, str]) -> dict[str, str]:
 
 def _clamp_priority(value: int) -> int:
     return max(MIN_PRIORITY, min(MAX_PRIORITY, value))
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_priority_offset(text: str) -> int:
+    """``priority.offset`` as YuniKorn reads it (strconv.ParseInt(value, 10, 32)): 0 unless an int32."""
+    if _INT_TEXT.fullmatch(text) is None:
+        return 0
+    value = int(text)
+    return value if MIN_PRIORITY <= value <= MAX_PRIORITY else 0
+
+
+def _configured_resource(resource: Resource) -> Resource | None:
+    """A configured max or guaranteed as YuniKorn's setResources takes it: as given, explicit zeros
+    included, when strictly greater than zero (at least one positive type, no negative); else not set."""
+    return dict(resource) if res.strictly_greater_than_zero(resource) else None
 
 
 class Queue:
@@ -138,10 +156,10 @@ class Queue:
         if not self.children:
             self.is_leaf = not config.is_parent
         # An explicit 0 in max means "none of this type" (YuniKorn), so zeros are kept, not pruned;
-        # the loader already turns an all-zero map into an empty one (= not set).
-        self.guaranteed = dict(config.resources.guaranteed) or None
+        # an all-zero (or negative) map is not set, as in YuniKorn's setResources.
+        self.guaranteed = _configured_resource(config.resources.guaranteed)
         if not self.is_root:
-            self.max = dict(config.resources.max) or None
+            self.max = _configured_resource(config.resources.max)
         self.max_applications = config.max_applications
         self.submit_acl = ACL.parse(config.submit_acl)
         self.admin_acl = ACL.parse(config.admin_acl)
@@ -153,8 +171,8 @@ class Queue:
 
     def apply_template(self, template: ChildTemplateConfig) -> None:
         """Settings a dynamic leaf takes from its parent's child template."""
-        self.guaranteed = dict(template.resources.guaranteed) or None
-        self.max = dict(template.resources.max) or None
+        self.guaranteed = _configured_resource(template.resources.guaranteed)
+        self.max = _configured_resource(template.resources.max)
         self.max_applications = template.max_applications
         self.own_properties = dict(template.properties)
         self.refresh_properties()
@@ -164,7 +182,11 @@ class Queue:
         base = inherited_properties(self.parent.properties) if self.parent is not None else {}
         base.update(self.own_properties)
         self.properties = base
+        key_settings = (self.sort_policy, self.priority_sort_enabled)
         self._apply_property_settings()
+        if self.order and key_settings != (self.sort_policy, self.priority_sort_enabled):
+            # the members' keys change shape: never leave old and new keys mixed in one order
+            self.rebuild_order()
         for child in self.children.values():
             child.refresh_properties()
 
@@ -175,10 +197,7 @@ class Queue:
             self.properties.get(APPLICATION_SORT_PRIORITY, "enabled").lower() != "disabled"
         )
         self.priority_fence = self.properties.get(PRIORITY_POLICY, "default").lower() == "fence"
-        try:
-            self.priority_offset = int(self.properties.get(PRIORITY_OFFSET, "0"))
-        except ValueError:
-            self.priority_offset = 0
+        self.priority_offset = _parse_priority_offset(self.properties.get(PRIORITY_OFFSET, "0"))
 
     def refresh_limits(self, cluster_capacity: Resource | None = None) -> None:
         """Recompute effective max here and below (on config change or cluster capacity change)."""
@@ -247,16 +266,23 @@ class Queue:
     # ---- ordering ----------------------------------------------------------------------------------
 
     def app_key(self, app: Application) -> tuple:
-        priority = -app.priority if self.priority_sort_enabled else 0
+        """fifo: (priority, submission); fair: (priority, usage ratio, submission). With priority sorting
+        disabled the priority only breaks ties of the usage ratio (YuniKorn's sortApplications)."""
         if self.sort_policy == SORT_FAIR:
             total = self.guaranteed or self.effective_max
-            return (priority, res.usage_ratio_key(app.allocated, total, total or ()), app.submission_seq)
-        return (priority, app.submission_seq)
+            ratio = res.usage_ratio_key(app.allocated, total, total or ())
+            if self.priority_sort_enabled:
+                return (-app.priority, ratio, app.submission_seq)
+            return (0, ratio, -app.priority, app.submission_seq)
+        return (-app.priority if self.priority_sort_enabled else 0, app.submission_seq)
 
     def child_key(self, child: Queue) -> tuple:
-        priority = -child.priority if self.priority_sort_enabled else 0
+        """(priority, dominant share, larger pending first); with priority sorting disabled the share
+        comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
         share = res.dominant_share(child.allocated, child.guaranteed, child.effective_max)
-        return (priority, share, -sum(child.pending.values()))
+        if self.priority_sort_enabled:
+            return (-child.priority, share, -sum(child.pending.values()))
+        return (share, -child.priority, -sum(child.pending.values()))
 
     def update_app(self, app: Application) -> None:
         """Re-key an application of this leaf after its pending, allocation or priority changed."""
@@ -295,8 +321,10 @@ class Queue:
             self.priority = MIN_PRIORITY
         elif self.priority_fence:
             self.priority = self.priority_offset
-        else:
+        elif self.priority_offset:
             self.priority = _clamp_priority(highest + self.priority_offset)
+        else:
+            self.priority = highest
 
     def rebuild_order(self) -> None:
         """Re-key every member (after a change to keys of all of them: limits, properties)."""

@@ -109,14 +109,28 @@ def fits_in_max(usage: Mapping[str, int], limit: Mapping[str, int] | None) -> bo
 
 
 def component_min(left: Mapping[str, int], right: Mapping[str, int]) -> Resource:
-    """Minimum of the types both define; a type missing from either side counts as 0."""
-    return {name: min(quantity, right.get(name, 0)) for name, quantity in left.items()}
+    """Per-type minimum over the types either side defines; a type missing from one side counts as 0
+    (YuniKorn's ComponentWiseMin)."""
+    result: Resource = {}
+    for name, quantity in left.items():
+        other = right.get(name, 0)
+        result[name] = quantity if quantity < other else other
+    for name, quantity in right.items():
+        if name not in left:
+            result[name] = quantity if quantity < 0 else 0
+    return result
 
 
 def component_max(left: Mapping[str, int], right: Mapping[str, int]) -> Resource:
-    result = dict(left)
+    """Per-type maximum over the types either side defines; a type missing from one side counts as 0
+    (YuniKorn's ComponentWiseMax)."""
+    result: Resource = {}
+    for name, quantity in left.items():
+        other = right.get(name, 0)
+        result[name] = quantity if quantity > other else other
     for name, quantity in right.items():
-        result[name] = max(result.get(name, 0), quantity)
+        if name not in left:
+            result[name] = quantity if quantity > 0 else 0
     return result
 
 
@@ -140,7 +154,13 @@ def headroom(limit: Mapping[str, int] | None, usage: Mapping[str, int]) -> Resou
     """What is left under a limit, for the limit's own types (``None`` = unlimited)."""
     if limit is None:
         return None
-    return {name: maximum - usage.get(name, 0) for name, maximum in limit.items()}
+    result: Resource = {}
+    for name, maximum in limit.items():
+        value = maximum - usage.get(name, 0)
+        if not MIN_INT64 <= value <= MAX_INT64:
+            value = MAX_INT64 if value > 0 else MIN_INT64
+        result[name] = value
+    return result
 
 
 def shares(usage: Mapping[str, int], total: Mapping[str, int] | None) -> dict[str, float]:
@@ -195,15 +215,19 @@ def usage_ratio_key(
 def fit_score(ask: Mapping[str, int], available: Mapping[str, int]) -> float:
     """How badly an ask misses the available resources: 0 when it fits, larger when it misses more.
 
-    Used to choose the node to reserve (the lowest score wins).
+    Per positive ask type the share missing, between 0 and 1: a negative available counts as 0 (YuniKorn's
+    FitInScore), so the score never exceeds the number of types asked for. Used to choose the node to
+    reserve (the lowest score wins).
     """
     score = 0.0
     for name, quantity in ask.items():
         if quantity <= 0:
             continue
-        missing = quantity - available.get(name, 0)
-        if missing > 0:
-            score += missing / quantity
+        free = available.get(name, 0)
+        if free <= 0:
+            score += 1.0
+        elif quantity > free:
+            score += (quantity - free) / quantity
     return score
 
 

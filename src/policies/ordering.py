@@ -61,6 +61,15 @@ class IncrementalOrder(Generic[Item]):
     def __bool__(self) -> bool:
         return bool(self._keys)
 
+    @property
+    def entries(self) -> list[tuple[Any, ...]]:
+        """The sorted entries, ``key + (name,)``: for hot loops that index ``items`` themselves."""
+        return self._entries
+
+    @property
+    def items(self) -> dict[Hashable, Item]:
+        return self._items
+
     def __iter__(self) -> Iterator[Item]:
         """Iterate in key order without copying: stop iterating before changing the order."""
         items = self._items

@@ -1,0 +1,240 @@
+"""Application actors own an application's asks, allocations and state (an ``ApplicationOwner``).
+
+Outputs are buffered and sent once per burst of messages (a self-tell ``FlushOut`` queued behind
+whatever is already in the mailbox), so a thousand node confirmations in a row cost one message to the
+queue, one to the scheduler's view and one callback to the RM, not a thousand of each.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from korral import si
+from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.messages import (
+    AddAsks,
+    AppGone,
+    BookRecovered,
+    CompletingTimeout,
+    Deliver,
+    FreeOnNode,
+    NodeRemoved,
+    Placed,
+    QueueUsage,
+    RecoverAllocations,
+    ReleaseAllocations,
+    RemoveApplication,
+    RemoveAsks,
+    Snapshot,
+    ask_spec,
+)
+from korral.actors.runtime import ActorPool
+from korral.actors.timer import TimerService
+from korral.info import AllocationInfo, ApplicationInfo
+from korral.model import resource as res
+from korral.model.app_owner import AppEffects, ApplicationOwner
+from korral.model.application import Application, ApplicationState
+from korral.model.naming import partition_without_rm
+from korral.reference import to_si_allocation, to_si_release
+
+
+@attrs.frozen(slots=True)
+class FlushOut:
+    """Application -> itself: send what the last burst of messages produced."""
+
+
+@attrs.frozen(slots=True)
+class ViewOps:
+    """Application -> scheduler: changes to apply to the view, in order: (operation, payload)."""
+
+    application_id: str
+    ops: tuple[tuple[str, Any], ...]
+
+
+@attrs.frozen(slots=True)
+class AppFinished:
+    """Application -> partition: the application completed and leaves the partition."""
+
+    application_id: str
+    state: str
+    info: ApplicationInfo
+
+
+class ApplicationActor(PoolActor):
+    rank = Rank.APPLICATION
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        app: Application,
+        *,
+        queue: Handle,
+        scheduler: Handle,
+        partition: Handle,
+        dispatcher: Handle,
+        timer: TimerService,
+        completing_timeout: float,
+        pool: ActorPool,
+    ) -> None:
+        super().__init__(tracker, name, pool=pool)
+        self.owner = ApplicationOwner(app)
+        self.queue = queue
+        self.scheduler = scheduler
+        self.partition = partition
+        self.dispatcher = dispatcher
+        self.timer = timer
+        self.completing_timeout = completing_timeout
+        self.nodes: dict[str, Handle] = {}
+        self.rm_partition = partition_without_rm(app.partition)
+        self._reset_buffers()
+        self._flush_queued = False
+
+    def _reset_buffers(self) -> None:
+        self._allocated: dict[str, int] = {}
+        self._pending: dict[str, int] = {}
+        self._view_ops: list[tuple[str, Any]] = []
+        self._new: list[si.Allocation] = []
+        self._released: list[si.AllocationRelease] = []
+        self._rejected: list[si.RejectedAllocationAsk] = []
+        self._updated: list[si.UpdatedApplication] = []
+        self._free: dict[str, list[str]] = {}
+
+    # ---- handlers ----------------------------------------------------------------------------------
+
+    def on_AddAsks(self, message: AddAsks) -> None:
+        self._absorb(self.owner.add_asks(message.asks, time.monotonic()))
+
+    def on_RemoveAsks(self, message: RemoveAsks) -> None:
+        self._absorb(self.owner.remove_asks(message.allocation_keys, time.monotonic()))
+
+    def on_Placed(self, message: Placed) -> None:
+        node_id = message.allocations[0].node_id if message.allocations else ""
+        self.nodes[node_id] = message.node
+        self._absorb(self.owner.confirm(node_id, message.allocations, time.monotonic()))
+
+    def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
+        if message.allocations:
+            self.nodes[message.allocations[0].node_id] = message.node
+        self._absorb(self.owner.recover(message.allocations, time.monotonic()))
+
+    def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
+        self._absorb(self.owner.release(message.releases, time.monotonic()))
+
+    def on_NodeRemoved(self, message: NodeRemoved) -> None:
+        self._absorb(
+            self.owner.node_removed(message.node_id, message.uuids, message.reason, time.monotonic())
+        )
+        self.nodes.pop(message.node_id, None)
+
+    def on_RemoveApplication(self, message: RemoveApplication) -> None:
+        self._absorb(self.owner.remove(message.reason, time.monotonic()))
+        self._flush()
+        self.scheduler.tell(AppGone(application_id=self.owner.app.application_id))
+
+    def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
+        effects = self.owner.completing_timeout(time.monotonic(), self.completing_timeout)
+        self._absorb(effects)
+        if self.owner.app.state is ApplicationState.COMPLETED:
+            self._flush()
+            app_id = self.owner.app.application_id
+            self.scheduler.tell(AppGone(application_id=app_id))
+            self.partition.tell(
+                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
+            )
+
+    def on_FlushOut(self, message: FlushOut) -> None:
+        self._flush_queued = False
+        self._flush()
+
+    def on_Snapshot(self, message: Snapshot) -> ApplicationInfo:
+        return self._info()
+
+    def _info(self) -> ApplicationInfo:
+        app = self.owner.app
+        pending: dict[str, int] = {}
+        for ask in app.asks.values():
+            if ask.pending > 0:
+                res.add_into(pending, ask.resource, ask.pending)
+        return ApplicationInfo(
+            application_id=app.application_id,
+            partition=app.partition,
+            queue=app.queue_path,
+            user=app.user,
+            state=app.state.value,
+            allocated=res.prune(app.allocated),
+            pending=res.prune(pending),
+            placeholder=res.prune(app.placeholder_allocated),
+            allocations=[AllocationInfo.of(a) for a in app.allocations.values()],
+            pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
+        )
+
+    # ---- effects -----------------------------------------------------------------------------------
+
+    def _absorb(self, effects: AppEffects) -> None:
+        app_id = self.owner.app.application_id
+        res.add_into(self._allocated, effects.allocated_delta)
+        res.add_into(self._pending, effects.pending_delta)
+        ops = self._view_ops
+        for key, generation in effects.asks_removed:
+            ops.append(("drop_ask", (key, generation)))
+        for ask in effects.asks_added:
+            ops.append(("put_ask", ask_spec(ask)))
+        if effects.rolled_back:
+            ops.append(("rollback", tuple(effects.rolled_back)))
+        if effects.view_released:
+            ops.append(("forget", tuple(effects.view_released)))
+        if effects.view_recovered:
+            ops.append(("recover", tuple(effects.view_recovered)))
+        self._new.extend(to_si_allocation(a) for a in effects.new_allocations)
+        self._released.extend(to_si_release(a, kind, text) for a, kind, text in effects.released)
+        self._rejected.extend(
+            si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
+            for key, reason in effects.rejected_asks
+        )
+        for state, when in effects.state_changes:
+            self._updated.append(
+                si.UpdatedApplication(
+                    application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)
+                )
+            )
+        for node_id, uuids in effects.free_on_node.items():
+            self._free.setdefault(node_id, []).extend(uuids)
+        if effects.recover_on_node:
+            node = self.nodes.get(effects.recover_on_node[0].node_id)
+            if node is not None:
+                node.tell(BookRecovered(allocations=tuple(effects.recover_on_node), app=self.handle))
+        if effects.completing:
+            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
+        if not self._flush_queued:
+            self._flush_queued = True
+            self.kick(FlushOut())
+
+    def _flush(self) -> None:
+        app_id = self.owner.app.application_id
+        # Nodes first: a freed node must not look full to the next decision that depends on the view.
+        for node_id, uuids in self._free.items():
+            node = self.nodes.get(node_id)
+            if node is not None:
+                node.tell(FreeOnNode(uuids=tuple(uuids)))
+        if self._allocated or self._pending:
+            self.queue.tell(QueueUsage(allocated=dict(self._allocated), pending=dict(self._pending)))
+        if self._view_ops:
+            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(self._view_ops)))
+        if self._new or self._released or self._rejected:
+            self.dispatcher.tell(
+                Deliver(
+                    method="update_allocation",
+                    argument=si.AllocationResponse(
+                        new=self._new, released=self._released, rejected=self._rejected
+                    ),
+                )
+            )
+        if self._updated:
+            self.dispatcher.tell(
+                Deliver(method="update_application", argument=si.ApplicationResponse(updated=self._updated))
+            )
+        self._reset_buffers()

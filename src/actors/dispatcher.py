@@ -1,0 +1,31 @@
+"""Delivers RM callbacks in order, one dispatcher per RM: a slow or failing RM harms only itself."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from korral.actors.base import Rank, ThreadedActor, Tracker
+from korral.actors.messages import Deliver
+
+log = logging.getLogger("korral.callbacks")
+
+
+class CallbackDispatcher(ThreadedActor):
+    rank = Rank.DISPATCHER
+
+    def __init__(self, tracker: Tracker, name: str, callback: Any) -> None:
+        super().__init__(tracker, name)
+        self.callback = callback
+        self.failures = 0
+
+    def on_Deliver(self, message: Deliver) -> None:
+        method = getattr(self.callback, message.method, None)
+        if method is None:
+            return
+        try:
+            method(message.argument)
+        except Exception:
+            # The RM's own failure: logged and contained, scheduling goes on.
+            self.failures += 1
+            log.exception("%s: callback %s raised", self.name, message.method)

@@ -1,0 +1,364 @@
+"""Messages between korral's actors. All immutable: frozen slotted attrs classes, tuples, plain values.
+
+Resource dicts inside messages are never mutated by anyone after the message is built (the model's
+arithmetic always builds new dicts for what it hands out).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import attrs
+
+from korral import si
+from korral.config.schema import PartitionConfig
+from korral.model.allocation import Allocation, Ask
+
+frozen = attrs.frozen(slots=True, kw_only=True)
+
+
+# ---- specs: what an owner tells others about its objects --------------------------------------------
+
+
+class AskSpec(NamedTuple):
+    """An ask as its owner built it. A NamedTuple: thousands are sent per request, and a tuple is
+    several times cheaper to build than a frozen attrs instance."""
+
+    application_id: str
+    allocation_key: str
+    resource: dict[str, int]
+    max_allocations: int = 1
+    priority: int = 0
+    tags: dict[str, str] = {}
+    placeholder: bool = False
+    task_group_name: str = ""
+    originator: bool = False
+    allow_preempt_self: bool = False
+    allow_preempt_other: bool = False
+    execution_timeout_ms: int = 0
+    generation: int = 0
+
+
+def ask_spec(ask: Ask) -> AskSpec:
+    """The immutable description of an ask as its owner built it (key, generation, repeats)."""
+    return AskSpec(
+        application_id=ask.application_id,
+        allocation_key=ask.allocation_key,
+        resource=dict(ask.resource),
+        max_allocations=ask.max_allocations,
+        priority=ask.priority,
+        tags=dict(ask.tags),
+        placeholder=ask.placeholder,
+        task_group_name=ask.task_group_name,
+        originator=ask.originator,
+        allow_preempt_self=ask.allow_preempt_self,
+        allow_preempt_other=ask.allow_preempt_other,
+        execution_timeout_ms=ask.execution_timeout_ms,
+        generation=ask.generation,
+    )
+
+
+def ask_from_spec(spec: AskSpec) -> Ask:
+    """A fresh mutable ask built from a spec, for the receiver's own bookkeeping."""
+    return Ask(
+        spec.allocation_key,
+        spec.application_id,
+        dict(spec.resource),
+        max_allocations=spec.max_allocations,
+        priority=spec.priority,
+        tags=dict(spec.tags),
+        placeholder=spec.placeholder,
+        task_group_name=spec.task_group_name,
+        originator=spec.originator,
+        allow_preempt_self=spec.allow_preempt_self,
+        allow_preempt_other=spec.allow_preempt_other,
+        execution_timeout_ms=spec.execution_timeout_ms,
+        generation=spec.generation,
+    )
+
+
+@frozen
+class AppSpec:
+    application_id: str
+    queue_path: str
+    user: str
+    groups: tuple[str, ...] = ()
+    tags: dict[str, str] = attrs.field(factory=dict)
+    submission_seq: int = 0
+    placeholder_ask: dict[str, int] = attrs.field(factory=dict)
+    execution_timeout_ms: int = 0
+    gang_scheduling_style: str = ""
+
+
+@frozen
+class NodeSpec:
+    node_id: str
+    capacity: dict[str, int]
+    occupied: dict[str, int] = attrs.field(factory=dict)
+    attributes: dict[str, str] = attrs.field(factory=dict)
+    schedulable: bool = True
+
+
+# ---- RM side: requests routed from the RMProxy to partitions ------------------------------------------
+
+
+@frozen
+class RouteAllocationRequest:
+    request: si.AllocationRequest
+
+
+@frozen
+class RouteApplicationRequest:
+    request: si.ApplicationRequest
+
+
+@frozen
+class RouteNodeRequest:
+    request: si.NodeRequest
+
+
+@frozen
+class ApplyConfig:
+    config: PartitionConfig
+
+
+@frozen
+class StopPartition:
+    """The partition goes away (RM re-registered, or removed from the config)."""
+
+
+# ---- partition -> owners --------------------------------------------------------------------------
+
+
+@frozen
+class AddAsks:
+    asks: tuple[si.AllocationAsk, ...]
+
+
+@frozen
+class RemoveAsks:
+    allocation_keys: tuple[str, ...]  # empty: every ask of the application
+
+
+@frozen
+class ReleaseAllocations:
+    releases: tuple[si.AllocationRelease, ...]
+
+
+@frozen
+class RecoverAllocations:
+    allocations: tuple[Allocation, ...]
+    node: Any  # Handle of the node the allocations run on
+
+
+@frozen
+class RemoveApplication:
+    reason: str = "application removed"
+
+
+@frozen
+class UpdateNode:
+    capacity: dict[str, int] | None = None
+    occupied: dict[str, int] | None = None
+    attributes: dict[str, str] | None = None
+
+
+@frozen
+class SetNodeSchedulable:
+    schedulable: bool
+
+
+@frozen
+class DecommissionNode:
+    reason: str
+
+
+# ---- scheduler <-> owners ----------------------------------------------------------------------------
+
+
+@frozen
+class Place:
+    """Scheduler -> node: book these allocations; each goes with the handle of its application."""
+
+    placements: tuple[tuple[Allocation, Any], ...]
+
+
+@frozen
+class Placed:
+    """Node -> application: these allocations are booked on the node; confirm or give them back."""
+
+    node: Any  # Handle of the node
+    allocations: tuple[Allocation, ...]
+
+
+@frozen
+class BookRecovered:
+    """Application -> node: book recovered allocations whatever the room (they already run)."""
+
+    allocations: tuple[Allocation, ...]
+    app: Any  # Handle of the owning application
+
+
+@frozen
+class FreeOnNode:
+    """Application -> node: release these allocations' resources."""
+
+    uuids: tuple[str, ...]
+
+
+@frozen
+class NodeRemoved:
+    """Node -> application: the node is gone, and these allocations with it."""
+
+    node_id: str
+    uuids: tuple[str, ...]
+    reason: str
+
+
+@frozen
+class RolledBack:
+    """-> scheduler: proposals that did not become allocations; undo them in the view."""
+
+    allocations: tuple[Allocation, ...]
+
+
+@frozen
+class NodeAdded:
+    spec: NodeSpec
+    node: Any  # Handle
+
+
+@frozen
+class NodeChanged:
+    spec: NodeSpec
+
+
+@frozen
+class NodeGone:
+    node_id: str
+
+
+@frozen
+class AppAdded:
+    spec: AppSpec
+    app: Any  # Handle
+
+
+@frozen
+class AppGone:
+    application_id: str
+
+
+@frozen
+class AsksChanged:
+    application_id: str
+    added: tuple[AskSpec, ...] = ()
+    removed: tuple[tuple[str, int], ...] = ()  # (allocation key, generation)
+
+
+@frozen
+class AllocationsReleased:
+    """-> scheduler: confirmed allocations that are gone (released, node removed, app removed)."""
+
+    allocations: tuple[Allocation, ...]
+
+
+@frozen
+class AllocationsRecovered:
+    allocations: tuple[Allocation, ...]
+
+
+@frozen
+class AppStateChanged:
+    application_id: str
+    state: str
+
+
+@frozen
+class QueueCreated:
+    path: str
+
+
+@frozen
+class QueuesRemoved:
+    paths: tuple[str, ...]
+
+
+@frozen
+class RunCycle:
+    """Scheduler -> itself: run a batch of scheduling cycles."""
+
+
+@frozen
+class Tick:
+    """Timer -> scheduler / partition: time has passed (reservation delay, cleanup, timeouts)."""
+
+
+@frozen
+class CompletingTimeout:
+    """Timer -> application: check whether Completing has lasted long enough."""
+
+    since: float
+
+
+# ---- owners -> queues -----------------------------------------------------------------------------------
+
+
+@frozen
+class QueueUsage:
+    """Usage deltas reported to a queue; it applies them and passes them to its parent."""
+
+    allocated: dict[str, int] = attrs.field(factory=dict)
+    pending: dict[str, int] = attrs.field(factory=dict)
+
+
+@frozen
+class QueueAppMembership:
+    application_id: str
+    present: bool
+
+
+@frozen
+class QueueSettings:
+    """Partition -> queue: configuration-owned facts (state, limits, properties, children)."""
+
+    state: str
+    is_leaf: bool
+    is_managed: bool
+    guaranteed: dict[str, int] | None
+    max: dict[str, int] | None
+    max_applications: int
+    properties: dict[str, str]
+    children: tuple[str, ...]
+
+
+# ---- queries --------------------------------------------------------------------------------------------
+
+
+@frozen
+class Snapshot:
+    """Ask an actor for a consistent snapshot of what it owns."""
+
+    detail: str = ""
+
+
+@frozen
+class GetHandle:
+    kind: str
+    key: str
+
+
+# ---- callbacks -----------------------------------------------------------------------------------------
+
+
+@frozen
+class Deliver:
+    """-> dispatcher: call one RM callback method with one argument."""
+
+    method: str
+    argument: Any
+
+
+@frozen
+class CheckInvariants:
+    """Ask an actor to verify its own invariants; it answers with a list of violations."""

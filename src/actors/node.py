@@ -1,0 +1,140 @@
+"""Node actors own a node's capacity and the allocations booked on it.
+
+A placement proposed by the scheduler is booked here only if the node still has room and is
+schedulable: the node is the authority on its resources. Booked placements go to their application
+for confirmation; what cannot be booked goes back to the scheduler to be undone in its view.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.messages import (
+    BookRecovered,
+    DecommissionNode,
+    FreeOnNode,
+    NodeChanged,
+    NodeRemoved,
+    NodeSpec,
+    Place,
+    Placed,
+    RolledBack,
+    SetNodeSchedulable,
+    Snapshot,
+    UpdateNode,
+)
+from korral.actors.runtime import ActorPool
+from korral.info import AllocationInfo, NodeInfo
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.node import Node
+
+
+class NodeActor(PoolActor):
+    rank = Rank.NODE
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        spec: NodeSpec,
+        partition: str,
+        scheduler: Handle,
+        *,
+        pool: ActorPool,
+    ) -> None:
+        super().__init__(tracker, name, pool=pool)
+        self.node = Node(
+            spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable, partition
+        )
+        self.scheduler = scheduler
+        # the application actor of each allocation booked here, to tell it when the node goes away
+        self.owners: dict[str, Handle] = {}
+        self.removed = False
+
+    def _spec(self) -> NodeSpec:
+        node = self.node
+        return NodeSpec(
+            node_id=node.node_id,
+            capacity=dict(node.capacity),
+            occupied=dict(node.occupied),
+            attributes=dict(node.attributes),
+            schedulable=node.schedulable,
+        )
+
+    def on_Place(self, message: Place) -> None:
+        node = self.node
+        booked: dict[Handle, list[Allocation]] = defaultdict(list)
+        refused: list[Allocation] = []
+        for allocation, app in message.placements:
+            if not self.removed and node.schedulable and node.fits(allocation.resource):
+                node.add_allocation(allocation)
+                self.owners[allocation.uuid] = app
+                booked[app].append(allocation)
+            else:
+                refused.append(allocation)
+        for app, allocations in booked.items():
+            if not app.tell(Placed(node=self.handle, allocations=tuple(allocations))):
+                # the application is gone: nobody will confirm, so free the booking here
+                for allocation in allocations:
+                    node.remove_allocation(allocation.uuid)
+                    self.owners.pop(allocation.uuid, None)
+                refused.extend(allocations)
+        if refused:
+            self.scheduler.tell(RolledBack(allocations=tuple(refused)))
+
+    def on_BookRecovered(self, message: BookRecovered) -> None:
+        for allocation in message.allocations:
+            if allocation.uuid not in self.node.allocations:
+                self.node.add_allocation(allocation)
+                self.owners[allocation.uuid] = message.app
+
+    def on_FreeOnNode(self, message: FreeOnNode) -> None:
+        for uuid in message.uuids:
+            self.node.remove_allocation(uuid)
+            self.owners.pop(uuid, None)
+
+    def on_UpdateNode(self, message: UpdateNode) -> None:
+        if message.capacity is not None:
+            self.node.set_capacity(message.capacity)
+        if message.occupied is not None:
+            self.node.set_occupied(message.occupied)
+        if message.attributes is not None:
+            self.node.attributes = dict(message.attributes)
+        self.scheduler.tell(NodeChanged(spec=self._spec()))
+
+    def on_SetNodeSchedulable(self, message: SetNodeSchedulable) -> None:
+        self.node.schedulable = message.schedulable
+        self.scheduler.tell(NodeChanged(spec=self._spec()))
+
+    def on_DecommissionNode(self, message: DecommissionNode) -> None:
+        """The node leaves: every allocation on it is released through its application."""
+        self.removed = True
+        self.node.schedulable = False
+        by_owner: dict[Handle, list[str]] = defaultdict(list)
+        orphans: list[str] = []
+        for uuid in list(self.node.allocations):
+            owner = self.owners.pop(uuid, None)
+            if owner is None:
+                orphans.append(uuid)
+            else:
+                by_owner[owner].append(uuid)
+            self.node.remove_allocation(uuid)
+        for owner, uuids in by_owner.items():
+            owner.tell(NodeRemoved(node_id=self.node.node_id, uuids=tuple(uuids), reason=message.reason))
+
+    def on_Snapshot(self, message: Snapshot) -> NodeInfo:
+        node = self.node
+        return NodeInfo(
+            node_id=node.node_id,
+            partition=node.partition,
+            capacity=res.prune(node.capacity),
+            allocated=node.allocated,
+            occupied=res.prune(node.occupied),
+            available=res.prune(node.available),
+            schedulable=node.schedulable,
+            attributes=dict(node.attributes),
+            allocations=[AllocationInfo.of(a) for a in node.allocations.values()],
+            reservations=[],
+        )

@@ -1,0 +1,481 @@
+"""The Partition actor: membership, placement and routing for one partition.
+
+It owns the partition's structure (the queue tree and its configuration, which applications and nodes
+exist, the partition's capacity) in a ``PartitionModel`` that tracks no allocations, places
+applications with the partition's rules, creates and retires the owner actors, and routes each RM
+request to the actor that owns what the request is about. Removed actors become tombstones, stopped
+only once nothing is in flight, so that no message to them can be dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+from korral import si
+from korral.actors.application import AppFinished, ApplicationActor
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor
+from korral.actors.messages import (
+    AddAsks,
+    AppAdded,
+    ApplyConfig,
+    AppSpec,
+    DecommissionNode,
+    Deliver,
+    NodeAdded,
+    NodeGone,
+    NodeSpec,
+    QueueCreated,
+    QueuesRemoved,
+    RecoverAllocations,
+    ReleaseAllocations,
+    RemoveApplication,
+    RemoveAsks,
+    RouteAllocationRequest,
+    RouteApplicationRequest,
+    RouteNodeRequest,
+    SetNodeSchedulable,
+    Snapshot,
+    StopPartition,
+    Tick,
+    UpdateNode,
+)
+from korral.actors.node import NodeActor
+from korral.actors.queue import QueueActor
+from korral.actors.runtime import ActorPool
+from korral.actors.scheduler import SchedulerActor
+from korral.actors.timer import TimerService
+from korral.config.schema import PartitionConfig
+from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.model import resource as res
+from korral.model.application import Application
+from korral.model.partition import ModelError, PartitionModel
+from korral.reference import from_si_allocation
+
+
+@attrs.frozen(slots=True)
+class CleanupQueues:
+    """Timer -> partition: remove empty dynamic queues and empty draining queues."""
+
+
+@attrs.frozen(slots=True)
+class RetireTombstones:
+    """Timer -> partition: stop removed actors if nothing is in flight."""
+
+
+@attrs.frozen(kw_only=True)
+class PartitionSettings:
+    scheduling_interval: float
+    reservation_delay: float
+    completing_timeout: float
+    queue_cleanup_interval: float
+    placeholder_timeout: float
+
+
+class PartitionActor(ThreadedActor):
+    rank = Rank.PARTITION
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        *,
+        rm_id: str,
+        config: PartitionConfig,
+        callback: Any,
+        dispatcher: Handle,
+        timer: TimerService,
+        settings: PartitionSettings,
+    ) -> None:
+        super().__init__(tracker, name)
+        self.rm_id = rm_id
+        self.dispatcher = dispatcher
+        self.timer = timer
+        self.settings = settings
+        self.registry = PartitionModel(name, config, rm_id=rm_id)
+        # queues, applications and nodes of this partition run on one worker thread of their own
+        self.pool = ActorPool(name)
+        self.scheduler = start_actor(
+            SchedulerActor,
+            tracker,
+            f"{name}/scheduler",
+            name,
+            config,
+            rm_id=rm_id,
+            reservation_delay=settings.reservation_delay,
+            callback=callback,
+            dispatcher=dispatcher,
+        )
+        self.queues: dict[str, Handle] = {}
+        self.apps: dict[str, Handle] = {}
+        self.nodes: dict[str, Handle] = {}
+        self.completed: dict[str, ApplicationInfo] = {}
+        self.tombstones: list[Handle] = []
+        self._actor_seq = itertools.count(1)
+        self._sync_queue_actors(announce=False)
+        timer.every(settings.scheduling_interval, self.scheduler, Tick())
+        timer.every(settings.queue_cleanup_interval, self.handle, CleanupQueues())
+        timer.every(1.0, self.handle, RetireTombstones())
+
+    # ---- helpers -----------------------------------------------------------------------------------
+
+    def _sync_queue_actors(self, *, announce: bool) -> None:
+        """Start a queue actor for every queue of the structure that has none (parents first)."""
+        for path in sorted(self.registry.queues, key=lambda p: p.count(".")):
+            if path in self.queues:
+                continue
+            queue = self.registry.queues[path]
+            parent = self.queues.get(queue.parent.path) if queue.parent is not None else None
+            self.queues[path] = start_actor(
+                QueueActor, self.tracker, f"{self.name}/{path}", path, parent, pool=self.pool
+            )
+            if announce:
+                self.scheduler.tell(QueueCreated(path=path))
+
+    def _deliver(self, method: str, argument: Any) -> None:
+        self.dispatcher.tell(Deliver(method=method, argument=argument))
+
+    def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:
+        if asks:
+            self._deliver(
+                "update_allocation",
+                si.AllocationResponse(
+                    rejected=[
+                        si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
+                        for key, app_id, reason in asks
+                    ]
+                ),
+            )
+
+    def _bury(self, handle: Handle | None) -> None:
+        if handle is not None:
+            self.tombstones.append(handle)
+
+    # ---- nodes -------------------------------------------------------------------------------------
+
+    def on_RouteNodeRequest(self, message: RouteNodeRequest) -> None:
+        accepted: list[si.AcceptedNode] = []
+        rejected: list[si.RejectedNode] = []
+        for info in message.request.nodes:
+            try:
+                self._node_action(info, accepted)
+            except ModelError as error:
+                rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        if accepted or rejected:
+            self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+
+    def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
+        action = info.action
+        node_id = info.node_id
+        if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
+            schedulable = action == si.NodeAction.CREATE
+            self.registry.add_node(
+                node_id,
+                info.schedulable_resource,
+                occupied=info.occupied_resource,
+                attributes=info.attributes,
+                schedulable=schedulable,
+            )
+            node = self.registry.nodes[node_id]
+            spec = NodeSpec(
+                node_id=node_id,
+                capacity=dict(node.capacity),
+                occupied=dict(node.occupied),
+                attributes=dict(node.attributes),
+                schedulable=schedulable,
+            )
+            handle = start_actor(
+                NodeActor,
+                self.tracker,
+                f"{self.name}/node/{node_id}",
+                spec,
+                self.name,
+                self.scheduler,
+                pool=self.pool,
+            )
+            self.nodes[node_id] = handle
+            self.scheduler.tell(NodeAdded(spec=spec, node=handle))
+            accepted.append(si.AcceptedNode(node_id=node_id))
+            self._recover(info, handle)
+            return
+        handle = self.nodes.get(node_id)
+        if handle is None:
+            raise ModelError(f"node {node_id} not found in partition {self.name}")
+        if action == si.NodeAction.UPDATE:
+            capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
+            occupied = dict(info.occupied_resource) if info.occupied_resource else None
+            attributes = dict(info.attributes) if info.attributes else None
+            self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
+            handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
+        elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
+            schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
+            self.registry.set_node_schedulable(node_id, schedulable)
+            handle.tell(SetNodeSchedulable(schedulable=schedulable))
+        elif action == si.NodeAction.DECOMISSION:
+            self.registry.remove_node(node_id)
+            del self.nodes[node_id]
+            self.scheduler.tell(NodeGone(node_id=node_id))
+            handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
+            self._bury(handle)
+        else:
+            raise ModelError(f"node {node_id}: unknown action {int(action)}")
+
+    def _recover(self, info: si.NodeInfo, node: Handle) -> None:
+        by_app: dict[str, list] = defaultdict(list)
+        rejected: list[tuple[str, str, str]] = []
+        for existing in info.existing_allocations:
+            allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
+            if allocation.application_id not in self.apps:
+                rejected.append(
+                    (
+                        existing.allocation_key,
+                        existing.application_id,
+                        f"failed to find application {existing.application_id}",
+                    )
+                )
+            elif res.is_zero(allocation.resource) or res.has_negative(allocation.resource):
+                rejected.append(
+                    (
+                        existing.allocation_key,
+                        existing.application_id,
+                        "allocation contains no resources or negative resources",
+                    )
+                )
+            else:
+                if not allocation.uuid:
+                    allocation = allocation._replace(uuid=self.registry.new_uuid())
+                by_app[allocation.application_id].append(
+                    allocation._replace(
+                        queue_path=self.registry.applications[allocation.application_id].queue_path,
+                        recovered=True,
+                    )
+                )
+        for app_id, allocations in by_app.items():
+            self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=node))
+        self._reject_asks(rejected)
+
+    # ---- applications ------------------------------------------------------------------------------
+
+    def on_RouteApplicationRequest(self, message: RouteApplicationRequest) -> None:
+        accepted: list[si.AcceptedApplication] = []
+        rejected: list[si.RejectedApplication] = []
+        for add in message.request.new:
+            ugi = add.ugi or si.UserGroupInformation()
+            try:
+                app = self.registry.add_application(
+                    add.application_id,
+                    queue_name=add.queue_name,
+                    user=ugi.user,
+                    groups=ugi.groups,
+                    tags=add.tags,
+                    placeholder_ask=add.placeholder_ask,
+                    execution_timeout_ms=add.execution_timeout_milliseconds,
+                    gang_scheduling_style=add.gang_scheduling_style,
+                )
+            except ModelError as error:
+                rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
+                continue
+            self._sync_queue_actors(announce=True)
+            self._start_application(app)
+            accepted.append(si.AcceptedApplication(application_id=add.application_id))
+        for remove in message.request.remove:
+            handle = self.apps.pop(remove.application_id, None)
+            if handle is None:
+                continue
+            self.registry.remove_application(remove.application_id)
+            handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
+            self._bury(handle)
+        if accepted or rejected:
+            self._deliver("update_application", si.ApplicationResponse(accepted=accepted, rejected=rejected))
+
+    def _start_application(self, app: Application) -> None:
+        # The owner gets its own Application object: the registry's copy stays with this actor.
+        owned = Application(
+            app.application_id,
+            partition=self.name,
+            queue_path=app.queue_path,
+            user=app.user,
+            groups=app.groups,
+            tags=app.tags,
+            submission_seq=app.submission_seq,
+            submission_time=app.submission_time,
+            placeholder_ask=app.placeholder_ask,
+            execution_timeout_ms=app.execution_timeout_ms,
+            gang_scheduling_style=app.gang_scheduling_style,
+        )
+        handle = start_actor(
+            ApplicationActor,
+            self.tracker,
+            f"{self.name}/app/{app.application_id}",
+            owned,
+            queue=self.queues[app.queue_path],
+            scheduler=self.scheduler,
+            partition=self.handle,
+            dispatcher=self.dispatcher,
+            timer=self.timer,
+            completing_timeout=self.settings.completing_timeout,
+            pool=self.pool,
+        )
+        self.apps[app.application_id] = handle
+        self.completed.pop(app.application_id, None)
+        spec = AppSpec(
+            application_id=app.application_id,
+            queue_path=app.queue_path,
+            user=app.user,
+            groups=app.groups,
+            tags=dict(app.tags),
+            submission_seq=app.submission_seq,
+            placeholder_ask=dict(app.placeholder_ask),
+            execution_timeout_ms=app.execution_timeout_ms,
+            gang_scheduling_style=app.gang_scheduling_style,
+        )
+        self.scheduler.tell(AppAdded(spec=spec, app=handle))
+
+    def on_AppFinished(self, message: AppFinished) -> None:
+        handle = self.apps.pop(message.application_id, None)
+        if handle is None:
+            return
+        if message.application_id in self.registry.applications:
+            self.registry.remove_application(message.application_id)
+        self.completed[message.application_id] = message.info
+        self._bury(handle)
+
+    # ---- asks and releases -------------------------------------------------------------------------
+
+    def on_RouteAllocationRequest(self, message: RouteAllocationRequest) -> None:
+        request = message.request
+        asks: dict[str, list[si.AllocationAsk]] = defaultdict(list)
+        rejected: list[tuple[str, str, str]] = []
+        for ask in request.asks:
+            if ask.application_id in self.apps:
+                asks[ask.application_id].append(ask)
+            else:
+                rejected.append(
+                    (
+                        ask.allocation_key,
+                        ask.application_id,
+                        f"failed to find application {ask.application_id}",
+                    )
+                )
+        for app_id, app_asks in asks.items():
+            self.apps[app_id].tell(AddAsks(asks=tuple(app_asks)))
+        self._reject_asks(rejected)
+        releases = request.releases
+        if releases is None:
+            return
+        for ask_release in releases.allocation_asks_to_release:
+            handle = self.apps.get(ask_release.application_id)
+            if handle is not None:
+                keys = (ask_release.allocation_key,) if ask_release.allocation_key else ()
+                handle.tell(RemoveAsks(allocation_keys=keys))
+        by_app: dict[str, list[si.AllocationRelease]] = defaultdict(list)
+        for release in releases.allocations_to_release:
+            if release.application_id in self.apps:
+                by_app[release.application_id].append(release)
+        for app_id, app_releases in by_app.items():
+            self.apps[app_id].tell(ReleaseAllocations(releases=tuple(app_releases)))
+
+    # ---- configuration and housekeeping -----------------------------------------------------------
+
+    def on_ApplyConfig(self, message: ApplyConfig) -> None:
+        self.registry.apply_config(message.config)
+        self._sync_queue_actors(announce=False)
+        self.scheduler.tell(ApplyConfig(config=message.config))
+
+    def on_CleanupQueues(self, message: CleanupQueues) -> None:
+        removed = self.registry.cleanup_queues()
+        for path in removed:
+            self._bury(self.queues.pop(path, None))
+        if removed:
+            self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
+
+    def on_RetireTombstones(self, message: RetireTombstones) -> None:
+        # Only this message in flight: nothing can still be on its way to a removed actor.
+        if self.tombstones and self.tracker.in_flight() <= 1:
+            for handle in self.tombstones:
+                handle.stop()
+            self.tombstones.clear()
+
+    def on_StopPartition(self, message: StopPartition) -> None:
+        for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
+            handle.stop()
+        self.scheduler.stop()
+        self.pool.stop()
+        self.apps.clear()
+        self.nodes.clear()
+        self.queues.clear()
+        self.tombstones.clear()
+
+    # ---- queries -----------------------------------------------------------------------------------
+
+    def on_Snapshot(self, message: Snapshot) -> Any:
+        kind, _, key = message.detail.partition(":")
+        if kind == "partition":
+            return self._partition_info()
+        if kind == "queue":
+            return self._queue_info(key)
+        if kind == "app":
+            return self._app_info(key)
+        if kind == "apps":
+            return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
+        if kind == "node":
+            return self._node_info(key)
+        if kind == "nodes":
+            return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
+        if kind == "scheduler":
+            return self.ask(self.scheduler, Snapshot(detail=""))
+        raise ValueError(f"unknown snapshot {message.detail!r}")
+
+    def _partition_info(self) -> PartitionInfo:
+        root = self.queues.get("root")
+        allocated = self.ask(root, Snapshot())[0] if root is not None else {}
+        return PartitionInfo(
+            name=self.name,
+            rm_id=self.rm_id,
+            state="Active",
+            capacity=res.prune(self.registry.capacity),
+            allocated=allocated,
+            node_sort_policy=self.registry.node_sort_policy,
+            node_count=len(self.nodes),
+            application_count=len(self.apps),
+        )
+
+    def _queue_info(self, path: str) -> QueueInfo | None:
+        path = path.lower()
+        queue = self.registry.queues.get(path)
+        handle = self.queues.get(path)
+        if queue is None or handle is None:
+            return None
+        self.registry.refresh_limits()
+        allocated, pending = self.ask(handle, Snapshot())
+        return QueueInfo(
+            path=queue.path,
+            is_leaf=queue.is_leaf,
+            is_managed=queue.is_managed,
+            state=queue.state.value,
+            guaranteed=res.prune(queue.guaranteed or {}),
+            max=dict(queue.effective_max or {}),
+            allocated=allocated,
+            pending=pending,
+            max_applications=queue.max_applications,
+            properties=dict(queue.properties),
+            children=sorted(child.path for child in queue.children.values()),
+            applications=sorted(queue.applications),
+        )
+
+    def _app_info(self, application_id: str) -> ApplicationInfo | None:
+        handle = self.apps.get(application_id)
+        if handle is None:
+            return self.completed.get(application_id)
+        return self.ask(handle, Snapshot())
+
+    def _node_info(self, node_id: str) -> NodeInfo | None:
+        handle = self.nodes.get(node_id)
+        if handle is None:
+            return None
+        info: NodeInfo = self.ask(handle, Snapshot())
+        reservations = self.ask(self.scheduler, Snapshot(detail=f"reservations:{node_id}"))
+        return attrs.evolve(info, reservations=reservations)

@@ -1,0 +1,286 @@
+"""The RMProxy actor: registers RMs, validates configuration, routes SI requests to partitions."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+from korral import si
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor
+from korral.actors.dispatcher import CallbackDispatcher
+from korral.actors.messages import (
+    ApplyConfig,
+    Deliver,
+    RouteAllocationRequest,
+    RouteApplicationRequest,
+    RouteNodeRequest,
+    StopPartition,
+)
+from korral.actors.partition import PartitionActor, PartitionSettings
+from korral.actors.timer import TimerService
+from korral.config import load_config
+from korral.config.schema import SchedulerConfig
+from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.model.naming import normalize_partition_name
+from korral.policies.placement import PlacementManager, PlacementRuleError
+
+
+@attrs.frozen(slots=True)
+class Register:
+    request: si.RegisterResourceManagerRequest
+    callback: Any
+
+
+@attrs.frozen(slots=True)
+class UpdateConfiguration:
+    request: si.UpdateConfigurationRequest
+
+
+@attrs.frozen(slots=True)
+class Route:
+    request: Any  # si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
+
+
+@attrs.frozen(slots=True)
+class FindPartitions:
+    """Core -> proxy: the partitions' handles (all, or one by name)."""
+
+    name: str = ""
+
+
+@attrs.frozen(slots=True)
+class StopAll:
+    pass
+
+
+@attrs.define
+class RegisteredRM:
+    rm_id: str
+    callback: Any
+    dispatcher: Handle
+    config: SchedulerConfig
+    partitions: dict[str, Handle] = attrs.Factory(dict)
+
+
+class RMProxyActor(ThreadedActor):
+    rank = Rank.RM_PROXY
+
+    def __init__(self, tracker: Tracker, name: str, timer: TimerService, settings: PartitionSettings) -> None:
+        super().__init__(tracker, name)
+        self.timer = timer
+        self.settings = settings
+        self.rms: dict[str, RegisteredRM] = {}
+
+    # ---- registration and configuration ------------------------------------------------------------
+
+    def on_Register(self, message: Register) -> Any:
+        request = message.request
+        if not request.rm_id:
+            return SchedulerError("RegisterResourceManagerRequest needs an rm_id")
+        try:
+            config = load_config(request.config)
+        except ConfigError as error:
+            return error
+        if request.rm_id in self.rms:
+            self._remove_rm(request.rm_id)
+        dispatcher = start_actor(
+            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback
+        )
+        rm = RegisteredRM(
+            rm_id=request.rm_id, callback=message.callback, dispatcher=dispatcher, config=config
+        )
+        for partition_config in config.partitions:
+            self._start_partition(rm, partition_config)
+        self.rms[request.rm_id] = rm
+        return si.RegisterResourceManagerResponse()
+
+    def _start_partition(self, rm: RegisteredRM, partition_config: Any) -> None:
+        name = normalize_partition_name(partition_config.name, rm.rm_id)
+        rm.partitions[name] = start_actor(
+            PartitionActor,
+            self.tracker,
+            name,
+            rm_id=rm.rm_id,
+            config=partition_config,
+            callback=rm.callback,
+            dispatcher=rm.dispatcher,
+            timer=self.timer,
+            settings=self.settings,
+        )
+
+    def _stop_partition(self, handle: Handle) -> None:
+        # a partition that cannot answer is stopped all the same
+        with contextlib.suppress(Exception):
+            self.ask(handle, StopPartition())
+        handle.stop()
+
+    def _remove_rm(self, rm_id: str) -> None:
+        rm = self.rms.pop(rm_id)
+        for handle in rm.partitions.values():
+            self._stop_partition(handle)
+        rm.dispatcher.stop()
+
+    def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
+        request = message.request
+        rm = self.rms.get(request.rm_id)
+        if rm is None:
+            return SchedulerError(
+                f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
+            )
+        try:
+            config = load_config(request.config)
+        except ConfigError as error:
+            return error
+        if config.checksum == rm.config.checksum:
+            return None
+        # Everything that could still fail is checked before anything changes.
+        for partition_config in config.partitions:
+            try:
+                PlacementManager.build(partition_config.placement_rules)
+            except PlacementRuleError as error:
+                return ConfigError(f"partition {partition_config.name}: placement rules rejected: {error}")
+        wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
+        for name, handle in list(rm.partitions.items()):
+            if name not in wanted:
+                self._stop_partition(handle)
+                del rm.partitions[name]
+        for name, partition_config in wanted.items():
+            handle = rm.partitions.get(name)
+            if handle is None:
+                self._start_partition(rm, partition_config)
+            else:
+                self.ask(handle, ApplyConfig(config=partition_config))
+        rm.config = config
+        return None
+
+    # ---- routing -----------------------------------------------------------------------------------
+
+    def on_Route(self, message: Route) -> None:
+        request = message.request
+        rm = self.rms.get(request.rm_id)
+        if rm is None:
+            return
+        if isinstance(request, si.NodeRequest):
+            self._route_nodes(rm, request)
+        elif isinstance(request, si.ApplicationRequest):
+            self._route_applications(rm, request)
+        elif isinstance(request, si.AllocationRequest):
+            self._route_allocations(rm, request)
+
+    def _partition(self, rm: RegisteredRM, name: str) -> tuple[str, Handle | None]:
+        normalized = normalize_partition_name(name, rm.rm_id)
+        return normalized, rm.partitions.get(normalized)
+
+    def _route_nodes(self, rm: RegisteredRM, request: si.NodeRequest) -> None:
+        groups: dict[str, list[si.NodeInfo]] = defaultdict(list)
+        rejected: list[si.RejectedNode] = []
+        for node in request.nodes:
+            name, handle = self._partition(rm, node.attributes.get(si.NODE_PARTITION, ""))
+            if handle is None:
+                rejected.append(si.RejectedNode(node_id=node.node_id, reason=f"partition {name} not found"))
+            else:
+                groups[name].append(node)
+        for name, nodes in groups.items():
+            rm.partitions[name].tell(RouteNodeRequest(request=si.NodeRequest(nodes=nodes, rm_id=rm.rm_id)))
+        if rejected:
+            rm.dispatcher.tell(Deliver(method="update_node", argument=si.NodeResponse(rejected=rejected)))
+
+    def _route_applications(self, rm: RegisteredRM, request: si.ApplicationRequest) -> None:
+        new: dict[str, list[si.AddApplicationRequest]] = defaultdict(list)
+        remove: dict[str, list[si.RemoveApplicationRequest]] = defaultdict(list)
+        rejected: list[si.RejectedApplication] = []
+        for add in request.new:
+            name, handle = self._partition(rm, add.partition_name)
+            if handle is None:
+                rejected.append(
+                    si.RejectedApplication(
+                        application_id=add.application_id, reason=f"partition {name} not found"
+                    )
+                )
+            else:
+                new[name].append(add)
+        for removal in request.remove:
+            name, handle = self._partition(rm, removal.partition_name)
+            if handle is not None:
+                remove[name].append(removal)
+        for name in set(new) | set(remove):
+            rm.partitions[name].tell(
+                RouteApplicationRequest(
+                    request=si.ApplicationRequest(
+                        new=new.get(name, ()), remove=remove.get(name, ()), rm_id=rm.rm_id
+                    )
+                )
+            )
+        if rejected:
+            rm.dispatcher.tell(
+                Deliver(method="update_application", argument=si.ApplicationResponse(rejected=rejected))
+            )
+
+    def _route_allocations(self, rm: RegisteredRM, request: si.AllocationRequest) -> None:
+        asks: dict[str, list[si.AllocationAsk]] = defaultdict(list)
+        ask_releases: dict[str, list[si.AllocationAskRelease]] = defaultdict(list)
+        releases: dict[str, list[si.AllocationRelease]] = defaultdict(list)
+        rejected: list[si.RejectedAllocationAsk] = []
+        for ask in request.asks:
+            name, handle = self._partition(rm, ask.partition_name)
+            if handle is None:
+                rejected.append(
+                    si.RejectedAllocationAsk(
+                        allocation_key=ask.allocation_key,
+                        application_id=ask.application_id,
+                        reason=f"partition {name} not found",
+                    )
+                )
+            else:
+                asks[name].append(ask)
+        if request.releases is not None:
+            for ask_release in request.releases.allocation_asks_to_release:
+                name, handle = self._partition(rm, ask_release.partition_name)
+                if handle is not None:
+                    ask_releases[name].append(ask_release)
+            for release in request.releases.allocations_to_release:
+                name, handle = self._partition(rm, release.partition_name)
+                if handle is not None:
+                    releases[name].append(release)
+        for name in set(asks) | set(ask_releases) | set(releases):
+            routed = si.AllocationRequest(
+                asks=asks.get(name, ()),
+                rm_id=rm.rm_id,
+                releases=si.AllocationReleasesRequest(
+                    allocations_to_release=releases.get(name, ()),
+                    allocation_asks_to_release=ask_releases.get(name, ()),
+                ),
+            )
+            rm.partitions[name].tell(RouteAllocationRequest(request=routed))
+        if rejected:
+            rm.dispatcher.tell(
+                Deliver(method="update_allocation", argument=si.AllocationResponse(rejected=rejected))
+            )
+
+    # ---- lookups and shutdown ----------------------------------------------------------------------
+
+    def on_FindPartitions(self, message: FindPartitions) -> dict[str, Handle]:
+        found: dict[str, Handle] = {}
+        for rm in self.rms.values():
+            for name, handle in rm.partitions.items():
+                if not message.name or name == message.name:
+                    found[name] = handle
+        return found
+
+    def on_StopAll(self, message: StopAll) -> None:
+        for rm_id in list(self.rms):
+            self._remove_rm(rm_id)
+
+
+__all__ = [
+    "FindPartitions",
+    "KorralError",
+    "RMProxyActor",
+    "Register",
+    "Route",
+    "StopAll",
+    "UpdateConfiguration",
+]

@@ -1,0 +1,267 @@
+"""The Scheduler actor: the one stream of allocation decisions of a partition.
+
+It decides on its ``SchedulingView`` with the reference scheduler's code, a batch of cycles at a time
+(each cycle still one allocation, so fairness is re-evaluated after every allocation exactly as in
+YuniKorn), then sends one ``Place`` per touched node. Owners confirm or refuse; refusals come back as
+``RolledBack`` and are undone in the view. Any change told to the scheduler wakes it at once; a timer
+tick every ``scheduling_interval`` covers what only time changes (reservation delay).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from korral import si
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker
+from korral.actors.messages import (
+    AllocationsRecovered,
+    AllocationsReleased,
+    AppAdded,
+    AppGone,
+    ApplyConfig,
+    Deliver,
+    NodeAdded,
+    NodeChanged,
+    NodeGone,
+    Place,
+    QueueCreated,
+    QueuesRemoved,
+    RolledBack,
+    RunCycle,
+    Snapshot,
+    Tick,
+    ask_from_spec,
+)
+from korral.callback import ResourceManagerCallback
+from korral.config.schema import PartitionConfig
+from korral.model.allocation import Allocation
+from korral.model.view import SchedulingView
+
+# A batch ends after this many allocations or this much time, so that confirmations and new requests
+# are not kept waiting behind one long decision run (latency), while still amortising messages.
+BATCH_ALLOCATIONS = 5000
+BATCH_SECONDS = 0.05
+# How often asks that fit their queue but no node are reported to the RM (YuniKorn: every second).
+OUTSTANDING_REPORT_INTERVAL = 1.0
+
+
+class SchedulerActor(ThreadedActor):
+    rank = Rank.SCHEDULER
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        partition_name: str,
+        config: PartitionConfig,
+        *,
+        rm_id: str,
+        reservation_delay: float,
+        callback: Any,
+        dispatcher: Handle,
+    ) -> None:
+        super().__init__(tracker, name)
+        self.callback = callback
+        self.dispatcher = dispatcher
+        self.view = SchedulingView(
+            partition_name,
+            config,
+            rm_id=rm_id,
+            reservation_delay=reservation_delay,
+            predicate=self._predicate,
+        )
+        self.nodes: dict[str, Handle] = {}
+        self.apps: dict[str, Handle] = {}
+        self._cycle_queued = False
+        self._last_outstanding_report = 0.0
+        self.cycles = 0
+        self.proposals = 0
+        self.rollbacks = 0
+        self.batch_sizes: list[int] = []
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+
+    def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
+        if type(self.callback).predicates is ResourceManagerCallback.predicates:
+            return True  # the RM does not filter: skip the call on the hot path
+        return bool(
+            self.callback.predicates(
+                si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
+            )
+        )
+
+    def _wake(self) -> None:
+        if not self._cycle_queued:
+            self._cycle_queued = True
+            self.kick(RunCycle())
+
+    # ---- view updates ------------------------------------------------------------------------------
+
+    def on_NodeAdded(self, message: NodeAdded) -> None:
+        spec = message.spec
+        self.nodes[spec.node_id] = message.node
+        if spec.node_id not in self.view.nodes:
+            self.view.add_node(
+                spec.node_id,
+                spec.capacity,
+                occupied=spec.occupied,
+                attributes=spec.attributes,
+                schedulable=spec.schedulable,
+            )
+        self._wake()
+
+    def on_NodeChanged(self, message: NodeChanged) -> None:
+        spec = message.spec
+        self.view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+        self._wake()
+
+    def on_NodeGone(self, message: NodeGone) -> None:
+        self.nodes.pop(message.node_id, None)
+        self.view.discard_node(message.node_id)
+        self._wake()
+
+    def on_AppAdded(self, message: AppAdded) -> None:
+        spec = message.spec
+        self.apps[spec.application_id] = message.app
+        self.view.insert_application(
+            spec.application_id,
+            spec.queue_path,
+            user=spec.user,
+            groups=spec.groups,
+            tags=spec.tags,
+            submission_seq=spec.submission_seq,
+            placeholder_ask=spec.placeholder_ask,
+            execution_timeout_ms=spec.execution_timeout_ms,
+            gang_scheduling_style=spec.gang_scheduling_style,
+        )
+
+    def on_AppGone(self, message: AppGone) -> None:
+        self.apps.pop(message.application_id, None)
+        self.view.discard_application(message.application_id)
+        self._wake()
+
+    def on_ViewOps(self, message: Any) -> None:
+        view = self.view
+        new_asks: list[Any] = []
+        for operation, payload in message.ops:
+            if operation == "put_ask":
+                new_asks.append(ask_from_spec(payload))
+                continue
+            if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
+                view.put_asks(new_asks)
+                new_asks = []
+            if operation == "drop_ask":
+                view.drop_ask(message.application_id, payload[0], payload[1])
+            elif operation == "rollback":
+                for allocation in payload:
+                    view.rollback(allocation)
+                self.rollbacks += len(payload)
+            elif operation == "forget":
+                for allocation in payload:
+                    view.forget_allocation(allocation)
+            elif operation == "recover":
+                for allocation in payload:
+                    view.adopt_recovered(allocation)
+        if new_asks:
+            view.put_asks(new_asks)
+        self._wake()
+
+    def on_RolledBack(self, message: RolledBack) -> None:
+        for allocation in message.allocations:
+            self.view.rollback(allocation)
+        self.rollbacks += len(message.allocations)
+        self._wake()
+
+    def on_AllocationsReleased(self, message: AllocationsReleased) -> None:
+        for allocation in message.allocations:
+            self.view.forget_allocation(allocation)
+        self._wake()
+
+    def on_AllocationsRecovered(self, message: AllocationsRecovered) -> None:
+        for allocation in message.allocations:
+            self.view.adopt_recovered(allocation)
+
+    def on_ApplyConfig(self, message: ApplyConfig) -> None:
+        self.view.apply_config(message.config)
+        self._wake()
+
+    def on_QueueCreated(self, message: QueueCreated) -> None:
+        if message.path not in self.view.queues:
+            self.view.create_queue(message.path)
+
+    def on_QueuesRemoved(self, message: QueuesRemoved) -> None:
+        for path in message.paths:
+            queue = self.view.queues.get(path)
+            if queue is not None and queue.is_empty():
+                self.view.remove_queue(queue)
+
+    # ---- scheduling --------------------------------------------------------------------------------
+
+    def on_Tick(self, message: Tick) -> None:
+        now = time.monotonic()
+        if self.view.has_timed_work():
+            self._wake()
+        if self.view.unschedulable and now - self._last_outstanding_report >= OUTSTANDING_REPORT_INTERVAL:
+            self._last_outstanding_report = now
+            for outstanding in list(self.view.unschedulable.values()):
+                self.dispatcher.tell(
+                    Deliver(
+                        method="update_container_scheduling_state",
+                        argument=si.UpdateContainerSchedulingStateRequest(
+                            application_id=outstanding.application_id,
+                            allocation_key=outstanding.allocation_key,
+                            state=si.SchedulingState.FAILED,
+                            reason="request is waiting for cluster resources become available",
+                        ),
+                    )
+                )
+
+    def on_RunCycle(self, message: RunCycle) -> None:
+        self._cycle_queued = False
+        view = self.view
+        deadline = time.perf_counter() + BATCH_SECONDS
+        made: list[Allocation] = []
+        while len(made) < BATCH_ALLOCATIONS:
+            allocation = view.schedule_one()
+            if allocation is None:
+                break
+            made.append(allocation)
+            if len(made) % 64 == 0 and time.perf_counter() > deadline:
+                break
+        self.cycles += 1
+        if not made:
+            return
+        self.batch_sizes.append(len(made))
+        self.proposals += len(made)
+        by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
+        apps = self.apps
+        refused: list[Allocation] = []
+        for allocation in made:
+            app = apps.get(allocation.application_id)
+            if app is None:
+                refused.append(allocation)
+            else:
+                by_node[allocation.node_id].append((allocation, app))
+        for node_id, placements in by_node.items():
+            node = self.nodes.get(node_id)
+            if node is None or not node.tell(Place(placements=tuple(placements))):
+                refused.extend(allocation for allocation, _ in placements)
+        for allocation in refused:
+            view.rollback(allocation)
+        # More may fit right away (the batch was cut short, or a rollback freed room).
+        self._wake()
+
+    def on_Snapshot(self, message: Snapshot) -> Any:
+        if message.detail.startswith("reservations:"):
+            node_id = message.detail.split(":", 1)[1]
+            node = self.view.nodes.get(node_id)
+            return [node.reservation[0]] if node is not None and node.reservation else []
+        return {
+            "cycles": self.cycles,
+            "proposals": self.proposals,
+            "rollbacks": self.rollbacks,
+            "batches": len(self.batch_sizes),
+            "largest_batch": max(self.batch_sizes, default=0),
+        }

@@ -1,0 +1,173 @@
+"""``korral.Core``: the in-process scheduler interface (api.md), a facade over the actor system."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from korral import si
+from korral.actors.base import Handle, HandlerError, Rank, Tracker, start_actor
+from korral.actors.messages import Snapshot
+from korral.actors.partition import PartitionSettings
+from korral.actors.rmproxy import FindPartitions, Register, RMProxyActor, Route, StopAll, UpdateConfiguration
+from korral.actors.timer import TimerService
+from korral.callback import ResourceManagerCallback
+from korral.errors import KorralError, SchedulerError
+from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+
+DEFAULT_SETTINGS: dict[str, float] = {
+    "scheduling_interval": 0.1,
+    "reservation_delay": 2.0,
+    "completing_timeout": 30.0,
+    "queue_cleanup_interval": 10.0,
+    "placeholder_timeout": 900.0,
+}
+REGISTRATION_TIMEOUT = 60.0
+QUERY_TIMEOUT = 30.0
+
+
+class Core:
+    """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
+
+    def __init__(self, **settings: float) -> None:
+        unknown = set(settings) - set(DEFAULT_SETTINGS)
+        if unknown:
+            raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
+        values = {**DEFAULT_SETTINGS, **settings}
+        for key, value in values.items():
+            if not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
+        self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
+        self.tracker = Tracker()
+        self._timer = TimerService()
+        self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
+        self._registered: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every actor; idempotent."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        # stopping must finish whatever state the actors are in
+        with contextlib.suppress(Exception):
+            self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
+        self._proxy.stop()
+        self._timer.stop()
+
+    def __enter__(self) -> Core:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _call(self, message: Any, timeout: float) -> Any:
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        result = self._proxy.ask(message, caller=Rank.OUTSIDE, timeout=timeout)
+        if isinstance(result, KorralError):
+            raise result
+        if isinstance(result, HandlerError):
+            raise SchedulerError(result.message)
+        return result
+
+    # ---- the SI ------------------------------------------------------------------------------------
+
+    def register_resource_manager(
+        self, request: si.RegisterResourceManagerRequest, callback: ResourceManagerCallback | None = None
+    ) -> si.RegisterResourceManagerResponse:
+        response = self._call(
+            Register(request=request, callback=callback or ResourceManagerCallback()), REGISTRATION_TIMEOUT
+        )
+        with self._lock:
+            self._registered.add(request.rm_id)
+        return response
+
+    def _route(self, request: Any, kind: str) -> None:
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        with self._lock:
+            registered = request.rm_id in self._registered
+        if not registered:
+            raise SchedulerError(f'received {kind}, but RmID="{request.rm_id}" not registered')
+        self._proxy.tell(Route(request=request))
+
+    def update_allocation(self, request: si.AllocationRequest) -> None:
+        self._route(request, "AllocationRequest")
+
+    def update_application(self, request: si.ApplicationRequest) -> None:
+        self._route(request, "ApplicationRequest")
+
+    def update_node(self, request: si.NodeRequest) -> None:
+        self._route(request, "NodeRequest")
+
+    def update_configuration(self, request: si.UpdateConfigurationRequest) -> None:
+        with self._lock:
+            registered = request.rm_id in self._registered
+        if not registered:
+            raise SchedulerError(
+                f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
+            )
+        self._call(UpdateConfiguration(request=request), REGISTRATION_TIMEOUT)
+
+    # ---- waiting and reading state -----------------------------------------------------------------
+
+    def wait_until_idle(self, timeout: float = 10.0) -> None:
+        """Return once everything submitted so far is processed, its callbacks delivered, and the
+        scheduler has made every allocation it can make now; raise TimeoutError otherwise."""
+        if not self.tracker.wait_idle(timeout):
+            raise TimeoutError(
+                f"korral not idle after {timeout}s: {self.tracker.in_flight()} messages in flight"
+            )
+
+    def _partition_handles(self, name: str = "") -> dict[str, Handle]:
+        return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
+
+    def _snapshot(self, partition: str, detail: str) -> Any:
+        handle = self._partition_handles(partition).get(partition)
+        if handle is None:
+            return None
+        result = handle.ask(Snapshot(detail=detail), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+        if isinstance(result, HandlerError):
+            raise SchedulerError(result.message)
+        return result
+
+    def partitions(self) -> list[PartitionInfo]:
+        infos = []
+        for name in sorted(self._partition_handles()):
+            info = self._snapshot(name, "partition")
+            if info is not None:
+                infos.append(info)
+        return infos
+
+    def partition(self, partition: str) -> PartitionInfo | None:
+        return self._snapshot(partition, "partition")
+
+    def queue(self, partition: str, queue: str) -> QueueInfo | None:
+        return self._snapshot(partition, f"queue:{queue}")
+
+    def application(self, partition: str, application_id: str) -> ApplicationInfo | None:
+        return self._snapshot(partition, f"app:{application_id}")
+
+    def applications(self, partition: str) -> list[ApplicationInfo]:
+        return self._snapshot(partition, "apps") or []
+
+    def node(self, partition: str, node_id: str) -> NodeInfo | None:
+        return self._snapshot(partition, f"node:{node_id}")
+
+    def nodes(self, partition: str) -> list[NodeInfo]:
+        return self._snapshot(partition, "nodes") or []
+
+    def scheduler_stats(self, partition: str) -> dict[str, int] | None:
+        """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
+        return self._snapshot(partition, "scheduler")
+
+
+def start(**settings: float) -> Core:
+    """Start the actor system with YuniKorn's defaults for any setting not given."""
+    return Core(**settings)

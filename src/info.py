@@ -1,0 +1,94 @@
+"""Read-only snapshots returned by ``korral.Core`` queries (api.md: Waiting and reading state).
+
+Each is consistent for the object it describes; resources are plain dicts with zero entries left out.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+
+frozen = attrs.frozen(kw_only=True)
+
+
+@frozen
+class AllocationInfo:
+    allocation_key: str
+    uuid: str
+    application_id: str
+    node_id: str
+    resource: dict[str, int]
+    priority: int = 0
+    placeholder: bool = False
+    task_group_name: str = ""
+
+    @classmethod
+    def of(cls, allocation: Allocation) -> AllocationInfo:
+        return cls(
+            allocation_key=allocation.allocation_key,
+            uuid=allocation.uuid,
+            application_id=allocation.application_id,
+            node_id=allocation.node_id,
+            resource=res.prune(allocation.resource),
+            priority=allocation.priority,
+            placeholder=allocation.placeholder,
+            task_group_name=allocation.task_group_name,
+        )
+
+
+@frozen
+class PartitionInfo:
+    name: str
+    rm_id: str
+    state: str
+    capacity: dict[str, int]
+    allocated: dict[str, int]
+    node_sort_policy: str
+    node_count: int
+    application_count: int
+
+
+@frozen
+class QueueInfo:
+    path: str
+    is_leaf: bool
+    is_managed: bool
+    state: str
+    guaranteed: dict[str, int]
+    max: dict[str, int]
+    allocated: dict[str, int]
+    pending: dict[str, int]
+    max_applications: int
+    properties: dict[str, str]
+    children: list[str]
+    applications: list[str]
+
+
+@frozen
+class ApplicationInfo:
+    application_id: str
+    partition: str
+    queue: str
+    user: str
+    state: str
+    allocated: dict[str, int]
+    pending: dict[str, int]
+    placeholder: dict[str, int]
+    allocations: list[AllocationInfo]
+    pending_asks: list[str]
+
+
+@frozen
+class NodeInfo:
+    node_id: str
+    partition: str
+    capacity: dict[str, int]
+    allocated: dict[str, int]
+    occupied: dict[str, int]
+    available: dict[str, int]
+    schedulable: bool
+    attributes: dict[str, str]
+    allocations: list[AllocationInfo]
+    reservations: list[str]

@@ -1,0 +1,284 @@
+"""The owner's side of an application: authoritative asks, allocations and state, as plain code.
+
+The Application actor is a thin shell around an ``ApplicationOwner``: each operation returns
+``AppEffects`` saying what must be told to whom (the queue, the RM, the scheduler's view, nodes). An
+operation validates before it changes anything, so a rejected request leaves no partial state.
+
+Placements arrive already booked on a node (``confirm``): the owner accepts each one only if its ask
+still wants it (same ask generation, something still pending, application still live); otherwise the
+node must free it again and the scheduler's view must undo it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from korral import si
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask
+from korral.model.application import (
+    Application,
+    ApplicationEvent,
+    ApplicationState,
+)
+from korral.model.resource import Resource
+
+LIVE_FOR_ASKS = frozenset(
+    {
+        ApplicationState.NEW,
+        ApplicationState.ACCEPTED,
+        ApplicationState.STARTING,
+        ApplicationState.RUNNING,
+        ApplicationState.COMPLETING,
+        ApplicationState.RESUMING,
+    }
+)
+
+
+def ask_rejection(
+    app: Application, allocation_key: str, resource: dict[str, int], max_allocations: int
+) -> str:
+    """Why an ask cannot be accepted for ``app``; "" when it can. Shared by every driver."""
+    if not allocation_key:
+        return "allocation key must not be empty"
+    if res.has_negative(resource):
+        return f"allocation ask {allocation_key} contains negative resources"
+    if res.is_zero(resource):
+        return f"allocation ask {allocation_key} contains no resources"
+    if max_allocations < 0:
+        return f"allocation ask {allocation_key} has a negative max allocations"
+    if app.state not in LIVE_FOR_ASKS:
+        return f"application {app.application_id} is {app.state.value}: no new asks accepted"
+    return ""
+
+
+@attrs.define
+class AppEffects:
+    """What an operation on the owner requires others to learn."""
+
+    new_allocations: list[Allocation] = attrs.Factory(list)
+    released: list[tuple[Allocation, si.TerminationType, str]] = attrs.Factory(list)
+    rejected_asks: list[tuple[str, str]] = attrs.Factory(list)
+    state_changes: list[tuple[str, float]] = attrs.Factory(list)
+    allocated_delta: Resource = attrs.Factory(dict)
+    pending_delta: Resource = attrs.Factory(dict)
+    asks_added: list[Ask] = attrs.Factory(list)
+    asks_removed: list[tuple[str, int]] = attrs.Factory(list)
+    rolled_back: list[Allocation] = attrs.Factory(list)
+    free_on_node: dict[str, list[str]] = attrs.Factory(dict)
+    view_released: list[Allocation] = attrs.Factory(list)
+    view_recovered: list[Allocation] = attrs.Factory(list)
+    recover_on_node: list[Allocation] = attrs.Factory(list)
+    completing: bool = False
+
+
+class ApplicationOwner:
+    def __init__(self, app: Application) -> None:
+        self.app = app
+        self.removed = False
+        self._ask_seq = 0
+
+    # ---- state -------------------------------------------------------------------------------------
+
+    def _transition(self, event: ApplicationEvent, now: float, effects: AppEffects) -> None:
+        if self.app.try_handle(event, now):
+            effects.state_changes.append((self.app.state.value, now))
+            if self.app.state is ApplicationState.COMPLETING:
+                effects.completing = True
+
+    def _maybe_complete(self, now: float, effects: AppEffects) -> None:
+        app = self.app
+        if app.is_idle() and app.state in (
+            ApplicationState.ACCEPTED,
+            ApplicationState.STARTING,
+            ApplicationState.RUNNING,
+        ):
+            self._transition(ApplicationEvent.COMPLETE, now, effects)
+
+    def completing_timeout(self, now: float, timeout: float) -> AppEffects:
+        """Completing for ``timeout`` with nothing left: Completed."""
+        effects = AppEffects()
+        app = self.app
+        if (
+            app.state is ApplicationState.COMPLETING
+            and app.is_idle()
+            and now - app.state_time >= timeout - 1e-6
+        ):
+            self._transition(ApplicationEvent.COMPLETE, now, effects)
+        return effects
+
+    # ---- asks --------------------------------------------------------------------------------------
+
+    def add_asks(self, asks: Iterable[si.AllocationAsk], now: float) -> AppEffects:
+        effects = AppEffects()
+        app = self.app
+        for request in asks:
+            resource = res.prune(request.resource_ask)
+            reason = (
+                "application removed"
+                if self.removed
+                else ask_rejection(app, request.allocation_key, request.resource_ask, request.max_allocations)
+            )
+            if reason:
+                effects.rejected_asks.append((request.allocation_key, reason))
+                continue
+            old = app.asks.get(request.allocation_key)
+            if old is not None:
+                if old.pending > 0:
+                    res.sub_into(effects.pending_delta, old.resource, old.pending)
+                effects.asks_removed.append((old.allocation_key, old.generation))
+            policy = request.preemption_policy or si.PreemptionPolicy()
+            self._ask_seq += 1
+            ask = Ask(
+                request.allocation_key,
+                app.application_id,
+                resource,
+                max_allocations=request.max_allocations or 1,
+                priority=request.priority,
+                create_seq=self._ask_seq,
+                create_time=now,
+                tags=dict(request.tags),
+                placeholder=request.placeholder and bool(request.task_group_name),
+                task_group_name=request.task_group_name,
+                originator=request.originator,
+                allow_preempt_self=policy.allow_preempt_self,
+                allow_preempt_other=policy.allow_preempt_other,
+                execution_timeout_ms=request.execution_timeout_milliseconds,
+            )
+            app.add_ask(ask)
+            res.add_into(effects.pending_delta, ask.resource, ask.pending)
+            effects.asks_added.append(ask)
+            if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING):
+                self._transition(ApplicationEvent.RUN, now, effects)
+        return effects
+
+    def remove_asks(self, allocation_keys: Iterable[str], now: float) -> AppEffects:
+        """Remove the named asks (all of them when no key is named)."""
+        effects = AppEffects()
+        keys = list(allocation_keys) or list(self.app.asks)
+        for key in keys:
+            ask = self.app.remove_ask(key)
+            if ask is None:
+                continue
+            if ask.pending > 0:
+                res.sub_into(effects.pending_delta, ask.resource, ask.pending)
+            effects.asks_removed.append((key, ask.generation))
+        self._maybe_complete(now, effects)
+        return effects
+
+    # ---- placements --------------------------------------------------------------------------------
+
+    def confirm(self, node_id: str, allocations: Iterable[Allocation], now: float) -> AppEffects:
+        """Accept allocations booked on a node, or hand them back when the ask no longer wants them."""
+        effects = AppEffects()
+        app = self.app
+        for allocation in allocations:
+            ask = app.asks.get(allocation.allocation_key)
+            if (
+                self.removed
+                or ask is None
+                or ask.generation != allocation.ask_generation
+                or ask.pending <= 0
+                or app.state not in LIVE_FOR_ASKS
+            ):
+                effects.free_on_node.setdefault(node_id, []).append(allocation.uuid)
+                effects.rolled_back.append(allocation)
+                continue
+            app.take_pending(ask)
+            app.add_allocation(allocation)
+            res.add_into(effects.allocated_delta, allocation.resource)
+            res.sub_into(effects.pending_delta, allocation.resource)
+            effects.new_allocations.append(allocation)
+            if app.state is ApplicationState.ACCEPTED:
+                self._transition(ApplicationEvent.RUN, now, effects)
+                if app.state_aware_disabled:
+                    self._transition(ApplicationEvent.RUN, now, effects)
+            elif app.state is ApplicationState.STARTING:
+                self._transition(ApplicationEvent.RUN, now, effects)
+        return effects
+
+    def recover(self, allocations: Iterable[Allocation], now: float) -> AppEffects:
+        """Existing allocations reported by the RM: accepted whatever the limits."""
+        effects = AppEffects()
+        app = self.app
+        for allocation in allocations:
+            if self.removed or allocation.uuid in app.allocations:
+                effects.rejected_asks.append(
+                    (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
+                )
+                continue
+            app.add_allocation(allocation)
+            res.add_into(effects.allocated_delta, allocation.resource)
+            effects.new_allocations.append(allocation)
+            effects.view_recovered.append(allocation)
+            effects.recover_on_node.append(allocation)
+        if effects.new_allocations:
+            while app.state in (
+                ApplicationState.NEW,
+                ApplicationState.ACCEPTED,
+                ApplicationState.STARTING,
+                ApplicationState.RESUMING,
+                ApplicationState.COMPLETING,
+            ):
+                before = app.state
+                self._transition(ApplicationEvent.RUN, now, effects)
+                if app.state is before:
+                    break
+        return effects
+
+    # ---- releases ----------------------------------------------------------------------------------
+
+    def _release(
+        self,
+        uuid: str,
+        termination: si.TerminationType,
+        message: str,
+        effects: AppEffects,
+        *,
+        free_node: bool,
+    ) -> None:
+        allocation = self.app.remove_allocation(uuid)
+        if allocation is None:
+            return
+        res.sub_into(effects.allocated_delta, allocation.resource)
+        effects.released.append((allocation, termination, message))
+        effects.view_released.append(allocation)
+        if free_node:
+            effects.free_on_node.setdefault(allocation.node_id, []).append(uuid)
+
+    def release(self, releases: Iterable[si.AllocationRelease], now: float) -> AppEffects:
+        """RM releases: by uuid, else every allocation of the key, else all of the application's."""
+        effects = AppEffects()
+        app = self.app
+        for release in releases:
+            if release.uuid:
+                targets = [release.uuid] if release.uuid in app.allocations else []
+            elif release.allocation_key:
+                targets = [a.uuid for a in app.allocations_for_key(release.allocation_key)]
+            else:
+                targets = list(app.allocations)
+            termination = release.termination_type or si.TerminationType.STOPPED_BY_RM
+            for uuid in targets:
+                self._release(uuid, termination, release.message, effects, free_node=True)
+        self._maybe_complete(now, effects)
+        return effects
+
+    def node_removed(self, node_id: str, uuids: Iterable[str], reason: str, now: float) -> AppEffects:
+        """The node went away: its allocations are released (the node already freed them)."""
+        effects = AppEffects()
+        for uuid in uuids:
+            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=False)
+        self._maybe_complete(now, effects)
+        return effects
+
+    def remove(self, reason: str, now: float) -> AppEffects:
+        """The RM removed the application: every ask goes and every allocation is released."""
+        effects = self.remove_asks((), now)
+        effects.state_changes.clear()
+        effects.completing = False
+        for uuid in list(self.app.allocations):
+            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=True)
+        self.removed = True
+        return effects

@@ -1,0 +1,134 @@
+"""The Scheduler actor's decision view of a partition.
+
+It is a ``PartitionModel`` fed with what the owners (application, node and partition actors) tell the
+scheduler, so the scheduler decides with exactly the reference scheduler's code. Its allocations are
+*proposals*: counted at once so the next decision sees them, confirmed by the node (room) and the
+application (the ask still wants it), and undone with ``rollback`` when either refuses. Every update
+here is idempotent, because a fact can reach the view by two paths (a node removal and the releases
+of its allocations, say).
+"""
+
+from __future__ import annotations
+
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask
+from korral.model.application import Application
+from korral.model.partition import ModelError, PartitionModel
+
+
+class SchedulingView(PartitionModel):
+    def insert_application(
+        self,
+        application_id: str,
+        queue_path: str,
+        *,
+        user: str = "",
+        groups: tuple[str, ...] = (),
+        tags: dict[str, str] | None = None,
+        submission_seq: int = 0,
+        placeholder_ask: dict[str, int] | None = None,
+        execution_timeout_ms: int = 0,
+        gang_scheduling_style: str = "",
+    ) -> Application:
+        """Add an application the partition actor already placed (no placement rules here)."""
+        if application_id in self.applications:
+            return self.applications[application_id]
+        queue = self.queues.get(queue_path) or self.create_queue(queue_path)
+        if not queue.is_managed:
+            self._apply_namespace_tags(queue, tags or {})
+        app = Application(
+            application_id,
+            partition=self.name,
+            queue_path=queue.path,
+            user=user,
+            groups=groups,
+            tags=tags,
+            submission_seq=submission_seq,
+            submission_time=self.clock(),
+            placeholder_ask=placeholder_ask,
+            execution_timeout_ms=execution_timeout_ms,
+            gang_scheduling_style=gang_scheduling_style,
+        )
+        self.applications[application_id] = app
+        queue.applications[application_id] = app
+        return app
+
+    def discard_application(self, application_id: str) -> None:
+        if application_id in self.applications:
+            self.remove_application(application_id)
+
+    def put_asks(self, asks: list[Ask]) -> None:
+        """Add or replace asks as their owner built them (same key, generation and repeats).
+
+        The application is re-keyed in its queue once for the whole batch, not once per ask.
+        """
+        touched: dict[str, Application] = {}
+        for ask in asks:
+            app = self.applications.get(ask.application_id)
+            if app is None:
+                continue
+            ask.create_seq = next(self._ask_seq)
+            self._insert_ask(app, self.queues[app.queue_path], ask)
+            touched[app.application_id] = app
+        for app in touched.values():
+            self.queues[app.queue_path].update_app(app)
+
+    def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:
+        app = self.applications.get(application_id)
+        if app is None:
+            return
+        ask = app.asks.get(allocation_key)
+        if ask is not None and ask.generation == generation:
+            self.remove_ask(application_id, allocation_key)
+
+    def rollback(self, allocation: Allocation) -> None:
+        """Undo a proposal that did not become an allocation."""
+        app = self.applications.get(allocation.application_id)
+        if app is None or allocation.uuid not in app.allocations:
+            return
+        self.release_allocation(allocation.application_id, allocation.uuid, complete=False)
+        ask = app.asks.get(allocation.allocation_key)
+        if ask is not None and ask.generation == allocation.ask_generation:
+            app.return_pending(ask)
+            queue = self.queues[app.queue_path]
+            queue.add_pending(ask.resource)
+            queue.update_app(app)
+
+    def forget_allocation(self, allocation: Allocation) -> None:
+        """A confirmed allocation is gone (released, node or application removed)."""
+        self.release_allocation(allocation.application_id, allocation.uuid)
+
+    def adopt_recovered(self, allocation: Allocation) -> None:
+        app = self.applications.get(allocation.application_id)
+        if app is None or allocation.uuid in app.allocations or allocation.node_id not in self.nodes:
+            return
+        try:
+            self.recover_allocation(allocation)
+        except ModelError:
+            return
+
+    def set_node(
+        self,
+        node_id: str,
+        capacity: dict[str, int],
+        occupied: dict[str, int],
+        attributes: dict[str, str],
+        schedulable: bool,
+    ) -> None:
+        """Absolute node facts from the node's owner (allocations are the view's own)."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        if not res.equals(node.capacity, capacity) or not res.equals(node.occupied, occupied):
+            self.update_node(node_id, capacity=capacity, occupied=occupied)
+        node.attributes = dict(attributes)
+        if node.schedulable != schedulable:
+            self.set_node_schedulable(node_id, schedulable)
+
+    def discard_node(self, node_id: str) -> None:
+        if node_id in self.nodes:
+            self.remove_node(node_id)
+
+    def has_timed_work(self) -> bool:
+        """Asks that failed to fit: time alone can change the outcome (reservations)."""
+        return bool(self.unschedulable) or bool(self.reservations)

@@ -1,0 +1,127 @@
+"""Shared fixtures: a fake clock, partition / reference scheduler factories, and model invariants.
+
+Every partition built through ``make_partition`` and every reference scheduler built through
+``make_reference`` is checked against the model's invariants when the test ends, so each scenario
+also proves the books still balance afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from korral.config import load_config
+from korral.model import resource as res
+from korral.model.application import RUNNING_STATES
+from korral.model.partition import PartitionModel
+from korral.reference import ReferenceScheduler
+
+
+class FakeClock:
+    """A clock tests move by hand: ``clock.now = 5.0`` or ``clock.advance(2.0)``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _total(resources) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for resource in resources:
+        res.add_into(total, resource)
+    return total
+
+
+def check_invariants(partition: PartitionModel) -> None:
+    """The model's books balance: nodes, applications, queues, reservations and the partition total."""
+    nodes = partition.nodes
+    assert res.equals(partition.capacity, _total(n.capacity for n in nodes.values())), "partition capacity"
+    for node in nodes.values():
+        allocated = _total(a.resource for a in node.allocations.values())
+        assert res.equals(res.add(res.add(allocated, node.occupied), node.available), node.capacity), (
+            f"node {node.node_id}: capacity != allocated + occupied + available"
+        )
+        assert res.equals(node.allocated, allocated), f"node {node.node_id} allocated"
+        for uuid, allocation in node.allocations.items():
+            app = partition.applications.get(allocation.application_id)
+            assert app is not None and uuid in app.allocations, f"orphan allocation {uuid} on {node.node_id}"
+        if node.reservation is not None:
+            assert partition.reservations.get(node.reservation) == node.node_id, "node reservation"
+    for app in partition.applications.values():
+        assert res.equals(app.allocated, _total(a.resource for a in app.allocations.values())), (
+            "app allocated"
+        )
+        pending: dict[str, int] = {}
+        for ask in app.asks.values():
+            res.add_into(pending, ask.resource, ask.pending)
+        assert res.equals(app.pending, pending), f"app {app.application_id} pending"
+        for uuid, allocation in app.allocations.items():
+            assert uuid in nodes[allocation.node_id].allocations, f"allocation {uuid} missing on its node"
+        queue = partition.queues[app.queue_path]
+        assert queue.applications.get(app.application_id) is app, "application not in its queue"
+    for (app_id, key), node_id in partition.reservations.items():
+        assert nodes[node_id].reservation == (app_id, key), "reservation not on its node"
+        assert partition.applications[app_id].reservations.get(key) == node_id, "reservation not on its app"
+    for queue in partition.queues.values():
+        if queue.is_leaf:
+            members = list(queue.applications.values())
+            running = sum(1 for app in members if app.state in RUNNING_STATES)
+        else:
+            members = list(queue.children.values())
+            running = sum(child.running_apps for child in members)
+        assert res.equals(queue.allocated, _total(m.allocated for m in members)), f"{queue.path} allocated"
+        assert res.equals(queue.pending, _total(m.pending for m in members)), f"{queue.path} pending"
+        assert queue.running_apps == running, f"{queue.path} running applications"
+    root_used = _total(a.resource for n in nodes.values() for a in n.allocations.values())
+    assert res.equals(partition.root.allocated, root_used), "root allocated != sum of node allocations"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def invariants() -> Callable[[PartitionModel], None]:
+    """``invariants(partition)``: assert the books balance in the middle of a scenario."""
+    return check_invariants
+
+
+@pytest.fixture
+def make_partition(clock: FakeClock) -> Iterator[Callable[..., PartitionModel]]:
+    """``make_partition(yaml_text, **kwargs)``: the config's first partition on the fake clock."""
+    made: list[PartitionModel] = []
+
+    def make(config_text: str, **kwargs) -> PartitionModel:
+        kwargs.setdefault("clock", clock)
+        config = load_config(config_text)
+        partition = PartitionModel("[rm]default", config.partitions[0], rm_id="rm", **kwargs)
+        made.append(partition)
+        return partition
+
+    yield make
+    for partition in made:
+        check_invariants(partition)
+
+
+@pytest.fixture
+def make_reference(clock: FakeClock) -> Iterator[Callable[..., ReferenceScheduler]]:
+    """``make_reference(yaml_text, **kwargs)``: a reference scheduler on the fake clock."""
+    made: list[ReferenceScheduler] = []
+
+    def make(config_text: str = "", **kwargs) -> ReferenceScheduler:
+        kwargs.setdefault("clock", clock)
+        scheduler = ReferenceScheduler(config_text, **kwargs)
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        for partition in scheduler.partitions.values():
+            check_invariants(partition)

@@ -1,0 +1,212 @@
+"""IncrementalOrder: the always-sorted structure behind every scheduling walk."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from korral.policies.ordering import IncrementalOrder
+
+
+def build(*entries: tuple[str, tuple]) -> IncrementalOrder[str]:
+    """An order whose items are their own names, inserted in the given sequence."""
+    order: IncrementalOrder[str] = IncrementalOrder()
+    for name, key in entries:
+        order.update(name, name, key)
+    return order
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param([("a", (1,))], ["a"], id="single"),
+        pytest.param([("a", (2,)), ("b", (1,)), ("c", (3,))], ["b", "a", "c"], id="by-key"),
+        pytest.param([("c", (1,)), ("a", (1,)), ("b", (1,))], ["a", "b", "c"], id="equal-keys-by-name"),
+        pytest.param(
+            [("x", (0, 2)), ("y", (0, 1)), ("z", (-1, 9))], ["z", "y", "x"], id="multi-part-key-lexicographic"
+        ),
+        pytest.param(
+            [("b", (1, 0.5)), ("a", (1, 0.5)), ("c", (0, 0.9))], ["c", "a", "b"], id="tie-on-full-key-by-name"
+        ),
+        pytest.param([("a", ()), ("b", ())], ["a", "b"], id="empty-keys-by-name"),
+    ],
+)
+def test_order_by_key_then_name(entries, expected):
+    order = build(*entries)
+    assert list(order) == expected
+    assert order.snapshot() == expected
+
+
+@pytest.mark.parametrize(
+    ("new_key", "expected"),
+    [
+        pytest.param((0,), ["b", "a", "c"], id="to-front"),
+        pytest.param((9,), ["a", "c", "b"], id="to-back"),
+        pytest.param((2,), ["a", "b", "c"], id="tie-with-c-name-breaks"),
+        pytest.param((1,), ["a", "b", "c"], id="tie-with-a-name-breaks"),
+    ],
+)
+def test_update_moves_an_item(new_key, expected):
+    order = build(("a", (1,)), ("b", (2,)), ("c", (2,)))
+    order.update("b", "b", new_key)
+    assert list(order) == expected
+    assert len(order) == 3
+    assert order.key_of("b") == new_key
+
+
+def test_update_with_same_key_is_a_no_op():
+    order = build(("a", (1,)), ("b", (2,)))
+    before = list(order._entries)
+    order.update("a", "replacement", (1,))
+    assert list(order._entries) == before
+    assert list(order) == ["a", "b"], "same key: nothing moves and the stored item stays"
+    assert len(order) == 2
+
+
+def test_update_with_new_key_replaces_the_item():
+    order = build(("a", (1,)))
+    order.update("a", "A2", (5,))
+    assert list(order) == ["A2"]
+
+
+@pytest.mark.parametrize(
+    ("discard", "expected"),
+    [
+        pytest.param(["b"], ["a", "c"], id="middle"),
+        pytest.param(["a"], ["b", "c"], id="first"),
+        pytest.param(["c"], ["a", "b"], id="last"),
+        pytest.param(["a", "b", "c"], [], id="all"),
+        pytest.param(["missing"], ["a", "b", "c"], id="unknown-name-ignored"),
+        pytest.param(["b", "b"], ["a", "c"], id="twice-ignored"),
+    ],
+)
+def test_discard(discard, expected):
+    order = build(("a", (1,)), ("b", (1,)), ("c", (2,)))
+    for name in discard:
+        order.discard(name)
+    assert list(order) == expected
+    assert len(order) == len(expected)
+    for name in discard:
+        assert name not in order
+        assert order.key_of(name) is None
+
+
+def test_discard_then_reinsert():
+    order = build(("a", (1,)), ("b", (2,)))
+    order.discard("a")
+    order.update("a", "a", (3,))
+    assert list(order) == ["b", "a"]
+
+
+def test_contains_len_bool():
+    order: IncrementalOrder[str] = IncrementalOrder()
+    assert not order
+    assert len(order) == 0
+    assert "a" not in order
+    order.update("a", "item-a", (1,))
+    assert order
+    assert len(order) == 1
+    assert "a" in order
+    assert "item-a" not in order, "membership is by name, not item"
+    order.discard("a")
+    assert not order
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        pytest.param([], None, id="empty-is-none"),
+        pytest.param([("a", (2,)), ("b", (1,))], "b", id="lowest-key"),
+        pytest.param([("b", (1,)), ("a", (1,))], "a", id="lowest-name-on-tie"),
+    ],
+)
+def test_first(entries, expected):
+    assert build(*entries).first() == expected
+
+
+def test_snapshot_is_independent_of_later_changes():
+    order = build(("a", (1,)), ("b", (2,)), ("c", (3,)))
+    snapshot = order.snapshot()
+    order.update("a", "a", (9,))
+    order.discard("b")
+    assert snapshot == ["a", "b", "c"]
+    assert list(order) == ["c", "a"]
+
+
+def test_snapshot_allows_changes_while_walking():
+    order = build(("a", (1,)), ("b", (2,)), ("c", (3,)))
+    seen = []
+    for item in order.snapshot():
+        seen.append(item)
+        order.update(item, item, (10 + len(seen),))
+    assert seen == ["a", "b", "c"]
+    assert list(order) == ["a", "b", "c"]
+
+
+def test_live_iteration_is_not_a_copy():
+    order = build(("a", (1,)), ("b", (2,)))
+    walk = iter(order)
+    assert next(walk) == "a"
+    order.update("c", "c", (3,))  # appended after the current position: the live walk sees it
+    assert list(walk) == ["b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("key",),
+    [
+        pytest.param((1,), id="single"),
+        pytest.param((0, (0.5, 0.25), 7), id="nested-tuple"),
+        pytest.param((), id="empty"),
+    ],
+)
+def test_key_of_returns_the_key_without_the_name(key):
+    order = build(("a", key))
+    assert order.key_of("a") == key
+    assert order.key_of("other") is None
+
+
+def test_clear():
+    order = build(("a", (1,)), ("b", (2,)))
+    order.clear()
+    assert not order
+    assert list(order) == []
+    assert order.first() is None
+    assert "a" not in order
+    order.update("a", "a", (1,))
+    assert list(order) == ["a"], "usable after clear"
+
+
+# ---- property: the order always equals sorting the live items ---------------------------------------
+
+NAMES = st.sampled_from([f"item-{i}" for i in range(8)])
+KEYS = st.tuples(st.integers(-3, 3), st.integers(-3, 3))
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("update"), NAMES, KEYS),
+        st.tuples(st.just("discard"), NAMES, st.just(())),
+    ),
+    max_size=60,
+)
+
+
+@given(OPERATIONS)
+def test_property_order_equals_sorted_live_items(operations):
+    order: IncrementalOrder[str] = IncrementalOrder()
+    live: dict[str, tuple] = {}
+    for operation, name, key in operations:
+        if operation == "update":
+            order.update(name, name, key)
+            live[name] = key
+        else:
+            order.discard(name)
+            live.pop(name, None)
+        expected = sorted(live, key=lambda n: (*live[n], n))
+        assert list(order) == expected
+        assert order.snapshot() == expected
+        assert len(order) == len(live)
+        assert order.first() == (expected[0] if expected else None)
+        for live_name, live_key in live.items():
+            assert live_name in order
+            assert order.key_of(live_name) == live_key

@@ -1,0 +1,611 @@
+"""Sparse resource maths (YuniKorn's `pkg/common/resources` semantics, reference section 2.6)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from korral.model import resource as res
+from korral.model.resource import MAX_INT64, MIN_INT64
+
+MAX = MAX_INT64
+MIN = MIN_INT64
+
+
+def _unchanged(*resources):
+    """Deep copies of the inputs, to check later that a function did not touch them."""
+    return [copy.deepcopy(r) for r in resources]
+
+
+# ---- add / sub ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param({}, {}, {}, id="both-empty"),
+        pytest.param({"memory": 10}, {}, {"memory": 10}, id="right-empty"),
+        pytest.param({}, {"memory": 10}, {"memory": 10}, id="left-empty"),
+        pytest.param({"memory": 10}, {"memory": 5}, {"memory": 15}, id="same-type"),
+        pytest.param({"memory": 10}, {"vcore": 5}, {"memory": 10, "vcore": 5}, id="union-of-types"),
+        pytest.param({"memory": 10}, {"memory": -10}, {"memory": 0}, id="zero-result-kept"),
+        pytest.param({"memory": -3}, {"memory": 1}, {"memory": -2}, id="negative"),
+        pytest.param({"memory": MAX}, {"memory": 1}, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({"memory": MAX - 1}, {"memory": MAX}, {"memory": MAX}, id="saturates-two-large"),
+        pytest.param({"memory": MIN}, {"memory": -1}, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MAX}, {"memory": MIN}, {"memory": -1}, id="max-plus-min"),
+    ],
+)
+def test_add(left, right, expected):
+    before = _unchanged(left, right)
+    result = res.add(left, right)
+    assert result == expected
+    assert [left, right] == before, "inputs must not change"
+    assert result is not left and result is not right
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param({}, {}, {}, id="both-empty"),
+        pytest.param({"memory": 10}, {}, {"memory": 10}, id="right-empty"),
+        pytest.param({}, {"memory": 10}, {"memory": -10}, id="missing-left-is-zero"),
+        pytest.param({"memory": 10}, {"memory": 4}, {"memory": 6}, id="same-type"),
+        pytest.param({"memory": 10}, {"vcore": 4}, {"memory": 10, "vcore": -4}, id="union-of-types"),
+        pytest.param({"memory": 10}, {"memory": 10}, {"memory": 0}, id="zero-result-kept"),
+        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MIN + 1}, {"memory": MAX}, {"memory": MIN}, id="saturates-large-sub"),
+        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({}, {"memory": MIN}, {"memory": MAX}, id="negating-min-saturates"),
+    ],
+)
+def test_sub(left, right, expected):
+    before = _unchanged(left, right)
+    result = res.sub(left, right)
+    assert result == expected
+    assert [left, right] == before, "inputs must not change"
+    assert result is not left
+
+
+# ---- add_into / sub_into --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "delta", "times", "expected"),
+    [
+        pytest.param({}, {"memory": 10}, 1, {"memory": 10}, id="into-empty"),
+        pytest.param({"memory": 10}, {"memory": 5}, 1, {"memory": 15}, id="same-type"),
+        pytest.param({"memory": 10}, {"vcore": 5}, 1, {"memory": 10, "vcore": 5}, id="new-type"),
+        pytest.param({"memory": 10}, {"memory": 5}, 3, {"memory": 25}, id="times"),
+        pytest.param({"memory": 10}, {"memory": -10}, 1, {}, id="zero-entry-dropped"),
+        pytest.param({"memory": 10, "vcore": 1}, {"memory": -5}, 2, {"vcore": 1}, id="times-to-zero-dropped"),
+        pytest.param({}, {"memory": 0}, 1, {}, id="zero-delta-not-added"),
+        pytest.param({"memory": 1}, {"memory": 5}, 0, {"memory": 1}, id="times-zero-keeps"),
+        pytest.param({"memory": MAX}, {"memory": 1}, 1, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({}, {"memory": MAX}, 3, {"memory": MAX}, id="times-saturates-at-max"),
+        pytest.param({"memory": MIN}, {"memory": -1}, 1, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({}, {"memory": MAX}, -3, {"memory": MIN}, id="negative-times-saturates-at-min"),
+    ],
+)
+def test_add_into(target, delta, times, expected):
+    before_delta = copy.deepcopy(delta)
+    result = res.add_into(target, delta, times)
+    assert result is None, "updates in place"
+    assert target == expected
+    assert delta == before_delta
+
+
+@pytest.mark.parametrize(
+    ("target", "delta", "times", "expected"),
+    [
+        pytest.param({"memory": 10}, {"memory": 4}, 1, {"memory": 6}, id="same-type"),
+        pytest.param({"memory": 10}, {"memory": 4}, 2, {"memory": 2}, id="times"),
+        pytest.param({"memory": 10}, {"vcore": 4}, 1, {"memory": 10, "vcore": -4}, id="new-type-negative"),
+        pytest.param({"memory": 10, "vcore": 2}, {"memory": 10}, 1, {"vcore": 2}, id="zero-entry-dropped"),
+        pytest.param({"memory": 8}, {"memory": 4}, 2, {}, id="times-to-zero-dropped"),
+        pytest.param({"memory": MIN}, {"memory": 1}, 1, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MAX}, {"memory": -1}, 1, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({}, {"memory": MAX}, 5, {"memory": MIN}, id="times-saturates-at-min"),
+    ],
+)
+def test_sub_into(target, delta, times, expected):
+    before_delta = copy.deepcopy(delta)
+    res.sub_into(target, delta, times)
+    assert target == expected
+    assert delta == before_delta
+
+
+def test_sub_into_default_times_is_one():
+    target = {"memory": 10}
+    res.sub_into(target, {"memory": 3})
+    assert target == {"memory": 7}
+
+
+# ---- multiply / prune ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "factor", "expected"),
+    [
+        pytest.param({}, 5, {}, id="empty"),
+        pytest.param({"memory": 10, "vcore": 2}, 3, {"memory": 30, "vcore": 6}, id="positive"),
+        pytest.param({"memory": 10}, 0, {}, id="zero-factor-empty"),
+        pytest.param({"memory": 10, "vcore": 0}, 2, {"memory": 20}, id="zero-entry-dropped"),
+        pytest.param({"memory": 10}, -2, {"memory": -20}, id="negative-factor"),
+        pytest.param({"memory": MAX}, 2, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({"memory": MAX}, -2, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MIN}, -1, {"memory": MAX}, id="min-times-minus-one-saturates"),
+        pytest.param({"memory": MIN}, 2, {"memory": MIN}, id="min-doubled-saturates"),
+    ],
+)
+def test_multiply(resource, factor, expected):
+    before = copy.deepcopy(resource)
+    assert res.multiply(resource, factor) == expected
+    assert resource == before
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        pytest.param({}, {}, id="empty"),
+        pytest.param({"memory": 0}, {}, id="only-zero"),
+        pytest.param({"memory": 0, "vcore": 1}, {"vcore": 1}, id="zero-dropped"),
+        pytest.param({"memory": -1, "vcore": 0}, {"memory": -1}, id="negative-kept"),
+        pytest.param({"memory": 5, "vcore": 1}, {"memory": 5, "vcore": 1}, id="nothing-to-drop"),
+    ],
+)
+def test_prune(resource, expected):
+    before = copy.deepcopy(resource)
+    result = res.prune(resource)
+    assert result == expected
+    assert resource == before
+    assert result is not resource
+
+
+# ---- predicates ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        pytest.param(None, True, id="none"),
+        pytest.param({}, True, id="empty"),
+        pytest.param({"memory": 0, "vcore": 0}, True, id="all-zero"),
+        pytest.param({"memory": 0, "vcore": 1}, False, id="one-positive"),
+        pytest.param({"memory": -1}, False, id="negative"),
+    ],
+)
+def test_is_zero(resource, expected):
+    assert res.is_zero(resource) is expected
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        pytest.param({}, False, id="empty"),
+        pytest.param({"memory": 0}, False, id="zero"),
+        pytest.param({"memory": 5, "vcore": 1}, False, id="positive"),
+        pytest.param({"memory": 5, "vcore": -1}, True, id="one-negative"),
+        pytest.param({"memory": MIN}, True, id="min-int64"),
+    ],
+)
+def test_has_negative(resource, expected):
+    assert res.has_negative(resource) is expected
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        pytest.param({}, False, id="empty"),
+        pytest.param({"memory": 0}, False, id="all-zero"),
+        pytest.param({"memory": 1}, True, id="one-positive"),
+        pytest.param({"memory": 0, "vcore": 1}, True, id="positive-and-zero"),
+        pytest.param({"memory": 1, "vcore": -1}, False, id="positive-and-negative"),
+        pytest.param({"memory": -1, "vcore": 1}, False, id="negative-first"),
+        pytest.param({"memory": -1}, False, id="only-negative"),
+    ],
+)
+def test_strictly_greater_than_zero(resource, expected):
+    assert res.strictly_greater_than_zero(resource) is expected
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param(None, None, True, id="none-none"),
+        pytest.param(None, {}, True, id="none-empty"),
+        pytest.param({}, {"memory": 0}, True, id="empty-vs-explicit-zero"),
+        pytest.param({"memory": 5}, {"memory": 5, "vcore": 0}, True, id="missing-is-zero"),
+        pytest.param({"memory": 5}, {"memory": 6}, False, id="different-value"),
+        pytest.param({"memory": 5}, {"vcore": 5}, False, id="different-type"),
+        pytest.param(None, {"memory": 1}, False, id="none-vs-set"),
+        pytest.param({"memory": -1}, {}, False, id="negative-vs-empty"),
+    ],
+)
+def test_equals(left, right, expected):
+    assert res.equals(left, right) is expected
+    assert res.equals(right, left) is expected, "equality is symmetric"
+
+
+# ---- fit checks ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ask", "available", "expected"),
+    [
+        pytest.param({}, {}, True, id="empty-ask-fits-empty"),
+        pytest.param({"memory": 5}, {"memory": 5}, True, id="exact-fit"),
+        pytest.param({"memory": 5}, {"memory": 10, "vcore": 1}, True, id="smaller-fits"),
+        pytest.param({"memory": 6}, {"memory": 5}, False, id="too-big"),
+        pytest.param({"gpu": 1}, {"memory": 10}, False, id="undefined-type-in-larger-is-zero"),
+        pytest.param({"memory": 5, "gpu": 1}, {"memory": 10}, False, id="one-undefined-type-fails"),
+        pytest.param({"gpu": 0}, {"memory": 10}, True, id="zero-ask-of-undefined-type-fits"),
+        pytest.param({"memory": 1}, {"memory": -5}, False, id="negative-available"),
+        pytest.param({"memory": 0}, {"memory": -5}, True, id="zero-ask-negative-available"),
+        pytest.param({"memory": -1}, {}, True, id="negative-ask-fits"),
+    ],
+)
+def test_fits_in(ask, available, expected):
+    assert res.fits_in(ask, available) is expected
+
+
+@pytest.mark.parametrize(
+    ("usage", "limit", "expected"),
+    [
+        pytest.param({"memory": 100}, None, True, id="none-limit-unlimited"),
+        pytest.param({"memory": 100}, {}, True, id="empty-limit-unlimited"),
+        pytest.param({"memory": 100}, {"memory": 100}, True, id="at-limit"),
+        pytest.param({"memory": 101}, {"memory": 100}, False, id="over-limit"),
+        pytest.param({"gpu": 10**9}, {"memory": 100}, True, id="undefined-type-in-limit-unlimited"),
+        pytest.param({"memory": 50, "gpu": 4}, {"memory": 100, "gpu": 4}, True, id="all-types-within"),
+        pytest.param({"memory": 50, "gpu": 5}, {"memory": 100, "gpu": 4}, False, id="one-type-over"),
+        pytest.param({"vcore": 1}, {"memory": 100, "vcore": 0}, False, id="explicit-zero-limit-is-none"),
+        pytest.param({}, {"memory": 100, "vcore": 0}, True, id="no-usage-fits-explicit-zero"),
+    ],
+)
+def test_fits_in_max(usage, limit, expected):
+    assert res.fits_in_max(usage, limit) is expected
+
+
+# ---- component-wise min / max, limits, headroom ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param({}, {}, {}, id="empty"),
+        pytest.param({"memory": 5}, {"memory": 3}, {"memory": 3}, id="right-smaller"),
+        pytest.param({"memory": 3}, {"memory": 5}, {"memory": 3}, id="left-smaller"),
+        pytest.param(
+            {"memory": 5, "vcore": 1}, {"memory": 3, "vcore": 4}, {"memory": 3, "vcore": 1}, id="per-type"
+        ),
+        pytest.param({"memory": 5}, {"vcore": 3}, {"memory": 0, "vcore": 0}, id="missing-is-zero"),
+        pytest.param({}, {"memory": -3}, {"memory": -3}, id="negative-below-missing-zero"),
+        pytest.param({"memory": -3}, {}, {"memory": -3}, id="negative-left-below-missing-zero"),
+    ],
+)
+def test_component_min(left, right, expected):
+    before = _unchanged(left, right)
+    result = res.component_min(left, right)
+    assert res.equals(result, expected), result
+    assert res.equals(res.component_min(right, left), expected), "symmetric"
+    assert [left, right] == before
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param({}, {}, {}, id="empty"),
+        pytest.param({"memory": 5}, {"memory": 3}, {"memory": 5}, id="left-larger"),
+        pytest.param({"memory": 3}, {"memory": 5}, {"memory": 5}, id="right-larger"),
+        pytest.param({"memory": 5}, {"vcore": 3}, {"memory": 5, "vcore": 3}, id="union-of-types"),
+        pytest.param(
+            {"memory": 5, "vcore": 9}, {"memory": 7, "vcore": 1}, {"memory": 7, "vcore": 9}, id="per-type"
+        ),
+        pytest.param({"memory": -5}, {}, {}, id="negative-left-vs-missing-zero"),
+        pytest.param({}, {"memory": -5}, {}, id="negative-right-vs-missing-zero"),
+    ],
+)
+def test_component_max(left, right, expected):
+    before = _unchanged(left, right)
+    result = res.component_max(left, right)
+    assert res.equals(result, expected), result
+    assert res.equals(res.component_max(right, left), expected), "symmetric"
+    assert [left, right] == before
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        pytest.param(None, None, None, id="both-unlimited"),
+        pytest.param({"memory": 5}, None, {"memory": 5}, id="right-unlimited"),
+        pytest.param(None, {"memory": 5}, {"memory": 5}, id="left-unlimited"),
+        pytest.param({"memory": 5}, {"memory": 3}, {"memory": 3}, id="min-where-both-define"),
+        pytest.param({"memory": 5}, {"vcore": 3}, {"memory": 5, "vcore": 3}, id="union-undefined-unlimited"),
+        pytest.param(
+            {"memory": 5, "vcore": 1},
+            {"memory": 9, "gpu": 2},
+            {"memory": 5, "vcore": 1, "gpu": 2},
+            id="mixed",
+        ),
+        pytest.param({"memory": 5}, {"memory": 0}, {"memory": 0}, id="explicit-zero-wins"),
+        pytest.param({}, {}, {}, id="empty-limits"),
+    ],
+)
+def test_min_of_limits(left, right, expected):
+    before = _unchanged(left, right)
+    result = res.min_of_limits(left, right)
+    assert result == expected
+    assert [left, right] == before
+    if result is not None:
+        assert result is not left and result is not right, "a new dict, never an alias"
+
+
+@pytest.mark.parametrize(
+    ("limit", "usage", "expected"),
+    [
+        pytest.param(None, {"memory": 5}, None, id="unlimited"),
+        pytest.param({}, {"memory": 5}, {}, id="empty-limit"),
+        pytest.param({"memory": 10}, {"memory": 4}, {"memory": 6}, id="left-under-limit"),
+        pytest.param({"memory": 10}, {"memory": 14}, {"memory": -4}, id="over-limit-negative"),
+        pytest.param({"memory": 10}, {"vcore": 4}, {"memory": 10}, id="only-limit-types"),
+        pytest.param({"memory": 10, "vcore": 2}, {}, {"memory": 10, "vcore": 2}, id="no-usage"),
+        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX}, id="saturates-at-max"),
+        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN}, id="saturates-at-min"),
+    ],
+)
+def test_headroom(limit, usage, expected):
+    assert res.headroom(limit, usage) == expected
+
+
+# ---- shares ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("usage", "total", "expected"),
+    [
+        pytest.param({}, {"memory": 10}, {}, id="no-usage"),
+        pytest.param({"memory": 5}, {"memory": 10}, {"memory": 0.5}, id="half"),
+        pytest.param({"memory": 20}, {"memory": 10}, {"memory": 2.0}, id="over-total"),
+        pytest.param({"memory": 5}, None, {"memory": 1.0}, id="none-total-used"),
+        pytest.param({"memory": 5}, {}, {"memory": 1.0}, id="undefined-total-used"),
+        pytest.param({"memory": 5}, {"memory": 0}, {"memory": 1.0}, id="zero-total-used"),
+        pytest.param({"memory": 5}, {"memory": -3}, {"memory": 1.0}, id="negative-total-used"),
+        pytest.param({"memory": 0}, {"memory": 0}, {"memory": 0.0}, id="zero-total-unused"),
+        pytest.param({"memory": 0}, {"memory": -1}, {"memory": 0.0}, id="negative-total-unused"),
+        pytest.param(
+            {"memory": 5, "vcore": 3},
+            {"memory": 10, "vcore": 4},
+            {"memory": 0.5, "vcore": 0.75},
+            id="per-type",
+        ),
+    ],
+)
+def test_shares(usage, total, expected):
+    assert res.shares(usage, total) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("usage", "guaranteed", "fair_max", "expected"),
+    [
+        pytest.param({}, {"memory": 10}, None, 0.0, id="no-usage"),
+        pytest.param({"memory": 5}, {"memory": 10}, None, 0.5, id="against-guaranteed"),
+        pytest.param(
+            {"memory": 5, "vcore": 3}, {"memory": 10, "vcore": 4}, None, 0.75, id="largest-share-dominates"
+        ),
+        pytest.param({"memory": 5}, {"memory": 10}, {"memory": 5}, 0.5, id="guaranteed-before-fair-max"),
+        pytest.param({"memory": 5}, None, {"memory": 20}, 0.25, id="fair-max-fallback-no-guarantee"),
+        pytest.param(
+            {"memory": 5, "vcore": 8}, {"memory": 10}, {"vcore": 10}, 0.8, id="fair-max-for-unguaranteed-type"
+        ),
+        pytest.param({"memory": 5}, {"memory": 0}, {"memory": 20}, 1.0, id="explicit-zero-guarantee-used"),
+        pytest.param({"memory": 5}, {"memory": -1}, None, 1.0, id="negative-guarantee-used"),
+        pytest.param({"memory": 0}, {"memory": 0}, None, 0.0, id="explicit-zero-guarantee-unused"),
+        pytest.param({"memory": 5}, None, {"memory": 0}, 1.0, id="explicit-zero-fair-max-used"),
+        pytest.param({"gpu": 5}, {"memory": 10}, {"vcore": 10}, 0.0, id="ungoverned-type-ignored"),
+        pytest.param({"memory": 5}, None, None, 0.0, id="nothing-governs"),
+        pytest.param({"memory": -5}, {"memory": 10}, None, 0.0, id="negative-usage-no-share"),
+        pytest.param({"memory": 30}, {"memory": 10}, None, 3.0, id="over-guarantee"),
+    ],
+)
+def test_dominant_share(usage, guaranteed, fair_max, expected):
+    assert res.dominant_share(usage, guaranteed, fair_max) == pytest.approx(expected)
+
+
+def test_dominant_share_fair_max_defaults_to_none():
+    assert res.dominant_share({"memory": 5}, {"memory": 10}) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("smaller", "larger", "total", "types"),
+    [
+        pytest.param({"memory": 1}, {"memory": 2}, {"memory": 10}, (), id="less-memory-first"),
+        pytest.param(
+            {"memory": 5, "vcore": 1},
+            {"memory": 1, "vcore": 6},
+            {"memory": 10, "vcore": 10},
+            (),
+            id="compares-largest-share-first",
+        ),
+        pytest.param(
+            {"memory": 5, "vcore": 1},
+            {"memory": 5, "vcore": 2},
+            {"memory": 10, "vcore": 10},
+            (),
+            id="tie-on-largest-then-next",
+        ),
+        pytest.param({}, {"memory": 1}, {"memory": 10}, ("memory",), id="nothing-used-first"),
+        pytest.param({"memory": 1}, {"gpu": 1}, {"memory": 10}, ("memory",), id="unbounded-type-counts-full"),
+    ],
+)
+def test_usage_ratio_key_orders_less_used_first(smaller, larger, total, types):
+    assert res.usage_ratio_key(smaller, total, types) < res.usage_ratio_key(larger, total, types)
+
+
+@pytest.mark.parametrize(
+    ("usage", "total", "types", "expected"),
+    [
+        pytest.param(
+            {"memory": 5, "vcore": 9}, {"memory": 10, "vcore": 10}, (), (0.9, 0.5), id="largest-first"
+        ),
+        pytest.param(
+            {}, {"memory": 10, "vcore": 10}, ("memory", "vcore"), (0.0, 0.0), id="padded-with-types"
+        ),
+        pytest.param(
+            {"memory": 5}, {"memory": 10}, ("memory", "vcore"), (0.5, 0.0), id="padded-missing-type"
+        ),
+        pytest.param({}, None, (), (), id="empty"),
+    ],
+)
+def test_usage_ratio_key_values(usage, total, types, expected):
+    assert res.usage_ratio_key(usage, total, types) == pytest.approx(expected)
+
+
+def test_usage_ratio_key_padding_makes_equal_usage_equal():
+    total = {"memory": 10, "vcore": 10}
+    types = tuple(total)
+    assert res.usage_ratio_key({"memory": 5}, total, types) == res.usage_ratio_key({"vcore": 5}, total, types)
+
+
+# ---- fit score, weighted usage ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ask", "available", "expected"),
+    [
+        pytest.param({"memory": 5}, {"memory": 10}, 0.0, id="fits"),
+        pytest.param({"memory": 10}, {"memory": 10}, 0.0, id="exact-fit"),
+        pytest.param({}, {}, 0.0, id="empty-ask"),
+        pytest.param({"memory": 10}, {"memory": 5}, 0.5, id="half-missing"),
+        pytest.param({"memory": 10}, {"memory": 9}, 0.1, id="little-missing"),
+        pytest.param({"memory": 10}, {}, 1.0, id="type-absent-fully-missing"),
+        pytest.param({"memory": 10, "vcore": 2}, {"memory": 5, "vcore": 1}, 1.0, id="sums-per-type"),
+        pytest.param({"memory": 10, "vcore": 2}, {"vcore": 1}, 1.5, id="sums-absent-and-partial"),
+        pytest.param({"memory": 0, "vcore": -1}, {}, 0.0, id="non-positive-ask-ignored"),
+        pytest.param({"memory": 10}, {"memory": -5}, 1.0, id="negative-available-counts-as-zero"),
+    ],
+)
+def test_fit_score(ask, available, expected):
+    assert res.fit_score(ask, available) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("ask", "better", "worse"),
+    [
+        pytest.param({"memory": 10}, {"memory": 8}, {"memory": 2}, id="less-missing-scores-lower"),
+        pytest.param({"memory": 10, "vcore": 2}, {"memory": 5}, {}, id="fewer-types-missing-scores-lower"),
+        pytest.param({"memory": 10}, {"memory": 10}, {"memory": 9}, id="fit-beats-near-fit"),
+    ],
+)
+def test_fit_score_grows_with_what_is_missing(ask, better, worse):
+    assert res.fit_score(ask, better) < res.fit_score(ask, worse)
+
+
+DOC_CAPACITY = {"vcore": 1000, "memory": 2000}
+DOC_ALLOCATED = {"vcore": 900, "memory": 1000}  # 90% vcore, 50% memory
+
+
+@pytest.mark.parametrize(
+    ("allocated", "capacity", "weights", "expected"),
+    [
+        pytest.param(
+            DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 1.0, "memory": 1.0}, 0.70, id="doc-default-weights"
+        ),
+        pytest.param(
+            DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 4.0, "memory": 1.0}, 0.82, id="doc-vcore-4-memory-1"
+        ),
+        pytest.param(
+            DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 1.0, "memory": 0.25}, 0.82, id="weights-relative"
+        ),
+        pytest.param(DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 1.0}, 0.90, id="only-weighted-types"),
+        pytest.param(
+            DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 1.0, "memory": 0.0}, 0.90, id="zero-weight-ignored"
+        ),
+        pytest.param(
+            DOC_ALLOCATED, DOC_CAPACITY, {"vcore": 1.0, "memory": -2.0}, 0.90, id="negative-weight-ignored"
+        ),
+        pytest.param(
+            {"vcore": 900, "gpu": 1},
+            {"vcore": 1000},
+            {"vcore": 1.0, "gpu": 1.0},
+            0.90,
+            id="no-capacity-ignored",
+        ),
+        pytest.param(
+            {"vcore": 900},
+            {"vcore": 1000, "gpu": 0},
+            {"vcore": 1.0, "gpu": 1.0},
+            0.90,
+            id="zero-capacity-ignored",
+        ),
+        pytest.param(
+            {"vcore": 900, "gpu": 1},
+            DOC_CAPACITY,
+            {"vcore": 1.0, "memory": 1.0},
+            0.45,
+            id="unweighted-type-ignored",
+        ),
+        pytest.param({}, DOC_CAPACITY, {"vcore": 1.0, "memory": 1.0}, 0.0, id="nothing-allocated"),
+        pytest.param(DOC_ALLOCATED, DOC_CAPACITY, {}, 0.0, id="no-weights"),
+        pytest.param(DOC_ALLOCATED, {}, {"vcore": 1.0, "memory": 1.0}, 0.0, id="no-capacity-at-all"),
+    ],
+)
+def test_weighted_usage(allocated, capacity, weights, expected):
+    assert res.weighted_usage(allocated, capacity, weights) == pytest.approx(expected)
+
+
+# ---- to_string -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        pytest.param(None, "map[]", id="none"),
+        pytest.param({}, "map[]", id="empty"),
+        pytest.param({"memory": 10}, "map[memory:10]", id="single"),
+        pytest.param({"vcore": 1, "memory": 10}, "map[memory:10 vcore:1]", id="sorted-by-name"),
+        pytest.param({"memory": -5, "gpu": 0}, "map[gpu:0 memory:-5]", id="zero-and-negative"),
+    ],
+)
+def test_to_string(resource, expected):
+    assert res.to_string(resource) == expected
+
+
+# ---- properties ------------------------------------------------------------------------------------
+
+TYPES = st.sampled_from(["memory", "vcore", "gpu", "pods", "ephemeral-storage"])
+QUANTITIES = st.integers(min_value=-(10**12), max_value=10**12)
+RESOURCES = st.dictionaries(TYPES, QUANTITIES, max_size=5)
+NON_NEGATIVE = st.dictionaries(TYPES, st.integers(min_value=0, max_value=10**12), max_size=5)
+
+
+@given(RESOURCES, RESOURCES)
+def test_property_add_then_sub_returns_pruned_original(a, b):
+    assert res.prune(res.sub(res.add(a, b), b)) == res.prune(a)
+
+
+@given(RESOURCES, RESOURCES)
+def test_property_add_into_matches_add_pruned(a, b):
+    target = res.prune(a)
+    res.add_into(target, b)
+    assert target == res.prune(res.add(a, b)), "add_into leaves no zero entry behind"
+
+
+@given(NON_NEGATIVE, NON_NEGATIVE)
+def test_property_fits_in_sum(a, b):
+    assert res.fits_in(a, res.add(a, b))
+
+
+@given(NON_NEGATIVE, NON_NEGATIVE)
+def test_property_fits_in_max_sum(a, b):
+    assert res.fits_in_max(a, res.add(a, b))
+
+
+@given(RESOURCES, RESOURCES)
+def test_property_component_min_le_max(a, b):
+    low, high = res.component_min(a, b), res.component_max(a, b)
+    for name in set(a) | set(b):
+        assert low.get(name, 0) <= min(a.get(name, 0), b.get(name, 0)) <= high.get(name, 0)
