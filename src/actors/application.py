@@ -29,12 +29,12 @@ from korral.actors.messages import (
     RemoveApplication,
     RemoveAsks,
     Snapshot,
-    ask_spec,
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
 from korral.info import AllocationInfo, ApplicationInfo
 from korral.model import resource as res
+from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
@@ -90,54 +90,50 @@ class ApplicationActor(PoolActor):
         self.completing_timeout = completing_timeout
         self.nodes: dict[str, Handle] = {}
         self.rm_partition = partition_without_rm(app.partition)
-        self._reset_buffers()
-        self._flush_queued = False
+        # what the current burst of messages produced, sent by the next FlushOut
+        self._effects: AppEffects | None = None
 
-    def _reset_buffers(self) -> None:
-        self._allocated: dict[str, int] = {}
-        self._pending: dict[str, int] = {}
-        self._view_ops: list[tuple[str, Any]] = []
-        self._new: list[si.Allocation] = []
-        self._released: list[si.AllocationRelease] = []
-        self._rejected: list[si.RejectedAllocationAsk] = []
-        self._updated: list[si.UpdatedApplication] = []
-        self._free: dict[str, list[str]] = {}
+    def _collect(self) -> AppEffects:
+        effects = self._effects
+        if effects is None:
+            effects = self._effects = AppEffects()
+            self.kick(FlushOut())
+        return effects
 
     # ---- handlers ----------------------------------------------------------------------------------
 
     def on_AddAsks(self, message: AddAsks) -> None:
-        self._absorb(self.owner.add_asks(message.asks, time.monotonic()))
+        self.owner.add_asks(message.asks, time.monotonic(), self._collect())
 
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
-        self._absorb(self.owner.remove_asks(message.allocation_keys, time.monotonic()))
+        self.owner.remove_asks(message.allocation_keys, time.monotonic(), self._collect())
 
     def on_Placed(self, message: Placed) -> None:
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
-        self._absorb(self.owner.confirm(node_id, message.allocations, time.monotonic()))
+        self.owner.confirm(node_id, message.allocations, time.monotonic(), self._collect())
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
             self.nodes[message.allocations[0].node_id] = message.node
-        self._absorb(self.owner.recover(message.allocations, time.monotonic()))
+        self.owner.recover(message.allocations, time.monotonic(), self._collect())
 
     def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
-        self._absorb(self.owner.release(message.releases, time.monotonic()))
+        self.owner.release(message.releases, time.monotonic(), self._collect())
 
     def on_NodeRemoved(self, message: NodeRemoved) -> None:
-        self._absorb(
-            self.owner.node_removed(message.node_id, message.uuids, message.reason, time.monotonic())
+        self.owner.node_removed(
+            message.node_id, message.uuids, message.reason, time.monotonic(), self._collect()
         )
         self.nodes.pop(message.node_id, None)
 
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
-        self._absorb(self.owner.remove(message.reason, time.monotonic()))
+        self.owner.remove(message.reason, time.monotonic(), self._collect())
         self._flush()
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
-        effects = self.owner.completing_timeout(time.monotonic(), self.completing_timeout)
-        self._absorb(effects)
+        self.owner.completing_timeout(time.monotonic(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
             app_id = self.owner.app.application_id
@@ -147,7 +143,6 @@ class ApplicationActor(PoolActor):
             )
 
     def on_FlushOut(self, message: FlushOut) -> None:
-        self._flush_queued = False
         self._flush()
 
     def on_Snapshot(self, message: Snapshot) -> ApplicationInfo:
@@ -172,69 +167,56 @@ class ApplicationActor(PoolActor):
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
         )
 
-    # ---- effects -----------------------------------------------------------------------------------
-
-    def _absorb(self, effects: AppEffects) -> None:
-        app_id = self.owner.app.application_id
-        res.add_into(self._allocated, effects.allocated_delta)
-        res.add_into(self._pending, effects.pending_delta)
-        ops = self._view_ops
-        for key, generation in effects.asks_removed:
-            ops.append(("drop_ask", (key, generation)))
-        for ask in effects.asks_added:
-            ops.append(("put_ask", ask_spec(ask)))
-        if effects.rolled_back:
-            ops.append(("rollback", tuple(effects.rolled_back)))
-        if effects.view_released:
-            ops.append(("forget", tuple(effects.view_released)))
-        if effects.view_recovered:
-            ops.append(("recover", tuple(effects.view_recovered)))
-        self._new.extend(to_si_allocation(a) for a in effects.new_allocations)
-        self._released.extend(to_si_release(a, kind, text) for a, kind, text in effects.released)
-        self._rejected.extend(
-            si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
-            for key, reason in effects.rejected_asks
-        )
-        for state, when in effects.state_changes:
-            self._updated.append(
-                si.UpdatedApplication(
-                    application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)
-                )
-            )
-        for node_id, uuids in effects.free_on_node.items():
-            self._free.setdefault(node_id, []).extend(uuids)
-        if effects.recover_on_node:
-            node = self.nodes.get(effects.recover_on_node[0].node_id)
-            if node is not None:
-                node.tell(BookRecovered(allocations=tuple(effects.recover_on_node), app=self.handle))
-        if effects.completing:
-            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
-        if not self._flush_queued:
-            self._flush_queued = True
-            self.kick(FlushOut())
+    # ---- effects ----------------------------------------------------------------------------------
 
     def _flush(self) -> None:
+        """Send what the burst produced: nodes first (booked, then freed), then queue, view and RM."""
+        effects = self._effects
+        if effects is None:
+            return
+        self._effects = None
         app_id = self.owner.app.application_id
-        # Nodes first: a freed node must not look full to the next decision that depends on the view.
-        for node_id, uuids in self._free.items():
+        if effects.recover_on_node:
+            by_node: dict[str, list[Allocation]] = {}
+            for allocation in effects.recover_on_node:
+                by_node.setdefault(allocation.node_id, []).append(allocation)
+            for node_id, allocations in by_node.items():
+                node = self.nodes.get(node_id)
+                if node is not None:
+                    node.tell(BookRecovered(allocations=tuple(allocations), app=self.handle))
+        for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:
                 node.tell(FreeOnNode(uuids=tuple(uuids)))
-        if self._allocated or self._pending:
-            self.queue.tell(QueueUsage(allocated=dict(self._allocated), pending=dict(self._pending)))
-        if self._view_ops:
-            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(self._view_ops)))
-        if self._new or self._released or self._rejected:
+        allocated = res.prune(effects.allocated_delta)
+        pending = res.prune(effects.pending_delta)
+        if allocated or pending:
+            self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
+        if effects.view_ops:
+            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops)))
+        if effects.new_allocations or effects.released or effects.rejected_asks:
             self.dispatcher.tell(
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
-                        new=self._new, released=self._released, rejected=self._rejected
+                        new=[to_si_allocation(a) for a in effects.new_allocations],
+                        released=[to_si_release(a, kind, text) for a, kind, text in effects.released],
+                        rejected=[
+                            si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
+                            for key, reason in effects.rejected_asks
+                        ],
                     ),
                 )
             )
-        if self._updated:
+        if effects.state_changes:
+            updated = [
+                si.UpdatedApplication(
+                    application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)
+                )
+                for state, when in effects.state_changes
+            ]
             self.dispatcher.tell(
-                Deliver(method="update_application", argument=si.ApplicationResponse(updated=self._updated))
+                Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated))
             )
-        self._reset_buffers()
+        if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
+            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))

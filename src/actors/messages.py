@@ -6,75 +6,18 @@ arithmetic always builds new dicts for what it hands out).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import attrs
 
 from korral import si
 from korral.config.schema import PartitionConfig
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation
 
 frozen = attrs.frozen(slots=True, kw_only=True)
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
-
-
-class AskSpec(NamedTuple):
-    """An ask as its owner built it. A NamedTuple: thousands are sent per request, and a tuple is
-    several times cheaper to build than a frozen attrs instance."""
-
-    application_id: str
-    allocation_key: str
-    resource: dict[str, int]
-    max_allocations: int = 1
-    priority: int = 0
-    tags: dict[str, str] = {}
-    placeholder: bool = False
-    task_group_name: str = ""
-    originator: bool = False
-    allow_preempt_self: bool = False
-    allow_preempt_other: bool = False
-    execution_timeout_ms: int = 0
-    generation: int = 0
-
-
-def ask_spec(ask: Ask) -> AskSpec:
-    """The immutable description of an ask as its owner built it (key, generation, repeats)."""
-    return AskSpec(
-        application_id=ask.application_id,
-        allocation_key=ask.allocation_key,
-        resource=dict(ask.resource),
-        max_allocations=ask.max_allocations,
-        priority=ask.priority,
-        tags=dict(ask.tags),
-        placeholder=ask.placeholder,
-        task_group_name=ask.task_group_name,
-        originator=ask.originator,
-        allow_preempt_self=ask.allow_preempt_self,
-        allow_preempt_other=ask.allow_preempt_other,
-        execution_timeout_ms=ask.execution_timeout_ms,
-        generation=ask.generation,
-    )
-
-
-def ask_from_spec(spec: AskSpec) -> Ask:
-    """A fresh mutable ask built from a spec, for the receiver's own bookkeeping."""
-    return Ask(
-        spec.allocation_key,
-        spec.application_id,
-        dict(spec.resource),
-        max_allocations=spec.max_allocations,
-        priority=spec.priority,
-        tags=dict(spec.tags),
-        placeholder=spec.placeholder,
-        task_group_name=spec.task_group_name,
-        originator=spec.originator,
-        allow_preempt_self=spec.allow_preempt_self,
-        allow_preempt_other=spec.allow_preempt_other,
-        execution_timeout_ms=spec.execution_timeout_ms,
-        generation=spec.generation,
-    )
 
 
 @frozen
@@ -250,31 +193,6 @@ class AppGone:
 
 
 @frozen
-class AsksChanged:
-    application_id: str
-    added: tuple[AskSpec, ...] = ()
-    removed: tuple[tuple[str, int], ...] = ()  # (allocation key, generation)
-
-
-@frozen
-class AllocationsReleased:
-    """-> scheduler: confirmed allocations that are gone (released, node removed, app removed)."""
-
-    allocations: tuple[Allocation, ...]
-
-
-@frozen
-class AllocationsRecovered:
-    allocations: tuple[Allocation, ...]
-
-
-@frozen
-class AppStateChanged:
-    application_id: str
-    state: str
-
-
-@frozen
 class QueueCreated:
     path: str
 
@@ -312,26 +230,6 @@ class QueueUsage:
     pending: dict[str, int] = attrs.field(factory=dict)
 
 
-@frozen
-class QueueAppMembership:
-    application_id: str
-    present: bool
-
-
-@frozen
-class QueueSettings:
-    """Partition -> queue: configuration-owned facts (state, limits, properties, children)."""
-
-    state: str
-    is_leaf: bool
-    is_managed: bool
-    guaranteed: dict[str, int] | None
-    max: dict[str, int] | None
-    max_applications: int
-    properties: dict[str, str]
-    children: tuple[str, ...]
-
-
 # ---- queries --------------------------------------------------------------------------------------------
 
 
@@ -340,12 +238,6 @@ class Snapshot:
     """Ask an actor for a consistent snapshot of what it owns."""
 
     detail: str = ""
-
-
-@frozen
-class GetHandle:
-    kind: str
-    key: str
 
 
 # ---- callbacks -----------------------------------------------------------------------------------------
@@ -357,8 +249,3 @@ class Deliver:
 
     method: str
     argument: Any
-
-
-@frozen
-class CheckInvariants:
-    """Ask an actor to verify its own invariants; it answers with a list of violations."""

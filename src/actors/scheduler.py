@@ -16,8 +16,6 @@ from typing import Any
 from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor, Tracker
 from korral.actors.messages import (
-    AllocationsRecovered,
-    AllocationsReleased,
     AppAdded,
     AppGone,
     ApplyConfig,
@@ -32,11 +30,11 @@ from korral.actors.messages import (
     RunCycle,
     Snapshot,
     Tick,
-    ask_from_spec,
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
+from korral.model.app_owner import build_ask
 from korral.model.view import SchedulingView
 
 # A batch ends after this many allocations or this much time, so that confirmations and new requests
@@ -144,10 +142,12 @@ class SchedulerActor(ThreadedActor):
 
     def on_ViewOps(self, message: Any) -> None:
         view = self.view
+        now = time.monotonic()
         new_asks: list[Any] = []
         for operation, payload in message.ops:
             if operation == "put_ask":
-                new_asks.append(ask_from_spec(payload))
+                request, generation = payload
+                new_asks.append(build_ask(request, create_seq=0, now=now, generation=generation))
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
@@ -173,15 +173,6 @@ class SchedulerActor(ThreadedActor):
             self.view.rollback(allocation)
         self.rollbacks += len(message.allocations)
         self._wake()
-
-    def on_AllocationsReleased(self, message: AllocationsReleased) -> None:
-        for allocation in message.allocations:
-            self.view.forget_allocation(allocation)
-        self._wake()
-
-    def on_AllocationsRecovered(self, message: AllocationsRecovered) -> None:
-        for allocation in message.allocations:
-            self.view.adopt_recovered(allocation)
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         self.view.apply_config(message.config)

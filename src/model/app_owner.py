@@ -12,6 +12,7 @@ node must free it again and the scheduler's view must undo it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -43,9 +44,13 @@ def ask_rejection(
     """Why an ask cannot be accepted for ``app``; "" when it can. Shared by every driver."""
     if not allocation_key:
         return "allocation key must not be empty"
-    if res.has_negative(resource):
-        return f"allocation ask {allocation_key} contains negative resources"
-    if res.is_zero(resource):
+    positive = False
+    for quantity in resource.values():  # one pass: negative and all-zero checks together
+        if quantity < 0:
+            return f"allocation ask {allocation_key} contains negative resources"
+        if quantity > 0:
+            positive = True
+    if not positive:
         return f"allocation ask {allocation_key} contains no resources"
     if max_allocations < 0:
         return f"allocation ask {allocation_key} has a negative max allocations"
@@ -54,9 +59,45 @@ def ask_rejection(
     return ""
 
 
-@attrs.define
+_NO_PREEMPTION_POLICY = si.PreemptionPolicy()
+
+
+def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generation: int = 0) -> Ask:
+    """The model's ask for an SI ask (already validated); shared by every driver.
+
+    The SI message is immutable and its dicts are private copies, so they are shared, not copied.
+    """
+    resource = request.resource_ask
+    if 0 in resource.values():
+        resource = res.prune(resource)
+    policy = request.preemption_policy or _NO_PREEMPTION_POLICY
+    return Ask(
+        request.allocation_key,
+        request.application_id,
+        resource,
+        max_allocations=request.max_allocations or 1,
+        priority=request.priority,
+        create_seq=create_seq,
+        create_time=now,
+        tags=request.tags,
+        placeholder=request.placeholder and bool(request.task_group_name),
+        task_group_name=request.task_group_name,
+        originator=request.originator,
+        allow_preempt_self=policy.allow_preempt_self,
+        allow_preempt_other=policy.allow_preempt_other,
+        execution_timeout_ms=request.execution_timeout_milliseconds,
+        generation=generation,
+    )
+
+
+@attrs.define(slots=True)
 class AppEffects:
-    """What an operation on the owner requires others to learn."""
+    """What operations on the owner require others to learn; one accumulates a whole burst.
+
+    ``view_ops`` keeps the changes for the scheduler's view in the order they happened (a recovery
+    followed by its release must reach the view in that order): ("put_ask", (si ask, generation)),
+    ("drop_ask", (key, generation)), ("rollback" | "forget" | "recover", allocation).
+    """
 
     new_allocations: list[Allocation] = attrs.Factory(list)
     released: list[tuple[Allocation, si.TerminationType, str]] = attrs.Factory(list)
@@ -64,12 +105,8 @@ class AppEffects:
     state_changes: list[tuple[str, float]] = attrs.Factory(list)
     allocated_delta: Resource = attrs.Factory(dict)
     pending_delta: Resource = attrs.Factory(dict)
-    asks_added: list[Ask] = attrs.Factory(list)
-    asks_removed: list[tuple[str, int]] = attrs.Factory(list)
-    rolled_back: list[Allocation] = attrs.Factory(list)
+    view_ops: list[tuple[str, Any]] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
-    view_released: list[Allocation] = attrs.Factory(list)
-    view_recovered: list[Allocation] = attrs.Factory(list)
     recover_on_node: list[Allocation] = attrs.Factory(list)
     completing: bool = False
 
@@ -97,9 +134,9 @@ class ApplicationOwner:
         ):
             self._transition(ApplicationEvent.COMPLETE, now, effects)
 
-    def completing_timeout(self, now: float, timeout: float) -> AppEffects:
+    def completing_timeout(self, now: float, timeout: float, effects: AppEffects | None = None) -> AppEffects:
         """Completing for ``timeout`` with nothing left: Completed."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         app = self.app
         if (
             app.state is ApplicationState.COMPLETING
@@ -111,11 +148,14 @@ class ApplicationOwner:
 
     # ---- asks --------------------------------------------------------------------------------------
 
-    def add_asks(self, asks: Iterable[si.AllocationAsk], now: float) -> AppEffects:
-        effects = AppEffects()
+    def add_asks(
+        self, asks: Iterable[si.AllocationAsk], now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
+        effects = effects if effects is not None else AppEffects()
         app = self.app
+        pending_delta = effects.pending_delta
+        view_ops = effects.view_ops
         for request in asks:
-            resource = res.prune(request.resource_ask)
             reason = (
                 "application removed"
                 if self.removed
@@ -127,36 +167,27 @@ class ApplicationOwner:
             old = app.asks.get(request.allocation_key)
             if old is not None:
                 if old.pending > 0:
-                    res.sub_into(effects.pending_delta, old.resource, old.pending)
-                effects.asks_removed.append((old.allocation_key, old.generation))
-            policy = request.preemption_policy or si.PreemptionPolicy()
+                    res.sub_into(pending_delta, old.resource, old.pending)
+                view_ops.append(("drop_ask", (old.allocation_key, old.generation)))
             self._ask_seq += 1
-            ask = Ask(
-                request.allocation_key,
-                app.application_id,
-                resource,
-                max_allocations=request.max_allocations or 1,
-                priority=request.priority,
-                create_seq=self._ask_seq,
-                create_time=now,
-                tags=dict(request.tags),
-                placeholder=request.placeholder and bool(request.task_group_name),
-                task_group_name=request.task_group_name,
-                originator=request.originator,
-                allow_preempt_self=policy.allow_preempt_self,
-                allow_preempt_other=policy.allow_preempt_other,
-                execution_timeout_ms=request.execution_timeout_milliseconds,
-            )
+            ask = build_ask(request, create_seq=self._ask_seq, now=now)
             app.add_ask(ask)
-            res.add_into(effects.pending_delta, ask.resource, ask.pending)
-            effects.asks_added.append(ask)
+            res.add_into(pending_delta, ask.resource, ask.pending)
+            view_ops.append(("put_ask", (request, ask.generation)))
             if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING):
                 self._transition(ApplicationEvent.RUN, now, effects)
         return effects
 
-    def remove_asks(self, allocation_keys: Iterable[str], now: float) -> AppEffects:
+    def remove_asks(
+        self,
+        allocation_keys: Iterable[str],
+        now: float,
+        effects: AppEffects | None = None,
+        *,
+        complete: bool = True,
+    ) -> AppEffects:
         """Remove the named asks (all of them when no key is named)."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         keys = list(allocation_keys) or list(self.app.asks)
         for key in keys:
             ask = self.app.remove_ask(key)
@@ -164,18 +195,24 @@ class ApplicationOwner:
                 continue
             if ask.pending > 0:
                 res.sub_into(effects.pending_delta, ask.resource, ask.pending)
-            effects.asks_removed.append((key, ask.generation))
-        self._maybe_complete(now, effects)
+            effects.view_ops.append(("drop_ask", (key, ask.generation)))
+        if complete:
+            self._maybe_complete(now, effects)
         return effects
 
     # ---- placements --------------------------------------------------------------------------------
 
-    def confirm(self, node_id: str, allocations: Iterable[Allocation], now: float) -> AppEffects:
+    def confirm(
+        self, node_id: str, allocations: Iterable[Allocation], now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
         """Accept allocations booked on a node, or hand them back when the ask no longer wants them."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         app = self.app
+        asks = app.asks
+        allocated_delta = effects.allocated_delta
+        pending_delta = effects.pending_delta
         for allocation in allocations:
-            ask = app.asks.get(allocation.allocation_key)
+            ask = asks.get(allocation.allocation_key)
             if (
                 self.removed
                 or ask is None
@@ -184,25 +221,30 @@ class ApplicationOwner:
                 or app.state not in LIVE_FOR_ASKS
             ):
                 effects.free_on_node.setdefault(node_id, []).append(allocation.uuid)
-                effects.rolled_back.append(allocation)
+                effects.view_ops.append(("rollback", allocation))
                 continue
             app.take_pending(ask)
             app.add_allocation(allocation)
-            res.add_into(effects.allocated_delta, allocation.resource)
-            res.sub_into(effects.pending_delta, allocation.resource)
+            for name, quantity in allocation.resource.items():
+                allocated_delta[name] = allocated_delta.get(name, 0) + quantity
+                pending_delta[name] = pending_delta.get(name, 0) - quantity
             effects.new_allocations.append(allocation)
-            if app.state is ApplicationState.ACCEPTED:
+            state = app.state
+            if state is ApplicationState.ACCEPTED:
                 self._transition(ApplicationEvent.RUN, now, effects)
                 if app.state_aware_disabled:
                     self._transition(ApplicationEvent.RUN, now, effects)
-            elif app.state is ApplicationState.STARTING:
+            elif state is ApplicationState.STARTING:
                 self._transition(ApplicationEvent.RUN, now, effects)
         return effects
 
-    def recover(self, allocations: Iterable[Allocation], now: float) -> AppEffects:
+    def recover(
+        self, allocations: Iterable[Allocation], now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
         """Existing allocations reported by the RM: accepted whatever the limits."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         app = self.app
+        recovered = 0
         for allocation in allocations:
             if self.removed or allocation.uuid in app.allocations:
                 effects.rejected_asks.append(
@@ -212,9 +254,10 @@ class ApplicationOwner:
             app.add_allocation(allocation)
             res.add_into(effects.allocated_delta, allocation.resource)
             effects.new_allocations.append(allocation)
-            effects.view_recovered.append(allocation)
+            effects.view_ops.append(("recover", allocation))
             effects.recover_on_node.append(allocation)
-        if effects.new_allocations:
+            recovered += 1
+        if recovered:
             while app.state in (
                 ApplicationState.NEW,
                 ApplicationState.ACCEPTED,
@@ -244,13 +287,15 @@ class ApplicationOwner:
             return
         res.sub_into(effects.allocated_delta, allocation.resource)
         effects.released.append((allocation, termination, message))
-        effects.view_released.append(allocation)
+        effects.view_ops.append(("forget", allocation))
         if free_node:
             effects.free_on_node.setdefault(allocation.node_id, []).append(uuid)
 
-    def release(self, releases: Iterable[si.AllocationRelease], now: float) -> AppEffects:
+    def release(
+        self, releases: Iterable[si.AllocationRelease], now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
         """RM releases: by uuid, else every allocation of the key, else all of the application's."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         app = self.app
         for release in releases:
             if release.uuid:
@@ -265,19 +310,19 @@ class ApplicationOwner:
         self._maybe_complete(now, effects)
         return effects
 
-    def node_removed(self, node_id: str, uuids: Iterable[str], reason: str, now: float) -> AppEffects:
+    def node_removed(
+        self, node_id: str, uuids: Iterable[str], reason: str, now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
         """The node went away: its allocations are released (the node already freed them)."""
-        effects = AppEffects()
+        effects = effects if effects is not None else AppEffects()
         for uuid in uuids:
             self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=False)
         self._maybe_complete(now, effects)
         return effects
 
-    def remove(self, reason: str, now: float) -> AppEffects:
+    def remove(self, reason: str, now: float, effects: AppEffects | None = None) -> AppEffects:
         """The RM removed the application: every ask goes and every allocation is released."""
-        effects = self.remove_asks((), now)
-        effects.state_changes.clear()
-        effects.completing = False
+        effects = self.remove_asks((), now, effects, complete=False)
         for uuid in list(self.app.allocations):
             self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=True)
         self.removed = True
