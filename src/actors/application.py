@@ -33,6 +33,7 @@ from korral.actors.messages import (
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
 from korral.info import AllocationInfo, ApplicationInfo
+from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
@@ -79,6 +80,7 @@ class ApplicationActor(PoolActor):
         timer: TimerService,
         completing_timeout: float,
         pool: ActorPool,
+        events: bool = False,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
@@ -90,6 +92,7 @@ class ApplicationActor(PoolActor):
         self.completing_timeout = completing_timeout
         self.nodes: dict[str, Handle] = {}
         self.rm_partition = partition_without_rm(app.partition)
+        self.events = events
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -218,5 +221,30 @@ class ApplicationActor(PoolActor):
             self.dispatcher.tell(
                 Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated))
             )
+        if self.events:
+            self._send_events(effects)
         if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
             self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
+
+    def _send_events(self, effects: AppEffects) -> None:
+        app = self.owner.app
+        records = [
+            events.app_state(app.application_id, state, app.queue_path) for state, _ in effects.state_changes
+        ]
+        for operation, payload in effects.view_ops:
+            if operation == "put_ask":
+                records.append(
+                    events.request(
+                        app.application_id, payload[0].allocation_key, events.Change.ADD, "ask added"
+                    )
+                )
+            elif operation == "drop_ask":
+                records.append(
+                    events.request(app.application_id, payload[0], events.Change.REMOVE, "ask removed")
+                )
+        records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
+        records.extend(
+            events.app_allocation(a, events.Change.REMOVE, text) for a, _, text in effects.released
+        )
+        if records:
+            self.dispatcher.tell(Deliver(method="send_event", argument=records))

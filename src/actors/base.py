@@ -56,6 +56,7 @@ class Tracker:
         self._idle = threading.Condition(self._lock)
         self._counts: dict[int, int] = {}
         self._total = 0
+        self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
         self._on_quiescent: list[Callable[[], None]] = []
 
@@ -63,6 +64,7 @@ class Tracker:
         with self._lock:
             self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
             self._total += 1
+            self.sent_total += 1
 
     def done(self, actor_id: int) -> None:
         with self._lock:
@@ -182,9 +184,7 @@ class KorralActor(pykka.Actor):
             return handler(message)
         except Exception as error:
             self.tracker.record_error()
-            log.exception(
-                "%s: %s failed; state left as before the message", self.name, type(message).__name__
-            )
+            log.exception("%s: handling %s failed", self.name, type(message).__name__)
             return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
         finally:
             self.tracker.done(self.handle.actor_id)

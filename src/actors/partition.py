@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -50,6 +51,7 @@ from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.model import events
 from korral.model import resource as res
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
@@ -89,8 +91,11 @@ class PartitionActor(ThreadedActor):
         dispatcher: Handle,
         timer: TimerService,
         settings: PartitionSettings,
+        events: bool = False,
     ) -> None:
         super().__init__(tracker, name)
+        self.events = events
+        self._records: list[si.EventRecord] = []
         self.rm_id = rm_id
         self.dispatcher = dispatcher
         self.timer = timer
@@ -134,9 +139,23 @@ class PartitionActor(ThreadedActor):
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
+                self._event(
+                    lambda p=path: events.queue(
+                        p, events.Change.ADD, events.Detail.QUEUE_DYNAMIC, f"dynamic queue {p} created"
+                    )
+                )
 
     def _deliver(self, method: str, argument: Any) -> None:
         self.dispatcher.tell(Deliver(method=method, argument=argument))
+
+    def _event(self, record: Callable[[], si.EventRecord]) -> None:
+        if self.events:
+            self._records.append(record())
+
+    def _send_events(self) -> None:
+        if self._records:
+            self._deliver("send_event", self._records)
+            self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:
         if asks:
@@ -166,6 +185,7 @@ class PartitionActor(ThreadedActor):
                 rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+        self._send_events()
 
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
         action = info.action
@@ -199,6 +219,11 @@ class PartitionActor(ThreadedActor):
             self.nodes[node_id] = handle
             self.scheduler.tell(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
+            self._event(
+                lambda: events.node(
+                    node_id, events.Change.ADD, events.Detail.NODE_READY, f"node {node_id} added"
+                )
+            )
             self._recover(info, handle)
             return
         handle = self.nodes.get(node_id)
@@ -210,15 +235,33 @@ class PartitionActor(ThreadedActor):
             attributes = dict(info.attributes) if info.attributes else None
             self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
             handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
+            self._event(
+                lambda: events.node(
+                    node_id, events.Change.SET, events.Detail.NODE_CAPACITY, f"node {node_id} updated"
+                )
+            )
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
             self.registry.set_node_schedulable(node_id, schedulable)
             handle.tell(SetNodeSchedulable(schedulable=schedulable))
+            self._event(
+                lambda: events.node(
+                    node_id,
+                    events.Change.SET,
+                    events.Detail.NODE_SCHEDULABLE,
+                    f"node {node_id} schedulable: {schedulable}",
+                )
+            )
         elif action == si.NodeAction.DECOMISSION:
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
             self.scheduler.tell(NodeGone(node_id=node_id))
             handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
+            self._event(
+                lambda: events.node(
+                    node_id, events.Change.REMOVE, events.Detail.NODE_DECOMISSION, f"node {node_id} removed"
+                )
+            )
             self._bury(handle)
         else:
             raise ModelError(f"node {node_id}: unknown action {int(action)}")
@@ -277,10 +320,16 @@ class PartitionActor(ThreadedActor):
                 )
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
+                self._event(
+                    lambda a=add, e=error: events.record(
+                        events.Kind.APP, a.application_id, str(e), events.Change.ADD, events.Detail.APP_REJECT
+                    )
+                )
                 continue
             self._sync_queue_actors(announce=True)
             self._start_application(app)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
+            self._event(lambda a=app: events.app_state(a.application_id, "New", a.queue_path))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             if handle is None:
@@ -290,6 +339,7 @@ class PartitionActor(ThreadedActor):
             self._bury(handle)
         if accepted or rejected:
             self._deliver("update_application", si.ApplicationResponse(accepted=accepted, rejected=rejected))
+        self._send_events()
 
     def _start_application(self, app: Application) -> None:
         # The owner gets its own Application object: the registry's copy stays with this actor.
@@ -318,6 +368,7 @@ class PartitionActor(ThreadedActor):
             timer=self.timer,
             completing_timeout=self.settings.completing_timeout,
             pool=self.pool,
+            events=self.events,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -383,12 +434,24 @@ class PartitionActor(ThreadedActor):
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         self.registry.apply_config(message.config)
         self._sync_queue_actors(announce=False)
+        self._event(
+            lambda: events.queue(
+                "root", events.Change.SET, events.Detail.QUEUE_CONFIG, "queue configuration updated"
+            )
+        )
+        self._send_events()
         self.scheduler.tell(ApplyConfig(config=message.config))
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))
+            self._event(
+                lambda p=path: events.queue(
+                    p, events.Change.REMOVE, events.Detail.DETAILS_NONE, f"queue {p} removed"
+                )
+            )
+        self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
 

@@ -21,6 +21,7 @@ from korral.actors.messages import (
 )
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.timer import TimerService
+from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.errors import ConfigError, KorralError, SchedulerError
@@ -109,6 +110,7 @@ class RMProxyActor(ThreadedActor):
             dispatcher=rm.dispatcher,
             timer=self.timer,
             settings=self.settings,
+            events=type(rm.callback).send_event is not ResourceManagerCallback.send_event,
         )
 
     def _stop_partition(self, handle: Handle) -> None:

@@ -155,15 +155,12 @@ class SchedulerActor(ThreadedActor):
             if operation == "drop_ask":
                 view.drop_ask(message.application_id, payload[0], payload[1])
             elif operation == "rollback":
-                for allocation in payload:
-                    view.rollback(allocation)
-                self.rollbacks += len(payload)
+                view.rollback(payload)
+                self.rollbacks += 1
             elif operation == "forget":
-                for allocation in payload:
-                    view.forget_allocation(allocation)
+                view.forget_allocation(payload)
             elif operation == "recover":
-                for allocation in payload:
-                    view.adopt_recovered(allocation)
+                view.adopt_recovered(payload)
         if new_asks:
             view.put_asks(new_asks)
         self._wake()

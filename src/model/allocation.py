@@ -69,7 +69,7 @@ class Ask:
         allocation_key: str,
         application_id: str,
         resource: Resource,
-        *,
+        # positional too: build_ask creates one per ask received, and keywords cost a dict per call
         max_allocations: int = 1,
         priority: int = 0,
         create_seq: int = 0,
@@ -88,8 +88,9 @@ class Ask:
         self.application_id = application_id
         self.resource = resource
         # the ask's resource never changes: precompute what the node search needs per attempt
-        self.resource_items = tuple(resource.items())
-        self.shape = tuple(sorted(self.resource_items))
+        items = tuple(resource.items())
+        self.resource_items = items
+        self.shape = items if len(items) < 2 else tuple(sorted(items))
         self.max_allocations = max(1, max_allocations)
         self.pending = self.max_allocations
         self.allocated_count = 0

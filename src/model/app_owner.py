@@ -60,6 +60,8 @@ def ask_rejection(
 
 
 _NO_PREEMPTION_POLICY = si.PreemptionPolicy()
+# states in which a new ask sets the application running again
+_RUN_ON_ASK = frozenset({ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING})
 
 
 def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generation: int = 0) -> Ask:
@@ -71,22 +73,23 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
     if 0 in resource.values():
         resource = res.prune(resource)
     policy = request.preemption_policy or _NO_PREEMPTION_POLICY
+    # positional, in Ask.__init__'s order: this runs once per ask received by each owner and view
     return Ask(
         request.allocation_key,
         request.application_id,
         resource,
-        max_allocations=request.max_allocations or 1,
-        priority=request.priority,
-        create_seq=create_seq,
-        create_time=now,
-        tags=request.tags,
-        placeholder=request.placeholder and bool(request.task_group_name),
-        task_group_name=request.task_group_name,
-        originator=request.originator,
-        allow_preempt_self=policy.allow_preempt_self,
-        allow_preempt_other=policy.allow_preempt_other,
-        execution_timeout_ms=request.execution_timeout_milliseconds,
-        generation=generation,
+        request.max_allocations or 1,
+        request.priority,
+        create_seq,
+        now,
+        request.tags,
+        request.placeholder and bool(request.task_group_name),
+        request.task_group_name,
+        request.originator,
+        policy.allow_preempt_self,
+        policy.allow_preempt_other,
+        request.execution_timeout_milliseconds,
+        generation,
     )
 
 
@@ -154,28 +157,33 @@ class ApplicationOwner:
         effects = effects if effects is not None else AppEffects()
         app = self.app
         pending_delta = effects.pending_delta
-        view_ops = effects.view_ops
+        view_op = effects.view_ops.append
+        existing = app.asks
+        seq = self._ask_seq
         for request in asks:
+            key = request.allocation_key
             reason = (
                 "application removed"
                 if self.removed
-                else ask_rejection(app, request.allocation_key, request.resource_ask, request.max_allocations)
+                else ask_rejection(app, key, request.resource_ask, request.max_allocations)
             )
             if reason:
-                effects.rejected_asks.append((request.allocation_key, reason))
+                effects.rejected_asks.append((key, reason))
                 continue
-            old = app.asks.get(request.allocation_key)
+            old = existing.get(key)
             if old is not None:
                 if old.pending > 0:
                     res.sub_into(pending_delta, old.resource, old.pending)
-                view_ops.append(("drop_ask", (old.allocation_key, old.generation)))
-            self._ask_seq += 1
-            ask = build_ask(request, create_seq=self._ask_seq, now=now)
+                view_op(("drop_ask", (key, old.generation)))
+            seq += 1
+            ask = build_ask(request, create_seq=seq, now=now)
             app.add_ask(ask)
-            res.add_into(pending_delta, ask.resource, ask.pending)
-            view_ops.append(("put_ask", (request, ask.generation)))
-            if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING):
+            for name, quantity in ask.resource_items:
+                pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
+            view_op(("put_ask", (request, ask.generation)))
+            if app.state in _RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
+        self._ask_seq = seq
         return effects
 
     def remove_asks(

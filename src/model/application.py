@@ -129,6 +129,8 @@ class Application:
         self.placeholder_allocated: Resource = {}
         # allocation_key -> node_id of the reservations this application holds
         self.reservations: dict[str, str] = {}
+        # the partition's resource epoch at which every pending ask was over a queue limit (-1: not)
+        self.quota_blocked_at = -1
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
 
@@ -173,13 +175,15 @@ class Application:
 
     def add_ask(self, ask: Ask) -> Ask | None:
         """Add an ask, replacing one with the same key (its allocations stay). Returns the replaced ask."""
-        old = self.remove_ask(ask.allocation_key)
+        key = ask.allocation_key
+        old = self.remove_ask(key) if key in self.asks else None
         if ask.generation == 0:
-            ask.generation = self.next_generation()
-        self.asks[ask.allocation_key] = ask
+            self._ask_generation += 1
+            ask.generation = self._ask_generation
+        self.asks[key] = ask
         if ask.pending > 0:
             res.add_into(self.pending, ask.resource, ask.pending)
-            self.pending_asks.update(ask.allocation_key, ask, ask.sort_key)
+            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_seq))
         return old
 
     def remove_ask(self, allocation_key: str) -> Ask | None:

@@ -210,6 +210,7 @@ class PartitionModel:
     def refresh_limits(self) -> None:
         if self._limits_dirty:
             self._limits_dirty = False
+            self._resources_changed()  # limits may have grown: quota-blocked asks get another look
             self.root.refresh_limits(self.capacity)
             for queue in self.queues.values():
                 queue.rebuild_order()
@@ -506,8 +507,12 @@ class PartitionModel:
         queue.update_app(app)
         return ask
 
-    def _insert_ask(self, app: Application, queue: Queue, ask: Ask) -> None:
-        """Add or replace an ask; the caller re-keys the application once for a whole batch."""
+    def _insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
+        """Add or replace an ask; the caller re-keys the application once for a whole batch.
+
+        With ``pending`` given, the queue's pending increase is collected there for the caller to
+        apply once, instead of a walk up the queue path per ask.
+        """
         allocation_key = ask.allocation_key
         old = app.asks.get(allocation_key)
         if old is not None:
@@ -517,7 +522,12 @@ class PartitionModel:
             # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
             self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
-        queue.add_pending(ask.resource, ask.pending)
+        app.quota_blocked_at = -1  # a new ask may fit where the others did not
+        if pending is None:
+            queue.add_pending(ask.resource, ask.pending)
+        else:
+            for name, quantity in ask.resource_items:
+                pending[name] = pending.get(name, 0) + quantity * ask.pending
         if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
             self._transition(app, ApplicationEvent.RUN)
 
@@ -782,10 +792,17 @@ class PartitionModel:
         return [app for app in queue.order if app.application_id in admitted]
 
     def _try_app(self, app: Application, queue: Queue, now: float) -> Allocation | None:
+        epoch = self._resource_epoch
+        if app.quota_blocked_at == epoch:
+            # Every pending ask was over a queue limit and no limit or usage has eased since:
+            # skip the rescan (it would make a capped queue with a long backlog quadratic).
+            return None
+        only_quota_blocked = True
         asks = app.pending_asks.items
         for entry in app.pending_asks.entries:
             ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
+                only_quota_blocked = False
                 continue
             blocked = _quota_block(queue, ask.resource)
             if blocked:
@@ -794,11 +811,14 @@ class PartitionModel:
                 if blocked == _BLOCKED_BY_CLUSTER and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
                 continue
+            only_quota_blocked = False
             node = self._find_node(ask)
             if node is not None:
                 return self.commit(app, queue, ask, node)
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
+        if only_quota_blocked:
+            app.quota_blocked_at = epoch
         return None
 
     def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
+from korral.model.resource import Resource
 from korral.model.partition import ModelError, PartitionModel
 
 
@@ -62,16 +63,22 @@ class SchedulingView(PartitionModel):
 
         The application is re-keyed in its queue once for the whole batch, not once per ask.
         """
-        touched: dict[str, Application] = {}
+        touched: dict[str, tuple[Application, Resource]] = {}
         for ask in asks:
-            app = self.applications.get(ask.application_id)
-            if app is None:
-                continue
+            app_id = ask.application_id
+            entry = touched.get(app_id)
+            if entry is None:
+                app = self.applications.get(app_id)
+                if app is None:
+                    continue
+                entry = touched[app_id] = (app, {})
+            app, pending = entry
             ask.create_seq = next(self._ask_seq)
-            self._insert_ask(app, self.queues[app.queue_path], ask)
-            touched[app.application_id] = app
-        for app in touched.values():
-            self.queues[app.queue_path].update_app(app)
+            self._insert_ask(app, self.queues[app.queue_path], ask, pending)
+        for app, pending in touched.values():
+            queue = self.queues[app.queue_path]
+            queue.add_pending(pending)
+            queue.update_app(app)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:
         app = self.applications.get(application_id)

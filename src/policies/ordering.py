@@ -45,6 +45,13 @@ class IncrementalOrder(Generic[Item]):
         self._keys[name] = entry
         self._items[name] = item
 
+    def add_new(self, name: Hashable, item: Item, key: tuple[Any, ...]) -> None:
+        """Insert an item known not to be present (skips the lookup of an old position)."""
+        entry = (*key, name)
+        insort(self._entries, entry)
+        self._keys[name] = entry
+        self._items[name] = item
+
     def discard(self, name: Hashable) -> None:
         old = self._keys.pop(name, None)
         if old is not None:

@@ -1,0 +1,1 @@
+"""Benchmarks: YuniKorn's benchmark shape and a large mixed workload, korral vs the reference."""

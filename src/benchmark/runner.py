@@ -1,0 +1,190 @@
+"""Runs a workload through korral (actors, ``korral.Core``) and through the sequential reference.
+
+korral is timed as YuniKorn's benchmark times itself: from just before the asks are submitted until the
+RM callback has received the last allocation. The reference scheduler is timed over the same span of
+work (taking the asks in, then scheduling cycles until nothing more fits), in the same process.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import threading
+import time
+from collections.abc import Callable
+
+import attrs
+
+import korral
+from korral import si
+from korral.benchmark.workloads import Workload
+from korral.callback import ResourceManagerCallback
+from korral.reference import ReferenceScheduler
+
+Progress = Callable[[int, int], None]
+
+
+@attrs.frozen(kw_only=True)
+class KorralResult:
+    allocations: int
+    seconds: float
+    allocations_per_second: float
+    latency_ms_p50: float
+    latency_ms_p99: float
+    messages_per_allocation: float
+    node_registrations_per_second: float
+    peak_rss_mb: float
+
+
+@attrs.frozen(kw_only=True)
+class ReferenceResult:
+    allocations: int
+    seconds: float
+    allocations_per_second: float
+
+
+class BenchRM(ResourceManagerCallback):
+    """Records when each allocation arrived; no predicates (the core then skips the call)."""
+
+    def __init__(self, expected_nodes: int) -> None:
+        self.lock = threading.Lock()
+        self.arrivals: list[tuple[str, float]] = []
+        self.accepted_nodes = 0
+        self.expected_nodes = expected_nodes
+        self.nodes_done = threading.Event()
+        self.target = 0
+        self.done = threading.Event()
+        self.rejected = 0
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            self.arrivals.extend((allocation.allocation_key, now) for allocation in response.new)
+            self.rejected += len(response.rejected)
+            if self.target and len(self.arrivals) >= self.target:
+                self.done.set()
+
+    def update_node(self, response: si.NodeResponse) -> None:
+        with self.lock:
+            self.accepted_nodes += len(response.accepted) + len(response.rejected)
+            if self.accepted_nodes >= self.expected_nodes:
+                self.nodes_done.set()
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_korral(workload: Workload, progress: Progress | None = None, timeout: float = 600.0) -> KorralResult:
+    rm = BenchRM(workload.node_count)
+    gc.collect()
+    with korral.start() as core:
+        core.register_resource_manager(
+            si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
+        )
+        started = time.perf_counter()
+        core.update_node(workload.nodes)
+        if not rm.nodes_done.wait(timeout):
+            raise TimeoutError("nodes were not registered in time")
+        node_rate = workload.node_count / (time.perf_counter() - started)
+        core.update_application(workload.applications)
+        core.wait_until_idle(timeout)
+        rm.target = workload.asks
+        messages_before = core.tracker.sent_total
+        submitted: dict[str, float] = {}
+        start = time.perf_counter()
+        for wave in workload.waves:
+            delay = start + wave.at - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            now = time.perf_counter()
+            for request in wave.requests:
+                for ask in request.asks:
+                    submitted[ask.allocation_key] = now
+                core.update_allocation(request)
+            if progress is not None:
+                progress(len(rm.arrivals), workload.asks)
+        # Everything may fit (yunikorn shape): wait for the last one; else until the core is idle.
+        while not rm.done.wait(0.25):
+            if progress is not None:
+                progress(len(rm.arrivals), workload.asks)
+            if core.tracker.in_flight() == 0:
+                core.wait_until_idle(timeout)
+                break
+        core.wait_until_idle(timeout)
+        messages = core.tracker.sent_total - messages_before
+        errors = core.tracker.errors
+    if errors:
+        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
+    with rm.lock:
+        arrivals = list(rm.arrivals)
+    if not arrivals:
+        raise RuntimeError("korral made no allocation")
+    end = max(arrived for _, arrived in arrivals)
+    seconds = end - start
+    latencies = [(arrived - submitted[key]) * 1000.0 for key, arrived in arrivals if key in submitted]
+    return KorralResult(
+        allocations=len(arrivals),
+        seconds=seconds,
+        allocations_per_second=len(arrivals) / seconds,
+        latency_ms_p50=_percentile(latencies, 0.50),
+        latency_ms_p99=_percentile(latencies, 0.99),
+        messages_per_allocation=messages / len(arrivals),
+        node_registrations_per_second=node_rate,
+        peak_rss_mb=peak_rss_mb(),
+    )
+
+
+def run_reference(workload: Workload) -> ReferenceResult:
+    gc.collect()
+    reference = ReferenceScheduler(workload.config, rm_id=workload.rm_id)
+    reference.update_node(workload.nodes)
+    reference.update_application(workload.applications)
+    start = time.perf_counter()
+    for wave in workload.waves:
+        for request in wave.requests:
+            reference.update_allocation(request)
+    made = reference.schedule()
+    seconds = time.perf_counter() - start
+    return ReferenceResult(
+        allocations=len(made), seconds=seconds, allocations_per_second=len(made) / seconds if seconds else 0.0
+    )
+
+
+def result_json(workload: Workload, korral_result: KorralResult, reference: ReferenceResult) -> dict:
+    """The JSON document of ``korral bench --json`` (issue #4's schema)."""
+    return {
+        "workload": workload.name,
+        "nodes": workload.node_count,
+        "asks": workload.asks,
+        "korral": {
+            "allocations": korral_result.allocations,
+            "seconds": round(korral_result.seconds, 4),
+            "allocations_per_second": round(korral_result.allocations_per_second, 1),
+            "latency_ms": {
+                "p50": round(korral_result.latency_ms_p50, 2),
+                "p99": round(korral_result.latency_ms_p99, 2),
+            },
+            "messages_per_allocation": round(korral_result.messages_per_allocation, 3),
+            "node_registrations_per_second": round(korral_result.node_registrations_per_second, 1),
+            "peak_rss_mb": round(korral_result.peak_rss_mb, 1),
+        },
+        "reference": {
+            "allocations": reference.allocations,
+            "seconds": round(reference.seconds, 4),
+            "allocations_per_second": round(reference.allocations_per_second, 1),
+        },
+        "ratio_to_reference": round(
+            korral_result.allocations_per_second / reference.allocations_per_second, 3
+        )
+        if reference.allocations_per_second
+        else None,
+    }

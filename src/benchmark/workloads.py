@@ -1,0 +1,212 @@
+"""Seeded, deterministic benchmark workloads: SI requests ready to send to a core.
+
+``yunikorn``: YuniKorn's own BenchmarkScheduling shape (pkg/scheduler/tests/performance_test.go):
+root.a and root.b with guarantees, app-1 in a and app-2 in b, P asks of {memory: 10, vcore: 1} sent as
+two AllocationRequests (half per application), N nodes of {memory: 10*(P/N+1), vcore: P/N+1} sent in
+one NodeRequest. All asks are submitted at once, as YuniKorn's benchmark does.
+
+``scale``: a 3-level queue tree with 50 leaf queues of mixed guarantees and max, 1,000 applications,
+asks of mixed sizes and priorities, 10,000 nodes by default; asks arrive in waves at a set rate, so
+latency measures the scheduler keeping up rather than a backlog's length.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+
+from korral import si
+
+RM_ID = "bench"
+
+YUNIKORN_CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: a
+            resources:
+              guaranteed: {memory: 100000, vcore: 10}
+          - name: b
+            resources:
+              guaranteed: {memory: 1000000, vcore: 10}
+"""
+
+
+@attrs.frozen(kw_only=True)
+class Wave:
+    """Asks sent together at ``at`` seconds after the first wave."""
+
+    at: float
+    requests: tuple[si.AllocationRequest, ...]
+    count: int
+
+
+@attrs.frozen(kw_only=True)
+class Workload:
+    name: str
+    config: str
+    nodes: si.NodeRequest
+    applications: si.ApplicationRequest
+    waves: tuple[Wave, ...]
+    asks: int
+    node_count: int
+
+    @property
+    def rm_id(self) -> str:
+        return RM_ID
+
+
+def yunikorn(nodes: int = 1000, asks: int = 10_000) -> Workload:
+    per_node = asks // nodes + 1
+    node_request = si.NodeRequest(
+        rm_id=RM_ID,
+        nodes=[
+            si.NodeInfo(
+                node_id=f"node-{index}",
+                action=si.NodeAction.CREATE,
+                schedulable_resource={"memory": 10 * per_node, "vcore": per_node},
+            )
+            for index in range(nodes)
+        ],
+    )
+    apps = si.ApplicationRequest(
+        rm_id=RM_ID,
+        new=[
+            si.AddApplicationRequest(
+                application_id=app_id, queue_name=queue, ugi=si.UserGroupInformation(user="bench")
+            )
+            for app_id, queue in (("app-1", "root.a"), ("app-2", "root.b"))
+        ],
+    )
+    half = asks // 2
+    requests = tuple(
+        si.AllocationRequest(
+            rm_id=RM_ID,
+            asks=[
+                si.AllocationAsk(
+                    allocation_key=f"{app_id}-ask-{index}",
+                    application_id=app_id,
+                    resource_ask={"memory": 10, "vcore": 1},
+                    max_allocations=1,
+                )
+                for index in range(start, end)
+            ],
+        )
+        for app_id, start, end in (("app-1", 0, half), ("app-2", half, asks))
+    )
+    return Workload(
+        name="yunikorn",
+        config=YUNIKORN_CONFIG,
+        nodes=node_request,
+        applications=apps,
+        waves=(Wave(at=0.0, requests=requests, count=asks),),
+        asks=asks,
+        node_count=nodes,
+    )
+
+
+def _scale_config(rng: random.Random) -> tuple[str, list[str]]:
+    """root -> 5 divisions -> 10 teams each = 50 leaves, with mixed guarantees and limits."""
+    lines = [
+        "partitions:",
+        "  - name: default",
+        "    queues:",
+        "      - name: root",
+        '        submitacl: "*"',
+        "        queues:",
+    ]
+    leaves: list[str] = []
+    for division in range(5):
+        lines += [f"          - name: div{division}", "            parent: true"]
+        lines += [
+            "            resources:",
+            f"              guaranteed: {{memory: {2 + division}Ti, vcore: {4000}}}",
+        ]
+        lines += ["            queues:"]
+        for team in range(10):
+            leaf = f"root.div{division}.team{team}"
+            leaves.append(leaf)
+            policy = "fair" if team % 3 == 0 else "fifo"
+            guaranteed = rng.choice([64, 128, 256])
+            lines += [f"              - name: team{team}"]
+            lines += [
+                "                resources:",
+                f"                  guaranteed: {{memory: {guaranteed}Gi, vcore: 64}}",
+            ]
+            if team % 4 == 1:
+                lines += [f"                  max: {{memory: {guaranteed * 3}Gi, vcore: 400}}"]
+            lines += ["                properties:", f"                  application.sort.policy: {policy}"]
+    return "\n".join(lines) + "\n", leaves
+
+
+def scale(
+    nodes: int = 10_000, asks: int = 100_000, seed: int = 1, rate: float = 25_000.0, applications: int = 1000
+) -> Workload:
+    rng = random.Random(seed)
+    config, leaves = _scale_config(rng)
+    node_request = si.NodeRequest(
+        rm_id=RM_ID,
+        nodes=[
+            si.NodeInfo(
+                node_id=f"node-{index}",
+                action=si.NodeAction.CREATE,
+                schedulable_resource={"memory": 256 * 2**30, "vcore": 64_000},
+            )
+            for index in range(nodes)
+        ],
+    )
+    app_ids = [f"app-{index}" for index in range(applications)]
+    apps = si.ApplicationRequest(
+        rm_id=RM_ID,
+        new=[
+            si.AddApplicationRequest(
+                application_id=app_id,
+                queue_name=leaves[index % len(leaves)],
+                ugi=si.UserGroupInformation(user=f"user{index % 37}"),
+            )
+            for index, app_id in enumerate(app_ids)
+        ],
+    )
+    sizes = [(1, 2), (2, 4), (4, 8), (8, 16), (1, 8)]  # (vcore, GiB)
+    wave_size = 2000
+    waves: list[Wave] = []
+    made = 0
+    while made < asks:
+        count = min(wave_size, asks - made)
+        by_app: dict[str, list[si.AllocationAsk]] = {}
+        for index in range(made, made + count):
+            app_id = app_ids[rng.randrange(applications)]
+            vcore, gib = rng.choice(sizes)
+            by_app.setdefault(app_id, []).append(
+                si.AllocationAsk(
+                    allocation_key=f"{app_id}-ask-{index}",
+                    application_id=app_id,
+                    resource_ask={"memory": gib * 2**30, "vcore": vcore * 1000},
+                    priority=rng.choice((0, 0, 0, 5, 10)),
+                    max_allocations=1,
+                )
+            )
+        requests = tuple(si.AllocationRequest(rm_id=RM_ID, asks=app_asks) for app_asks in by_app.values())
+        waves.append(Wave(at=made / rate, requests=requests, count=count))
+        made += count
+    return Workload(
+        name="scale",
+        config=config,
+        nodes=node_request,
+        applications=apps,
+        waves=tuple(waves),
+        asks=asks,
+        node_count=nodes,
+    )
+
+
+def build(name: str, nodes: int | None = None, asks: int | None = None, seed: int = 1) -> Workload:
+    if name == "yunikorn":
+        return yunikorn(nodes or 1000, asks or 10_000)
+    if name == "scale":
+        return scale(nodes or 10_000, asks or 100_000, seed=seed)
+    raise ValueError(f"unknown workload {name!r} (yunikorn, scale)")

@@ -1,0 +1,104 @@
+"""EventRecords about applications, nodes, queues and requests (YuniKorn's event system, reference 2.18).
+
+Plain builders: the actors collect these per burst and send them to the RM in one ``send_event`` call,
+and only when the RM's callback overrides ``send_event`` (no cost otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+
+from korral import si
+from korral.model.allocation import Allocation
+
+Detail = si.EventChangeDetail
+Change = si.EventChangeType
+Kind = si.EventRecordType
+
+# application state -> the detail YuniKorn reports for entering it
+APP_STATE_DETAIL: dict[str, si.EventChangeDetail] = {
+    "New": Detail.APP_NEW,
+    "Accepted": Detail.APP_ACCEPTED,
+    "Starting": Detail.APP_STARTING,
+    "Running": Detail.APP_RUNNING,
+    "Completing": Detail.APP_COMPLETING,
+    "Completed": Detail.APP_COMPLETED,
+    "Rejected": Detail.APP_REJECT,
+    "Failing": Detail.APP_FAILING,
+    "Failed": Detail.APP_FAILED,
+    "Resuming": Detail.APP_RESUMING,
+    "Expired": Detail.APP_EXPIRED,
+}
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+def record(
+    kind: si.EventRecordType,
+    object_id: str,
+    message: str,
+    change: si.EventChangeType = Change.NONE,
+    detail: si.EventChangeDetail = Detail.DETAILS_NONE,
+    *,
+    reference_id: str = "",
+    resource: dict[str, int] | None = None,
+    group_id: str = "",
+) -> si.EventRecord:
+    return si.EventRecord(
+        type=kind,
+        object_id=object_id,
+        group_id=group_id,
+        message=message,
+        timestamp_nano=_now(),
+        event_change_type=change,
+        event_change_detail=detail,
+        reference_id=reference_id,
+        resource=resource or {},
+    )
+
+
+def app_state(application_id: str, state: str, queue: str) -> si.EventRecord:
+    return record(
+        Kind.APP,
+        application_id,
+        f"application {application_id} is {state}",
+        Change.SET,
+        APP_STATE_DETAIL.get(state, Detail.DETAILS_NONE),
+        group_id=queue,
+    )
+
+
+def app_allocation(allocation: Allocation, change: si.EventChangeType, message: str = "") -> si.EventRecord:
+    detail = Detail.APP_ALLOC
+    if change == Change.REMOVE:
+        detail = Detail.ALLOC_CANCEL
+    return record(
+        Kind.APP,
+        allocation.application_id,
+        message or f"allocation {allocation.uuid} on node {allocation.node_id}",
+        change,
+        detail,
+        reference_id=allocation.uuid,
+        resource=dict(allocation.resource),
+    )
+
+
+def request(
+    application_id: str, allocation_key: str, change: si.EventChangeType, message: str
+) -> si.EventRecord:
+    detail = Detail.APP_REQUEST if change == Change.ADD else Detail.REQUEST_CANCEL
+    return record(Kind.REQUEST, allocation_key, message, change, detail, group_id=application_id)
+
+
+def node(
+    node_id: str, change: si.EventChangeType, detail: si.EventChangeDetail, message: str
+) -> si.EventRecord:
+    return record(Kind.NODE, node_id, message, change, detail)
+
+
+def queue(
+    path: str, change: si.EventChangeType, detail: si.EventChangeDetail, message: str
+) -> si.EventRecord:
+    return record(Kind.QUEUE, path, message, change, detail)
