@@ -13,8 +13,8 @@ from __future__ import annotations
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
-from korral.model.resource import Resource
 from korral.model.partition import ModelError, PartitionModel
+from korral.model.resource import Resource
 
 
 class SchedulingView(PartitionModel):
