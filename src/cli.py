@@ -1,0 +1,162 @@
+"""The ``korral`` command line: validate-config, simulate, bench, stress."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from korral.errors import ConfigError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """korral: Apache YuniKorn's scheduler core as an actor system."""
+
+
+@main.command("validate-config")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def validate_config(file: Path) -> None:
+    """Check a queues.yaml the way YuniKorn's validator does: prints OK, or the error (exit 1)."""
+    from korral.config import load_config
+
+    try:
+        load_config(file.read_text())
+    except ConfigError as error:
+        click.echo(f"invalid: {error}")
+        sys.exit(1)
+    click.echo("OK")
+
+
+@main.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="a queues.yaml (default: the bundled example)",
+)
+@click.option(
+    "--nodes", type=click.IntRange(min=1), default=6, show_default=True, help="64 GiB / 16 vcore each"
+)
+@click.option("--duration", type=click.FloatRange(min=1.0), default=30.0, show_default=True, help="seconds")
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option(
+    "--arrival-rate",
+    type=click.FloatRange(min=0.1),
+    default=6.0,
+    show_default=True,
+    help="applications submitted per second",
+)
+def simulate(config: Path | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
+    """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job)."""
+    from korral.simulate import simulate as run
+
+    try:
+        run(config, nodes, duration, seed, arrival_rate)
+    except ConfigError as error:
+        click.echo(f"invalid configuration: {error}")
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--workload", type=click.Choice(["yunikorn", "scale"]), default="yunikorn", show_default=True)
+@click.option(
+    "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
+)
+@click.option(
+    "--asks", type=click.IntRange(min=1), default=None, help="default: 10,000 (yunikorn), 100,000 (scale)"
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write the results as JSON",
+)
+@click.option("--sweep", is_flag=True, help="yunikorn shape over 500-10,000 nodes and 10k-100k asks")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench/results"),
+    show_default=True,
+    help="where --sweep writes sweep.md, sweep.json and sweep.png",
+)
+def bench(
+    workload: str,
+    nodes: int | None,
+    asks: int | None,
+    seed: int,
+    json_file: Path | None,
+    sweep: bool,
+    out: Path,
+) -> None:
+    """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from korral.benchmark import runner, sweep as sweeps, workloads
+
+    console = Console()
+    if sweep:
+        total = len(sweeps.SWEEP_NODES) * len(sweeps.SWEEP_ASKS)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            task = progress.add_task("sweep", total=total)
+
+            def done(result: dict) -> None:
+                progress.advance(task)
+                progress.console.print(
+                    f"{result['nodes']:>6,} nodes {result['asks']:>7,} asks: "
+                    f"{result['korral']['allocations_per_second']:>9,.0f}/s korral, "
+                    f"{result['reference']['allocations_per_second']:>9,.0f}/s reference"
+                )
+
+            results = sweeps.run_sweep(on_result=done)
+        paths = sweeps.write(results, out)
+        console.print(sweeps.table(results))
+        console.print("written: " + ", ".join(str(p) for p in paths))
+        if json_file is not None:
+            json_file.write_text(json.dumps(results, indent=2) + "\n")
+        return
+    chosen = workloads.build(workload, nodes, asks, seed)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"korral: {chosen.name}", total=chosen.asks)
+        korral_result = runner.run_korral(
+            chosen, progress=lambda made, _: progress.update(task, completed=made)
+        )
+        progress.update(task, description="reference", completed=0)
+        reference = runner.run_reference(chosen)
+    result = runner.result_json(chosen, korral_result, reference)
+    k = result["korral"]
+    console.print(
+        f"[bold]{chosen.name}[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks\n"
+        f"  korral     {k['allocations_per_second']:>10,.0f} allocations/s  ({k['allocations']:,} in {k['seconds']:.3f}s)\n"
+        f"  reference  {result['reference']['allocations_per_second']:>10,.0f} allocations/s\n"
+        f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference\n"
+        f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms (ask submitted -> allocation received)\n"
+        f"  messages   {k['messages_per_allocation']:.2f} per allocation\n"
+        f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
+        f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB"
+    )
+    if json_file is not None:
+        json_file.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"written: {json_file}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
