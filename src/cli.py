@@ -97,7 +97,8 @@ def bench(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from korral.benchmark import runner, sweep as sweeps, workloads
+    from korral.benchmark import runner, workloads
+    from korral.benchmark import sweep as sweeps
 
     console = Console()
     if sweep:
@@ -145,10 +146,12 @@ def bench(
     k = result["korral"]
     console.print(
         f"[bold]{chosen.name}[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks\n"
-        f"  korral     {k['allocations_per_second']:>10,.0f} allocations/s  ({k['allocations']:,} in {k['seconds']:.3f}s)\n"
+        f"  korral     {k['allocations_per_second']:>10,.0f} allocations/s"
+        f"  ({k['allocations']:,} in {k['seconds']:.3f}s)\n"
         f"  reference  {result['reference']['allocations_per_second']:>10,.0f} allocations/s\n"
         f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference\n"
-        f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms (ask submitted -> allocation received)\n"
+        f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms"
+        " (ask submitted -> allocation received)\n"
         f"  messages   {k['messages_per_allocation']:.2f} per allocation\n"
         f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
         f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB"

@@ -38,12 +38,20 @@ def table(results: list[dict]) -> str:
     ]
     for result in results:
         k = result["korral"]
-        lines.append(
-            f"| {result['nodes']:,} | {result['asks']:,} | {k['allocations_per_second']:,.0f} | "
-            f"{1e6 / k['allocations_per_second']:.1f} | {result['reference']['allocations_per_second']:,.0f} | "
-            f"{result['ratio_to_reference']:.2f} | {k['latency_ms']['p99']:,.0f} | "
-            f"{k['messages_per_allocation']:.2f} | {k['node_registrations_per_second']:,.0f} | {k['peak_rss_mb']:,.0f} |"
-        )
+        rate = k["allocations_per_second"]
+        cells = [
+            f"{result['nodes']:,}",
+            f"{result['asks']:,}",
+            f"{rate:,.0f}",
+            f"{1e6 / rate:.1f}",
+            f"{result['reference']['allocations_per_second']:,.0f}",
+            f"{result['ratio_to_reference']:.2f}",
+            f"{k['latency_ms']['p99']:,.0f}",
+            f"{k['messages_per_allocation']:.2f}",
+            f"{k['node_registrations_per_second']:,.0f}",
+            f"{k['peak_rss_mb']:,.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
