@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -159,6 +160,76 @@ def bench(
     if json_file is not None:
         json_file.write_text(json.dumps(result, indent=2) + "\n")
         console.print(f"written: {json_file}")
+
+
+@main.command()
+@click.option(
+    "--rms",
+    type=click.IntRange(min=1, max=16),
+    default=2,
+    show_default=True,
+    help="simulated resource managers, one thread each",
+)
+@click.option("--duration", type=click.FloatRange(min=0.5), default=30.0, show_default=True, help="seconds")
+@click.option("--seed", type=int, default=None, help="replay a run (default: a fresh random seed)")
+@click.option(
+    "--checkpoint",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    help="seconds between invariant checks",
+)
+@click.option(
+    "--inject-fault",
+    "fault",
+    type=click.Choice(sorted(__import__("korral.faults").faults.KNOWN)),
+    default=None,
+    help="test only: break an invariant on purpose; the run must catch it",
+)
+def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault: str | None) -> None:
+    """Hammer one core from several RMs with random SI operations and check its invariants."""
+    import random
+
+    from rich.console import Console
+
+    from korral.stress import StressRun
+
+    console = Console()
+    # the simulated RMs raise from their callbacks on purpose: korral contains and counts those
+    logging.getLogger("korral.callbacks").setLevel(logging.CRITICAL)
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
+    console.print(
+        f"korral stress: {rms} RMs, {duration:.0f}s, seed {seed}"
+        + (f", injected fault {fault!r}" if fault else "")
+    )
+    last = [0.0]
+
+    def progress(remaining: float, operations: int, checkpoints: int) -> None:
+        now = __import__("time").monotonic()
+        if now - last[0] >= 5.0 or remaining <= 0:
+            last[0] = now
+            console.print(
+                f"  {operations:,} operations, {checkpoints} checkpoints passed, {remaining:.0f}s left"
+            )
+
+    result = StressRun(rms, duration, seed, checkpoint=checkpoint, fault=fault, progress=progress).run()
+    if not result.violations:
+        console.print(
+            f"[green]OK[/green]: {result.operations:,} operations, {result.checkpoints} checkpoints, "
+            f"{result.callback_failures} RM callback failures contained, no violation"
+        )
+        return
+    console.print(f"[red]VIOLATION[/red] (seed {result.seed}, after {result.operations:,} operations):")
+    for violation in result.violations[:20]:
+        console.print(f"  - {violation}")
+    console.print(
+        f"shortest sequence found that reproduces it ({len(result.minimal)} operations), "
+        f"replay with: korral stress --seed {result.seed} --rms {rms}"
+        + (f" --inject-fault {fault}" if fault else "")
+    )
+    for op in result.minimal[:200]:
+        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}")
+    sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

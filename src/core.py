@@ -10,7 +10,15 @@ from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, start_actor
 from korral.actors.messages import Snapshot
 from korral.actors.partition import PartitionSettings
-from korral.actors.rmproxy import FindPartitions, Register, RMProxyActor, Route, StopAll, UpdateConfiguration
+from korral.actors.rmproxy import (
+    FindPartitions,
+    Register,
+    RMProxyActor,
+    Route,
+    StopAll,
+    UpdateConfiguration,
+    stop_and_wait,
+)
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
@@ -57,7 +65,7 @@ class Core:
         # stopping must finish whatever state the actors are in
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
-        self._proxy.stop()
+        stop_and_wait(self._proxy)
         self._timer.stop()
 
     def __enter__(self) -> Core:

@@ -78,10 +78,12 @@ class RecordingRM(ResourceManagerCallback):
     def send_event(self, events: list[si.EventRecord]) -> None:
         with self.lock:
             self.events.extend(events)
+            self.lock.notify_all()
 
     def update_container_scheduling_state(self, request: si.UpdateContainerSchedulingStateRequest) -> None:
         with self.lock:
             self.scheduling_states.append(request)
+            self.lock.notify_all()
 
     # ---- reading -----------------------------------------------------------------------------------
 

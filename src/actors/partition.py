@@ -9,6 +9,7 @@ only once nothing is in flight, so that no message to them can be dropped.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import defaultdict
 from collections.abc import Callable
@@ -56,6 +57,8 @@ from korral.model import resource as res
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.reference import from_si_allocation
+
+STOP_TIMEOUT = 5.0
 
 
 @attrs.frozen(slots=True)
@@ -465,7 +468,10 @@ class PartitionActor(ThreadedActor):
     def on_StopPartition(self, message: StopPartition) -> None:
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
-        self.scheduler.stop()
+        # wait for the scheduler: a decision in progress must not outlive the partition
+        with contextlib.suppress(Exception):
+            if self.scheduler.is_alive:
+                self.scheduler.ref.stop(block=True, timeout=STOP_TIMEOUT)
         self.pool.stop()
         self.apps.clear()
         self.nodes.clear()

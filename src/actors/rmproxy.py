@@ -28,6 +28,15 @@ from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager, PlacementRuleError
 
+STOP_TIMEOUT = 5.0
+
+
+def stop_and_wait(handle: Handle, timeout: float = STOP_TIMEOUT) -> None:
+    """Stop an actor and wait (bounded) until it has stopped: a stopped core leaves nothing running."""
+    with contextlib.suppress(Exception):
+        if handle.is_alive:
+            handle.ref.stop(block=True, timeout=timeout)
+
 
 @attrs.frozen(slots=True)
 class Register:
@@ -117,13 +126,14 @@ class RMProxyActor(ThreadedActor):
         # a partition that cannot answer is stopped all the same
         with contextlib.suppress(Exception):
             self.ask(handle, StopPartition())
-        handle.stop()
+        stop_and_wait(handle)
 
     def _remove_rm(self, rm_id: str) -> None:
         rm = self.rms.pop(rm_id)
         for handle in rm.partitions.values():
             self._stop_partition(handle)
-        rm.dispatcher.stop()
+        # callbacks already queued are delivered first; nothing reaches the RM after this
+        stop_and_wait(rm.dispatcher)
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
         request = message.request
@@ -278,6 +288,7 @@ class RMProxyActor(ThreadedActor):
 
 
 __all__ = [
+    "STOP_TIMEOUT",
     "FindPartitions",
     "KorralError",
     "RMProxyActor",
@@ -285,4 +296,5 @@ __all__ = [
     "Route",
     "StopAll",
     "UpdateConfiguration",
+    "stop_and_wait",
 ]

@@ -254,7 +254,10 @@ class ApplicationOwner:
         app = self.app
         recovered = 0
         for allocation in allocations:
-            if self.removed or allocation.uuid in app.allocations:
+            # A terminal application (Completed between its completing timeout and the partition
+            # learning of it) has left the partition: nothing may be recovered onto it, else the node
+            # books an allocation that no application owns.
+            if self.removed or allocation.uuid in app.allocations or app.state not in LIVE_FOR_ASKS:
                 effects.rejected_asks.append(
                     (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
                 )

@@ -1,0 +1,24 @@
+"""Test-only fault injection: deliberately broken behaviour that ``korral stress`` must catch.
+
+Nothing is enabled unless a test or ``korral stress --inject-fault`` turns it on; the check on the
+code path is a set lookup on an empty set.
+"""
+
+from __future__ import annotations
+
+KNOWN = {
+    # the node keeps an allocation its application released: an orphan on the node
+    "node-keeps-released": "a node ignores the first release it is told about",
+}
+
+active: set[str] = set()
+
+
+def enable(name: str) -> None:
+    if name not in KNOWN:
+        raise ValueError(f"unknown fault {name!r}; known: {', '.join(sorted(KNOWN))}")
+    active.add(name)
+
+
+def disable_all() -> None:
+    active.clear()

@@ -1,0 +1,133 @@
+"""Invariants of a quiescent core, checked through the public snapshots (after ``wait_until_idle``).
+
+Each check returns human-readable violations; an empty list means the invariant holds. Used by
+``korral stress`` at every checkpoint and by the tests.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import attrs
+
+from korral.core import Core
+from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.model import resource as res
+from korral.testing import RecordingRM
+
+
+@attrs.frozen(kw_only=True)
+class PartitionState:
+    info: PartitionInfo
+    nodes: list[NodeInfo]
+    applications: list[ApplicationInfo]
+    queues: dict[str, QueueInfo]
+
+
+def collect(core: Core, partition: str) -> PartitionState | None:
+    info = core.partition(partition)
+    if info is None:
+        return None
+    queues: dict[str, QueueInfo] = {}
+    pending = ["root"]
+    while pending:
+        queue = core.queue(partition, pending.pop())
+        if queue is not None:
+            queues[queue.path] = queue
+            pending.extend(queue.children)
+    return PartitionState(
+        info=info, nodes=core.nodes(partition), applications=core.applications(partition), queues=queues
+    )
+
+
+def _sum(resources: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for resource in resources:
+        res.add_into(total, resource)
+    return total
+
+
+def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = ()) -> list[str]:
+    """Resources add up, nothing negative, nothing orphaned, no queue over its max."""
+    problems: list[str] = []
+    name = state.info.name
+    # nodes
+    for node in state.nodes:
+        for label, resource in (
+            ("capacity", node.capacity),
+            ("allocated", node.allocated),
+            ("occupied", node.occupied),
+        ):
+            if res.has_negative(resource):
+                problems.append(f"{name} node {node.node_id}: negative {label} {resource}")
+        total = _sum((node.allocated, node.occupied, node.available))
+        if not res.equals(total, node.capacity):
+            problems.append(
+                f"{name} node {node.node_id}: capacity {node.capacity} != allocated "
+                f"{node.allocated} + occupied {node.occupied} + available {node.available}"
+            )
+        if not res.equals(node.allocated, _sum(a.resource for a in node.allocations)):
+            problems.append(
+                f"{name} node {node.node_id}: allocated {node.allocated} != sum of its allocations"
+            )
+    if not res.equals(state.info.capacity, _sum(node.capacity for node in state.nodes)):
+        problems.append(f"{name}: partition capacity {state.info.capacity} != sum of node capacities")
+    # orphans: every allocation on a node belongs to an application, and the other way round
+    on_nodes = {a.uuid: a for node in state.nodes for a in node.allocations}
+    on_apps = {a.uuid: a for app in state.applications for a in app.allocations}
+    for uuid in on_nodes.keys() - on_apps.keys():
+        problems.append(f"{name}: allocation {uuid} on node {on_nodes[uuid].node_id} has no application")
+    for uuid in on_apps.keys() - on_nodes.keys():
+        problems.append(
+            f"{name}: allocation {uuid} of application {on_apps[uuid].application_id} is on no node"
+        )
+    # applications
+    for app in state.applications:
+        if res.has_negative(app.allocated) or res.has_negative(app.pending):
+            problems.append(f"{name} application {app.application_id}: negative usage")
+        if not res.equals(app.allocated, _sum(a.resource for a in app.allocations)):
+            problems.append(f"{name} application {app.application_id}: allocated != sum of its allocations")
+    # queues
+    by_queue: dict[str, list[ApplicationInfo]] = defaultdict(list)
+    for app in state.applications:
+        by_queue[app.queue].append(app)
+    recovered = set(recovered_queues)
+    for path, queue in state.queues.items():
+        if res.has_negative(queue.allocated) or res.has_negative(queue.pending):
+            problems.append(f"{name} queue {path}: negative usage {queue.allocated} / {queue.pending}")
+        if queue.is_leaf:
+            expected = _sum(app.allocated for app in by_queue.get(path, ()))
+        else:
+            expected = _sum(
+                state.queues[child].allocated for child in queue.children if child in state.queues
+            )
+        if not res.equals(queue.allocated, expected):
+            problems.append(
+                f"{name} queue {path}: allocated {queue.allocated} != sum of its "
+                f"{'applications' if queue.is_leaf else 'children'} {expected}"
+            )
+        # root's max is the cluster's size, which may shrink under running work (node updates)
+        over_max = path != "root" and queue.max and not res.fits_in_max(queue.allocated, queue.max)
+        if over_max and not any(path == r or r.startswith(path + ".") for r in recovered):
+            problems.append(f"{name} queue {path}: allocated {queue.allocated} above max {queue.max}")
+    return problems
+
+
+def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str]:
+    """The RM's view of its allocations equals the core's, and nothing foreign reached it."""
+    problems: list[str] = []
+    core_allocations = {a.uuid: a for state in states for app in state.applications for a in app.allocations}
+    with rm.lock:
+        live = dict(rm.live)
+        foreign = list(rm.foreign)
+    for uuid in live.keys() - core_allocations.keys():
+        problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
+    for uuid in core_allocations.keys() - live.keys():
+        problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
+    for uuid in live.keys() & core_allocations.keys():
+        if not res.equals(live[uuid].resource_per_alloc, core_allocations[uuid].resource):
+            problems.append(f"RM {rm.rm_id} allocation {uuid}: resources differ from the core's")
+    for allocation in foreign:
+        problems.append(f"RM {rm.rm_id} received allocation {allocation.uuid} twice or not its own")
+    return problems
