@@ -221,14 +221,14 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
         return
     console.print(f"[red]VIOLATION[/red] (seed {result.seed}, after {result.operations:,} operations):")
     for violation in result.violations[:20]:
-        console.print(f"  - {violation}")
+        console.print(f"  - {violation}", markup=False)
     console.print(
         f"shortest sequence found that reproduces it ({len(result.minimal)} operations), "
         f"replay with: korral stress --seed {result.seed} --rms {rms}"
         + (f" --inject-fault {fault}" if fault else "")
     )
     for op in result.minimal[:200]:
-        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}")
+        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
 
 

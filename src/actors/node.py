@@ -92,10 +92,9 @@ class NodeActor(PoolActor):
                 self.owners[allocation.uuid] = message.app
 
     def on_FreeOnNode(self, message: FreeOnNode) -> None:
-        if faults.active and "node-keeps-released" in faults.active:
-            faults.active.discard("node-keeps-released")  # once is enough to leave an orphan
-            return
         for uuid in message.uuids:
+            if faults.active and "node-keeps-released" in faults.active and uuid.endswith("0"):
+                continue  # deliberately broken (test only): an orphan allocation stays on the node
             self.node.remove_allocation(uuid)
             self.owners.pop(uuid, None)
 

@@ -164,7 +164,10 @@ class RMProxyActor(ThreadedActor):
             if handle is None:
                 self._start_partition(rm, partition_config)
             else:
-                self.ask(handle, ApplyConfig(config=partition_config))
+                # Told, not asked: validated above, it cannot fail, and the partition applies it in
+                # order with the requests before it. An ask could time out behind a long backlog and
+                # leave the reload half done (partitions changed, rm.config not).
+                handle.tell(ApplyConfig(config=partition_config))
         rm.config = config
         return None
 

@@ -107,6 +107,8 @@ class PartitionModel:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # nodes kept out of the node order for now (the actor view cools a node that refused a proposal)
+        self.cooling: set[str] = set()
         self.node_sort_policy = "fair"
         self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
         self.placement = PlacementManager.build(())
@@ -302,6 +304,7 @@ class PartitionModel:
             and node.reservation is None
             and node.node_id in self.nodes
             and not node.is_full()
+            and node.node_id not in self.cooling
         ):
             score = node_usage_score(node, self.resource_weights)
             if self.node_sort_policy == "binpacking":

@@ -10,6 +10,8 @@ of its allocations, say).
 
 from __future__ import annotations
 
+from typing import Any
+
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
@@ -18,6 +20,13 @@ from korral.model.resource import Resource
 
 
 class SchedulingView(PartitionModel):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uuid -> application of allocations released here because their node left. Some were still
+        # proposals: their rollback (the node or the application refuses them) comes after the node
+        # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
+        self._released_with_node: dict[str, str] = {}
+
     def insert_application(
         self,
         application_id: str,
@@ -57,6 +66,9 @@ class SchedulingView(PartitionModel):
     def discard_application(self, application_id: str) -> None:
         if application_id in self.applications:
             self.remove_application(application_id)
+        if self._released_with_node:
+            for uuid in [u for u, a in self._released_with_node.items() if a == application_id]:
+                del self._released_with_node[uuid]
 
     def put_asks(self, asks: list[Ask]) -> None:
         """Add or replace asks as their owner built them (same key, generation and repeats).
@@ -91,9 +103,14 @@ class SchedulingView(PartitionModel):
     def rollback(self, allocation: Allocation) -> None:
         """Undo a proposal that did not become an allocation."""
         app = self.applications.get(allocation.application_id)
-        if app is None or allocation.uuid not in app.allocations:
+        if app is None:
+            self._released_with_node.pop(allocation.uuid, None)
             return
-        self.release_allocation(allocation.application_id, allocation.uuid, complete=False)
+        if allocation.uuid in app.allocations:
+            self.release_allocation(allocation.application_id, allocation.uuid, complete=False)
+        elif self._released_with_node.pop(allocation.uuid, None) is None:
+            return  # nothing of it left here
+        # else: its node left first and took the booking with it; the repeat is still owed
         ask = app.asks.get(allocation.allocation_key)
         if ask is not None and ask.generation == allocation.ask_generation:
             app.return_pending(ask)
@@ -103,6 +120,8 @@ class SchedulingView(PartitionModel):
 
     def forget_allocation(self, allocation: Allocation) -> None:
         """A confirmed allocation is gone (released, node or application removed)."""
+        if self._released_with_node:
+            self._released_with_node.pop(allocation.uuid, None)  # confirmed: no rollback will come
         self.release_allocation(allocation.application_id, allocation.uuid)
 
     def adopt_recovered(self, allocation: Allocation) -> None:
@@ -133,9 +152,30 @@ class SchedulingView(PartitionModel):
             self.set_node_schedulable(node_id, schedulable)
 
     def discard_node(self, node_id: str) -> None:
-        if node_id in self.nodes:
-            self.remove_node(node_id)
+        node = self.nodes.get(node_id)
+        if node is None:
+            return
+        for uuid, allocation in node.allocations.items():
+            if not allocation.recovered:
+                self._released_with_node[uuid] = allocation.application_id
+        self.remove_node(node_id)
 
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
         return bool(self.unschedulable) or bool(self.reservations)
+
+    def cool_node(self, node_id: str) -> None:
+        """The node refused a proposal: its owner knows better than this view. Leave it out of the
+        node order until ``warm_nodes`` (the next tick), so a lasting disagreement cannot turn into an
+        endless propose-refuse loop."""
+        node = self.nodes.get(node_id)
+        if node is not None:
+            self.cooling.add(node_id)
+            self._reorder_node(node)
+
+    def warm_nodes(self) -> None:
+        cooled, self.cooling = self.cooling, set()
+        for node_id in cooled:
+            node = self.nodes.get(node_id)
+            if node is not None:
+                self._reorder_node(node)
