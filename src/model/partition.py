@@ -526,6 +526,10 @@ class PartitionModel:
             self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
         app.quota_blocked_at = -1  # a new ask may fit where the others did not
+        q: Queue | None = queue
+        while q is not None:  # every ancestor: one may be marked while a child below is not
+            q.quota_blocked_at = -1
+            q = q.parent
         if pending is None:
             queue.add_pending(ask.resource, ask.pending)
         else:
@@ -755,28 +759,41 @@ class PartitionModel:
         return self._walk(self.root, now)
 
     def _walk(self, queue: Queue, now: float) -> Allocation | None:
+        epoch = self._resource_epoch
+        if queue.quota_blocked_at == epoch:
+            # Everything pending below this queue was over a queue limit, and no limit or usage has
+            # eased since: skip it whole (capped queues with a backlog would cost a visit per cycle).
+            return None
+        all_blocked = True
         if queue.is_leaf:
             if queue.sort_policy == SORT_STATE_AWARE:
                 apps: Iterable[Application] = self._state_aware_filter(queue)
+                all_blocked = False  # admission depends on states, not only on limits
             else:
-                # iterate the order's entries directly: no generator frame on the hot path
                 items = queue.order.items
                 apps = [items[entry[-1]] for entry in queue.order.entries]
             for app in apps:
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
+                    all_blocked = False
                     continue
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
-            return None
-        children = queue.order.items
-        for entry in queue.order.entries:
-            child = children[entry[-1]]
-            if child.state is QueueState.STOPPED:
-                continue
-            allocation = self._walk(child, now)
-            if allocation is not None:
-                return allocation
+                if app.quota_blocked_at != epoch:
+                    all_blocked = False
+        else:
+            children = queue.order.items
+            for entry in queue.order.entries:
+                child = children[entry[-1]]
+                if child.state is QueueState.STOPPED:
+                    continue
+                allocation = self._walk(child, now)
+                if allocation is not None:
+                    return allocation
+                if child.quota_blocked_at != epoch:
+                    all_blocked = False
+        if all_blocked:
+            queue.quota_blocked_at = epoch
         return None
 
     @staticmethod

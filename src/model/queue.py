@@ -101,6 +101,8 @@ class Queue:
         self.allocated: Resource = {}
         self.pending: Resource = {}
         self.running_apps = 0
+        # the partition's resource epoch at which everything pending below was over a limit (-1: not)
+        self.quota_blocked_at = -1
         self.priority = MIN_PRIORITY
         self.order: IncrementalOrder = IncrementalOrder()
         # Effective max (own max limited by every ancestor's; root's is the cluster capacity) and the
