@@ -424,6 +424,7 @@ class StressRun:
         checkpoint: float = 2.0,
         fault: str | None = None,
         progress: Callable[[float, int, int], None] | None = None,
+        minimize_budget: float = 120.0,
     ) -> None:
         self.rm_count = rms
         self.duration = duration
@@ -431,6 +432,7 @@ class StressRun:
         self.checkpoint_interval = checkpoint
         self.fault = fault
         self.progress = progress
+        self.minimize_budget = minimize_budget
         self.ops: list[Op] = []
         self._ops_lock = threading.Lock()
         self._seq = 0
@@ -462,7 +464,7 @@ class StressRun:
                         self.progress(max(0.0, deadline - time.monotonic()), len(self.ops), checkpoints)
         finally:
             faults.disable_all()
-        minimal = self.minimize(violations) if violations else []
+        minimal = self.minimize(violations, self.minimize_budget) if violations else []
         return StressResult(
             seed=self.seed,
             operations=len(self.ops),

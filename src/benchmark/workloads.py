@@ -190,7 +190,9 @@ def scale(
                     max_allocations=1,
                 )
             )
-        requests = tuple(si.AllocationRequest(rm_id=RM_ID, asks=app_asks) for app_asks in by_app.values())
+        # one request per wave, as a shim batches its updates; the core splits it per application
+        wave_asks = [ask for app_asks in by_app.values() for ask in app_asks]
+        requests = (si.AllocationRequest(rm_id=RM_ID, asks=wave_asks),)
         waves.append(Wave(at=made / rate, requests=requests, count=count))
         made += count
     return Workload(
