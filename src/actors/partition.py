@@ -358,6 +358,7 @@ class PartitionActor(ThreadedActor):
             placeholder_ask=app.placeholder_ask,
             execution_timeout_ms=app.execution_timeout_ms,
             gang_scheduling_style=app.gang_scheduling_style,
+            ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
         )
         handle = start_actor(
             ApplicationActor,

@@ -85,6 +85,45 @@ def next_state(state: ApplicationState, event: ApplicationEvent) -> ApplicationS
         raise InvalidTransition(event, state) from None
 
 
+class PendingKeys:
+    """The keys of asks with something pending, unordered: for an owner that never walks its asks in
+    request order (the application actor); it has the ordering's interface, without its upkeep."""
+
+    __slots__ = ("_items",)
+
+    entries: tuple = ()  # no order: the application's priority is not tracked here
+
+    def __init__(self) -> None:
+        self._items: dict[str, Ask] = {}
+
+    def add_new(self, name: str, item: Ask, key: tuple) -> None:
+        self._items[name] = item
+
+    update = add_new
+
+    def discard(self, name: str) -> None:
+        self._items.pop(name, None)
+
+    def first(self) -> Ask | None:
+        return None
+
+    @property
+    def items(self) -> dict[str, Ask]:
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[Ask]:
+        return iter(self._items.values())
+
+
 class Application:
     """An application's asks, allocations and state.
 
@@ -107,6 +146,7 @@ class Application:
         placeholder_ask: Resource | None = None,
         execution_timeout_ms: int = 0,
         gang_scheduling_style: str = "Soft",
+        ordered_asks: bool = True,
     ) -> None:
         self.application_id = application_id
         self.partition = partition
@@ -122,7 +162,10 @@ class Application:
         self.state = ApplicationState.NEW
         self.state_time = submission_time
         self.asks: dict[str, Ask] = {}
-        self.pending_asks: IncrementalOrder[Ask] = IncrementalOrder()
+        # request order (priority, then age) for schedulers; an owner that only counts uses PendingKeys
+        self.pending_asks: IncrementalOrder[Ask] | PendingKeys = (
+            IncrementalOrder() if ordered_asks else PendingKeys()
+        )
         self.allocations: dict[str, Allocation] = {}
         self.pending: Resource = {}
         self.allocated: Resource = {}

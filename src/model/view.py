@@ -117,6 +117,9 @@ class SchedulingView(PartitionModel):
             queue = self.queues[app.queue_path]
             queue.add_pending(ask.resource)
             queue.update_app(app)
+            # the returned repeat is new work: drop what the walk learnt while it was away (queues
+            # and applications marked as having nothing schedulable, shapes that fit no node)
+            self._resources_changed()
 
     def forget_allocation(self, allocation: Allocation) -> None:
         """A confirmed allocation is gone (released, node or application removed)."""
