@@ -244,7 +244,7 @@ class ApplicationActor(PoolActor):
                 )
         records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
         records.extend(
-            events.app_allocation(a, events.Change.REMOVE, text) for a, _, text in effects.released
+            events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
         )
         if records:
             self.dispatcher.tell(Deliver(method="send_event", argument=records))

@@ -130,6 +130,8 @@ class ApplicationOwner:
 
     def _maybe_complete(self, now: float, effects: AppEffects) -> None:
         app = self.app
+        if self.removed:
+            return  # the RM removed it: late releases must not report Completing / Completed
         if app.is_idle() and app.state in (
             ApplicationState.ACCEPTED,
             ApplicationState.STARTING,
@@ -142,7 +144,8 @@ class ApplicationOwner:
         effects = effects if effects is not None else AppEffects()
         app = self.app
         if (
-            app.state is ApplicationState.COMPLETING
+            not self.removed
+            and app.state is ApplicationState.COMPLETING
             and app.is_idle()
             and now - app.state_time >= timeout - 1e-6
         ):
@@ -171,10 +174,10 @@ class ApplicationOwner:
                 effects.rejected_asks.append((key, reason))
                 continue
             old = existing.get(key)
-            if old is not None:
-                if old.pending > 0:
-                    res.sub_into(pending_delta, old.resource, old.pending)
-                view_op(("drop_ask", (key, old.generation)))
+            # A replaced ask sends no drop_ask: the view replaces it in place when the put arrives;
+            # dropping it first could leave the application idle there for a moment and complete it.
+            if old is not None and old.pending > 0:
+                res.sub_into(pending_delta, old.resource, old.pending)
             seq += 1
             ask = build_ask(request, create_seq=seq, now=now)
             app.add_ask(ask)

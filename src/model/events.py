@@ -70,10 +70,23 @@ def app_state(application_id: str, state: str, queue: str) -> si.EventRecord:
     )
 
 
-def app_allocation(allocation: Allocation, change: si.EventChangeType, message: str = "") -> si.EventRecord:
+# why an allocation went -> the detail YuniKorn reports for its removal
+REMOVAL_DETAIL: dict[si.TerminationType, si.EventChangeDetail] = {
+    si.TerminationType.TIMEOUT: Detail.ALLOC_TIMEOUT,
+    si.TerminationType.PREEMPTED_BY_SCHEDULER: Detail.ALLOC_PREEMPT,
+    si.TerminationType.PLACEHOLDER_REPLACED: Detail.ALLOC_REPLACED,
+}
+
+
+def app_allocation(
+    allocation: Allocation,
+    change: si.EventChangeType,
+    message: str = "",
+    termination: si.TerminationType = si.TerminationType.STOPPED_BY_RM,
+) -> si.EventRecord:
     detail = Detail.APP_ALLOC
     if change == Change.REMOVE:
-        detail = Detail.ALLOC_CANCEL
+        detail = REMOVAL_DETAIL.get(termination, Detail.ALLOC_CANCEL)
     return record(
         Kind.APP,
         allocation.application_id,

@@ -275,12 +275,15 @@ class PartitionModel:
         self._reorder_node(node)
         return node
 
-    def remove_node(self, node_id: str) -> list[Allocation]:
-        """Remove a node: its reservation is cancelled and its allocations released (returned)."""
+    def remove_node(self, node_id: str, *, complete: bool = True) -> list[Allocation]:
+        """Remove a node: its reservation is cancelled and its allocations released (returned).
+
+        ``complete=False`` leaves application states alone (the scheduler's view: the owners decide).
+        """
         node = self._node(node_id)
         released: list[Allocation] = []
         for allocation in list(node.allocations.values()):
-            done = self.release_allocation(allocation.application_id, allocation.uuid)
+            done = self.release_allocation(allocation.application_id, allocation.uuid, complete=complete)
             if done is not None:
                 released.append(done)
         if node.reservation is not None:

@@ -161,7 +161,8 @@ class SchedulingView(PartitionModel):
         for uuid, allocation in node.allocations.items():
             if not allocation.recovered:
                 self._released_with_node[uuid] = allocation.application_id
-        self.remove_node(node_id)
+        # its owners decide the applications' states; an unconfirmed proposal must not complete one
+        self.remove_node(node_id, complete=False)
 
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
@@ -182,3 +183,5 @@ class SchedulingView(PartitionModel):
             node = self.nodes.get(node_id)
             if node is not None:
                 self._reorder_node(node)
+        if cooled:
+            self._resources_changed()  # shapes cached as fitting no node may fit a warmed one

@@ -1,0 +1,151 @@
+"""The pooled pykka runtime: the same actor semantics as pykka's threading actors, on one worker thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pykka
+import pytest
+
+from korral.actors.base import (
+    HandlerError,
+    PoolActor,
+    Rank,
+    RankViolation,
+    ThreadedActor,
+    Tracker,
+    start_actor,
+)
+from korral.actors.runtime import SLICE, ActorPool
+
+
+class Echo(PoolActor):
+    rank = Rank.NODE
+
+    def __init__(self, tracker: Tracker, name: str, log: list[Any], *, pool: ActorPool) -> None:
+        super().__init__(tracker, name, pool=pool)
+        self.log = log
+
+    def on_receive(self, message: Any) -> Any:  # plain messages, no typed dispatch needed here
+        try:
+            if message == "boom":
+                raise ValueError("boom")
+            if message == "thread":
+                return threading.current_thread().name
+            self.log.append((self.name, message))
+            return message
+        finally:
+            self.tracker.done(self.handle.actor_id)
+
+
+class Asker(PoolActor):
+    rank = Rank.QUEUE
+
+    def on_receive(self, message: Any) -> Any:
+        try:
+            return self.ask(message, "hello", timeout=1.0)
+        finally:
+            self.tracker.done(self.handle.actor_id)
+
+
+@pytest.fixture
+def pool():
+    pool = ActorPool("test")
+    yield pool
+    pool.stop()
+
+
+def test_messages_are_handled_in_order_per_actor_on_the_pool_thread(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    a = start_actor(Echo, tracker, "a", log, pool=pool)
+    b = start_actor(Echo, tracker, "b", log, pool=pool)
+    for index in range(200):
+        a.tell(index)
+        b.tell(index)
+    assert tracker.wait_idle(5.0)
+    assert [m for n, m in log if n == "a"] == list(range(200))
+    assert [m for n, m in log if n == "b"] == list(range(200))
+    assert a.ask("thread", caller=Rank.OUTSIDE) == "korral-pool-test"
+    assert b.ask("thread", caller=Rank.OUTSIDE) == "korral-pool-test"
+
+
+def test_a_busy_actor_yields_the_worker_after_a_slice(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    busy = start_actor(Echo, tracker, "busy", log, pool=pool)
+    other = start_actor(Echo, tracker, "other", log, pool=pool)
+    gate = threading.Event()
+    # fill the busy actor's mailbox before the other actor gets anything
+    for index in range(SLICE * 3):
+        busy.tell(index)
+    other.tell("x")
+    gate.set()
+    assert tracker.wait_idle(5.0)
+    position = log.index(("other", "x"))
+    assert position < SLICE * 3, "the other actor waited for the whole backlog of the busy one"
+
+
+def test_ask_returns_values_and_exceptions_and_the_actor_lives_on(pool: ActorPool) -> None:
+    tracker = Tracker()
+    actor = start_actor(Echo, tracker, "a", [], pool=pool)
+    assert actor.ask("value", caller=Rank.OUTSIDE) == "value"
+    with pytest.raises(ValueError, match="boom"):
+        actor.ask("boom", caller=Rank.OUTSIDE)
+    assert actor.ask("still here", caller=Rank.OUTSIDE) == "still here"
+
+
+def test_stop_answers_queued_asks_with_actor_dead_and_refuses_new_tells(pool: ActorPool) -> None:
+    tracker = Tracker()
+    actor = start_actor(Echo, tracker, "a", [], pool=pool)
+    actor.ref.stop(block=True, timeout=5.0)
+    assert not actor.is_alive
+    assert actor.tell("late") is False  # counted as not delivered
+    with pytest.raises(pykka.ActorDeadError):
+        actor.ref.ask("late", timeout=1.0)
+    assert tracker.in_flight() == 0
+
+
+def test_a_pooled_actor_may_not_block_on_its_own_pool(pool: ActorPool) -> None:
+    tracker = Tracker()
+    target = start_actor(Echo, tracker, "target", [], pool=pool)
+    asker = start_actor(Asker, tracker, "asker", pool=pool)
+    started = time.monotonic()
+    with pytest.raises(RankViolation, match="must not block"):
+        asker.ask(target, caller=Rank.OUTSIDE, timeout=5.0)
+    assert time.monotonic() - started < 2.0, "the refusal must be immediate, not a timeout"
+
+
+class Failing(ThreadedActor):
+    rank = Rank.SCHEDULER
+
+    def on_Explode(self, message: Any) -> None:
+        raise RuntimeError("handler failure")
+
+    def on_Ping(self, message: Any) -> str:
+        return "pong"
+
+
+class Explode:
+    pass
+
+
+class Ping:
+    pass
+
+
+def test_a_failing_tell_handler_is_counted_and_does_not_kill_the_actor() -> None:
+    tracker = Tracker()
+    actor = start_actor(Failing, tracker, "failing")
+    try:
+        assert actor.tell(Explode())
+        assert tracker.wait_idle(5.0)
+        assert tracker.errors == 1
+        assert actor.is_alive
+        assert actor.ask(Ping(), caller=Rank.OUTSIDE) == "pong"
+        # a failing ask answers with a HandlerError value rather than killing the actor
+        assert isinstance(actor.ask(Explode(), caller=Rank.OUTSIDE), HandlerError)
+    finally:
+        actor.stop()

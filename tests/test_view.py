@@ -1,0 +1,774 @@
+"""SchedulingView: the Scheduler actor's PartitionModel, fed by what the owners tell it.
+
+The view accepts applications the partition already placed, asks as their owner built them (same key,
+generation, repeats), rollbacks of proposals nobody confirmed, releases, recoveries and absolute node
+facts; every one of those updates must be idempotent (docs/architecture.md, "One decision, end to
+end"). Config quantities: ``vcore: 10`` in YAML is 10000; node, ask and allocation quantities are raw.
+Every view is checked against the model's invariants (conftest.check_invariants: node capacity ==
+allocated + occupied + available, queue usage == the sum over children / applications, ...) in the
+middle of scenarios and again when its test ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from korral import si
+from korral.config import load_config
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.app_owner import build_ask
+from korral.model.application import ApplicationState
+from korral.model.queue import Queue
+from korral.model.view import SchedulingView
+
+S = ApplicationState
+
+CONFIG = """
+partitions:
+  - name: default
+    placementrules:
+      - name: fixed
+        value: root.b
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: a
+            resources:
+              max: {vcore: 10}
+          - name: b
+          - name: parent
+            parent: true
+"""
+
+
+@pytest.fixture
+def make_view(clock, invariants):
+    made: list[SchedulingView] = []
+
+    def make(text: str = CONFIG, **kwargs) -> SchedulingView:
+        kwargs.setdefault("clock", clock)
+        view = SchedulingView("[rm]default", load_config(text).partitions[0], rm_id="rm", **kwargs)
+        made.append(view)
+        return view
+
+    yield make
+    for view in made:
+        invariants(view)
+
+
+@pytest.fixture
+def view(make_view) -> SchedulingView:
+    return make_view()
+
+
+def ask(
+    app: str, key: str, resource: dict[str, int] | None = None, repeat: int = 1, generation: int = 1, **kw
+):
+    """An ask as the Scheduler actor builds it from an owner's put_ask (create_seq 0: the view numbers it)."""
+    request = si.AllocationAsk(
+        allocation_key=key,
+        application_id=app,
+        resource_ask={"vcore": 1000} if resource is None else resource,
+        max_allocations=repeat,
+        **kw,
+    )
+    return build_ask(request, create_seq=0, now=0.0, generation=generation)
+
+
+def recovered(app: str, uuid: str, node: str = "n1", resource: dict[str, int] | None = None) -> Allocation:
+    return Allocation(
+        uuid=uuid,
+        allocation_key=f"key-{uuid}",
+        application_id=app,
+        node_id=node,
+        resource={"vcore": 1000} if resource is None else resource,
+        recovered=True,
+    )
+
+
+def one_app(view: SchedulingView, repeat: int = 2, node_capacity: int = 4000) -> None:
+    """Node n1, app-1 in root.a with ask k (1000 vcore x ``repeat``, generation 1)."""
+    view.add_node("n1", {"vcore": node_capacity})
+    view.insert_application("app-1", "root.a")
+    view.put_asks([ask("app-1", "k", repeat=repeat)])
+
+
+def pending_of(view: SchedulingView, *paths: str) -> list[dict[str, int]]:
+    return [res.prune(view.queues[p].pending) for p in paths]
+
+
+def allocated_of(view: SchedulingView, *paths: str) -> list[dict[str, int]]:
+    return [res.prune(view.queues[p].allocated) for p in paths]
+
+
+# ---- insert_application ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queue_path", "expected", "created"),
+    [
+        pytest.param("root.a", "root.a", [], id="configured-leaf-no-placement-rule"),
+        pytest.param("root.A", "root.a", [], id="path-case-insensitive"),
+        pytest.param("root.dyn", "root.dyn", ["root.dyn"], id="dynamic-leaf"),
+        pytest.param("root.parent.dyn", "root.parent.dyn", ["root.parent.dyn"], id="dynamic-under-parent"),
+        pytest.param("root.x.y", "root.x.y", ["root.x", "root.x.y"], id="dynamic-with-parents"),
+    ],
+)
+def test_insert_application(view, clock, queue_path, expected, created):
+    clock.now = 12.0
+    before = set(view.queues)
+    app = view.insert_application(
+        "app-1",
+        queue_path,
+        user="alice",
+        groups=("dev",),
+        tags={"team": "x"},
+        submission_seq=7,
+        placeholder_ask={"vcore": 100, "memory": 0},
+        execution_timeout_ms=500,
+        gang_scheduling_style="Hard",
+    )
+
+    assert view.applications["app-1"] is app
+    assert app.queue_path == expected
+    assert view.queues[expected].applications["app-1"] is app
+    assert sorted(set(view.queues) - before) == created
+    for path in created:
+        assert not view.queues[path].is_managed
+    assert view.queues[expected].is_leaf
+    assert app.state is S.NEW
+    assert (app.user, app.groups, app.tags, app.submission_seq) == ("alice", ("dev",), {"team": "x"}, 7)
+    assert app.placeholder_ask == {"vcore": 100}
+    assert (app.execution_timeout_ms, app.gang_scheduling_style) == (500, "Hard")
+    assert app.submission_time == 12.0 and app.partition == "[rm]default"
+
+
+def test_insert_application_is_idempotent(view):
+    first = view.insert_application("app-1", "root.a", user="alice")
+    view.put_asks([ask("app-1", "k")])
+    again = view.insert_application("app-1", "root.b", user="bob")
+
+    assert again is first
+    assert first.queue_path == "root.a" and first.user == "alice"
+    assert "app-1" not in view.queues["root.b"].applications
+    assert first.asks["k"].pending == 1, "a repeated add keeps what the application has"
+    assert pending_of(view, "root.a", "root") == [{"vcore": 1000}, {"vcore": 1000}]
+
+
+QUOTA = json.dumps({"resources": {"vcore": {"value": 3000}}})
+
+
+@pytest.mark.parametrize(
+    ("queue_path", "max_after"),
+    [
+        pytest.param("root.ns1", {"vcore": 3000}, id="dynamic-queue-takes-the-quota-tag"),
+        pytest.param("root.a", {"vcore": 10000}, id="managed-queue-keeps-its-config"),
+    ],
+)
+def test_insert_application_namespace_quota(view, queue_path, max_after):
+    view.insert_application("app-1", queue_path, tags={"namespace.resourcequota": QUOTA})
+    assert view.queues[queue_path].max == max_after
+
+
+# ---- put_asks ----------------------------------------------------------------------------------------
+
+
+def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app(view, monkeypatch):
+    view.insert_application("app-1", "root.a")
+    view.insert_application("app-2", "root.b")
+    view.insert_application("app-3", "root.parent.dyn")
+    rekeys: Counter[str] = Counter()
+    original = Queue.update_app
+
+    def counting(queue, app):
+        rekeys[app.application_id] += 1
+        original(queue, app)
+
+    monkeypatch.setattr(Queue, "update_app", counting)
+    view.put_asks(
+        [
+            ask("app-1", "k1", repeat=2),
+            ask("app-2", "k1", {"memory": 64}, repeat=3),
+            ask("app-1", "k2", {"memory": 10}, generation=2),
+            ask("app-3", "k1", {"vcore": 250}, repeat=4),
+            ask("app-1", "k3", generation=3),
+            ask("ghost", "k1"),
+        ]
+    )
+    monkeypatch.undo()
+
+    assert rekeys == {"app-1": 1, "app-2": 1, "app-3": 1}
+    apps = view.applications
+    assert apps["app-1"].pending == {"vcore": 3000, "memory": 10}
+    assert apps["app-2"].pending == {"memory": 192}
+    assert apps["app-3"].pending == {"vcore": 1000}
+    assert pending_of(view, "root.a", "root.b", "root.parent.dyn", "root.parent", "root") == [
+        {"vcore": 3000, "memory": 10},
+        {"memory": 192},
+        {"vcore": 1000},
+        {"vcore": 1000},
+        {"vcore": 4000, "memory": 202},
+    ]
+    assert "ghost" not in apps, "asks of an unknown application are ignored"
+    assert all(app.state is S.ACCEPTED for app in apps.values())
+
+
+def test_put_asks_create_seq_keeps_request_order(view):
+    view.add_node("n1", {"vcore": 10000})
+    view.insert_application("app-1", "root.b")
+    view.put_asks([ask("app-1", "second-key"), ask("app-1", "first-key", generation=2)])
+    view.put_asks([ask("app-1", "later", generation=3)])
+    asks = view.applications["app-1"].asks
+    seqs = [asks[k].create_seq for k in ("second-key", "first-key", "later")]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+
+    placed = [a.allocation_key for a in view.schedule()]
+    assert placed == ["second-key", "first-key", "later"]
+
+
+def test_put_asks_priority_before_request_order(view):
+    view.add_node("n1", {"vcore": 10000})
+    view.insert_application("app-1", "root.b")
+    view.put_asks([ask("app-1", "low"), ask("app-1", "high", generation=2, priority=5)])
+    assert [a.allocation_key for a in view.schedule()] == ["high", "low"]
+
+
+@pytest.mark.parametrize(
+    ("drop_first", "old_scheduled"),
+    [
+        pytest.param(False, 0, id="replace-without-drop"),
+        pytest.param(True, 0, id="drop-then-put-as-the-owner-sends-it"),
+        pytest.param(True, 1, id="replace-after-one-placed"),
+    ],
+)
+def test_put_asks_replacing_a_key(view, invariants, drop_first, old_scheduled):
+    one_app(view, repeat=3)
+    for _ in range(old_scheduled):
+        assert view.schedule_one() is not None
+    if drop_first:
+        view.drop_ask("app-1", "k", 1)
+    view.put_asks([ask("app-1", "k", {"vcore": 500}, repeat=2, generation=2)])
+
+    new = view.applications["app-1"].asks["k"]
+    assert (new.generation, new.pending, new.resource) == (2, 2, {"vcore": 500})
+    assert view.applications["app-1"].pending == {"vcore": 1000}
+    assert pending_of(view, "root.a", "root") == [{"vcore": 1000}, {"vcore": 1000}]
+    assert allocated_of(view, "root.a") == [res.prune({"vcore": 1000 * old_scheduled})]
+    assert len(view.applications["app-1"].allocations) == old_scheduled, "allocations of the old ask stay"
+    invariants(view)
+
+
+# ---- drop_ask ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("app_id", "key", "generation", "dropped"),
+    [
+        pytest.param("app-1", "k", 2, True, id="matching-generation"),
+        pytest.param("app-1", "k", 1, False, id="older-generation"),
+        pytest.param("app-1", "k", 3, False, id="newer-generation"),
+        pytest.param("app-1", "other", 2, False, id="unknown-key"),
+        pytest.param("ghost", "k", 2, False, id="unknown-application"),
+    ],
+)
+def test_drop_ask_only_for_the_matching_generation(view, app_id, key, generation, dropped):
+    view.insert_application("app-1", "root.a")
+    view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
+    view.put_asks([ask("app-1", "k", repeat=2, generation=2)])
+
+    view.drop_ask(app_id, key, generation)
+    view.drop_ask(app_id, key, generation)  # idempotent
+
+    app = view.applications["app-1"]
+    assert ("k" not in app.asks) is dropped
+    expected = {} if dropped else {"vcore": 2000}
+    assert res.prune(app.pending) == expected
+    assert pending_of(view, "root.a", "root") == [expected, expected]
+
+
+ADMISSION = {
+    "max-applications": """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: q
+            maxapplications: 1
+""",
+    "stateaware": """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: q
+            properties:
+              application.sort.policy: stateaware
+""",
+}
+
+
+@pytest.mark.parametrize("policy", list(ADMISSION))
+def test_waiting_application_is_not_admitted(make_view, policy):
+    view = make_view(ADMISSION[policy])
+    view.add_node("n1", {"vcore": 8000})
+    view.insert_application("app-1", "root.q", submission_seq=1)
+    view.insert_application("app-2", "root.q", submission_seq=2)
+    view.put_asks([ask("app-1", "k")])
+    view.put_asks([ask("app-2", "k", repeat=2)])
+    assert [a.application_id for a in view.schedule()] == ["app-1"]
+    view.put_asks([ask("app-2", "other", generation=2)])  # a new ask changes nothing
+    assert view.schedule() == []
+    assert view.applications["app-2"].state is S.ACCEPTED
+
+
+@pytest.mark.parametrize("policy", list(ADMISSION))
+def test_replacing_an_ask_does_not_admit_a_waiting_application(make_view, policy):
+    view = make_view(ADMISSION[policy])
+    view.add_node("n1", {"vcore": 8000})
+    view.insert_application("app-1", "root.q", submission_seq=1)
+    view.insert_application("app-2", "root.q", submission_seq=2)
+    view.put_asks([ask("app-1", "k")])
+    view.put_asks([ask("app-2", "k", repeat=2)])
+    assert [a.application_id for a in view.schedule()] == ["app-1"]
+
+    # app-2's owner replaces its ask (ApplicationOwner.add_asks): one put of the new generation, which
+    # the view applies in place
+    view.put_asks([ask("app-2", "k", generation=2)])
+
+    assert view.schedule() == []
+    assert view.applications["app-2"].state is S.ACCEPTED
+
+
+# ---- schedule, rollback, forget ------------------------------------------------------------------------
+
+
+def _nothing(view, proposal):
+    pass
+
+
+def _ask_replaced(view, proposal):
+    view.put_asks([ask("app-1", "k", repeat=2, generation=2)])
+
+
+def _ask_dropped(view, proposal):
+    view.drop_ask("app-1", "k", 1)
+
+
+def _node_gone(view, proposal):
+    view.discard_node("n1")
+
+
+def _node_gone_twice(view, proposal):
+    view.discard_node("n1")
+    view.discard_node("n1")
+
+
+def _app_gone(view, proposal):
+    view.discard_application("app-1")
+
+
+def _node_then_app_gone(view, proposal):
+    view.discard_node("n1")
+    view.discard_application("app-1")
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "ask_pending", "queue_pending"),
+    [
+        pytest.param(_nothing, 2, 2000, id="plain-rollback-gives-pending-back"),
+        pytest.param(_ask_replaced, 2, 2000, id="stale-generation-no-extra-pending"),
+        pytest.param(_ask_dropped, None, 0, id="ask-gone"),
+        pytest.param(_node_gone, 2, 2000, id="node-removed-first-repeat-still-owed"),
+        pytest.param(_node_gone_twice, 2, 2000, id="node-removed-twice"),
+        pytest.param(_app_gone, None, 0, id="application-gone"),
+        pytest.param(_node_then_app_gone, None, 0, id="node-then-application-gone"),
+    ],
+)
+def test_schedule_then_rollback(view, invariants, meanwhile, ask_pending, queue_pending):
+    one_app(view)
+    proposal = view.schedule_one()
+    assert proposal is not None and proposal.node_id == "n1" and proposal.ask_generation == 1
+    assert view.applications["app-1"].asks["k"].pending == 1
+    assert view.nodes["n1"].available == {"vcore": 3000}
+    assert allocated_of(view, "root.a", "root") == [{"vcore": 1000}, {"vcore": 1000}]
+    invariants(view)
+
+    meanwhile(view, proposal)
+    for _ in range(2):  # the second rollback is a no-op
+        view.rollback(proposal)
+        app = view.applications.get("app-1")
+        if ask_pending is None:
+            assert app is None or "k" not in app.asks
+        else:
+            assert app.asks["k"].pending == ask_pending
+            assert proposal.uuid not in app.allocations
+        assert pending_of(view, "root.a", "root") == [res.prune({"vcore": queue_pending})] * 2
+        assert allocated_of(view, "root.a", "root") == [{}, {}]
+        if "n1" in view.nodes:
+            assert view.nodes["n1"].available == {"vcore": 4000}
+            assert view.nodes["n1"].allocations == {}
+        invariants(view)
+
+
+def test_repeat_owed_after_node_removal_is_proposed_again_despite_quota_blocked_asks(view):
+    """The returned repeat is new work: a queue or application the walk marked as having nothing
+    schedulable (every ask over a limit) must be looked at again."""
+    view.add_node("n1", {"vcore": 4000})
+    view.add_node("n2", {"vcore": 8000})
+    view.add_node("n3", {"vcore": 4000})
+    view.insert_application("app-2", "root.a")
+    view.adopt_recovered(recovered("app-2", "r2", node="n2", resource={"vcore": 8000}))
+    view.insert_application("app-1", "root.a")
+    view.put_asks([ask("app-1", "k"), ask("app-1", "big", {"vcore": 3000}, generation=2)])
+    proposal = view.schedule_one()
+    assert proposal.allocation_key == "k" and view.schedule_one() is None  # big: over root.a's max
+    view.discard_node(proposal.node_id)
+    assert view.schedule_one() is None  # k has nothing pending yet, big is still over the max
+
+    view.rollback(proposal)
+
+    again = view.schedule_one()
+    assert again is not None and again.allocation_key == "k"
+    assert again.node_id != proposal.node_id
+
+
+STATE_AWARE = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: sa
+            properties:
+              application.sort.policy: stateaware
+"""
+
+
+def test_repeat_owed_after_node_removal_is_proposed_again_in_a_stateaware_queue(make_view):
+    view = make_view(STATE_AWARE)
+    view.add_node("n1", {"vcore": 4000})
+    view.add_node("n2", {"vcore": 4000})
+    view.insert_application("app-1", "root.sa")
+    view.put_asks([ask("app-1", "k")])
+    proposal = view.schedule_one()
+    view.discard_node(proposal.node_id)
+    view.rollback(proposal)
+    assert view.applications["app-1"].asks["k"].pending == 1
+
+    again = view.schedule_one()
+    assert again is not None and again.allocation_key == "k"
+
+
+def test_rolled_back_repeat_is_proposed_again(view):
+    one_app(view)
+    first = view.schedule_one()
+    view.rollback(first)
+    again = view.schedule()
+    assert len(again) == 2 and {a.uuid for a in again}.isdisjoint({first.uuid})
+
+
+def test_forget_allocation_is_idempotent(view, invariants):
+    one_app(view)
+    proposal = view.schedule_one()
+    for _ in range(2):
+        view.forget_allocation(proposal)
+        app = view.applications["app-1"]
+        assert proposal.uuid not in app.allocations
+        assert app.asks["k"].pending == 1, "a confirmed allocation's repeat is not given back"
+        assert view.nodes["n1"].available == {"vcore": 4000}
+        assert allocated_of(view, "root.a", "root") == [{}, {}]
+        invariants(view)
+
+
+def test_forget_after_node_removal_means_no_rollback_will_come(view):
+    """Confirmed, its node gone, then released: a stray rollback must not give the repeat back."""
+    one_app(view)
+    proposal = view.schedule_one()
+    view.discard_node("n1")
+    view.forget_allocation(proposal)
+    view.rollback(proposal)
+    assert view.applications["app-1"].asks["k"].pending == 1
+    assert pending_of(view, "root.a") == [{"vcore": 1000}]
+
+
+def test_forget_of_the_last_allocation_completes_the_idle_application(view):
+    one_app(view, repeat=1)
+    proposal = view.schedule_one()
+    view.drain_state_changes()
+    view.forget_allocation(proposal)
+    assert [c.state for c in view.drain_state_changes()] == ["Completing"]
+
+
+# ---- adopt_recovered ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allocation", "adopted"),
+    [
+        pytest.param(recovered("app-1", "r1"), True, id="known-app-and-node"),
+        pytest.param(recovered("app-1", "r1", resource={"vcore": 20000}), True, id="above-queue-max"),
+        pytest.param(recovered("app-1", "r1", resource={"vcore": 9000}), True, id="above-node-capacity"),
+        pytest.param(recovered("ghost", "r1"), False, id="unknown-application"),
+        pytest.param(recovered("app-1", "r1", node="ghost"), False, id="unknown-node"),
+        pytest.param(recovered("app-1", "r1", resource={"vcore": 0}), False, id="no-resources"),
+        pytest.param(recovered("app-1", "r1", resource={"vcore": -5}), False, id="negative-resources"),
+    ],
+)
+def test_adopt_recovered(view, invariants, allocation, adopted):
+    view.add_node("n1", {"vcore": 4000})
+    view.insert_application("app-1", "root.a")
+    for _ in range(2):  # a duplicate is ignored
+        view.adopt_recovered(allocation)
+        app = view.applications["app-1"]
+        if adopted:
+            assert list(app.allocations) == ["r1"] and app.allocations["r1"].recovered
+            assert list(view.nodes["n1"].allocations) == ["r1"]
+            assert allocated_of(view, "root.a", "root") == [allocation.resource] * 2
+            assert app.state is S.RUNNING
+        else:
+            assert app.allocations == {} and view.nodes["n1"].allocations == {}
+            assert allocated_of(view, "root.a", "root") == [{}, {}]
+            assert app.state is S.NEW
+        invariants(view)
+
+
+def test_adopted_allocation_survives_node_removal_without_owing_a_repeat(view):
+    one_app(view)
+    view.adopt_recovered(recovered("app-1", "r1"))
+    view.discard_node("n1")
+    view.rollback(recovered("app-1", "r1"))
+    assert view.applications["app-1"].asks["k"].pending == 2
+    assert view.applications["app-1"].allocations == {}
+
+
+# ---- set_node ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capacity", "occupied", "attributes", "schedulable", "available", "in_order"),
+    [
+        pytest.param({"vcore": 8000}, {}, {}, True, {"vcore": 7000}, True, id="capacity-grows"),
+        pytest.param({"vcore": 2000}, {}, {}, True, {"vcore": 1000}, True, id="capacity-shrinks"),
+        pytest.param({"vcore": 500}, {}, {}, True, {"vcore": -500}, False, id="capacity-below-allocated"),
+        pytest.param({"vcore": 4000}, {"vcore": 2500}, {}, True, {"vcore": 500}, True, id="occupied"),
+        pytest.param({"vcore": 4000}, {"vcore": 3000}, {}, True, {}, False, id="occupied-fills-node"),
+        pytest.param({"vcore": 4000}, {}, {"si/zone": "z2"}, True, {"vcore": 3000}, True, id="attributes"),
+        pytest.param({"vcore": 4000}, {}, {}, False, {"vcore": 3000}, False, id="unschedulable"),
+    ],
+)
+def test_set_node_reflects_owner_facts(
+    view, capacity, occupied, attributes, schedulable, available, in_order
+):
+    one_app(view, repeat=3)
+    view.set_node("n1", {"vcore": 4000}, {}, {"si/zone": "z1"}, True)
+    view.schedule_one()  # one allocation booked in the view: it stays the view's own
+
+    view.set_node("n1", capacity, occupied, attributes, schedulable)
+
+    node = view.nodes["n1"]
+    assert node.capacity == capacity and res.prune(node.occupied) == occupied
+    assert res.prune(node.available) == available
+    assert node.attributes == attributes and node.schedulable is schedulable
+    assert len(node.allocations) == 1
+    assert view.capacity == capacity
+    assert ("n1" in view.node_order) is in_order
+    view.refresh_limits()
+    assert view.root.max == capacity
+
+
+def test_set_node_unschedulable_and_back(view):
+    one_app(view)
+    view.set_node("n1", {"vcore": 4000}, {}, {}, False)
+    assert view.schedule_one() is None
+    view.set_node("n1", {"vcore": 4000}, {}, {}, True)
+    assert view.schedule_one() is not None
+
+
+def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
+    view.add_node("n1", {"vcore": 4000, "memory": 100}, occupied={"memory": 10}, attributes={"a": "1"})
+    calls: list[str] = []
+    monkeypatch.setattr(view, "update_node", lambda *a, **k: calls.append("update_node"))
+    monkeypatch.setattr(view, "set_node_schedulable", lambda *a, **k: calls.append("set_node_schedulable"))
+    epoch = view._resource_epoch
+
+    # the same facts, one with an explicit zero: nothing to change
+    view.set_node("n1", {"vcore": 4000, "memory": 100, "gpu": 0}, {"memory": 10}, {"a": "1"}, True)
+
+    assert calls == []
+    assert view._resource_epoch == epoch
+
+
+def test_set_node_unknown_node_is_ignored(view):
+    view.set_node("ghost", {"vcore": 1}, {}, {}, True)
+    assert view.nodes == {} and view.capacity == {}
+
+
+# ---- discard_node / discard_application ---------------------------------------------------------------
+
+
+def test_discard_node_is_idempotent(view, invariants):
+    one_app(view, repeat=3)
+    view.add_node("n2", {"vcore": 1000})
+    view.adopt_recovered(recovered("app-1", "r1", node="n1"))
+    view.schedule()  # proposals on n1 and n2
+
+    for _ in range(2):
+        view.discard_node("n1")
+        assert "n1" not in view.nodes and "n1" not in view.node_order
+        assert view.capacity == {"vcore": 1000}
+        app = view.applications["app-1"]
+        assert all(a.node_id == "n2" for a in app.allocations.values())
+        assert allocated_of(view, "root.a") == [{"vcore": 1000}]
+        invariants(view)
+
+
+def test_discard_node_cancels_its_reservation(make_view, clock):
+    view = make_view(reservation_delay=1.0)
+    view.add_node("n1", {"vcore": 4000})
+    view.add_node("n2", {"vcore": 2000})  # the cluster is large enough: the ask waits for a node
+    view.insert_application("app-0", "root.b")
+    view.adopt_recovered(recovered("app-0", "r0", resource={"vcore": 2000}))
+    view.insert_application("app-1", "root.a")
+    view.put_asks([ask("app-1", "big", {"vcore": 3000})])
+    assert view.schedule_one() is None
+    clock.advance(5.0)
+    assert view.schedule_one() is None
+    assert view.reservations == {("app-1", "big"): "n1"}
+
+    view.discard_node("n1")
+    assert view.reservations == {} and view.applications["app-1"].reservations == {}
+
+
+def test_discard_application_is_idempotent(view, invariants):
+    one_app(view, repeat=3)
+    view.insert_application("app-2", "root.a")
+    view.put_asks([ask("app-2", "k", {"vcore": 500})])
+    proposals = view.schedule()
+    assert {a.application_id for a in proposals} == {"app-1", "app-2"}
+
+    for _ in range(2):
+        view.discard_application("app-1")
+        assert "app-1" not in view.applications
+        assert "app-1" not in view.queues["root.a"].applications
+        assert pending_of(view, "root.a") == [{}]
+        assert allocated_of(view, "root.a") == [{"vcore": 500}]
+        assert view.nodes["n1"].available == {"vcore": 3500}
+        assert all(a.application_id == "app-2" for a in view.nodes["n1"].allocations.values())
+        invariants(view)
+
+    for proposal in proposals:  # late messages about it change nothing
+        if proposal.application_id == "app-1":
+            view.rollback(proposal)
+            view.forget_allocation(proposal)
+    view.put_asks([ask("app-1", "again", generation=9)])
+    view.drop_ask("app-1", "k", 1)
+    assert "app-1" not in view.applications
+
+
+def test_discard_application_forgets_what_its_removed_node_owed(view):
+    one_app(view)
+    proposal = view.schedule_one()
+    view.discard_node("n1")
+    view.discard_application("app-1")
+    # the application comes back under the same id (a new submission): the old proposal owes it nothing
+    view.insert_application("app-1", "root.a")
+    view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
+    view.rollback(proposal)
+    assert view.applications["app-1"].asks["k"].pending == 2
+
+
+# ---- cooling -----------------------------------------------------------------------------------------
+
+
+def test_cool_node_keeps_it_out_of_placement_until_warm_nodes(view, invariants):
+    view.add_node("n1", {"vcore": 8000})
+    view.add_node("n2", {"vcore": 8000})
+    view.insert_application("app-0", "root.b")
+    view.adopt_recovered(recovered("app-0", "r0", node="n2", resource={"vcore": 4000}))
+    view.insert_application("app-1", "root.b")
+    view.put_asks([ask("app-1", "k", repeat=4)])
+    assert view.schedule_one().node_id == "n1", "fair: the emptier node first"
+
+    view.cool_node("n1")
+    assert "n1" not in view.node_order
+    second = view.schedule_one()
+    assert second.node_id == "n2"
+    # facts about a cooled node do not bring it back early
+    view.rollback(second)
+    view.set_node("n1", {"vcore": 9000}, {}, {}, True)
+    assert "n1" not in view.node_order
+    assert view.schedule_one().node_id == "n2"
+
+    view.warm_nodes()
+    assert view.cooling == set() and "n1" in view.node_order
+    assert view.schedule_one().node_id == "n1"
+    invariants(view)
+
+
+def test_cool_and_warm_unknown_or_removed_nodes_are_harmless(view):
+    view.cool_node("ghost")
+    assert view.cooling == set()
+    view.add_node("n1", {"vcore": 1000})
+    view.cool_node("n1")
+    view.discard_node("n1")
+    view.warm_nodes()
+    assert view.cooling == set() and view.nodes == {}
+
+
+def test_warmed_node_is_used_at_once(view):
+    one_app(view)
+    view.cool_node("n1")
+    assert view.schedule_one() is None
+    view.warm_nodes()
+    proposal = view.schedule_one()
+    assert proposal is not None and proposal.node_id == "n1"
+
+
+# ---- has_timed_work ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "timed"),
+    [
+        pytest.param(None, False, id="nothing-pending"),
+        pytest.param({"vcore": 1000}, False, id="fits-and-placed"),
+        pytest.param({"vcore": 6000}, True, id="fits-no-node-unschedulable"),
+        pytest.param({"vcore": 60000}, True, id="larger-than-the-cluster"),
+        pytest.param({"memory": 1}, True, id="type-no-node-has"),
+    ],
+)
+def test_has_timed_work(view, resource, timed):
+    view.add_node("n1", {"vcore": 4000})
+    view.add_node("n2", {"vcore": 4000})
+    view.insert_application("app-1", "root.b")
+    if resource is not None:
+        view.put_asks([ask("app-1", "k", resource)])
+    view.schedule()
+    assert view.has_timed_work() is timed
+    view.drop_ask("app-1", "k", 1)
+    assert view.has_timed_work() is False
+
+
+def test_has_timed_work_with_a_reservation(make_view, clock):
+    view = make_view(reservation_delay=1.0)
+    view.add_node("n1", {"vcore": 4000})
+    view.add_node("n2", {"vcore": 2000})
+    view.insert_application("app-1", "root.b")
+    view.adopt_recovered(recovered("app-1", "r1", resource={"vcore": 2000}))
+    view.put_asks([ask("app-1", "k", {"vcore": 3000})])
+    view.schedule()
+    clock.advance(2.0)
+    view.schedule()
+    assert view.reservations and view.has_timed_work()
+    view.drop_ask("app-1", "k", 1)
+    assert view.reservations == {} and not view.has_timed_work()
