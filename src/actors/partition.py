@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.application import AppFinished, ApplicationActor
+from korral.actors.application import AppFinished, ApplicationActor, ViewOps
 from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor
 from korral.actors.messages import (
     AddAsks,
@@ -28,6 +28,7 @@ from korral.actors.messages import (
     DecommissionNode,
     Deliver,
     NodeAdded,
+    NodeChanged,
     NodeGone,
     NodeSpec,
     QueueCreated,
@@ -220,14 +221,32 @@ class PartitionActor(ThreadedActor):
                 pool=self.pool,
             )
             self.nodes[node_id] = handle
-            self.scheduler.tell(NodeAdded(spec=spec, node=handle))
+            recovered, rejected = self._recovered(info)
+            if recovered:
+                # YuniKorn adds a node and what already runs on it in one step. The scheduler must
+                # never see this node empty: it would place asks where the recovered allocations
+                # (booked whatever the room) already are. So it learns of the node unschedulable,
+                # then of the recovered allocations, and only then that the node is schedulable; all
+                # from this actor, so in this order. (The applications' own "recover" view updates
+                # that follow find them already adopted.)
+                self.scheduler.tell(NodeAdded(spec=attrs.evolve(spec, schedulable=False), node=handle))
+                for app_id, allocations in recovered.items():
+                    self.scheduler.tell(
+                        ViewOps(application_id=app_id, ops=tuple(("recover", a) for a in allocations))
+                    )
+                if schedulable:
+                    self.scheduler.tell(NodeChanged(spec=spec))
+            else:
+                self.scheduler.tell(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._event(
                 lambda: events.node(
                     node_id, events.Change.ADD, events.Detail.NODE_READY, f"node {node_id} added"
                 )
             )
-            self._recover(info, handle)
+            for app_id, allocations in recovered.items():
+                self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
+            self._reject_asks(rejected)
             return
         handle = self.nodes.get(node_id)
         if handle is None:
@@ -269,7 +288,8 @@ class PartitionActor(ThreadedActor):
         else:
             raise ModelError(f"node {node_id}: unknown action {int(action)}")
 
-    def _recover(self, info: si.NodeInfo, node: Handle) -> None:
+    def _recovered(self, info: si.NodeInfo) -> tuple[dict[str, list], list[tuple[str, str, str]]]:
+        """The node's existing allocations to recover, by application, and those rejected."""
         by_app: dict[str, list] = defaultdict(list)
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
@@ -299,9 +319,7 @@ class PartitionActor(ThreadedActor):
                         recovered=True,
                     )
                 )
-        for app_id, allocations in by_app.items():
-            self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=node))
-        self._reject_asks(rejected)
+        return by_app, rejected
 
     # ---- applications ------------------------------------------------------------------------------
 
