@@ -17,7 +17,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest --cov=korral.model --cov=korral.policies --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov=korral.model --cov=korral.policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
