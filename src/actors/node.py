@@ -86,6 +86,17 @@ class NodeActor(PoolActor):
             self.scheduler.tell(RolledBack(allocations=tuple(refused)))
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
+        if self.removed:
+            # The node left before the booking arrived: the owner must release these, as it would
+            # have had they been booked before the node went.
+            message.app.tell(
+                NodeRemoved(
+                    node_id=self.node.node_id,
+                    uuids=tuple(a.uuid for a in message.allocations),
+                    reason=f"Node {self.node.node_id} Removed",
+                )
+            )
+            return
         for allocation in message.allocations:
             if allocation.uuid not in self.node.allocations:
                 self.node.add_allocation(allocation)

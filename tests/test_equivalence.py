@@ -1,0 +1,461 @@
+"""The actor system against the sequential reference scheduler on seeded random workloads.
+
+Issue bar: "on seeded random workloads the actor system and the sequential reference end with the same
+allocated resources per queue and application".
+
+Both drivers get the same SI requests. The actor system is driven one step at a time (a step is one SI
+request, and the steps that can lead to allocations touch one application or one node at a time) with
+``wait_until_idle`` after each; the reference calls ``schedule()`` at the same points. With that, the
+scheduler actor sees every change in the same order as the reference and decides with the same code
+on the same walk, so the allocations must match exactly: same resources per queue and application,
+same (allocation key, node) pairs, even the same uuids. Reservations are kept out of it with a large
+``reservation_delay`` (they depend on wall-clock time), and completing applications are not expired
+(the reference has no timer), so ``completing_timeout`` is large too.
+
+A second family of cases ("burst") sends changes for several applications at once, while the RM's
+predicate keeps every node closed: the scheduler sees all of them before it may place anything. The
+gate then opens and one node update wakes the scheduler, so the result must again match the
+reference scheduling the same burst in one go.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import korral
+from korral import si
+from korral import testing as t
+from korral.config import load_config
+from korral.errors import ConfigError
+from korral.model import resource as res
+from korral.reference import ReferenceScheduler
+
+RM = "rm"
+PARTITION = "[rm]default"
+SETTINGS = {
+    "completing_timeout": 3600.0,
+    "queue_cleanup_interval": 0.2,
+    "scheduling_interval": 0.02,
+    "reservation_delay": 3600.0,
+}
+SEEDS = list(range(12))
+
+
+# ---- workload generation ---------------------------------------------------------------------------
+
+
+def _limits(rng: random.Random, memory: int, vcore: int) -> dict[str, Any]:
+    """Random guaranteed / max for a queue, in config units (vcore in cores)."""
+    resources: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        resources["max"] = {
+            "memory": rng.randrange(memory // 4, memory + 1, 100),
+            "vcore": rng.randint(2, vcore),
+        }
+    if rng.random() < 0.5:
+        top = resources.get("max", {"memory": memory, "vcore": vcore})
+        resources["guaranteed"] = {
+            "memory": rng.randrange(100, max(200, top["memory"] // 2), 100),
+            "vcore": rng.randint(1, max(1, top["vcore"] // 2)),
+        }
+    return resources
+
+
+def _queue_yaml(queue: dict[str, Any], indent: int) -> list[str]:
+    pad = " " * indent
+    lines = [f"{pad}- name: {queue['name']}"]
+    if queue.get("parent"):
+        lines.append(f"{pad}  parent: true")
+    resources = queue.get("resources")
+    if resources:
+        lines.append(f"{pad}  resources:")
+        for kind, values in resources.items():
+            lines.append(f"{pad}    {kind}: {{memory: {values['memory']}, vcore: {values['vcore']}}}")
+    if queue.get("policy"):
+        lines.append(f"{pad}  properties:")
+        lines.append(f"{pad}    application.sort.policy: {queue['policy']}")
+    if queue.get("children"):
+        lines.append(f"{pad}  queues:")
+        for child in queue["children"]:
+            lines.extend(_queue_yaml(child, indent + 4))
+    return lines
+
+
+def random_config(rng: random.Random, depth: int) -> tuple[str, list[str]]:
+    """A 2- or 3-level queue tree with random guarantees and maxima; returns (yaml, leaf paths)."""
+    for _ in range(100):
+        leaves: list[str] = []
+        top: list[dict[str, Any]] = []
+        for index in range(rng.randint(2, 3)):
+            name = f"q{index}"
+            queue: dict[str, Any] = {"name": name, "resources": _limits(rng, 20000, 24)}
+            if depth == 3 and rng.random() < 0.7:
+                queue["parent"] = True
+                queue["children"] = []
+                for child_index in range(rng.randint(2, 3)):
+                    child_name = f"{name}c{child_index}"
+                    queue["children"].append(
+                        {
+                            "name": child_name,
+                            "resources": _limits(rng, 12000, 12),
+                            "policy": rng.choice(["fifo", "fair"]),
+                        }
+                    )
+                    leaves.append(f"root.{name}.{child_name}")
+            else:
+                queue["policy"] = rng.choice(["fifo", "fair"])
+                leaves.append(f"root.{name}")
+            top.append(queue)
+        lines = [
+            "partitions:",
+            "  - name: default",
+            f"    nodesortpolicy: {{type: {rng.choice(['fair', 'binpacking'])}}}",
+            "    queues:",
+            "      - name: root",
+            '        submitacl: "*"',
+            "        queues:",
+        ]
+        for queue in top:
+            lines.extend(_queue_yaml(queue, 10))
+        text = "\n".join(lines) + "\n"
+        try:
+            load_config(text)
+        except ConfigError:
+            continue  # limits that do not nest: draw again (deterministic for the seed)
+        return text, leaves
+    raise AssertionError("no valid random config in 100 draws")
+
+
+def random_asks(rng: random.Random, app_id: str, prefix: str, count: int) -> si.AllocationRequest:
+    asks = [
+        si.AllocationAsk(
+            allocation_key=f"{prefix}{index}",
+            application_id=app_id,
+            resource_ask={
+                "memory": rng.choice([100, 200, 300, 500, 800, 1000, 1500, 2500]),
+                "vcore": rng.choice([100, 250, 500, 1000, 2000]),
+            },
+            priority=rng.choice([0, 0, 0, 1, 5, 10]),
+            max_allocations=rng.choice([1, 1, 1, 2, 3, 5]),
+        )
+        for index in range(count)
+    ]
+    return si.AllocationRequest(rm_id=RM, asks=asks)
+
+
+def random_node(rng: random.Random, node_id: str) -> si.NodeRequest:
+    capacity = {"memory": rng.randrange(2000, 8001, 500), "vcore": rng.randrange(2000, 8001, 1000)}
+    occupied = {"memory": rng.choice([0, 0, 0, 500])}
+    return t.nodes(RM, [node_id], capacity, occupied=res.prune(occupied))
+
+
+# ---- the two drivers -------------------------------------------------------------------------------
+
+
+class Gate:
+    """An RM predicate: while closed, no node accepts anything (the scheduler walks but cannot place)."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.open.set()
+
+    def __call__(self, args: si.PredicatesArgs) -> bool:
+        return self.open.is_set()
+
+
+class Pair:
+    """One workload fed to the actor system and to the reference scheduler, step by step."""
+
+    def __init__(self, core: korral.Core, config: str) -> None:
+        self.core = core
+        self.gate = Gate()
+        self.rm = t.RecordingRM(RM, predicate=self.gate)
+        self.ref = ReferenceScheduler(config, rm_id=RM, reservation_delay=3600.0)
+        self.ref_released: list[si.AllocationRelease] = []
+        self.ref_rejected: list[si.RejectedAllocationAsk] = []
+        core.register_resource_manager(t.register(RM, config), self.rm)
+
+    @property
+    def model(self):
+        partition = self.ref.partition("default")
+        assert partition is not None
+        return partition
+
+    def step(self, request: Any, *, schedule: bool = True) -> None:
+        if isinstance(request, si.NodeRequest):
+            self.core.update_node(request)
+            _, response = self.ref.update_node(request)
+            self.ref_released.extend(response.released)
+        elif isinstance(request, si.ApplicationRequest):
+            self.core.update_application(request)
+            self.ref.update_application(request)
+            self.ref_released.extend(self.ref.take_released().released)
+        else:
+            self.core.update_allocation(request)
+            response = self.ref.update_allocation(request)
+            self.ref_released.extend(response.released)
+            self.ref_rejected.extend(response.rejected)
+        self.core.wait_until_idle()
+        if schedule:
+            self.ref.schedule()
+
+    def burst(self, requests: list[Any]) -> None:
+        """Several requests at once with every node closed, then one wake-up: one decision run."""
+        self.gate.open.clear()
+        for request in requests:
+            self.step(request, schedule=False)
+        self.gate.open.set()
+        # any node change wakes the scheduler; an update to the same capacity changes nothing else
+        node_id = sorted(self.model.nodes)[0]
+        node = self.model.nodes[node_id]
+        self.step(
+            si.NodeRequest(
+                rm_id=RM,
+                nodes=[
+                    si.NodeInfo(
+                        node_id=node_id,
+                        action=si.NodeAction.UPDATE,
+                        schedulable_resource=dict(node.capacity),
+                    )
+                ],
+            )
+        )
+
+    # ---- comparison --------------------------------------------------------------------------------
+
+    def compare(self, where: str) -> None:
+        core, model = self.core, self.model
+        for path, queue in model.queues.items():
+            info = core.queue(PARTITION, path)
+            assert info is not None, f"{where}: queue {path} missing in the actor system"
+            assert info.allocated == res.prune(queue.allocated), f"{where}: {path} allocated"
+            assert info.pending == res.prune(queue.pending), f"{where}: {path} pending"
+        infos = {info.application_id: info for info in core.applications(PARTITION)}
+        assert set(infos) == set(model.applications), f"{where}: applications"
+        for app_id, app in model.applications.items():
+            info = infos[app_id]
+            assert info.allocated == res.prune(app.allocated), f"{where}: {app_id} allocated"
+            assert info.pending == res.prune(app.pending), f"{where}: {app_id} pending"
+            assert info.queue == app.queue_path
+            assert info.state == app.state.value, f"{where}: {app_id} state"
+            got = Counter((a.allocation_key, a.node_id) for a in info.allocations)
+            want = Counter((a.allocation_key, a.node_id) for a in app.allocations.values())
+            assert got == want, f"{where}: {app_id} placements"
+            # same decisions in the same order: even the uuids agree
+            assert {a.uuid for a in info.allocations} == set(app.allocations), f"{where}: {app_id} uuids"
+        for node_id, node in model.nodes.items():
+            info = core.node(PARTITION, node_id)
+            assert info is not None
+            assert info.allocated == node.allocated, f"{where}: node {node_id} allocated"
+            assert info.available == res.prune(node.available), f"{where}: node {node_id} available"
+        partition = core.partition(PARTITION)
+        assert partition is not None
+        assert partition.allocated == res.prune(model.root.allocated)
+        assert partition.capacity == res.prune(model.capacity)
+        # the RM was told exactly what runs
+        with self.rm.lock:
+            live = {uuid: a.application_id for uuid, a in self.rm.live.items()}
+            released = {r.uuid for r in self.rm.released}
+            rejected = sorted((r.application_id, r.allocation_key) for r in self.rm.rejected_asks)
+        want_live = {
+            uuid: app.application_id for app in model.applications.values() for uuid in app.allocations
+        }
+        assert live == want_live, f"{where}: RM's live allocations"
+        assert released == {r.uuid for r in self.ref_released}, f"{where}: releases reported"
+        assert rejected == sorted((r.application_id, r.allocation_key) for r in self.ref_rejected)
+        assert core.tracker.errors == 0
+
+
+def run_workload(seed: int, *, burst: bool) -> None:
+    rng = random.Random(seed)
+    config, leaves = random_config(rng, depth=2 + seed % 2)
+    with korral.start(**SETTINGS) as core:
+        pair = Pair(core, config)
+        node_ids = [f"node-{index}" for index in range(rng.randint(2, 8))]
+        for node_id in node_ids:
+            pair.step(random_node(rng, node_id))
+        apps = {f"app-{index}": rng.choice(leaves) for index in range(rng.randint(3, 10))}
+        pair.step(t.applications(RM, apps))
+        assert sorted(pair.rm.accepted_apps) == sorted(apps)
+
+        # 1: asks, often more than the cluster holds
+        first = [random_asks(rng, app_id, f"{app_id}-a", rng.randint(2, 12)) for app_id in apps]
+        if burst:
+            pair.burst(first)
+        else:
+            for request in first:
+                pair.step(request)
+        pair.compare("first asks")
+        assert pair.rm.allocated_total > 0
+
+        # 2: the RM releases some allocations (by key, by uuid, or all of an application's) and
+        #    withdraws some asks; what is freed goes to what still waits
+        steps: list[Any] = []
+        for app_id, app in sorted(pair.model.applications.items()):
+            roll = rng.random()
+            if roll < 0.15 and app.allocations:
+                steps.append(t.release(RM, app_id))
+            elif roll < 0.6 and app.allocations:
+                victim = rng.choice(sorted(app.allocations.values(), key=lambda a: a.uuid))
+                if rng.random() < 0.5:
+                    steps.append(t.release(RM, app_id, uuid=victim.uuid))
+                else:
+                    steps.append(t.release(RM, app_id, allocation_key=victim.allocation_key))
+            if rng.random() < 0.3 and app.asks:
+                steps.append(t.release_asks(RM, app_id, rng.choice(sorted(app.asks))))
+        if burst:
+            pair.burst(steps)
+        else:
+            for request in steps:
+                pair.step(request)
+        pair.compare("releases")
+
+        # 3: more asks, a new node, an ask replaced under the same key, a removed application
+        more = [random_asks(rng, app_id, f"{app_id}-b", rng.randint(1, 5)) for app_id in sorted(apps)]
+        if burst:
+            pair.burst(more)
+        else:
+            for request in more:
+                pair.step(request)
+        pair.compare("more asks")
+        pair.step(random_node(rng, "node-late"))
+        pair.compare("late node")
+        app_id = rng.choice(sorted(apps))
+        pair.step(random_asks(rng, app_id, f"{app_id}-a", 1))  # replaces {app_id}-a0
+        victim = rng.choice(sorted(apps))
+        pair.step(t.remove_applications(RM, [victim]))
+        pair.compare("replaced ask, removed application")
+
+        # 4: a node leaves; what ran there is released and placed elsewhere if it fits
+        pair.step(t.node_action(RM, node_ids[0], si.NodeAction.DECOMISSION))
+        pair.compare("decommissioned node")
+        assert not pair.rm.foreign, "an allocation was reported twice"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_matches_reference_step_by_step(seed: int) -> None:
+    run_workload(seed, burst=False)
+
+
+@pytest.mark.parametrize("seed", SEEDS[:6])
+def test_matches_reference_in_bursts(seed: int) -> None:
+    run_workload(1000 + seed, burst=True)
+
+
+def test_more_demand_than_capacity_fills_the_cluster_like_the_reference() -> None:
+    """A fixed case: one small node, far more demand than it holds, fifo and fair leaves."""
+    config = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: fifo
+            resources: {guaranteed: {memory: 1000, vcore: 1}, max: {memory: 3000, vcore: 3}}
+            properties: {application.sort.policy: fifo}
+          - name: fair
+            resources: {guaranteed: {memory: 2000, vcore: 2}}
+            properties: {application.sort.policy: fair}
+"""
+    with korral.start(**SETTINGS) as core:
+        pair = Pair(core, config)
+        pair.step(t.nodes(RM, ["n1"], {"memory": 4000, "vcore": 4000}))
+        pair.step(
+            t.applications(RM, {"f1": "root.fifo", "f2": "root.fifo", "g1": "root.fair", "g2": "root.fair"})
+        )
+        for app_id in ("f1", "f2", "g1", "g2"):
+            pair.step(t.asks(RM, app_id, 10, {"memory": 300, "vcore": 300}))
+        pair.compare("full")
+        model = pair.model
+        assert res.prune(model.root.allocated) != {}
+        assert sum(len(a.pending_asks) for a in model.applications.values()) > 0, (
+            "demand must exceed capacity"
+        )
+        pair.step(t.release(RM, "g1"))
+        pair.compare("after release")
+
+
+DYNAMIC = """
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: true
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: dyn
+            parent: true
+            resources: {max: {memory: 6000, vcore: 6}}
+            childtemplate:
+              resources:
+                max: {memory: 2000, vcore: 2}
+              properties:
+                application.sort.policy: fair
+          - name: fixed
+            properties: {application.sort.policy: fair}
+"""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dynamic_queues_match_reference(seed: int) -> None:
+    """Queues created by placement (with the parent's child template) schedule like the reference."""
+    rng = random.Random(500 + seed)
+    with korral.start(**SETTINGS) as core:
+        pair = Pair(core, DYNAMIC)
+        for index in range(3):
+            pair.step(random_node(rng, f"n{index}"))
+        leaves = ["root.dyn.x", "root.dyn.y", "root.dyn.z", "root.fixed"]
+        apps = {f"app{index}": rng.choice(leaves) for index in range(6)}
+        for app_id, queue in apps.items():
+            pair.step(t.applications(RM, {app_id: queue}))
+        for app_id in apps:
+            pair.step(random_asks(rng, app_id, f"{app_id}-a", rng.randint(2, 8)))
+        pair.compare("dynamic queues")
+        victim = sorted(apps)[0]
+        pair.step(t.release(RM, victim))
+        pair.compare("dynamic queues after a release")
+
+
+def test_recovery_on_a_new_node_matches_reference() -> None:
+    """A node registers with allocations the RM already runs while asks wait for room. The reference
+    adds the node and its allocations in one step (as YuniKorn does), so the node is full at once."""
+    with korral.start(**SETTINGS) as core:
+        pair = Pair(core, CONFIG_SMALL)
+        pair.step(t.nodes(RM, ["n0"], {"memory": 2000, "vcore": 2000}))
+        pair.step(t.applications(RM, {"old": "root.a", "new": "root.b"}))
+        pair.step(t.asks(RM, "new", 30, {"memory": 200, "vcore": 200}))  # more than n0 holds
+        pair.compare("before")
+        existing = [
+            si.Allocation(
+                allocation_key=f"running-{index}",
+                uuid=f"rec-{index}",
+                application_id="old",
+                node_id="n1",
+                resource_per_alloc={"memory": 1000, "vcore": 1000},
+            )
+            for index in range(4)
+        ]
+        pair.step(t.nodes(RM, ["n1"], {"memory": 4000, "vcore": 4000}, existing=existing))
+        pair.compare("node with existing allocations")
+        pair.step(t.release(RM, "old", uuid="rec-0"))
+        pair.compare("one recovered allocation released")
+
+
+CONFIG_SMALL = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: a
+          - name: b
+"""
