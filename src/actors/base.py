@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pykka
+from pykka._envelope import Envelope
 
 from korral.actors.runtime import ActorPool, PooledActor
 
@@ -113,11 +114,12 @@ class Handle:
     def tell(self, message: Any) -> bool:
         """Send without waiting. False when the actor has stopped (the message was not delivered)."""
         self._tracker.sent(self.actor_id)
-        try:
-            self.ref.tell(message)
-        except pykka.ActorDeadError:
+        ref = self.ref
+        # ActorRef.tell, inlined: the same liveness check and envelope, one call less per message
+        if ref.actor_stopped.is_set():
             self._tracker.done(self.actor_id)
             return False
+        ref.actor_inbox.put(Envelope(message))
         return True
 
     def ask(self, message: Any, *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:

@@ -26,6 +26,10 @@ from pykka import ActorDeadError, ActorRegistry, messages
 
 log = logging.getLogger("korral.runtime")
 
+_PYKKA_MESSAGES = frozenset(
+    {messages._ActorStop, messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr}
+)
+
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64
 
@@ -166,7 +170,12 @@ class PooledActor(pykka.Actor):
         # The same contract as pykka's threading loop: replies set on the future, exceptions in an
         # ask go back to the caller, an exception in a tell is a failure of the actor.
         try:
-            response = self._handle_receive(envelope.message)
+            message = envelope.message
+            # pykka's own messages (stop, proxy calls) go through pykka; ours straight to on_receive
+            if type(message) in _PYKKA_MESSAGES:
+                response = self._handle_receive(message)
+            else:
+                response = self.on_receive(message)
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
         except Exception:

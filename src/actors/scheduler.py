@@ -38,10 +38,13 @@ from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
 from korral.model.view import SchedulingView
 
-# A batch ends after this many allocations or this much time, so that confirmations and new requests
-# are not kept waiting behind one long decision run (latency), while still amortising messages.
-BATCH_ALLOCATIONS = 5000
-BATCH_SECONDS = 0.05
+# A batch of cycles ends when nothing more fits, or after a time budget. The budget starts short (new
+# asks are placed within milliseconds at light load) and doubles while batches keep being cut short,
+# i.e. while there is a backlog: then larger batches send fewer Place messages per allocation (one per
+# touched node), and latency is the backlog's anyway. It drops back as soon as a batch drains it all.
+BATCH_ALLOCATIONS = 20_000
+BATCH_SECONDS_MIN = 0.02
+BATCH_SECONDS_MAX = 0.25
 # How often asks that fit their queue but no node are reported to the RM (YuniKorn: every second).
 OUTSTANDING_REPORT_INTERVAL = 1.0
 
@@ -74,6 +77,7 @@ class SchedulerActor(ThreadedActor):
         self.nodes: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
+        self._batch_seconds = BATCH_SECONDS_MIN
         self._last_outstanding_report = 0.0
         self.cycles = 0
         self.proposals = 0
@@ -238,15 +242,21 @@ class SchedulerActor(ThreadedActor):
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
-        deadline = time.perf_counter() + BATCH_SECONDS
+        deadline = time.perf_counter() + self._batch_seconds
         made: list[Allocation] = []
+        drained = False
         while len(made) < BATCH_ALLOCATIONS:
             allocation = view.schedule_one()
             if allocation is None:
+                drained = True
                 break
             made.append(allocation)
             if len(made) % 64 == 0 and time.perf_counter() > deadline:
                 break
+        if drained:
+            self._batch_seconds = BATCH_SECONDS_MIN
+        else:
+            self._batch_seconds = min(self._batch_seconds * 2, BATCH_SECONDS_MAX)
         self.cycles += 1
         if not made:
             return
