@@ -41,6 +41,39 @@ def collect(core: Core, partition: str) -> PartitionState | None:
     )
 
 
+def _fingerprint(state: PartitionState) -> tuple:
+    return (
+        sorted((a.uuid, a.node_id) for app in state.applications for a in app.allocations),
+        sorted((n.node_id, tuple(sorted(n.allocated.items()))) for n in state.nodes),
+        sorted(
+            (p, tuple(sorted(q.allocated.items())), tuple(sorted(q.pending.items())))
+            for p, q in state.queues.items()
+        ),
+        sorted((app.application_id, app.state) for app in state.applications),
+    )
+
+
+def stable_collect(
+    core: Core, partition: str, attempts: int = 10, idle_timeout: float = 60.0
+) -> PartitionState | None:
+    """A snapshot taken when nothing moved while it was read.
+
+    The snapshots of a partition are read object by object, and timers (scheduling ticks acting on a
+    reservation delay, completing timeouts, queue cleanup) may set work going after ``wait_until_idle``
+    returned. Reading twice, idle in between, until both readings agree gives a state in which every
+    object was read at the same point of the partition's history.
+    """
+    core.wait_until_idle(idle_timeout)
+    state = collect(core, partition)
+    for _ in range(attempts):
+        core.wait_until_idle(idle_timeout)
+        again = collect(core, partition)
+        if state is None or again is None or _fingerprint(state) == _fingerprint(again):
+            return again
+        state = again
+    return state
+
+
 def _sum(resources: Iterable[dict[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for resource in resources:
@@ -103,9 +136,16 @@ def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = 
                 state.queues[child].allocated for child in queue.children if child in state.queues
             )
         if not res.equals(queue.allocated, expected):
+            members = (
+                {app.application_id: app.allocated for app in by_queue.get(path, ())}
+                if queue.is_leaf
+                else {
+                    child: state.queues[child].allocated for child in queue.children if child in state.queues
+                }
+            )
             problems.append(
                 f"{name} queue {path}: allocated {queue.allocated} != sum of its "
-                f"{'applications' if queue.is_leaf else 'children'} {expected}"
+                f"{'applications' if queue.is_leaf else 'children'} {expected}: {members}"
             )
         # root's max is the cluster's size, which may shrink under running work (node updates)
         over_max = path != "root" and queue.max and not res.fits_in_max(queue.allocated, queue.max)

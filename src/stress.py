@@ -503,7 +503,7 @@ class StressRun:
             return [f"no progress (deadlock watchdog): {error}"]
         problems: list[str] = []
         for driver in drivers:
-            state = invariants.collect(core, driver.partition)
+            state = invariants.stable_collect(core, driver.partition)
             if state is not None:
                 problems.extend(invariants.check_partition(state))
             problems.extend(driver.check(state))
@@ -532,7 +532,7 @@ class StressRun:
                     core.wait_until_idle(timeout=30.0)
                 problems: list[str] = []
                 for index, rm in rms.items():
-                    state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
+                    state = invariants.stable_collect(core, normalize_partition_name("default", f"rm{index}"))
                     if state is not None:
                         problems.extend(invariants.check_partition(state))
                         problems.extend(invariants.check_rm_view(rm, [state]))

@@ -160,9 +160,15 @@ class NodeRemoved:
 
 @frozen
 class RolledBack:
-    """-> scheduler: proposals that did not become allocations; undo them in the view."""
+    """-> scheduler: proposals that did not become allocations; undo them in the view.
+
+    A node that refuses sends its own facts along (``node``, ``available``), so the view can catch up
+    with whatever change it had not heard of yet.
+    """
 
     allocations: tuple[Allocation, ...]
+    node: NodeSpec | None = None
+    available: dict[str, int] | None = None
 
 
 @frozen

@@ -83,7 +83,9 @@ class NodeActor(PoolActor):
                     self.owners.pop(allocation.uuid, None)
                 refused.extend(allocations)
         if refused:
-            self.scheduler.tell(RolledBack(allocations=tuple(refused)))
+            self.scheduler.tell(
+                RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available))
+            )
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
         if self.removed:

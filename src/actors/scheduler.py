@@ -34,6 +34,7 @@ from korral.actors.messages import (
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
 from korral.model.view import SchedulingView
@@ -45,6 +46,9 @@ from korral.model.view import SchedulingView
 BATCH_ALLOCATIONS = 20_000
 BATCH_SECONDS_MIN = 0.02
 BATCH_SECONDS_MAX = 0.25
+# A node that refuses this many proposals within one tick, though the view had caught up with it,
+# is left out of the view's node order until its next facts or the next tick.
+REFUSALS_BEFORE_COOLING = 3
 # How often asks that fit their queue but no node are reported to the RM (YuniKorn: every second).
 OUTSTANDING_REPORT_INTERVAL = 1.0
 
@@ -78,6 +82,8 @@ class SchedulerActor(ThreadedActor):
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
+        # node -> refusals since the last tick that the view could not explain
+        self._refusals: dict[str, int] = {}
         self._last_outstanding_report = 0.0
         self.cycles = 0
         self.proposals = 0
@@ -117,6 +123,7 @@ class SchedulerActor(ThreadedActor):
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
+        self.view.uncool_node(spec.node_id)  # the node's own facts: the view has caught up
         self.view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
         self._wake()
 
@@ -195,9 +202,26 @@ class SchedulerActor(ThreadedActor):
             app.tell(NodeRemoved(node_id=node_id, uuids=tuple(uuids), reason=f"Node {node_id} Removed"))
 
     def on_RolledBack(self, message: RolledBack) -> None:
+        view = self.view
         for allocation in message.allocations:
-            self.view.rollback(allocation)
-            self.view.cool_node(allocation.node_id)
+            view.rollback(allocation)
+        spec = message.node
+        if spec is not None and spec.node_id in view.nodes:
+            # Catch up with the node's own facts. A refusal is usually a change still in flight (a
+            # release queued at the node, a drain); but if the view would propose the same allocation
+            # again and the node keeps saying it has no room, they disagree for good: after a few
+            # such refusals in one tick, keep the node out of the order until its next facts
+            # (NodeChanged) or the next tick, rather than propose and be refused without end.
+            view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+            node = view.nodes[spec.node_id]
+            available = message.available or {}
+            if node.schedulable and any(
+                node.fits(a.resource) and not res.fits_in(a.resource, available) for a in message.allocations
+            ):
+                refusals = self._refusals.get(spec.node_id, 0) + 1
+                self._refusals[spec.node_id] = refusals
+                if refusals >= REFUSALS_BEFORE_COOLING:
+                    view.cool_node(spec.node_id)
         self.rollbacks += len(message.allocations)
         self._wake()
 
@@ -219,6 +243,7 @@ class SchedulerActor(ThreadedActor):
 
     def on_Tick(self, message: Tick) -> None:
         now = time.monotonic()
+        self._refusals.clear()
         if self.view.cooling:
             self.view.warm_nodes()
             self._wake()

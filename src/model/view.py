@@ -177,6 +177,14 @@ class SchedulingView(PartitionModel):
             self.cooling.add(node_id)
             self._reorder_node(node)
 
+    def uncool_node(self, node_id: str) -> None:
+        if node_id in self.cooling:
+            self.cooling.discard(node_id)
+            node = self.nodes.get(node_id)
+            if node is not None:
+                self._reorder_node(node)
+                self._resources_changed()
+
     def warm_nodes(self) -> None:
         cooled, self.cooling = self.cooling, set()
         for node_id in cooled:
