@@ -71,6 +71,12 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 )
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
+    "--rate",
+    type=click.FloatRange(min=1.0),
+    default=None,
+    help="scale workload: asks per second (default 25,000)",
+)
+@click.option(
     "--json",
     "json_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -90,6 +96,7 @@ def bench(
     nodes: int | None,
     asks: int | None,
     seed: int,
+    rate: float | None,
     json_file: Path | None,
     sweep: bool,
     out: Path,
@@ -128,7 +135,7 @@ def bench(
         if json_file is not None:
             json_file.write_text(json.dumps(results, indent=2) + "\n")
         return
-    chosen = workloads.build(workload, nodes, asks, seed)
+    chosen = workloads.build(workload, nodes, asks, seed, rate)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -172,7 +172,7 @@ def scale(
         ],
     )
     sizes = [(1, 2), (2, 4), (4, 8), (8, 16), (1, 8)]  # (vcore, GiB)
-    wave_size = 2000
+    wave_size = max(50, int(rate * 0.02))  # 20 ms of arrivals per request, like a shim batching updates
     waves: list[Wave] = []
     made = 0
     while made < asks:
@@ -206,9 +206,11 @@ def scale(
     )
 
 
-def build(name: str, nodes: int | None = None, asks: int | None = None, seed: int = 1) -> Workload:
+def build(
+    name: str, nodes: int | None = None, asks: int | None = None, seed: int = 1, rate: float | None = None
+) -> Workload:
     if name == "yunikorn":
         return yunikorn(nodes or 1000, asks or 10_000)
     if name == "scale":
-        return scale(nodes or 10_000, asks or 100_000, seed=seed)
+        return scale(nodes or 10_000, asks or 100_000, seed=seed, rate=rate or 25_000.0)
     raise ValueError(f"unknown workload {name!r} (yunikorn, scale)")
