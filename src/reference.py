@@ -170,18 +170,8 @@ class ReferenceScheduler:
                     )
                 )
                 continue
-            ugi = add.ugi or si.UserGroupInformation()
             try:
-                partition.add_application(
-                    add.application_id,
-                    queue_name=add.queue_name,
-                    user=ugi.user,
-                    groups=ugi.groups,
-                    tags=add.tags,
-                    placeholder_ask=add.placeholder_ask,
-                    execution_timeout_ms=add.execution_timeout_milliseconds,
-                    gang_scheduling_style=add.gang_scheduling_style,
-                )
+                partition.add_si_application(add)
                 accepted.append(si.AcceptedApplication(application_id=add.application_id))
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))

@@ -327,18 +327,8 @@ class PartitionActor(ThreadedActor):
         accepted: list[si.AcceptedApplication] = []
         rejected: list[si.RejectedApplication] = []
         for add in message.request.new:
-            ugi = add.ugi or si.UserGroupInformation()
             try:
-                app = self.registry.add_application(
-                    add.application_id,
-                    queue_name=add.queue_name,
-                    user=ugi.user,
-                    groups=ugi.groups,
-                    tags=add.tags,
-                    placeholder_ask=add.placeholder_ask,
-                    execution_timeout_ms=add.execution_timeout_milliseconds,
-                    gang_scheduling_style=add.gang_scheduling_style,
-                )
+                app = self.registry.add_si_application(add)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
                 self._event(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from korral import si
 from korral.config.schema import PartitionConfig, QueueConfig
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
@@ -384,6 +385,20 @@ class PartitionModel:
         self.applications[application_id] = app
         queue.applications[application_id] = app
         return app
+
+    def add_si_application(self, request: si.AddApplicationRequest) -> Application:
+        """``add_application`` for an SI request (every driver's entry point)."""
+        ugi = request.ugi or si.UserGroupInformation()
+        return self.add_application(
+            request.application_id,
+            queue_name=request.queue_name,
+            user=ugi.user,
+            groups=ugi.groups,
+            tags=request.tags,
+            placeholder_ask=request.placeholder_ask,
+            execution_timeout_ms=request.execution_timeout_milliseconds,
+            gang_scheduling_style=request.gang_scheduling_style,
+        )
 
     def _apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
         """Quota tags on an application set limits on its queue when that queue is dynamic."""
