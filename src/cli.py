@@ -46,7 +46,7 @@ def validate_config(file: Path) -> None:
 @click.option(
     "--arrival-rate",
     type=click.FloatRange(min=0.1),
-    default=6.0,
+    default=1.5,
     show_default=True,
     help="applications submitted per second",
 )

@@ -387,4 +387,7 @@ class Simulation:
 
 def simulate(config: Path | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
     text = config.read_text() if config is not None else bundled_config()
-    Simulation(text, nodes, duration, seed, arrival_rate).run(Console())
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=110)  # piped or in CI: wide enough for the tables
+    Simulation(text, nodes, duration, seed, arrival_rate).run(console)
