@@ -364,3 +364,24 @@ def test_node_full_of_existing_allocations_gets_nothing_new_while_asks_wait():
             add_nodes(core, rm, ["n2"])
             assert {a.node_id for a in rm.live.values() if a.application_id == "new"} == {"n2"}
             check_invariants(core, P, rm)
+
+
+def test_recovered_allocations_without_uuid_never_collide_with_scheduled_ones() -> None:
+    """An existing allocation reported without a uuid gets one from the partition; allocations the
+    scheduler makes later must not reuse it (both counters start at 1)."""
+    with running(SINGLE_LEAF) as (core, rm):
+        add_apps(core, rm, {"app-1": "root.singleleaf"})
+        existing = si.Allocation(
+            allocation_key="running-0",
+            application_id="app-1",
+            node_id="n1",
+            resource_per_alloc={"memory": 10_000_000, "vcore": 1000},
+        )
+        core.update_node(t.nodes("rm", ["n1"], NODE, existing=[existing]))
+        core.wait_until_idle()
+        core.update_allocation(t.asks("rm", "app-1", 3, {"memory": 10_000_000, "vcore": 1000}))
+        core.wait_until_idle()
+        info = core.application(part("rm"), "app-1")
+        uuids = [a.uuid for a in info.allocations]
+        assert len(uuids) == 4 and len(set(uuids)) == 4, uuids
+        check_invariants(core, part("rm"), rm)

@@ -312,7 +312,8 @@ class PartitionActor(ThreadedActor):
                 )
             else:
                 if not allocation.uuid:
-                    allocation = allocation._replace(uuid=self.registry.new_uuid())
+                    # not the scheduler's "<partition>-<n>" series: the two counters must never collide
+                    allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
                 by_app[allocation.application_id].append(
                     allocation._replace(
                         queue_path=self.registry.applications[allocation.application_id].queue_path,
