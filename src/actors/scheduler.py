@@ -23,7 +23,6 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
-    NodeRemoved,
     Place,
     QueueCreated,
     QueuesRemoved,
@@ -156,7 +155,6 @@ class SchedulerActor(ThreadedActor):
         view = self.view
         now = time.monotonic()
         new_asks: list[Any] = []
-        gone: list[Allocation] = []
         for operation, payload in message.ops:
             if operation == "put_ask":
                 request, generation = payload
@@ -173,33 +171,12 @@ class SchedulerActor(ThreadedActor):
             elif operation == "forget":
                 view.forget_allocation(payload)
             elif operation == "recover":
-                if payload.node_id in view.nodes:
-                    view.adopt_recovered(payload)
-                else:
-                    gone.append(payload)
+                # adopted only while its node is in the view; a node that left before the booking
+                # reached it tells the owner to release it (NodeActor.on_BookRecovered)
+                view.adopt_recovered(payload)
         if new_asks:
             view.put_asks(new_asks)
-        if gone:
-            self._recovered_on_gone_node(message.application_id, gone)
         self._wake()
-
-    def _recovered_on_gone_node(self, application_id: str, allocations: list[Allocation]) -> None:
-        """Recovered allocations whose node left before they reached the view.
-
-        The node was announced to the view before its recovered allocations went to their
-        application, so a node missing here has been decommissioned; if that happened before the
-        application's ``BookRecovered`` reached the node, the node never learnt of them and no
-        ``NodeRemoved`` will come from it. Tell the owner, which releases them (idempotent when the
-        node did report them).
-        """
-        app = self.apps.get(application_id)
-        if app is None:
-            return  # the application is gone too: its removal released everything it held
-        by_node: dict[str, list[str]] = defaultdict(list)
-        for allocation in allocations:
-            by_node[allocation.node_id].append(allocation.uuid)
-        for node_id, uuids in by_node.items():
-            app.tell(NodeRemoved(node_id=node_id, uuids=tuple(uuids), reason=f"Node {node_id} Removed"))
 
     def on_RolledBack(self, message: RolledBack) -> None:
         view = self.view
