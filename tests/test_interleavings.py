@@ -681,7 +681,9 @@ def test_rm_reregistered_with_requests_in_flight(view_probe) -> None:
             assert not new.rejected_asks and not new.rejected_apps
         settle(core)
         check_system(core, {RM: new}, view_probe)
-        assert core.tracker.in_flight() == 0
+        # no message count leaked for the stopped registration's actors: the core can still go idle
+        # (in_flight() itself may read 1 at any instant: timer ticks are counted messages too)
+        core.wait_until_idle(timeout=10)
         assert len([p for p in core.partitions() if p.rm_id == RM]) == 1
 
 
