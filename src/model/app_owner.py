@@ -23,6 +23,7 @@ from korral.model.application import (
     Application,
     ApplicationEvent,
     ApplicationState,
+    advance_for_recovery,
 )
 from korral.model.resource import Resource
 
@@ -122,11 +123,13 @@ class ApplicationOwner:
 
     # ---- state -------------------------------------------------------------------------------------
 
-    def _transition(self, event: ApplicationEvent, now: float, effects: AppEffects) -> None:
-        if self.app.try_handle(event, now):
-            effects.state_changes.append((self.app.state.value, now))
-            if self.app.state is ApplicationState.COMPLETING:
-                effects.completing = True
+    def _transition(self, event: ApplicationEvent, now: float, effects: AppEffects) -> bool:
+        if not self.app.try_handle(event, now):
+            return False
+        effects.state_changes.append((self.app.state.value, now))
+        if self.app.state is ApplicationState.COMPLETING:
+            effects.completing = True
+        return True
 
     def _maybe_complete(self, now: float, effects: AppEffects) -> None:
         app = self.app
@@ -272,17 +275,7 @@ class ApplicationOwner:
             effects.recover_on_node.append(allocation)
             recovered += 1
         if recovered:
-            while app.state in (
-                ApplicationState.NEW,
-                ApplicationState.ACCEPTED,
-                ApplicationState.STARTING,
-                ApplicationState.RESUMING,
-                ApplicationState.COMPLETING,
-            ):
-                before = app.state
-                self._transition(ApplicationEvent.RUN, now, effects)
-                if app.state is before:
-                    break
+            advance_for_recovery(app, lambda: self._transition(ApplicationEvent.RUN, now, effects))
         return effects
 
     # ---- releases ----------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
@@ -68,6 +68,17 @@ TRANSITIONS: dict[tuple[ApplicationEvent, ApplicationState], ApplicationState] =
 TERMINAL_STATES = frozenset({S.COMPLETED, S.FAILED, S.REJECTED, S.EXPIRED})
 # States in which an application counts against its queues' max applications.
 RUNNING_STATES = frozenset({S.STARTING, S.RUNNING})
+
+
+# States from which recovered allocations (work the RM already runs) carry an application on to Running.
+RECOVERY_ADVANCES_FROM = frozenset({S.NEW, S.ACCEPTED, S.STARTING, S.RESUMING, S.COMPLETING})
+
+
+def advance_for_recovery(app: Application, run: Callable[[], bool]) -> None:
+    """Apply ``run`` (one RUN event, True when the state changed) until the application is Running
+    or stops moving; each driver passes its own transition so that it records the changes its way."""
+    while app.state in RECOVERY_ADVANCES_FROM and run():
+        pass
 
 
 class InvalidTransition(Exception):

@@ -24,6 +24,7 @@ from korral.model.application import (
     Application,
     ApplicationEvent,
     ApplicationState,
+    advance_for_recovery,
 )
 from korral.model.node import Node
 from korral.model.queue import ROOT, SORT_STATE_AWARE, Queue, QueueState
@@ -606,15 +607,7 @@ class PartitionModel:
         queue.add_allocated(recovered.resource)
         node.add_allocation(recovered)
         self._reorder_node(node)
-        while app.state in (
-            ApplicationState.NEW,
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RESUMING,
-            ApplicationState.COMPLETING,
-        ):
-            if not self._transition(app, ApplicationEvent.RUN):
-                break
+        advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
         queue.update_app(app)
         return recovered
 
