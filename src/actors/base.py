@@ -59,7 +59,6 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
-        self._on_quiescent: list[Callable[[], None]] = []
 
     def sent(self, actor_id: int) -> None:
         with self._lock:

@@ -55,10 +55,8 @@ class Ask:
         "pending",
         "placeholder",
         "priority",
-        "required_node",
         "resource",
         "resource_items",
-        "scale_up_triggered",
         "shape",
         "tags",
         "task_group_name",
@@ -82,7 +80,6 @@ class Ask:
         allow_preempt_other: bool = False,
         execution_timeout_ms: int = 0,
         generation: int = 0,
-        required_node: str = "",
     ) -> None:
         self.allocation_key = allocation_key
         self.application_id = application_id
@@ -105,10 +102,8 @@ class Ask:
         self.allow_preempt_other = allow_preempt_other
         self.execution_timeout_ms = execution_timeout_ms
         self.generation = generation
-        self.required_node = required_node
         # monotonic time of the first failed attempt to fit any node; None while it has not failed
         self.failed_since: float | None = None
-        self.scale_up_triggered = False
 
     @property
     def sort_key(self) -> tuple[int, int]:
