@@ -127,14 +127,20 @@ def _fingerprint(core: korral.Core) -> tuple:
     return tuple(state)
 
 
+# messages in flight beyond which a driver waits before its next SI call
+MAX_BACKLOG = 2000
+# generous: a drain is bounded by MAX_BACKLOG, but a loaded CI machine under coverage is slow
+IDLE_TIMEOUT = 120.0
+
+
 def settle(core: korral.Core, pause: float = 0.3, rounds: int = 20) -> None:
     """Idle, and nothing left for the timers to do: no application still Completing, and two looks
     ``pause`` apart see the same applications and queues (completing timeout, queue cleanup)."""
-    core.wait_until_idle(timeout=30)
+    core.wait_until_idle(timeout=IDLE_TIMEOUT)
     before = _fingerprint(core)
     for _ in range(rounds):
         time.sleep(pause)
-        core.wait_until_idle(timeout=30)
+        core.wait_until_idle(timeout=IDLE_TIMEOUT)
         after = _fingerprint(core)
         completing = any(
             app.state == "Completing" for p in core.partitions() for app in core.applications(p.name)
@@ -453,6 +459,13 @@ class Driver(threading.Thread):
             key = ""
         self.core.update_allocation(t.release_asks(self.rm_id, app_id, key))
 
+    def _keep_backlog_bounded(self) -> None:
+        """Wait while the core is far behind. Eight unthrottled threads outrun it on a slow machine
+        (more so under coverage tracing) and the backlog's drain time then measures the machine, not
+        the races this test is after; a bounded backlog keeps every thread racing the others."""
+        while self.core.tracker.in_flight() > MAX_BACKLOG and time.monotonic() < self.deadline:
+            time.sleep(0.001)
+
     def run(self) -> None:
         operations = [
             (self.op_node_create, 3),
@@ -474,6 +487,7 @@ class Driver(threading.Thread):
             for _ in range(2):
                 self.op_app_add()
             while time.monotonic() < self.deadline:
+                self._keep_backlog_bounded()
                 self.rng.choices(functions, weights)[0]()
                 self.ops += 1
                 if self.rng.random() < 0.2:
@@ -509,7 +523,7 @@ def run_storm(seed: int, *, seconds: float, threads_per_rm: int, probe: Any, **s
         core.update_node(t.nodes("rm1", ["rm1-fresh-node"], {"memory": 100000, "vcore": 100000}))
         core.update_application(t.applications("rm1", {"rm1-fresh": "root.b"}))
         core.update_allocation(t.asks("rm1", "rm1-fresh", 3, {"memory": 10, "vcore": 10}))
-        core.wait_until_idle(timeout=30)
+        core.wait_until_idle(timeout=IDLE_TIMEOUT)
         info = core.application("[rm1]default", "rm1-fresh")
         assert info is not None and len(info.allocations) == 3
         settle(core)
