@@ -13,8 +13,9 @@ import pytest
 
 from korral.config import load_config
 from korral.model import resource as res
-from korral.model.application import RUNNING_STATES
-from korral.model.partition import PartitionModel
+from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
+from korral.model.partition import PartitionModel, node_usage_score
+from korral.model.queue import Queue, QueueState
 from korral.reference import ReferenceScheduler
 
 
@@ -80,6 +81,65 @@ def check_invariants(partition: PartitionModel) -> None:
         assert queue.running_apps == running, f"{queue.path} running applications"
     root_used = _total(a.resource for n in nodes.values() for a in n.allocations.values())
     assert res.equals(partition.root.allocated, root_used), "root allocated != sum of node allocations"
+    check_orders(partition)
+
+
+def _live(order) -> list[tuple]:
+    return list(order.live_entries())
+
+
+def _expected_priority(queue: Queue) -> int:
+    """A queue's priority from scratch: its members' highest, then the queue's offset or fence."""
+    members = list(queue.order)
+    highest = max((m.priority for m in members), default=MIN_PRIORITY)
+    if highest == MIN_PRIORITY:
+        return MIN_PRIORITY
+    if queue.priority_fence:
+        return queue.priority_offset
+    if queue.priority_offset:
+        return max(MIN_PRIORITY, min(MAX_PRIORITY, highest + queue.priority_offset))
+    return highest
+
+
+def check_orders(partition: PartitionModel) -> None:
+    """Every incrementally kept order equals sorting from scratch, and every queue priority equals its
+    recomputation: the scheduler's shortcuts (re-keying only what moved) never leave one stale."""
+    if partition._limits_dirty:
+        return  # orders are rebuilt before the next scheduling cycle
+    for app in partition.applications.values():
+        expected = sorted(
+            (-a.priority, a.create_seq, a.allocation_key) for a in app.asks.values() if a.pending
+        )
+        assert _live(app.pending_asks) == expected, f"{app.application_id}: ask order"
+    for queue in partition.queues.values():
+        if queue.is_leaf:
+            expected = sorted(
+                (*queue.app_key(app), app.application_id)
+                for app in queue.applications.values()
+                if app.pending_asks
+            )
+        else:
+            expected = sorted(
+                (*queue.child_key(child), child.name)
+                for child in queue.children.values()
+                if child.pending and child.state is not QueueState.STOPPED
+            )
+        assert _live(queue.order) == expected, f"{queue.path}: order of its members"
+    for queue in sorted(partition.queues.values(), key=lambda q: -q.path.count(".")):
+        assert queue.priority == _expected_priority(queue), f"{queue.path}: priority"
+    expected_nodes = []
+    for node in partition.nodes.values():
+        if (
+            node.schedulable
+            and node.reservation is None
+            and node.node_id not in partition.cooling
+            and any(quantity > 0 for quantity in node.available.values())
+        ):
+            score = node_usage_score(node, partition.resource_weights)
+            if partition.node_sort_policy == "binpacking":
+                score = 1.0 - score
+            expected_nodes.append((score, node.node_id))
+    assert _live(partition.node_order) == sorted(expected_nodes), "node order"
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from korral.policies.ordering import IncrementalOrder
+from korral.policies import ordering
+from korral.policies.ordering import INSERTED, MOVED, UNCHANGED, IncrementalOrder
 
 
 def build(*entries: tuple[str, tuple]) -> IncrementalOrder[str]:
@@ -58,9 +59,9 @@ def test_update_moves_an_item(new_key, expected):
 
 def test_update_with_same_key_is_a_no_op():
     order = build(("a", (1,)), ("b", (2,)))
-    before = list(order._entries)
+    before = list(order.entries)
     order.update("a", "replacement", (1,))
-    assert list(order._entries) == before
+    assert list(order.entries) == before
     assert list(order) == ["a", "b"], "same key: nothing moves and the stored item stays"
     assert len(order) == 2
 
@@ -210,3 +211,65 @@ def test_property_order_equals_sorted_live_items(operations):
         for live_name, live_key in live.items():
             assert live_name in order
             assert order.key_of(live_name) == live_key
+
+
+def test_update_and_discard_say_what_they_did():
+    order: IncrementalOrder[str] = IncrementalOrder()
+    assert order.update("a", "a", (1,)) == INSERTED
+    assert order.update("a", "a", (1,)) == UNCHANGED
+    assert order.update("a", "a", (2,)) == MOVED
+    assert order.discard("a") is True
+    assert order.discard("a") is False
+
+
+# ---- the movable head: taking the first entry shifts nothing, and compaction keeps the order --------
+
+HEAD_OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("update"), st.sampled_from([f"n{i:02d}" for i in range(40)]), KEYS),
+        st.tuples(st.just("first-to"), st.just(""), KEYS),  # what the scheduler does to a used node
+        st.tuples(st.just("first-to-back"), st.just(""), st.just(())),  # ... with fair node sorting
+        st.tuples(st.just("discard-first"), st.just(""), st.just(())),  # a placed ask's last repeat
+    ),
+    min_size=20,
+    max_size=150,
+)
+
+
+@given(st.integers(0, 12), HEAD_OPERATIONS)
+def test_property_head_moves_and_compaction_keep_the_order(monkeypatch_compact, initial, operations):
+    order: IncrementalOrder[str] = IncrementalOrder()
+    live: dict[str, tuple] = {}
+    for index in range(initial):
+        order.add_new(f"start-{index:02d}", f"start-{index:02d}", (0, index))
+        live[f"start-{index:02d}"] = (0, index)
+    for operation, name, key in operations:
+        if operation != "update":
+            first = order.first()
+            if first is None:
+                continue
+            name = first
+        if operation == "discard-first":
+            order.discard(name)
+            live.pop(name)
+        else:
+            if operation == "first-to-back":
+                key = (9, len(live))
+            order.update(name, name, key)
+            live[name] = key
+        expected = sorted(live, key=lambda n: (*live[n], n))
+        assert list(order) == expected
+        assert [entry[-1] for entry in order.entries[order.head :]] == expected
+        assert order.head < COMPACT_SMALL or not order.entries
+        assert order.first() == (expected[0] if expected else None)
+
+
+COMPACT_SMALL = 3
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_compact():
+    """Compact after a few dead slots, so that short examples cross the compaction too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ordering, "COMPACT_AFTER", COMPACT_SMALL)
+        yield

@@ -389,6 +389,29 @@ def test_application_priority_in_a_fifo_leaf(make_partition, sort_priority, expe
     assert [a.application_id for a in p.schedule()] == expected
 
 
+def test_queue_priority_drops_when_its_highest_ask_is_placed(make_partition, invariants):
+    """A queue is as urgent as its most urgent pending ask: once that is placed, a sibling with a
+    higher priority ask than what is left goes first."""
+    p = make_partition(TWO_LEAVES)
+    p.add_node("node-1", {"memory": 1000, "vcore": 1000})
+    p.add_application("app-1", queue_name="root.leaf-1", user="u")
+    p.add_application("app-2", queue_name="root.leaf-2", user="u")
+    p.add_ask("app-1", "urgent", {"memory": 1}, priority=5)
+    p.add_ask("app-1", "later", {"memory": 1}, priority=1, max_allocations=2)
+    p.add_ask("app-2", "middle", {"memory": 1}, priority=3)
+
+    first = p.schedule(limit=1)
+    assert [a.allocation_key for a in first] == ["urgent"]
+    assert (p.applications["app-1"].priority, p.queues["root.leaf-1"].priority) == (1, 1)
+    invariants(p)
+    # a repeat of an ask still pending leaves the priority as it was
+    assert [(a.application_id, a.allocation_key) for a in p.schedule()] == [
+        ("app-2", "middle"),
+        ("app-1", "later"),
+        ("app-1", "later"),
+    ]
+
+
 QUEUE_PRIORITIES = conf(
     """
     - name: high

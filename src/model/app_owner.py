@@ -237,8 +237,7 @@ class ApplicationOwner:
                 effects.free_on_node.setdefault(node_id, []).append(allocation.uuid)
                 effects.view_ops.append(("rollback", allocation))
                 continue
-            app.take_pending(ask)
-            app.add_allocation(allocation)
+            app.book(ask, allocation)
             for name, quantity in allocation.resource.items():
                 allocated_delta[name] = allocated_delta.get(name, 0) + quantity
                 pending_delta[name] = pending_delta.get(name, 0) - quantity

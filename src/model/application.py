@@ -100,39 +100,43 @@ class PendingKeys:
     """The keys of asks with something pending, unordered: for an owner that never walks its asks in
     request order (the application actor); it has the ordering's interface, without its upkeep."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("items",)
 
-    entries: tuple = ()  # no order: the application's priority is not tracked here
+    # no order, so nothing live to walk: ``entries[head:]`` is empty
+    entries: tuple = ()
+    head = 0
 
     def __init__(self) -> None:
-        self._items: dict[str, Ask] = {}
+        self.items: dict[str, Ask] = {}
 
     def add_new(self, name: str, item: Ask, key: tuple) -> None:
-        self._items[name] = item
+        self.items[name] = item
 
     update = add_new
 
     def discard(self, name: str) -> None:
-        self._items.pop(name, None)
+        self.items.pop(name, None)
 
     def first(self) -> Ask | None:
         return None
 
-    @property
-    def items(self) -> dict[str, Ask]:
-        return self._items
+    def first_entry(self) -> None:
+        return None  # no order: the application's priority is not tracked here
+
+    def live_entries(self) -> tuple:
+        return ()
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
     def __bool__(self) -> bool:
-        return bool(self._items)
+        return bool(self.items)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._items
+        return name in self.items
 
     def __iter__(self) -> Iterator[Ask]:
-        return iter(self._items.values())
+        return iter(self.items.values())
 
 
 class Application:
@@ -215,8 +219,8 @@ class Application:
     def priority(self) -> int:
         """The highest priority among asks with something to place; MIN_PRIORITY when none."""
         # pending asks are keyed (-priority, age): the first entry holds the highest priority
-        entries = self.pending_asks.entries
-        return -entries[0][0] if entries else MIN_PRIORITY
+        first = self.pending_asks.first_entry()
+        return -first[0] if first is not None else MIN_PRIORITY
 
     def has_pending(self) -> bool:
         return len(self.pending_asks) > 0
@@ -254,6 +258,32 @@ class Application:
         ask.pending -= 1
         ask.allocated_count += 1
         res.sub_into(self.pending, ask.resource)
+        if ask.pending <= 0:
+            self.pending_asks.discard(ask.allocation_key)
+
+    def book(self, ask: Ask, allocation: Allocation) -> None:
+        """``take_pending`` then ``add_allocation`` in one pass over the resource (once per allocation).
+
+        The aggregates are exact sums of int64-validated quantities, so unlike ``add_into`` nothing is
+        clamped here (a clamped aggregate could never be subtracted back)."""
+        ask.pending -= 1
+        ask.allocated_count += 1
+        self.allocations[allocation.uuid] = allocation
+        pending = self.pending
+        allocated = self.allocated
+        for name, quantity in ask.resource_items:
+            # the ask was pending, so its types are in pending (and quantities are positive)
+            left = pending[name] - quantity
+            if left:
+                pending[name] = left
+            else:
+                del pending[name]
+            try:  # usage only grows here, so it stays pruned (positive)
+                allocated[name] += quantity
+            except KeyError:
+                allocated[name] = quantity
+        if allocation.placeholder:
+            res.add_into(self.placeholder_allocated, allocation.resource)
         if ask.pending <= 0:
             self.pending_asks.discard(ask.allocation_key)
 

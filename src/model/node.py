@@ -71,7 +71,10 @@ class Node:
         self.allocations[allocation.uuid] = allocation
         available = self.available
         for name, quantity in allocation.resource.items():
-            available[name] = available.get(name, 0) - quantity
+            try:
+                available[name] -= quantity
+            except KeyError:  # only a recovered allocation can use a type the node does not have
+                available[name] = -quantity
 
     def remove_allocation(self, uuid: str) -> Allocation | None:
         allocation = self.allocations.pop(uuid, None)

@@ -11,6 +11,8 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
+from operator import itemgetter
 
 import attrs
 
@@ -70,7 +72,10 @@ class UnschedulableAsk:
 
 
 def node_usage_score(node: Node, weights: Mapping[str, float]) -> float:
-    """Weighted average share of the node in use (capacity - available), 0.0 empty to 1.0 full."""
+    """Weighted average share of the node in use (capacity - available), 0.0 empty to 1.0 full.
+
+    The fair node order's key (binpacking: 1 - this). ``_reorder_node`` inlines it for speed; the
+    tests' model invariants check the node order against this definition."""
     capacity = node.capacity
     available = node.available
     total_weight = 0.0
@@ -113,6 +118,7 @@ class PartitionModel:
         self.cooling: set[str] = set()
         self.node_sort_policy = "fair"
         self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
+        self._positive_weights = tuple(self.resource_weights.items())
         self.placement = PlacementManager.build(())
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
@@ -145,6 +151,7 @@ class PartitionModel:
         self.config = config
         self.node_sort_policy = config.node_sort_policy.type or "fair"
         self.resource_weights = dict(config.node_sort_policy.resource_weights)
+        self._positive_weights = tuple((n, w) for n, w in self.resource_weights.items() if w > 0)
         seen: set[str] = set()
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
@@ -304,19 +311,34 @@ class PartitionModel:
         return node
 
     def _reorder_node(self, node: Node) -> None:
+        node_id = node.node_id
         if (
             node.schedulable
             and node.reservation is None
-            and node.node_id in self.nodes
-            and not node.is_full()
-            and node.node_id not in self.cooling
+            and node_id in self.nodes
+            and node_id not in self.cooling
         ):
-            score = node_usage_score(node, self.resource_weights)
+            available = node.available
+            for quantity in available.values():
+                if quantity > 0:
+                    break
+            else:
+                self.node_order.discard(node_id)  # full: no ask can fit
+                return
+            # node_usage_score, inlined: this runs once per allocation
+            capacity = node.capacity
+            weighted = total = 0.0
+            for name, weight in self._positive_weights:
+                cap = capacity.get(name, 0)
+                if cap > 0:
+                    weighted += weight * ((cap - available.get(name, 0)) / cap)
+                    total += weight
+            score = weighted / total if total else 0.0
             if self.node_sort_policy == "binpacking":
                 score = 1.0 - score
-            self.node_order.update(node.node_id, node, (score,))
+            self.node_order.update(node_id, node, (score,))
         else:
-            self.node_order.discard(node.node_id)
+            self.node_order.discard(node_id)
 
     def _rebuild_node_order(self) -> None:
         self.node_order.clear()
@@ -671,8 +693,7 @@ class PartitionModel:
                 False,
             ),
         )
-        app.take_pending(ask)
-        app.add_allocation(allocation)
+        app.book(ask, allocation)
         if ask.failed_since is not None:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
@@ -683,16 +704,16 @@ class PartitionModel:
             pending = q.pending
             allocated = q.allocated
             for name, quantity in items:
-                left = pending.get(name, 0) - quantity
+                # the ask was pending here, so its types are in pending (and quantities are positive)
+                left = pending[name] - quantity
                 if left:
                     pending[name] = left
                 else:
-                    pending.pop(name, None)
-                used = allocated.get(name, 0) + quantity
-                if used:
-                    allocated[name] = used
-                else:
-                    allocated.pop(name, None)
+                    del pending[name]
+                try:  # usage only grows here, so it stays pruned (positive)
+                    allocated[name] += quantity
+                except KeyError:
+                    allocated[name] = quantity
             q = q.parent
         node.add_allocation(allocation)
         self._reorder_node(node)
@@ -702,7 +723,7 @@ class PartitionModel:
                 self._transition(app, ApplicationEvent.RUN)
         elif app.state is ApplicationState.STARTING:
             self._transition(app, ApplicationEvent.RUN)
-        queue.update_app(app)
+        queue.app_allocated(app, ask)
         return allocation
 
     # ---- reservations ------------------------------------------------------------------------------
@@ -781,8 +802,14 @@ class PartitionModel:
                 apps: Iterable[Application] = self._state_aware_filter(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
-                items = queue.order.items
-                apps = [items[entry[-1]] for entry in queue.order.entries]
+                # lazily, in order: nothing below changes this order unless it allocates and returns
+                # (here and in the loops below: order.live_entries(), inlined)
+                order = queue.order
+                entries = order.entries
+                apps = map(
+                    order.items.__getitem__,
+                    map(_NAME, islice(entries, order.head, None) if order.head else entries),
+                )
             for app in apps:
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     all_blocked = False
@@ -793,8 +820,10 @@ class PartitionModel:
                 if app.quota_blocked_at != epoch:
                     all_blocked = False
         else:
-            children = queue.order.items
-            for entry in queue.order.entries:
+            order = queue.order
+            children = order.items
+            entries = order.entries
+            for entry in islice(entries, order.head, None) if order.head else entries:
                 child = children[entry[-1]]
                 if child.state is QueueState.STOPPED:
                     continue
@@ -829,8 +858,10 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
-        asks = app.pending_asks.items
-        for entry in app.pending_asks.entries:
+        pending_asks = app.pending_asks
+        asks = pending_asks.items
+        entries = pending_asks.entries
+        for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
             ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
@@ -872,8 +903,10 @@ class PartitionModel:
         predicate = self.predicate
         any_fit = False
         items = ask.resource_items
-        nodes = self.node_order.items
-        for entry in self.node_order.entries:
+        node_order = self.node_order
+        nodes = node_order.items
+        entries = node_order.entries
+        for entry in islice(entries, node_order.head, None) if node_order.head else entries:
             node = nodes[entry[-1]]
             available = node.available
             for name, quantity in items:
@@ -927,6 +960,8 @@ class PartitionModel:
         return changes
 
 
+_NAME = itemgetter(-1)  # an ordering entry is key + (name,)
+
 _BLOCKED_BY_CLUSTER = 1
 _BLOCKED_BY_QUEUE = 2
 
@@ -937,16 +972,12 @@ def _quota_block(queue: Queue, ask: Resource) -> int:
     0: the ask fits every max on the path; _BLOCKED_BY_QUEUE: a configured max is in the way;
     _BLOCKED_BY_CLUSTER: only the root's max, which is the cluster's size.
     """
-    q: Queue | None = queue
-    while q is not None:
-        limit = q.max
-        if limit is not None:
-            allocated = q.allocated
-            for name, maximum in limit.items():
-                quantity = ask.get(name)
-                if quantity is not None and allocated.get(name, 0) + quantity > maximum:
-                    return _BLOCKED_BY_QUEUE if q.parent is not None else _BLOCKED_BY_CLUSTER
-        q = q.parent
+    for q in queue.limited_path:
+        allocated = q.allocated
+        for name, maximum in q.max.items():  # type: ignore[union-attr]
+            quantity = ask.get(name)
+            if quantity is not None and allocated.get(name, 0) + quantity > maximum:
+                return _BLOCKED_BY_QUEUE if q.parent is not None else _BLOCKED_BY_CLUSTER
     return 0
 
 

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
 from korral.model import resource as res
+from korral.model.allocation import Ask
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
 from korral.model.resource import Resource
 from korral.policies.acl import ACL
-from korral.policies.ordering import IncrementalOrder
+from korral.policies.ordering import INSERTED, UNCHANGED, IncrementalOrder
 
 ROOT = "root"
 
@@ -108,6 +109,10 @@ class Queue:
         # Effective max (own max limited by every ancestor's; root's is the cluster capacity) and the
         # limit used for fair shares of types without a guarantee. Refreshed by refresh_limits().
         self.effective_max: Resource | None = None
+        # the denominator of each type's share in the fair order: guaranteed, else effective max
+        self.share_base: Resource = {}
+        # this queue and its ancestors that have a max, nearest first: the quota check's path
+        self.limited_path: tuple[Queue, ...] = ()
         self.sort_policy = SORT_FIFO
         self.priority_sort_enabled = True
         self.priority_fence = False
@@ -167,6 +172,7 @@ class Queue:
         self.admin_acl = ACL.parse(config.admin_acl)
         self.own_child_template = config.child_template
         self.own_properties = dict(config.properties)
+        self._refresh_share_base()
         self.refresh_properties()
         if self.state is QueueState.DRAINING:
             self.state = QueueState.ACTIVE
@@ -177,6 +183,7 @@ class Queue:
         self.max = _configured_resource(template.resources.max)
         self.max_applications = template.max_applications
         self.own_properties = dict(template.properties)
+        self._refresh_share_base()
         self.refresh_properties()
 
     def refresh_properties(self) -> None:
@@ -208,9 +215,15 @@ class Queue:
             self.effective_max = dict(self.max) if self.max else None
         else:
             self.effective_max = res.min_of_limits(self.max, self.parent.effective_max)
+        self._refresh_share_base()
+        above = self.parent.limited_path if self.parent is not None else ()
+        self.limited_path = (self, *above) if self.max is not None else above
         for child in self.children.values():
             child.refresh_limits()
         self.rebuild_order()
+
+    def _refresh_share_base(self) -> None:
+        self.share_base = {**(self.effective_max or {}), **(self.guaranteed or {})}
 
     # ---- usage -------------------------------------------------------------------------------------
 
@@ -281,33 +294,73 @@ class Queue:
     def child_key(self, child: Queue) -> tuple:
         """(priority, dominant share, larger pending first); with priority sorting disabled the share
         comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
-        share = res.dominant_share(child.allocated, child.guaranteed, child.effective_max)
+        # res.dominant_share(child.allocated, child.guaranteed, child.effective_max), inlined with the
+        # denominators merged ahead: a queue is re-keyed in its parent once per allocation
+        share = 0.0
+        base = child.share_base
+        for name, quantity in child.allocated.items():
+            if quantity > 0:
+                denominator = base.get(name)
+                if denominator is not None:
+                    part = quantity / denominator if denominator > 0 else 1.0
+                    if part > share:
+                        share = part
         if self.priority_sort_enabled:
             return (-child.priority, share, -sum(child.pending.values()))
         return (share, -child.priority, -sum(child.pending.values()))
 
     def update_app(self, app: Application) -> None:
         """Re-key an application of this leaf after its pending, allocation or priority changed."""
+        order = self.order
         if app.pending_asks and app.application_id in self.applications:
-            self.order.update(app.application_id, app, self.app_key(app))
+            change = order.update(app.application_id, app, self.app_key(app))
+            # priority sorting on: the key leads with the priority, so an unmoved app kept its priority
+            self.refresh_up(change != UNCHANGED or not self.priority_sort_enabled)
         else:
-            self.order.discard(app.application_id)
-        self.refresh_up()
+            self.refresh_up(order.discard(app.application_id))
 
-    def refresh_up(self) -> None:
-        """Recompute priority here and re-key this queue in every ancestor, up to the root."""
+    def app_allocated(self, app: Application, ask: Ask) -> None:
+        """One repeat of ``ask`` of ``app`` was placed: the common case of ``update_app``, made cheap.
+
+        Outside fair sorting an application's key is (priority, submission). Its priority (that of its
+        highest pending ask) is unchanged while the ask is still pending, or when what is left pending
+        has the placed ask's priority: then only this queue's usage moved, so only its place among its
+        siblings can change.
+        """
+        if (
+            self.sort_policy != SORT_FAIR
+            and app.pending_asks
+            and (ask.pending > 0 or app.priority == ask.priority)
+        ):
+            self.refresh_up(False)
+        else:
+            self.update_app(app)
+
+    def refresh_up(self, members_changed: bool = True) -> None:
+        """Re-key this queue in every ancestor up to the root, recomputing priorities on the way.
+
+        A queue's priority depends only on which members its order holds and their priorities, so it
+        is recomputed only where membership or a member's priority changed (``members_changed`` says
+        so for this queue's own order).
+        """
         queue = self
+        recompute = members_changed
         while True:
-            if queue.order._entries or queue.priority != MIN_PRIORITY:
-                queue._recompute_priority()
+            priority_changed = False
+            if recompute:
+                before = queue.priority
+                if queue.order or before != MIN_PRIORITY:
+                    queue._recompute_priority()
+                    priority_changed = queue.priority != before
             parent = queue.parent
             if parent is None:
                 return
             # pending is kept pruned and never negative: a non-empty dict means something is pending
             if queue.pending and queue.state is not QueueState.STOPPED:
-                parent.order.update(queue.name, queue, parent.child_key(queue))
+                change = parent.order.update(queue.name, queue, parent.child_key(queue))
+                recompute = change == INSERTED or priority_changed
             else:
-                parent.order.discard(queue.name)
+                recompute = parent.order.discard(queue.name)
             queue = parent
 
     def _recompute_priority(self) -> None:

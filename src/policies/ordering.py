@@ -6,16 +6,28 @@ changes its owner calls ``update`` and only that item moves.
 
 The entries live in a plain list kept sorted with ``bisect``: moving one entry is two C-level binary
 searches and a memmove, which beats a balanced tree's Python-level bookkeeping at the sizes a partition
-has (a few children per queue, up to tens of thousands of nodes).
+has (a few children per queue, up to tens of thousands of nodes). The scheduler nearly always takes or
+moves the *first* entry (the next ask, the least used node), so the list has a movable head: taking
+the first entry steps the head forward instead of shifting the whole list, and an entry that becomes
+the new first reuses the slot before the head. The dead slots are cut off every ``COMPACT_AFTER``.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
+
+# what update() did, for owners whose own derived state depends on membership only
+UNCHANGED = 0
+MOVED = 1
+INSERTED = 2
+
+# dead slots before the head that trigger a compaction: few enough that skipping them is cheap
+COMPACT_AFTER = 16
 
 
 class IncrementalOrder(Generic[Item]):
@@ -25,39 +37,83 @@ class IncrementalOrder(Generic[Item]):
     values its key was computed from have changed since.
     """
 
-    __slots__ = ("_entries", "_items", "_keys")
+    __slots__ = ("_keys", "entries", "head", "items")
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Any, ...]] = []  # key + (name,), sorted
+        # Read-only outside this class; public (not properties) so that hot loops read them without a
+        # call: ``entries[head:]`` are the live entries, key + (name,), sorted (the slots before
+        # ``head`` are dead), and ``items`` maps a name to its item.
+        self.entries: list[tuple[Any, ...]] = []
+        self.head = 0
         self._keys: dict[Hashable, tuple[Any, ...]] = {}
-        self._items: dict[Hashable, Item] = {}
+        self.items: dict[Hashable, Item] = {}
 
-    def update(self, name: Hashable, item: Item, key: tuple[Any, ...]) -> None:
-        """Insert the item, or move it to the position of its new key."""
+    def update(self, name: Hashable, item: Item, key: tuple[Any, ...]) -> int:
+        """Insert the item, or move it to the position of its new key. Returns UNCHANGED (same key:
+        nothing happens, the stored item stays), MOVED or INSERTED."""
+        # one function on purpose: the scheduler moves a node and a queue per allocation
         entry = (*key, name)
-        old = self._keys.get(name)
-        if old is not None:
-            if old == entry:
-                return
-            entries = self._entries
-            del entries[bisect_left(entries, old)]
-        insort(self._entries, entry)
-        self._keys[name] = entry
-        self._items[name] = item
+        keys = self._keys
+        old = keys.get(name)
+        entries = self.entries
+        head = self.head
+        if old is None:
+            result = INSERTED
+        elif old == entry:
+            return UNCHANGED
+        else:
+            result = MOVED
+            if entries[head] == old:
+                head += 1  # the first entry: step over it
+            else:
+                del entries[bisect_left(entries, old, head)]
+        if head and (head == len(entries) or entry < entries[head]):
+            # a new first entry: into the dead slot before the head, nothing shifts
+            head -= 1
+            entries[head] = entry
+        else:
+            insort(entries, entry, head)
+        if head >= COMPACT_AFTER:
+            del entries[:head]
+            head = 0
+        self.head = head
+        keys[name] = entry
+        self.items[name] = item
+        return result
 
     def add_new(self, name: Hashable, item: Item, key: tuple[Any, ...]) -> None:
         """Insert an item known not to be present (skips the lookup of an old position)."""
         entry = (*key, name)
-        insort(self._entries, entry)
+        entries = self.entries
+        head = self.head
+        if head and entry < entries[head]:
+            self.head = head - 1
+            entries[head - 1] = entry
+        else:
+            insort(entries, entry, head)
         self._keys[name] = entry
-        self._items[name] = item
+        self.items[name] = item
 
-    def discard(self, name: Hashable) -> None:
+    def discard(self, name: Hashable) -> bool:
+        """Remove the item; False when it was not there."""
         old = self._keys.pop(name, None)
-        if old is not None:
-            entries = self._entries
-            del entries[bisect_left(entries, old)]
-            del self._items[name]
+        if old is None:
+            return False
+        del self.items[name]
+        entries = self.entries
+        head = self.head
+        if entries[head] == old:
+            head += 1
+            if head == len(entries):
+                entries.clear()
+                head = 0
+            elif head >= COMPACT_AFTER:
+                del entries[:head]
+                head = 0
+            self.head = head
+        else:
+            del entries[bisect_left(entries, old, head)]
+        return True
 
     def __contains__(self, name: Hashable) -> bool:
         return name in self._keys
@@ -68,35 +124,36 @@ class IncrementalOrder(Generic[Item]):
     def __bool__(self) -> bool:
         return bool(self._keys)
 
-    @property
-    def entries(self) -> list[tuple[Any, ...]]:
-        """The sorted entries, ``key + (name,)``: for hot loops that index ``items`` themselves."""
-        return self._entries
-
-    @property
-    def items(self) -> dict[Hashable, Item]:
-        return self._items
+    def live_entries(self) -> Iterable[tuple[Any, ...]]:
+        """The sorted entries, ``key + (name,)`` (hot loops inline this: entries from head on)."""
+        head = self.head
+        return islice(self.entries, head, None) if head else self.entries
 
     def __iter__(self) -> Iterator[Item]:
         """Iterate in key order without copying: stop iterating before changing the order."""
-        items = self._items
-        for entry in self._entries:
+        items = self.items
+        for entry in self.live_entries():
             yield items[entry[-1]]
 
     def snapshot(self) -> list[Item]:
         """The items in order, safe to keep while the order changes."""
-        items = self._items
-        return [items[entry[-1]] for entry in self._entries]
+        items = self.items
+        return [items[entry[-1]] for entry in self.live_entries()]
 
     def first(self) -> Item | None:
-        entries = self._entries
-        return self._items[entries[0][-1]] if entries else None
+        entries = self.entries
+        return self.items[entries[self.head][-1]] if entries else None
+
+    def first_entry(self) -> tuple[Any, ...] | None:
+        entries = self.entries
+        return entries[self.head] if entries else None
 
     def key_of(self, name: Hashable) -> tuple[Any, ...] | None:
         entry = self._keys.get(name)
         return entry[:-1] if entry is not None else None
 
     def clear(self) -> None:
-        self._entries.clear()
+        self.entries.clear()
+        self.head = 0
         self._keys.clear()
-        self._items.clear()
+        self.items.clear()
