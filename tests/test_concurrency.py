@@ -519,8 +519,12 @@ def run_storm(seed: int, *, seconds: float, threads_per_rm: int, probe: Any, **s
         check_system(core, rms, probe, recovered=shared["recovered"], may_overcommit=shared["overcommit"])
         total = sum(rm.allocated_total for rm in rms.values())
         assert total > 0, "the storm allocated nothing: it tested nothing"
-        # afterwards the system still works: a fresh application gets what it asks for
-        core.update_node(t.nodes("rm1", ["rm1-fresh-node"], {"memory": 100000, "vcore": 100000}))
+        # afterwards the system still works: a fresh application gets what it asks for. The fresh node
+        # also has room for everything the storm left pending: the scheduler may place those asks on it
+        # before the fresh ones arrive, and they alone could fill a node of a fixed size.
+        left_pending = _sum(app.pending for app in core.applications("[rm1]default"))
+        room = {name: 100000 + left_pending.get(name, 0) for name in ("memory", "vcore")}
+        core.update_node(t.nodes("rm1", ["rm1-fresh-node"], room))
         core.update_application(t.applications("rm1", {"rm1-fresh": "root.b"}))
         core.update_allocation(t.asks("rm1", "rm1-fresh", 3, {"memory": 10, "vcore": 10}))
         core.wait_until_idle(timeout=IDLE_TIMEOUT)
