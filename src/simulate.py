@@ -17,7 +17,6 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import attrs
 from rich.console import Console, Group
@@ -138,7 +137,8 @@ class Simulation:
     def _new_app(self, now: float) -> SimApp:
         self._seq += 1
         app_id = f"app-{self._seq:04d}"
-        if self.rng.random() < 0.3:
+        # no configured leaf to pick (a lone root): every application goes by the placement rules
+        if not self._leaves or self.rng.random() < 0.3:
             namespace = self.rng.choice(["analytics", "etl", "ml"])
             queue, tags = "", {"namespace": namespace}
         else:
@@ -230,6 +230,8 @@ class Simulation:
                 core.wait_until_idle(30)
                 self._collect(time.monotonic())
                 live.update(self._render(core, self.duration))
+            if not console.is_terminal:
+                console.print()  # piped: the last live frame does not end its line
             self._summary(console, core)
 
     def _collect(self, now: float) -> None:
@@ -385,8 +387,9 @@ class Simulation:
         )
 
 
-def simulate(config: Path | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
-    text = config.read_text() if config is not None else bundled_config()
+def simulate(config: str | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
+    """Run the simulation on a queues.yaml text (None: the bundled example)."""
+    text = config if config is not None else bundled_config()
     console = Console()
     if not console.is_terminal:
         console = Console(width=110)  # piped or in CI: wide enough for the tables
