@@ -99,6 +99,11 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     show_default=True,
     help="where --sweep writes sweep.md, sweep.json and sweep.png",
 )
+@click.option(
+    "--reference-only",
+    is_flag=True,
+    help="only the sequential reference, in this fresh process (its own speed, one thread)",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -108,6 +113,7 @@ def bench(
     json_file: Path | None,
     sweep: bool,
     out: Path,
+    reference_only: bool,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
     from rich.console import Console
@@ -147,6 +153,20 @@ def bench(
             json_file.write_text(json.dumps(results, indent=2) + "\n")
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate)
+    if reference_only:
+        reference = runner.run_reference(chosen)
+        document = runner.reference_json(chosen, reference)
+        console.print(
+            f"[bold]{chosen.name}[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks, reference only\n"
+            f"  scheduling {reference.scheduling_allocations_per_second:>10,.0f} allocations/s"
+            f"  ({reference.allocations:,} in {reference.scheduling_seconds:.3f}s once the asks are in)\n"
+            f"  with asks  {reference.allocations_per_second:>10,.0f} allocations/s"
+            f"  (taking the asks in: {reference.seconds - reference.scheduling_seconds:.3f}s)"
+        )
+        if json_file is not None:
+            json_file.write_text(json.dumps(document, indent=2) + "\n")
+            console.print(f"written: {json_file}")
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

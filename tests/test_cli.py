@@ -311,6 +311,25 @@ def test_bench_scale_paces_the_asks_at_the_given_rate(runner: CliRunner, tmp_pat
     assert document["reference"]["seconds"] < document["korral"]["seconds"]
 
 
+def test_bench_reference_only_measures_the_sequential_scheduler_alone(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "reference.json"
+    sizes = ["--nodes", "20", "--asks", "400"]
+    result = runner.invoke(main, ["bench", "--reference-only", *sizes, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert (document["workload"], document["nodes"], document["asks"]) == ("yunikorn", 20, 400)
+    assert "korral" not in document  # the actor system did not run
+    reference = document["reference"]
+    assert reference["allocations"] == 400
+    # scheduling alone is a part of the whole span, so it cannot be the slower rate
+    assert reference["scheduling_seconds"] <= reference["seconds"]
+    assert reference["scheduling_only_allocations_per_second"] >= reference["allocations_per_second"] > 0
+    text = flat(result.output)
+    assert "reference only" in text and "scheduling" in text and "with asks" in text
+
+
 def test_bench_json_goes_into_a_directory_it_creates(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "not" / "yet" / "there.json"
     result = runner.invoke(main, ["bench", "--nodes", "2", "--asks", "10", "--json", str(out)])

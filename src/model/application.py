@@ -102,10 +102,6 @@ class PendingKeys:
 
     __slots__ = ("items",)
 
-    # no order, so nothing live to walk: ``entries[head:]`` is empty
-    entries: tuple = ()
-    head = 0
-
     def __init__(self) -> None:
         self.items: dict[str, Ask] = {}
 
@@ -122,9 +118,6 @@ class PendingKeys:
 
     def first_entry(self) -> None:
         return None  # no order: the application's priority is not tracked here
-
-    def live_entries(self) -> tuple:
-        return ()
 
     def __len__(self) -> int:
         return len(self.items)

@@ -26,6 +26,7 @@ class Node:
         "partition",
         "reservation",
         "schedulable",
+        "score_terms",
     )
 
     def __init__(
@@ -48,6 +49,8 @@ class Node:
         self.allocations: dict[str, Allocation] = {}
         # (application_id, allocation_key) of the ask holding this node, if any
         self.reservation: tuple[str, str] | None = None
+        # the partition's cache for its node order: (capacity, weights, terms, total weight)
+        self.score_terms: tuple | None = None
 
     @property
     def allocated(self) -> Resource:

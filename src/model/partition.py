@@ -126,7 +126,8 @@ class PartitionModel:
         self._uuid_prefix = f"{name}-"
         self._limits_dirty = True
         # Resource shapes that fit no node; valid while nothing frees or adds node resources.
-        self._unfit_shapes: dict[tuple, int] = {}
+        # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
+        self._unfit_shapes: set[tuple] = set()
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
@@ -325,18 +326,27 @@ class PartitionModel:
             else:
                 self.node_order.discard(node_id)  # full: no ask can fit
                 return
-            # node_usage_score, inlined: this runs once per allocation
+            # node_usage_score, inlined (this runs once per allocation), with the terms that depend
+            # only on the node's capacity and the weights kept on the node until either changes
             capacity = node.capacity
-            weighted = total = 0.0
-            for name, weight in self._positive_weights:
-                cap = capacity.get(name, 0)
-                if cap > 0:
-                    weighted += weight * ((cap - available.get(name, 0)) / cap)
+            weights = self._positive_weights
+            cache = node.score_terms
+            if cache is None or cache[0] is not capacity or cache[1] is not weights:
+                terms = tuple(
+                    (name, weight, capacity[name]) for name, weight in weights if capacity.get(name, 0) > 0
+                )
+                total = 0.0
+                for _, weight, _ in terms:
                     total += weight
+                cache = node.score_terms = (capacity, weights, terms, total)
+            weighted = 0.0
+            for name, weight, cap in cache[2]:
+                weighted += weight * ((cap - available.get(name, 0)) / cap)
+            total = cache[3]
             score = weighted / total if total else 0.0
             if self.node_sort_policy == "binpacking":
                 score = 1.0 - score
-            self.node_order.update(node_id, node, (score,))
+            self.node_order.place(node_id, node, (score, node_id))
         else:
             self.node_order.discard(node_id)
 
@@ -347,6 +357,8 @@ class PartitionModel:
 
     def _resources_changed(self) -> None:
         self._resource_epoch += 1
+        if self._unfit_shapes:
+            self._unfit_shapes.clear()
 
     # ---- applications ------------------------------------------------------------------------------
 
@@ -673,7 +685,7 @@ class PartitionModel:
         return [a for a in released if a is not None]
 
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
-        """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
+        """Book one allocation of ``ask`` on ``node`` everywhere it counts (the caller found it room)."""
         # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
         allocation = _new_tuple(
             Allocation,
@@ -715,13 +727,18 @@ class PartitionModel:
                 except KeyError:
                     allocated[name] = quantity
             q = q.parent
-        node.add_allocation(allocation)
+        # Node.add_allocation, inlined: the node search found room, so every type is in available
+        node.allocations[allocation.uuid] = allocation
+        available = node.available
+        for name, quantity in items:
+            available[name] -= quantity
         self._reorder_node(node)
-        if app.state is ApplicationState.ACCEPTED:
+        state = app.state
+        if state is _ACCEPTED:
             self._transition(app, ApplicationEvent.RUN)
             if app.state_aware_disabled:
                 self._transition(app, ApplicationEvent.RUN)
-        elif app.state is ApplicationState.STARTING:
+        elif state is _STARTING:
             self._transition(app, ApplicationEvent.RUN)
         queue.app_allocated(app, ask)
         return allocation
@@ -771,16 +788,19 @@ class PartitionModel:
     def schedule(self, limit: int | None = None) -> list[Allocation]:
         """Run scheduling cycles until nothing more can be allocated (or ``limit`` allocations)."""
         made: list[Allocation] = []
-        while limit is None or len(made) < limit:
+        remaining = -1 if limit is None else limit  # -1 counts down forever
+        while remaining:
             allocation = self.schedule_one()
             if allocation is None:
                 break
             made.append(allocation)
+            remaining -= 1
         return made
 
     def schedule_one(self) -> Allocation | None:
         """One YuniKorn scheduling cycle: reserved asks first, then the queue walk; one allocation."""
-        self.refresh_limits()
+        if self._limits_dirty:
+            self.refresh_limits()
         if not self.root.max:
             return None
         now = self.clock()
@@ -798,19 +818,18 @@ class PartitionModel:
             return None
         all_blocked = True
         if queue.is_leaf:
+            order = queue.order
+            apps = order.items
             if queue.sort_policy == SORT_STATE_AWARE:
-                apps: Iterable[Application] = self._state_aware_filter(queue)
+                walk: Iterable[tuple] = self._state_aware_entries(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
-                # lazily, in order: nothing below changes this order unless it allocates and returns
-                # (here and in the loops below: order.live_entries(), inlined)
-                order = queue.order
+                # order.live_entries(), inlined here and in the loops below; walked lazily, which is
+                # safe: nothing below changes this order unless it allocates, and then we return
                 entries = order.entries
-                apps = map(
-                    order.items.__getitem__,
-                    map(_NAME, islice(entries, order.head, None) if order.head else entries),
-                )
-            for app in apps:
+                walk = islice(entries, order.head, None) if order.head else entries
+            for entry in walk:
+                app = apps[entry[-1]]
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     all_blocked = False
                     continue
@@ -825,7 +844,7 @@ class PartitionModel:
             entries = order.entries
             for entry in islice(entries, order.head, None) if order.head else entries:
                 child = children[entry[-1]]
-                if child.state is QueueState.STOPPED:
+                if child.state is _STOPPED:
                     continue
                 allocation = self._walk(child, now)
                 if allocation is not None:
@@ -837,8 +856,9 @@ class PartitionModel:
         return None
 
     @staticmethod
-    def _state_aware_filter(queue: Queue) -> list[Application]:
-        """All Running applications, plus one Starting one, or else one Accepted one (stateaware)."""
+    def _state_aware_entries(queue: Queue) -> list[tuple]:
+        """The order's entries of the applications stateaware admits: all Running ones, plus one
+        Starting one, or else one Accepted one."""
         starting = [a for a in queue.applications.values() if a.state is ApplicationState.STARTING]
         admitted: set[str] = {
             a.application_id for a in queue.applications.values() if a.state is ApplicationState.RUNNING
@@ -849,7 +869,7 @@ class PartitionModel:
             accepted = [a for a in queue.applications.values() if a.state is ApplicationState.ACCEPTED]
             if accepted:
                 admitted.add(min(accepted, key=lambda a: a.submission_seq).application_id)
-        return [app for app in queue.order if app.application_id in admitted]
+        return [entry for entry in queue.order.live_entries() if entry[-1] in admitted]
 
     def _try_app(self, app: Application, queue: Queue, now: float) -> Allocation | None:
         epoch = self._resource_epoch
@@ -858,6 +878,7 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
+        limited_path = queue.limited_path
         pending_asks = app.pending_asks
         asks = pending_asks.items
         entries = pending_asks.entries
@@ -866,11 +887,23 @@ class PartitionModel:
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
                 continue
-            blocked = _quota_block(queue, ask.resource)
-            if blocked:
+            # Queue.fits_quota, inlined and saying which limit is in the way: the nearest queue on the
+            # path (only those with a max) whose max the ask would pass
+            resource = ask.resource
+            over: Queue | None = None
+            for limited in limited_path:
+                allocated = limited.allocated
+                for name, maximum in limited.max.items():  # type: ignore[union-attr]
+                    quantity = resource.get(name)
+                    if quantity is not None and allocated.get(name, 0) + quantity > maximum:
+                        over = limited
+                        break
+                if over is not None:
+                    break
+            if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
-                if blocked == _BLOCKED_BY_CLUSTER and ask.failed_since is None:
+                if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
                 continue
             only_quota_blocked = False
@@ -898,7 +931,8 @@ class PartitionModel:
     def _find_node(self, ask: Ask) -> Node | None:
         """First node in policy order with room for the ask that the RM's predicates accept."""
         shape = ask.shape
-        if self._unfit_shapes.get(shape) == self._resource_epoch:
+        unfit = self._unfit_shapes
+        if unfit and shape in unfit:
             return None
         predicate = self.predicate
         any_fit = False
@@ -919,7 +953,7 @@ class PartitionModel:
                 return node
         if not any_fit:
             # Nothing has room: skip this shape until some node gains room.
-            self._unfit_shapes[shape] = self._resource_epoch
+            unfit.add(shape)
         return None
 
     def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
@@ -961,24 +995,10 @@ class PartitionModel:
 
 
 _NAME = itemgetter(-1)  # an ordering entry is key + (name,)
-
-_BLOCKED_BY_CLUSTER = 1
-_BLOCKED_BY_QUEUE = 2
-
-
-def _quota_block(queue: Queue, ask: Resource) -> int:
-    """Queue.fits_quota that also says which limit is in the way, in one walk up the path.
-
-    0: the ask fits every max on the path; _BLOCKED_BY_QUEUE: a configured max is in the way;
-    _BLOCKED_BY_CLUSTER: only the root's max, which is the cluster's size.
-    """
-    for q in queue.limited_path:
-        allocated = q.allocated
-        for name, maximum in q.max.items():  # type: ignore[union-attr]
-            quantity = ask.get(name)
-            if quantity is not None and allocated.get(name, 0) + quantity > maximum:
-                return _BLOCKED_BY_QUEUE if q.parent is not None else _BLOCKED_BY_CLUSTER
-    return 0
+# enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER
+_ACCEPTED = ApplicationState.ACCEPTED
+_STARTING = ApplicationState.STARTING
+_STOPPED = QueueState.STOPPED
 
 
 def _parse_resource_tag(value: str | None) -> Resource | None:

@@ -74,6 +74,10 @@ def _configured_resource(resource: Resource) -> Resource | None:
     return dict(resource) if res.strictly_greater_than_zero(resource) else None
 
 
+# read once per allocation (refresh_up): a module global is several times cheaper than Enum.MEMBER
+_STOPPED = QueueState.STOPPED
+
+
 class Queue:
     """A queue of the hierarchy: a parent (children) or a leaf (applications).
 
@@ -327,10 +331,12 @@ class Queue:
         has the placed ask's priority: then only this queue's usage moved, so only its place among its
         siblings can change.
         """
+        pending_asks = app.pending_asks
         if (
             self.sort_policy != SORT_FAIR
-            and app.pending_asks
-            and (ask.pending > 0 or app.priority == ask.priority)
+            and pending_asks.items
+            # app.priority, inlined: the first pending ask leads with its priority, negated
+            and (ask.pending > 0 or -pending_asks.entries[pending_asks.head][0] == ask.priority)
         ):
             self.refresh_up(False)
         else:
@@ -356,8 +362,24 @@ class Queue:
             if parent is None:
                 return
             # pending is kept pruned and never negative: a non-empty dict means something is pending
-            if queue.pending and queue.state is not QueueState.STOPPED:
-                change = parent.order.update(queue.name, queue, parent.child_key(queue))
+            pending = queue.pending
+            if pending and queue.state is not _STOPPED:
+                # parent.child_key(queue), inlined: this runs once per allocation and level
+                share = 0.0
+                base = queue.share_base
+                for name, quantity in queue.allocated.items():
+                    if quantity > 0:
+                        denominator = base.get(name)
+                        if denominator is not None:
+                            part = quantity / denominator if denominator > 0 else 1.0
+                            if part > share:
+                                share = part
+                name = queue.name
+                if parent.priority_sort_enabled:
+                    entry = (-queue.priority, share, -sum(pending.values()), name)
+                else:
+                    entry = (share, -queue.priority, -sum(pending.values()), name)
+                change = parent.order.place(name, queue, entry)
                 recompute = change == INSERTED or priority_changed
             else:
                 recompute = parent.order.discard(queue.name)

@@ -10,6 +10,8 @@ has (a few children per queue, up to tens of thousands of nodes). The scheduler 
 moves the *first* entry (the next ask, the least used node), so the list has a movable head: taking
 the first entry steps the head forward instead of shifting the whole list, and an entry that becomes
 the new first reuses the slot before the head. The dead slots are cut off every ``COMPACT_AFTER``.
+An entry that sorts last (a new ask: ages only grow; the node just used, under fair node sorting) is
+appended after one comparison instead of a binary search.
 """
 
 from __future__ import annotations
@@ -51,8 +53,11 @@ class IncrementalOrder(Generic[Item]):
     def update(self, name: Hashable, item: Item, key: tuple[Any, ...]) -> int:
         """Insert the item, or move it to the position of its new key. Returns UNCHANGED (same key:
         nothing happens, the stored item stays), MOVED or INSERTED."""
-        # one function on purpose: the scheduler moves a node and a queue per allocation
-        entry = (*key, name)
+        return self.place(name, item, (*key, name))
+
+    def place(self, name: Hashable, item: Item, entry: tuple[Any, ...]) -> int:
+        """``update`` with the entry (``key + (name,)``) built by the caller: the scheduler moves a node
+        and a queue per allocation and builds their entries directly."""
         keys = self._keys
         old = keys.get(name)
         entries = self.entries
@@ -71,6 +76,9 @@ class IncrementalOrder(Generic[Item]):
             # a new first entry: into the dead slot before the head, nothing shifts
             head -= 1
             entries[head] = entry
+        elif not entries or entries[-1] < entry:
+            # a new last entry: a new ask (ages only grow), or under fair node sorting the node just used
+            entries.append(entry)
         else:
             insort(entries, entry, head)
         if head >= COMPACT_AFTER:
@@ -89,6 +97,8 @@ class IncrementalOrder(Generic[Item]):
         if head and entry < entries[head]:
             self.head = head - 1
             entries[head - 1] = entry
+        elif not entries or entries[-1] < entry:
+            entries.append(entry)
         else:
             insort(entries, entry, head)
         self._keys[name] = entry
