@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
-from operator import itemgetter
 
 import attrs
 
@@ -994,7 +993,6 @@ class PartitionModel:
         return changes
 
 
-_NAME = itemgetter(-1)  # an ordering entry is key + (name,)
 # enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER
 _ACCEPTED = ApplicationState.ACCEPTED
 _STARTING = ApplicationState.STARTING
