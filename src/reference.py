@@ -20,11 +20,12 @@ from korral.model.partition import ModelError, PartitionModel, Predicate
 
 
 def to_si_allocation(allocation: Allocation) -> si.Allocation:
+    # si.Allocation's converters copy the tags and the resource: no copy of our own on top
     return si.Allocation(
         allocation_key=allocation.allocation_key,
         allocation_tags=allocation.tags,
         uuid=allocation.uuid,
-        resource_per_alloc=dict(allocation.resource),
+        resource_per_alloc=allocation.resource,
         priority=allocation.priority,
         node_id=allocation.node_id,
         application_id=allocation.application_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 DEFAULT_PARTITION = "default"
 
 
@@ -12,6 +14,7 @@ def normalize_partition_name(name: str, rm_id: str) -> str:
     return f"[{rm_id}]{(name or DEFAULT_PARTITION).lower()}"
 
 
+@lru_cache(maxsize=256)  # a handful of partitions, asked once per allocation reported to an RM
 def partition_without_rm(name: str) -> str:
     """The RM's own name of a core partition name: ``[rm1]default`` -> ``default``."""
     if name.startswith("[") and "]" in name:
