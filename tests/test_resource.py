@@ -124,6 +124,32 @@ def test_sub_into_default_times_is_one():
     assert target == {"memory": 7}
 
 
+@pytest.mark.parametrize(
+    ("pending", "allocated", "items", "pending_after", "allocated_after"),
+    [
+        pytest.param(
+            {"memory": 30, "vcore": 3},
+            {},
+            (("memory", 10), ("vcore", 1)),
+            {"memory": 20, "vcore": 2},
+            {"memory": 10, "vcore": 1},
+            id="first-allocation",
+        ),
+        pytest.param(
+            {"memory": 10, "vcore": 5},
+            {"memory": 5},
+            (("memory", 10),),
+            {"vcore": 5},
+            {"memory": 15},
+            id="pending-type-drained-is-pruned",
+        ),
+    ],
+)
+def test_pending_to_allocated(pending, allocated, items, pending_after, allocated_after):
+    res.pending_to_allocated(pending, allocated, items)
+    assert (pending, allocated) == (pending_after, allocated_after)
+
+
 # ---- multiply / prune ------------------------------------------------------------------------------
 
 

@@ -255,26 +255,11 @@ class Application:
             self.pending_asks.discard(ask.allocation_key)
 
     def book(self, ask: Ask, allocation: Allocation) -> None:
-        """``take_pending`` then ``add_allocation`` in one pass over the resource (once per allocation).
-
-        The aggregates are exact sums of int64-validated quantities, so unlike ``add_into`` nothing is
-        clamped here (a clamped aggregate could never be subtracted back)."""
+        """``take_pending`` then ``add_allocation`` in one pass over the resource (once per allocation)."""
         ask.pending -= 1
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
-        pending = self.pending
-        allocated = self.allocated
-        for name, quantity in ask.resource_items:
-            # the ask was pending, so its types are in pending (and quantities are positive)
-            left = pending[name] - quantity
-            if left:
-                pending[name] = left
-            else:
-                del pending[name]
-            try:  # usage only grows here, so it stays pruned (positive)
-                allocated[name] += quantity
-            except KeyError:
-                allocated[name] = quantity
+        res.pending_to_allocated(self.pending, self.allocated, ask.resource_items)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
         if ask.pending <= 0:

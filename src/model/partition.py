@@ -684,7 +684,7 @@ class PartitionModel:
         return [a for a in released if a is not None]
 
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
-        """Book one allocation of ``ask`` on ``node`` everywhere it counts (the caller found it room)."""
+        """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
         # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
         allocation = _new_tuple(
             Allocation,
@@ -709,28 +709,12 @@ class PartitionModel:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
         items = ask.resource_items
-        # one walk up the path for both aggregates (pending down, allocated up); entries stay pruned
+        # one walk up the path for both aggregates (pending down, allocated up)
         q: Queue | None = queue
         while q is not None:
-            pending = q.pending
-            allocated = q.allocated
-            for name, quantity in items:
-                # the ask was pending here, so its types are in pending (and quantities are positive)
-                left = pending[name] - quantity
-                if left:
-                    pending[name] = left
-                else:
-                    del pending[name]
-                try:  # usage only grows here, so it stays pruned (positive)
-                    allocated[name] += quantity
-                except KeyError:
-                    allocated[name] = quantity
+            res.pending_to_allocated(q.pending, q.allocated, items)
             q = q.parent
-        # Node.add_allocation, inlined: the node search found room, so every type is in available
-        node.allocations[allocation.uuid] = allocation
-        available = node.available
-        for name, quantity in items:
-            available[name] -= quantity
+        node.add_allocation(allocation)
         self._reorder_node(node)
         state = app.state
         if state is _ACCEPTED:

@@ -57,6 +57,26 @@ def sub_into(target: Resource, delta: Mapping[str, int], times: int = 1) -> None
     add_into(target, delta, -times)
 
 
+def pending_to_allocated(pending: Resource, allocated: Resource, items: Iterable[tuple[str, int]]) -> None:
+    """One placed repeat of an ask: its ``items`` leave ``pending`` and join ``allocated``.
+
+    For the aggregates of an application and of each queue above it, once per allocation. The ask was
+    pending, so each of its (positive) types is in ``pending``; both stay pruned. The aggregates are
+    exact sums of int64-validated quantities, so unlike ``add_into`` nothing is clamped (a clamped
+    aggregate could never be subtracted back).
+    """
+    for name, quantity in items:
+        left = pending[name] - quantity
+        if left:
+            pending[name] = left
+        else:
+            del pending[name]
+        try:  # usage only grows here
+            allocated[name] += quantity
+        except KeyError:
+            allocated[name] = quantity
+
+
 def multiply(resource: Mapping[str, int], factor: int) -> Resource:
     return {name: _clamp(quantity * factor) for name, quantity in resource.items() if quantity * factor}
 
