@@ -861,7 +861,6 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
-        limited_path = queue.limited_path
         pending_asks = app.pending_asks
         asks = pending_asks.items
         entries = pending_asks.entries
@@ -870,19 +869,7 @@ class PartitionModel:
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
                 continue
-            # Queue.fits_quota, inlined and saying which limit is in the way: the nearest queue on the
-            # path (only those with a max) whose max the ask would pass
-            resource = ask.resource
-            over: Queue | None = None
-            for limited in limited_path:
-                allocated = limited.allocated
-                for name, maximum in limited.max.items():  # type: ignore[union-attr]
-                    quantity = resource.get(name)
-                    if quantity is not None and allocated.get(name, 0) + quantity > maximum:
-                        over = limited
-                        break
-                if over is not None:
-                    break
+            over = queue.over_quota(ask.resource)
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).

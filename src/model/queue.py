@@ -246,17 +246,20 @@ class Queue:
 
     def fits_quota(self, ask: Resource) -> bool:
         """Would ``ask`` keep this queue and every ancestor within max (undefined types unlimited)?"""
-        queue: Queue | None = self
-        while queue is not None:
-            limit = queue.max
-            if limit is not None:
-                allocated = queue.allocated
-                for name, maximum in limit.items():
-                    quantity = ask.get(name)
-                    if quantity is not None and allocated.get(name, 0) + quantity > maximum:
-                        return False
-            queue = queue.parent
-        return True
+        return self.over_quota(ask) is None
+
+    def over_quota(self, ask: Resource) -> Queue | None:
+        """The nearest queue on the path (this one or an ancestor) whose max ``ask`` would pass, if any.
+
+        Walks ``limited_path`` (only the queues with a max), as of the last ``refresh_limits``.
+        """
+        for queue in self.limited_path:
+            allocated = queue.allocated
+            for name, maximum in queue.max.items():  # type: ignore[union-attr]
+                quantity = ask.get(name)
+                if quantity is not None and allocated.get(name, 0) + quantity > maximum:
+                    return queue
+        return None
 
     def headroom(self) -> Resource | None:
         """Min over this queue and its ancestors of (max - allocated), for the types limited."""
@@ -298,8 +301,13 @@ class Queue:
     def child_key(self, child: Queue) -> tuple:
         """(priority, dominant share, larger pending first); with priority sorting disabled the share
         comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
+        return self.child_entry(child)[:-1]
+
+    def child_entry(self, child: Queue) -> tuple:
+        """``child_key`` + (name,): the child's entry in this queue's order, built in one go because a
+        queue is re-keyed in its parent once per allocation."""
         # res.dominant_share(child.allocated, child.guaranteed, child.effective_max), inlined with the
-        # denominators merged ahead: a queue is re-keyed in its parent once per allocation
+        # denominators merged ahead
         share = 0.0
         base = child.share_base
         for name, quantity in child.allocated.items():
@@ -310,8 +318,8 @@ class Queue:
                     if part > share:
                         share = part
         if self.priority_sort_enabled:
-            return (-child.priority, share, -sum(child.pending.values()))
-        return (share, -child.priority, -sum(child.pending.values()))
+            return (-child.priority, share, -sum(child.pending.values()), child.name)
+        return (share, -child.priority, -sum(child.pending.values()), child.name)
 
     def update_app(self, app: Application) -> None:
         """Re-key an application of this leaf after its pending, allocation or priority changed."""
@@ -362,24 +370,8 @@ class Queue:
             if parent is None:
                 return
             # pending is kept pruned and never negative: a non-empty dict means something is pending
-            pending = queue.pending
-            if pending and queue.state is not _STOPPED:
-                # parent.child_key(queue), inlined: this runs once per allocation and level
-                share = 0.0
-                base = queue.share_base
-                for name, quantity in queue.allocated.items():
-                    if quantity > 0:
-                        denominator = base.get(name)
-                        if denominator is not None:
-                            part = quantity / denominator if denominator > 0 else 1.0
-                            if part > share:
-                                share = part
-                name = queue.name
-                if parent.priority_sort_enabled:
-                    entry = (-queue.priority, share, -sum(pending.values()), name)
-                else:
-                    entry = (share, -queue.priority, -sum(pending.values()), name)
-                change = parent.order.place(name, queue, entry)
+            if queue.pending and queue.state is not _STOPPED:
+                change = parent.order.place(queue.name, queue, parent.child_entry(queue))
                 recompute = change == INSERTED or priority_changed
             else:
                 recompute = parent.order.discard(queue.name)
@@ -413,5 +405,5 @@ class Queue:
         else:
             for child in self.children.values():
                 if child.state is not QueueState.STOPPED and child.pending:
-                    self.order.update(child.name, child, self.child_key(child))
+                    self.order.place(child.name, child, self.child_entry(child))
         self._recompute_priority()
