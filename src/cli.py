@@ -149,8 +149,7 @@ def bench(
         paths = sweeps.write(results, out)
         console.print(sweeps.table(results))
         console.print("written: " + ", ".join(str(p) for p in paths))
-        if json_file is not None:
-            json_file.write_text(json.dumps(results, indent=2) + "\n")
+        _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate)
     if reference_only:
@@ -163,8 +162,7 @@ def bench(
             f"  with asks  {reference.allocations_per_second:>10,.0f} allocations/s"
             f"  (taking the asks in: {reference.seconds - reference.scheduling_seconds:.3f}s)"
         )
-        if json_file is not None:
-            json_file.write_text(json.dumps(document, indent=2) + "\n")
+        if _write_json(json_file, document):
             console.print(f"written: {json_file}")
         return
     with Progress(
@@ -196,9 +194,16 @@ def bench(
         f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
         f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB"
     )
-    if json_file is not None:
-        json_file.write_text(json.dumps(result, indent=2) + "\n")
+    if _write_json(json_file, result):
         console.print(f"written: {json_file}")
+
+
+def _write_json(json_file: Path | None, document: object) -> bool:
+    """Write ``--json``'s file, if one was asked for; True when written."""
+    if json_file is None:
+        return False
+    json_file.write_text(json.dumps(document, indent=2) + "\n")
+    return True
 
 
 @main.command()

@@ -174,19 +174,23 @@ def run_reference(workload: Workload) -> ReferenceResult:
     )
 
 
+def _reference_fields(reference: ReferenceResult) -> dict:
+    return {
+        "allocations": reference.allocations,
+        "seconds": round(reference.seconds, 4),
+        "allocations_per_second": round(reference.allocations_per_second, 1),
+        "scheduling_seconds": round(reference.scheduling_seconds, 4),
+        "scheduling_only_allocations_per_second": round(reference.scheduling_allocations_per_second, 1),
+    }
+
+
 def reference_json(workload: Workload, reference: ReferenceResult) -> dict:
     """The JSON document of ``korral bench --reference-only``."""
     return {
         "workload": workload.name,
         "nodes": workload.node_count,
         "asks": workload.asks,
-        "reference": {
-            "allocations": reference.allocations,
-            "seconds": round(reference.seconds, 4),
-            "allocations_per_second": round(reference.allocations_per_second, 1),
-            "scheduling_seconds": round(reference.scheduling_seconds, 4),
-            "scheduling_only_allocations_per_second": round(reference.scheduling_allocations_per_second, 1),
-        },
+        "reference": _reference_fields(reference),
     }
 
 
@@ -208,12 +212,7 @@ def result_json(workload: Workload, korral_result: KorralResult, reference: Refe
             "node_registrations_per_second": round(korral_result.node_registrations_per_second, 1),
             "peak_rss_mb": round(korral_result.peak_rss_mb, 1),
         },
-        "reference": {
-            "allocations": reference.allocations,
-            "seconds": round(reference.seconds, 4),
-            "allocations_per_second": round(reference.allocations_per_second, 1),
-            "scheduling_only_allocations_per_second": round(reference.scheduling_allocations_per_second, 1),
-        },
+        "reference": _reference_fields(reference),
         "ratio_to_reference": round(
             korral_result.allocations_per_second / reference.allocations_per_second, 3
         )
