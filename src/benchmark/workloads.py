@@ -60,19 +60,20 @@ class Workload:
         return RM_ID
 
 
-def yunikorn(nodes: int = 1000, asks: int = 10_000) -> Workload:
-    per_node = asks // nodes + 1
-    node_request = si.NodeRequest(
+def _identical_nodes(count: int, resource: dict[str, int]) -> si.NodeRequest:
+    """One request creating ``node-0`` .. ``node-{count-1}``, each with ``resource``."""
+    return si.NodeRequest(
         rm_id=RM_ID,
         nodes=[
-            si.NodeInfo(
-                node_id=f"node-{index}",
-                action=si.NodeAction.CREATE,
-                schedulable_resource={"memory": 10 * per_node, "vcore": per_node},
-            )
-            for index in range(nodes)
+            si.NodeInfo(node_id=f"node-{index}", action=si.NodeAction.CREATE, schedulable_resource=resource)
+            for index in range(count)
         ],
     )
+
+
+def yunikorn(nodes: int = 1000, asks: int = 10_000) -> Workload:
+    per_node = asks // nodes + 1
+    node_request = _identical_nodes(nodes, {"memory": 10 * per_node, "vcore": per_node})
     apps = si.ApplicationRequest(
         rm_id=RM_ID,
         new=[
@@ -148,17 +149,7 @@ def scale(
 ) -> Workload:
     rng = random.Random(seed)
     config, leaves = _scale_config(rng)
-    node_request = si.NodeRequest(
-        rm_id=RM_ID,
-        nodes=[
-            si.NodeInfo(
-                node_id=f"node-{index}",
-                action=si.NodeAction.CREATE,
-                schedulable_resource={"memory": 256 * 2**30, "vcore": 64_000},
-            )
-            for index in range(nodes)
-        ],
-    )
+    node_request = _identical_nodes(nodes, {"memory": 256 * 2**30, "vcore": 64_000})
     app_ids = [f"app-{index}" for index in range(applications)]
     apps = si.ApplicationRequest(
         rm_id=RM_ID,
