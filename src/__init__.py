@@ -1,5 +1,7 @@
 """korral: Apache YuniKorn's scheduler core rebuilt in Python as an actor system."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
@@ -7,6 +9,12 @@ from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+
+try:
+    # one source for the version: pyproject.toml, as installed
+    __version__ = version("korral")
+except PackageNotFoundError:  # pragma: no cover - run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AllocationInfo",
