@@ -1,4 +1,8 @@
-"""The ``korral`` command line: validate-config, simulate, bench, stress."""
+"""The ``korral`` command line: validate-config, simulate, bench, stress.
+
+What a command reports goes to stdout; errors go to stderr. Exit codes: 0 done, 1 the input or the
+run failed (an invalid config, an invariant violated), 2 a usage error (click's).
+"""
 
 from __future__ import annotations
 
@@ -8,43 +12,120 @@ import sys
 from pathlib import Path
 
 import click
+import yaml
 
+import korral
 from korral.errors import ConfigError
+
+# the key under which YuniKorn's Kubernetes shim keeps queues.yaml in its ConfigMap (yunikorn-configs)
+CONFIGMAP_KEY = "queues.yaml"
+CONFIG_HELP = (
+    'a queues.yaml, or a Kubernetes ConfigMap holding one under data."queues.yaml" '
+    "(as YuniKorn's shim deploys it); - reads standard input"
+)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 checkpoint``, ``2 checkpoints``, ``1,024 operations``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def fail(message: str) -> None:
+    """An error for the user: on stderr, exit code 1."""
+    click.echo(message, err=True)
+    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    korral.__version__, "-V", "--version", prog_name="korral", message="%(prog)s %(version)s"
+)
 def main() -> None:
-    """korral: Apache YuniKorn's scheduler core as an actor system."""
+    """korral: Apache YuniKorn's scheduler core as an actor system.
+
+    Also runs as python -m korral. Results go to stdout, errors to stderr; exit code 0 is
+    success, 1 an invalid input or a failed run, 2 a usage error.
+    """
 
 
-@main.command("validate-config")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+CONFIG_FILE = click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+
+
+@main.command("validate-config", short_help="Check a queues.yaml as YuniKorn's validator does.")
+@click.argument("file", type=CONFIG_FILE)
 def validate_config(file: Path) -> None:
-    """Check a queues.yaml the way YuniKorn's validator does: prints OK, or the error (exit 1)."""
+    """Check FILE the way YuniKorn's validator does: prints OK (exit 0), or the error on stderr (exit 1).
+
+    FILE is a queues.yaml, or a Kubernetes ConfigMap holding one under data."queues.yaml" (as
+    YuniKorn's shim deploys it); - reads standard input.
+    """
     from korral.config import load_config
 
+    source = source_name(file)
     try:
-        load_config(_read_config(file))
+        text, source = read_config(file)
+        load_config(text)
     except ConfigError as error:
-        click.echo(f"invalid: {error}")
-        sys.exit(1)
+        fail(f"invalid: {naming(error, source)}")
     click.echo("OK")
 
 
-def _read_config(file: Path) -> str:
-    """The file's text; unreadable or not UTF-8 is a ConfigError (the user gets 'invalid: ...', exit 1)."""
+def read_config(file: Path) -> tuple[str, str]:
+    """The queues.yaml text FILE holds (itself, or inside a ConfigMap) and how to name it in errors.
+
+    Unreadable, not UTF-8, or a Kubernetes object that carries no queues.yaml is a ConfigError.
+    """
+    name = source_name(file)
     try:
-        return file.read_text(encoding="utf-8")
+        if str(file) == "-":
+            text = click.get_text_stream("stdin").read()
+        else:
+            text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {file}: {error}") from error
+        raise ConfigError(f"cannot read {name}: {error}") from error
+    return unwrap_configmap(text, name)
 
 
-@main.command()
+def source_name(file: Path) -> str:
+    return "<stdin>" if str(file) == "-" else str(file)
+
+
+def unwrap_configmap(text: str, name: str) -> tuple[str, str]:
+    """A ConfigMap's data."queues.yaml" (the shim's way to deploy it); any other text unchanged."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text, name  # not one YAML document: the validator reports where it breaks
+    if not isinstance(document, dict) or not ({"apiVersion", "kind"} & document.keys()):
+        return text, name
+    kind = document.get("kind")
+    if kind != "ConfigMap":
+        raise ConfigError(
+            f"{name} is a Kubernetes {kind or 'object'}, not a queues.yaml: give the queues.yaml, or the "
+            f'ConfigMap that holds it under data."{CONFIGMAP_KEY}"'
+        )
+    data = document.get("data")
+    embedded = data.get(CONFIGMAP_KEY) if isinstance(data, dict) else None
+    if not isinstance(embedded, str):
+        keys = ", ".join(sorted(map(str, data))) if isinstance(data, dict) and data else "none"
+        raise ConfigError(
+            f'{name} is a Kubernetes ConfigMap without data."{CONFIGMAP_KEY}" (its data keys: {keys}); '
+            "YuniKorn's shim reads the queues from that key"
+        )
+    return embedded, f'{name} (data."{CONFIGMAP_KEY}")'
+
+
+def naming(error: ConfigError, source: str) -> str:
+    """The error with the file named where the YAML parser could only say it read a string."""
+    return str(error).replace('"<unicode string>"', f'"{source}"')
+
+
+@main.command(short_help="Watch korral schedule a small simulated cluster.")
 @click.option(
     "--config",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=CONFIG_FILE,
     default=None,
-    help="a queues.yaml (default: the bundled example)",
+    help=CONFIG_HELP + " (default: the bundled example)",
 )
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=6, show_default=True, help="64 GiB / 16 vcore each"
@@ -62,14 +143,17 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job)."""
     from korral.simulate import simulate as run
 
+    source = source_name(config) if config is not None else "the bundled example"
     try:
-        run(_read_config(config) if config is not None else None, nodes, duration, seed, arrival_rate)
+        text = None
+        if config is not None:
+            text, source = read_config(config)
+        run(text, nodes, duration, seed, arrival_rate)
     except ConfigError as error:
-        click.echo(f"invalid configuration: {error}")
-        sys.exit(1)
+        fail(f"invalid configuration: {naming(error, source)}")
 
 
-@main.command()
+@main.command(short_help="Measure korral against its sequential reference.")
 @click.option("--workload", type=click.Choice(["yunikorn", "scale"]), default="yunikorn", show_default=True)
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
@@ -104,6 +188,13 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="only the sequential reference, in this fresh process (its own speed, one thread)",
 )
+@click.option(
+    "--plot-only",
+    "plot_only",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="draw sweep.png in --out from a sweep.json already written, without running anything",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -114,8 +205,12 @@ def bench(
     sweep: bool,
     out: Path,
     reference_only: bool,
+    plot_only: Path | None,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    if plot_only is not None:
+        _plot_only(plot_only, out)
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -198,6 +293,21 @@ def bench(
         console.print(f"written: {json_file}")
 
 
+def _plot_only(sweep_json: Path, out: Path) -> None:
+    from korral.benchmark import sweep as sweeps
+
+    try:
+        results = json.loads(sweep_json.read_text(encoding="utf-8"))
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise ValueError("not a list of sweep points")
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "sweep.png"
+        sweeps.plot(results, path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        fail(f"cannot plot {sweep_json}: {error}")
+    click.echo(f"written: {path}")
+
+
 def _write_json(json_file: Path | None, document: object) -> bool:
     """Write ``--json``'s file, if one was asked for; True when written."""
     if json_file is None:
@@ -206,7 +316,7 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     return True
 
 
-@main.command()
+@main.command(short_help="Random SI operations from several RMs; invariants checked.")
 @click.option(
     "--rms",
     type=click.IntRange(min=1, max=16),
@@ -231,27 +341,34 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     help="test only: break an invariant on purpose; the run must catch it",
 )
 def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault: str | None) -> None:
-    """Hammer one core from several RMs with random SI operations and check its invariants."""
+    """Hammer one core from several RMs with random SI operations and check its invariants.
+
+    Exit 0 when no invariant was violated; 1 with the violation, the seed and the shortest sequence
+    of operations that reproduces it, and the command line that replays it.
+    """
     import random
+    import time
 
     from rich.console import Console
 
     from korral.stress import StressRun
 
-    console = Console()
+    # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
+    console = Console(soft_wrap=True)
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(
-        f"korral stress: {rms} RMs, {duration:g}s, seed {seed}"
+        f"korral stress: {plural(rms, 'RM')}, {duration:g}s, seed {seed}"
         + (f", injected fault {fault!r}" if fault else "")
     )
     last = [0.0]
 
     def progress(remaining: float, operations: int, checkpoints: int) -> None:
-        now = __import__("time").monotonic()
+        now = time.monotonic()
         if now - last[0] >= 5.0 or remaining <= 0:
             last[0] = now
             console.print(
-                f"  {operations:,} operations, {checkpoints} checkpoints passed, {remaining:.0f}s left"
+                f"  {plural(operations, 'operation')}, {plural(checkpoints, 'checkpoint')} passed, "
+                f"{remaining:.0f}s left"
             )
 
     # the simulated RMs raise from their callbacks on purpose: korral contains and counts those
@@ -264,17 +381,24 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
         callbacks_log.setLevel(level)
     if not result.violations:
         console.print(
-            f"[green]OK[/green]: {result.operations:,} operations, {result.checkpoints} checkpoints, "
-            f"{result.callback_failures} RM callback failures contained, no violation"
+            f"[green]OK[/green]: {plural(result.operations, 'operation')}, "
+            f"{plural(result.checkpoints, 'checkpoint')}, "
+            f"{plural(result.callback_failures, 'RM callback failure')} injected on purpose and contained, "
+            "no violation"
         )
         return
-    console.print(f"[red]VIOLATION[/red] (seed {result.seed}, after {result.operations:,} operations):")
+    console.print(
+        f"[red]VIOLATION[/red] (seed {result.seed}, after {plural(result.operations, 'operation')}):"
+    )
     for violation in result.violations[:20]:
         console.print(f"  - {violation}", markup=False)
     console.print(
-        f"shortest sequence found that reproduces it ({len(result.minimal)} operations), "
-        f"replay with: korral stress --seed {result.seed} --rms {rms}"
-        + (f" --inject-fault {fault}" if fault else "")
+        f"shortest sequence found that reproduces it ({plural(len(result.minimal), 'operation')}), "
+        "replay with:"
+    )
+    console.print(
+        f"korral stress --seed {result.seed} --rms {rms}" + (f" --inject-fault {fault}" if fault else ""),
+        markup=False,
     )
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
