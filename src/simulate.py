@@ -2,9 +2,10 @@
 
 A simulated RM registers the bundled queues.yaml (or ``--config``), adds nodes, submits applications
 over time (Poisson arrivals; each with a few tasks), "runs" every allocation for a drawn duration and
-then releases it, and removes applications whose tasks are done. The display shows each queue's usage
-against its guarantee and max as it happens; the summary reports utilisation, fairness, wait times and
-throughput.
+then releases it, and removes applications whose tasks are done. The live view shows each queue's
+usage against its guarantee and max as it happens; the summary reports, over one time window for
+every queue that existed, mean usage, pending demand, fairness between guaranteed queues and how long
+asks waited -- those still pending at the end included.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ import heapq
 import importlib.resources
 import math
 import random
-import statistics
 import threading
 import time
-from collections import defaultdict
+from collections.abc import Iterable
 
 import attrs
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 import korral
 from korral import si
@@ -30,10 +32,17 @@ from korral.model.naming import normalize_partition_name
 
 RM_ID = "simulator"
 GiB = 2**30
+SAMPLE_INTERVAL = 0.5  # seconds between two samples of every queue (live view and summary)
+NODE_RESOURCE = {"memory": 64 * GiB, "vcore": 16_000}
+BAR_MIN_WIDTH = 120  # terminals at least this wide also get a usage bar per queue
 
 
 def bundled_config() -> str:
     return (importlib.resources.files("korral") / "examples" / "queues.yaml").read_text()
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 @attrs.define
@@ -49,18 +58,20 @@ class SimApp:
 
 
 class SimulatedRM(korral.ResourceManagerCallback):
-    """Records allocations with their arrival time; the simulation loop releases them later."""
+    """Records allocations with their arrival time and what was rejected; the loop releases later."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.new: list[tuple[si.Allocation, float]] = []
         self.rejected_apps: dict[str, str] = {}
+        self.rejected_asks: list[str] = []
         self.accepted_nodes = 0
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         now = time.monotonic()
         with self.lock:
             self.new.extend((allocation, now) for allocation in response.new)
+            self.rejected_asks.extend(rejected.allocation_key for rejected in response.rejected)
 
     def update_application(self, response: si.ApplicationResponse) -> None:
         with self.lock:
@@ -71,31 +82,75 @@ class SimulatedRM(korral.ResourceManagerCallback):
         with self.lock:
             self.accepted_nodes += len(response.accepted)
 
-    def take_new(self) -> list[tuple[si.Allocation, float]]:
+    def take_new(self) -> tuple[list[tuple[si.Allocation, float]], list[str], set[str]]:
+        """Allocations since the last call, asks rejected since then, every application rejected."""
         with self.lock:
             new, self.new = self.new, []
-        return new
-
-
-@attrs.define
-class QueueSample:
-    allocated: dict[str, int]
-    guaranteed: dict[str, int]
-    max: dict[str, int]
-    pending: dict[str, int]
+            rejected_asks, self.rejected_asks = self.rejected_asks, []
+            return new, rejected_asks, set(self.rejected_apps)
 
 
 def _share(used: dict[str, int], total: dict[str, int]) -> float:
+    """used / total of the resource closest to its total (the dominant share); 0 with no total."""
     shares = [used.get(name, 0) / quantity for name, quantity in total.items() if quantity > 0]
     return max(shares) if shares else 0.0
 
 
-def _fmt(resource: dict[str, int]) -> str:
+def _fmt(resource: dict[str, int] | dict[str, float] | None, unset: str = "0") -> str:
+    """``48G/24c``: memory in GiB, vcores (whole), short enough for an 80-column table.
+
+    ``unset`` stands for no resource at all: ``0`` for a usage, ``-`` for a guarantee or max not set.
+    """
     if not resource:
-        return "-"
+        return unset
     memory = resource.get("memory", 0) / GiB
     vcore = resource.get("vcore", 0) / 1000
-    return f"{memory:,.0f}G/{vcore:,.0f}c"
+    return f"{memory:.0f}G/{vcore:.0f}c"
+
+
+def _percent(share: float) -> str:
+    return "-" if math.isnan(share) else f"{share:.0%}"
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    """``root.a.b`` -> root, root.a, root.a.b."""
+    parts = path.split(".")
+    for depth in range(1, len(parts) + 1):
+        yield ".".join(parts[:depth])
+
+
+def _add(total: dict[str, float], resource: dict[str, int] | dict[str, float]) -> None:
+    for name, quantity in resource.items():
+        total[name] = total.get(name, 0) + quantity
+
+
+@attrs.define
+class QueueState:
+    """One queue at one sample: what korral reports for it, its usage summed from its applications."""
+
+    guaranteed: dict[str, int]
+    max: dict[str, int]
+    is_leaf: bool
+    allocated: dict[str, float] = attrs.Factory(dict)
+    pending: dict[str, float] = attrs.Factory(dict)
+    applications: set[str] = attrs.Factory(set)
+
+
+@attrs.define
+class QueueTotals:
+    """A queue over the whole run: sums over every sample of the run (0 while the queue did not exist)."""
+
+    guaranteed: dict[str, int]
+    max: dict[str, int]
+    allocated: dict[str, float] = attrs.Factory(dict)
+    pending: dict[str, float] = attrs.Factory(dict)
+    applications: set[str] = attrs.Factory(set)
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
 class Simulation:
@@ -110,14 +165,22 @@ class Simulation:
         self.rm = SimulatedRM()
         self.apps: dict[str, SimApp] = {}
         self.finishing: list[tuple[float, int, str, str, str]] = []  # (end, seq, app, uuid, key)
-        self.submitted_at: dict[str, float] = {}
-        self.waits: list[float] = []
+        self.submitted_at: dict[str, float] = {}  # asks not allocated yet: when they were submitted
+        self.waits: list[float] = []  # allocated asks: submitted -> allocation received
+        self.asks_submitted = 0
+        self.asks_rejected = 0
+        self.rejections_counted: set[str] = set()
         self.allocations = 0
         self.released = 0
         self.completed_apps = 0
-        self.samples: dict[str, list[QueueSample]] = defaultdict(list)
         self._seq = 0
         self._leaves = [q for q in self._leaf_queues() if q != "root.batch"]
+        # the samples: the latest one (the live view) and the sums over all of them (the summary)
+        self.latest: dict[str, QueueState] = {}
+        self.totals: dict[str, QueueTotals] = {}
+        self.first_seen: dict[str, int] = {}  # display order: a parent before its children
+        self.sample_count = 0
+        self.cluster = {name: quantity * nodes for name, quantity in NODE_RESOURCE.items()}
 
     def _leaf_queues(self) -> list[str]:
         leaves: list[str] = []
@@ -177,6 +240,7 @@ class Simulation:
         for index in range(app.tasks):
             key = f"{app.app_id}-task-{index}"
             self.submitted_at[key] = now
+            self.asks_submitted += 1
             asks.append(
                 si.AllocationAsk(
                     allocation_key=key,
@@ -201,7 +265,7 @@ class Simulation:
                         si.NodeInfo(
                             node_id=f"node-{index:03d}",
                             action=si.NodeAction.CREATE,
-                            schedulable_resource={"memory": 64 * GiB, "vcore": 16_000},
+                            schedulable_resource=dict(NODE_RESOURCE),
                         )
                         for index in range(self.node_count)
                     ],
@@ -211,7 +275,8 @@ class Simulation:
             start = time.monotonic()
             next_arrival = start
             next_sample = start
-            with Live(self._render(core, 0.0), console=console, refresh_per_second=4) as live:
+            self._sample(core)
+            with Live(self._render(console, 0.0), console=console, refresh_per_second=4) as live:
                 while True:
                     now = time.monotonic()
                     elapsed = now - start
@@ -220,22 +285,36 @@ class Simulation:
                     while next_arrival <= now:
                         self._submit(core, self._new_app(now), now)
                         next_arrival += self.rng.expovariate(self.arrival_rate)
-                    self._collect(now)
+                    self._collect()
                     self._release_finished(core, now)
                     if now >= next_sample:
                         self._sample(core)
-                        live.update(self._render(core, elapsed))
-                        next_sample = now + 0.5
+                        live.update(self._render(console, elapsed))
+                        while next_sample <= now:  # late: skip, never sample twice in a row
+                            next_sample += SAMPLE_INTERVAL
                     time.sleep(0.02)
+                # what korral still had in hand when the arrivals stopped counts, nothing after
                 core.wait_until_idle(30)
-                self._collect(time.monotonic())
-                live.update(self._render(core, self.duration))
+                self._collect()
+                self._sample(core)
+                live.update(self._render(console, self.duration))
             if not console.is_terminal:
                 console.print()  # piped: the last live frame does not end its line
-            self._summary(console, core)
+            self._summary(console, core, end=time.monotonic())
 
-    def _collect(self, now: float) -> None:
-        for allocation, arrived in self.rm.take_new():
+    def _collect(self) -> None:
+        new, rejected_asks, rejected_apps = self.rm.take_new()
+        for key in rejected_asks:
+            if self.submitted_at.pop(key, None) is not None:
+                self.asks_rejected += 1
+        # the asks of a rejected application are not waiting for anything: out of the wait figures
+        for app_id in rejected_apps - self.rejections_counted:
+            self.rejections_counted.add(app_id)
+            app = self.apps.get(app_id)
+            for index in range(app.tasks if app is not None else 0):
+                if self.submitted_at.pop(f"{app_id}-task-{index}", None) is not None:
+                    self.asks_rejected += 1
+        for allocation, arrived in new:
             self.allocations += 1
             submitted = self.submitted_at.pop(allocation.allocation_key, None)
             if submitted is not None:
@@ -301,96 +380,173 @@ class Simulation:
             pending.extend(info.children)
         return found
 
+    # ---- samples -----------------------------------------------------------------------------------
+
     def _sample(self, core: korral.Core) -> None:
+        """Every queue at this moment, and the run's sums with it (one window for all queues).
+
+        Usage comes from one snapshot of the partition's applications, summed up the tree, so a parent
+        is exactly the sum of its children; the queues' own reports give the structure, guarantees
+        and maxes.
+        """
+        states: dict[str, QueueState] = {}
         for info in self._queues(core):
-            if info.is_leaf or info.path == "root":
-                self.samples[info.path].append(
-                    QueueSample(
-                        allocated=info.allocated,
-                        guaranteed=info.guaranteed,
-                        max=info.max,
-                        pending=info.pending,
-                    )
-                )
+            states[info.path] = QueueState(guaranteed=info.guaranteed, max=info.max, is_leaf=info.is_leaf)
+            self.first_seen.setdefault(info.path, len(self.first_seen))
+        for app in core.applications(self.partition):
+            for path in _ancestors(app.queue):
+                state = states.get(path)
+                if state is None:  # created or removed between the two reads: next sample has it
+                    continue
+                _add(state.allocated, app.allocated)
+                _add(state.pending, app.pending)
+                state.applications.add(app.application_id)
+        self.latest = states
+        self.sample_count += 1
+        for path, state in states.items():
+            totals = self.totals.get(path)
+            if totals is None:
+                totals = self.totals[path] = QueueTotals(guaranteed=state.guaranteed, max=state.max)
+            totals.guaranteed, totals.max = state.guaranteed, state.max
+            _add(totals.allocated, state.allocated)
+            _add(totals.pending, state.pending)
+            totals.applications |= state.applications
+
+    def _tree_order(self, paths: Iterable[str]) -> list[str]:
+        return sorted(paths, key=lambda path: [self.first_seen.get(p, 0) for p in _ancestors(path)])
+
+    @staticmethod
+    def _tree_name(path: str) -> str:
+        depth = path.count(".")
+        return "  " * depth + path.rsplit(".", 1)[-1]
 
     # ---- display -----------------------------------------------------------------------------------
 
-    def _render(self, core: korral.Core, elapsed: float) -> Group:
-        table = Table(title=f"korral simulation  t={elapsed:4.1f}s / {self.duration:.0f}s", expand=False)
-        for column in ("queue", "used", "guaranteed", "max", "pending", "apps", "used/guar."):
-            table.add_column(column, justify="right" if column != "queue" else "left", no_wrap=True)
-        for info in self._queues(core):
-            if not info.is_leaf and info.path != "root":
-                continue
-            ratio = _share(info.allocated, info.guaranteed) if info.guaranteed else math.nan
-            table.add_row(
-                info.path,
-                _fmt(info.allocated),
-                _fmt(info.guaranteed),
-                _fmt(info.max),
-                _fmt(info.pending),
-                str(len(info.applications)),
-                "-" if math.isnan(ratio) else f"{ratio:5.0%}",
-            )
-        rate = self.allocations / elapsed if elapsed > 0 else 0.0
-        status = Table.grid(padding=(0, 2))
-        status.add_row(
-            f"applications submitted {self._seq}",
-            f"completed {self.completed_apps}",
-            f"allocations {self.allocations}",
-            f"released {self.released}",
-            f"{rate:,.1f} allocations/s",
+    def _bar(self, state: QueueState, width: int = 24) -> Text:
+        """Used against the queue's max (or the cluster): filled cells, the guarantee as a mark."""
+        scale = state.max or self.cluster
+        used = min(1.0, _share(state.allocated, scale))
+        guarantee = _share(state.guaranteed, scale) if state.guaranteed else math.nan
+        filled = round(used * width)
+        bar = Text("█" * filled, style="green" if not state.guaranteed or used <= guarantee else "yellow")
+        bar.append("·" * (width - filled), style="dim")
+        if not math.isnan(guarantee):
+            mark = min(width - 1, round(guarantee * width))
+            bar = bar[:mark] + Text("┃", style="bold cyan") + bar[mark + 1 :]
+        return bar
+
+    def _render(self, console: Console, elapsed: float) -> Group:
+        wide = console.width >= BAR_MIN_WIDTH
+        table = Table(
+            title=f"korral simulate: {plural(self.node_count, 'node')} ({_fmt(self.cluster)}), "
+            f"t={elapsed:4.1f}s of {self.duration:g}s",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        for column in ("queue", "used", "guar.", "max", "pending", "apps", "used/guar."):
+            table.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
+        if wide:
+            table.add_column("used of max, ┃ guaranteed", no_wrap=True)
+        for path in self._tree_order(self.latest):
+            state = self.latest[path]
+            row = [
+                self._tree_name(path),
+                _fmt(state.allocated),
+                _fmt(state.guaranteed, unset="-"),
+                _fmt(state.max, unset="-"),
+                _fmt(state.pending),
+                str(len(state.applications)),
+                _percent(_share(state.allocated, state.guaranteed) if state.guaranteed else math.nan),
+            ]
+            table.add_row(*row, *([self._bar(state)] if wide else []))
+        status = Text(
+            f"applications: {self._seq:,} submitted, {self.completed_apps:,} completed, "
+            f"{len(self.rm.rejected_apps):,} rejected\n"
+            f"asks: {self.asks_submitted:,} submitted, {self.allocations:,} allocated, "
+            f"{len(self.submitted_at):,} waiting; {self.released:,} allocations released"
         )
         return Group(table, status)
 
-    def _summary(self, console: Console, core: korral.Core) -> None:
-        table = Table(title="summary: time-averaged queue usage")
-        for column in ("queue", "mean used", "used/guar.", "used/max", "peak used/max"):
-            table.add_column(column, justify="right" if column != "queue" else "left", no_wrap=True)
-        guaranteed_shares: list[float] = []
-        for path, samples in sorted(self.samples.items()):
-            memory = statistics.fmean(s.allocated.get("memory", 0) for s in samples)
-            vcore = statistics.fmean(s.allocated.get("vcore", 0) for s in samples)
-            use_guarantee = (
-                statistics.fmean(_share(s.allocated, s.guaranteed) for s in samples)
-                if samples[-1].guaranteed
-                else math.nan
-            )
-            use_max = [_share(s.allocated, s.max) for s in samples] if samples[-1].max else []
-            if not math.isnan(use_guarantee) and path != "root":
-                guaranteed_shares.append(use_guarantee)
+    def _summary(self, console: Console, core: korral.Core, end: float) -> None:
+        samples = max(1, self.sample_count)
+        table = Table(
+            title=f"summary: every queue over the same {self.duration:g}s ({plural(samples, 'sample')})",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        for column in ("queue", "mean used", "used/guar.", "used/max", "mean pending", "apps"):
+            table.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
+        guaranteed_shares: dict[str, float] = {}
+        for path in self._tree_order(self.totals):
+            totals = self.totals[path]
+            mean_used = {name: quantity / samples for name, quantity in totals.allocated.items()}
+            mean_pending = {name: quantity / samples for name, quantity in totals.pending.items()}
+            use_guarantee = _share(mean_used, totals.guaranteed) if totals.guaranteed else math.nan
+            use_max = _share(mean_used, totals.max) if totals.max else math.nan
+            if totals.guaranteed and path != "root":
+                guaranteed_shares[path] = use_guarantee
             table.add_row(
-                path,
-                _fmt({"memory": int(memory), "vcore": int(vcore)}),
-                "-" if math.isnan(use_guarantee) else f"{use_guarantee:.0%}",
-                f"{statistics.fmean(use_max):.0%}" if use_max else "-",
-                f"{max(use_max):.0%}" if use_max else "-",
+                self._tree_name(path),
+                _fmt(mean_used),
+                _percent(use_guarantee),
+                _percent(use_max),
+                _fmt(mean_pending),
+                str(len(totals.applications)),
             )
         console.print(table)
-        waits = sorted(self.waits)
+        console.print(
+            Text(
+                f"mean used, mean pending: allocated and still-asked resources averaged over the same "
+                f"{plural(samples, 'sample')} ({SAMPLE_INTERVAL:g}s apart) for every queue, 0 while a "
+                "queue did not exist, so children add up to their parent.\n"
+                "used/guar., used/max: mean used against the queue's guaranteed or max resource, of the "
+                "resource closest to it (- : none set).\n"
+                "apps: applications that were in the queue or below it at some sample.",
+                style="dim",
+            )
+        )
+        self._print_waits_and_totals(console, core, end, guaranteed_shares)
+
+    def _print_waits_and_totals(
+        self, console: Console, core: korral.Core, end: float, guaranteed_shares: dict[str, float]
+    ) -> None:
+        still_pending = [end - submitted for submitted in self.submitted_at.values()]
+        every_wait = sorted(self.waits + still_pending)
+        allocated_waits = sorted(self.waits)
+        shares = list(guaranteed_shares.values())
         fairness = (
-            sum(guaranteed_shares) ** 2 / (len(guaranteed_shares) * sum(x * x for x in guaranteed_shares))
-            if guaranteed_shares and any(guaranteed_shares)
+            sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
+            if shares and any(shares)
             else math.nan
         )
-        p50 = waits[len(waits) // 2] if waits else 0.0
-        p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))] if waits else 0.0
-        console.print(
-            f"applications: {self._seq} submitted, {self.completed_apps} completed, "
-            f"{len(self.rm.rejected_apps)} rejected\n"
-            f"allocations: {self.allocations} made, {self.released} released, "
-            f"{self.allocations / self.duration:,.1f} per second\n"
-            f"wait (ask submitted -> allocated): p50 {p50 * 1000:,.0f} ms, p99 {p99 * 1000:,.0f} ms\n"
-            f"fairness between guaranteed queues (Jain's index of use/guarantee, 1.0 = equal): "
-            f"{'-' if math.isnan(fairness) else f'{fairness:.2f}'}\n"
-            f"scheduler errors: {core.tracker.errors}"
-        )
+        offered_asks = self.asks_submitted / self.duration
+        lines = [
+            f"applications: {self._seq:,} submitted, {self.completed_apps:,} completed, "
+            f"{len(self.rm.rejected_apps):,} rejected",
+            f"asks: {self.asks_submitted:,} submitted, {self.allocations:,} allocated, "
+            f"{len(still_pending):,} still pending at the end, {self.asks_rejected:,} rejected; "
+            f"{self.released:,} allocations released",
+            f"offered load: {self._seq / self.duration:,.1f} applications/s, {offered_asks:,.1f} asks/s "
+            f"(--arrival-rate {self.arrival_rate:g}): the pace of this simulation, not korral's speed "
+            "(korral bench measures that)",
+            f"wait, ask submitted -> allocated, every ask: p50 {percentile(every_wait, 0.5) * 1000:,.0f} ms, "
+            f"p99 {percentile(every_wait, 0.99) * 1000:,.0f} ms; the {plural(len(still_pending), 'ask')} "
+            "still pending at the end count with their wait so far, so the true figures are at least "
+            + (
+                f"these (allocated asks only: p50 {percentile(allocated_waits, 0.5) * 1000:,.0f} ms, "
+                f"p99 {percentile(allocated_waits, 0.99) * 1000:,.0f} ms)"
+                if allocated_waits
+                else "these (no ask was allocated)"
+            ),
+            "fairness between the queues with a guarantee "
+            f"({', '.join(guaranteed_shares) or 'none'}): Jain's index of used/guar. "
+            f"{'-' if math.isnan(fairness) else f'{fairness:.2f}'} (1.0 = all equally served)",
+            f"scheduler errors: {core.tracker.errors}",
+        ]
+        console.print("\n".join(lines))
 
 
 def simulate(config: str | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
     """Run the simulation on a queues.yaml text (None: the bundled example)."""
     text = config if config is not None else bundled_config()
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=110)  # piped or in CI: wide enough for the tables
-    Simulation(text, nodes, duration, seed, arrival_rate).run(console)
+    Simulation(text, nodes, duration, seed, arrival_rate).run(Console())
