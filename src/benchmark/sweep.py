@@ -55,36 +55,149 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# YuniKorn's Go core (yunikorn-core be3bb487, its BenchmarkScheduling on the same shape) measured on this
+# project's machine kind in November 2026; drawn beside korral's figures, never compared in a test.
+# (nodes, low, high): one figure where low == high, else the range of the medians of several runs.
+YUNIKORN_SIDE_BY_SIDE: dict[int, tuple[tuple[int, float, float], ...]] = {
+    # run alternately with korral's bench on 23 November 2026, on a loaded machine
+    10_000: ((1000, 3355, 3355), (10_000, 2675, 2675)),
+    100_000: ((1000, 90, 90), (10_000, 79, 79)),
+}
+YUNIKORN_EARLIER: dict[int, tuple[tuple[int, float, float], ...]] = {
+    # earlier runs, alone on the machine: medians of 5 (500-5,000 nodes) or of 3 (1,000 and 10,000)
+    10_000: (
+        (500, 3930, 4210),
+        (1000, 4070, 4850),
+        (2000, 3840, 4440),
+        (5000, 4150, 4180),
+        (10_000, 4300, 4430),
+    ),
+    50_000: ((1000, 850, 1040),),
+    100_000: ((1000, 300, 340), (10_000, 335, 335)),
+}
+TARGET_ALLOCATIONS_PER_SECOND = 40_000
+KORRAL_COLOUR = "#1f5fa8"  # korral and its reference share it: a pair, told apart by line style
+YUNIKORN_COLOUR = "#d9730d"
+TARGET_COLOUR = "#c0392b"
+
+
 def plot(results: list[dict], path: Path) -> None:
+    """Allocations/s against nodes, one panel per ask count: korral, its reference, YuniKorn, the target."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    figure, (rate_axis, cost_axis) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ask_count in sorted({r["asks"] for r in results}):
+    ask_counts = sorted({r["asks"] for r in results})
+    node_ticks = sorted({r["nodes"] for r in results})
+    figure, axes = plt.subplots(
+        1, len(ask_counts), figsize=(4.6 * len(ask_counts), 5.2), sharey=True, squeeze=False
+    )
+    for axis, ask_count in zip(axes[0], ask_counts, strict=True):
         rows = sorted((r for r in results if r["asks"] == ask_count), key=lambda r: r["nodes"])
-        node_counts = [r["nodes"] for r in rows]
-        rates = [r["korral"]["allocations_per_second"] for r in rows]
-        reference = [r["reference"]["allocations_per_second"] for r in rows]
-        rate_axis.plot(node_counts, rates, marker="o", label=f"korral, {ask_count:,} asks")
-        rate_axis.plot(
-            node_counts, reference, marker="x", linestyle="--", label=f"reference, {ask_count:,} asks"
+        nodes = [r["nodes"] for r in rows]
+        axis.plot(
+            nodes,
+            [r["korral"]["allocations_per_second"] for r in rows],
+            color=KORRAL_COLOUR,
+            marker="o",
+            linewidth=2,
+            label="korral (actors, through korral.Core)",
         )
-        cost_axis.plot(node_counts, [1e6 / rate for rate in rates], marker="o", label=f"{ask_count:,} asks")
-    rate_axis.axhline(4200, color="grey", linestyle=":", label="YuniKorn (Go), ~4,200/s")
-    rate_axis.axhline(20_000, color="red", linestyle=":", label="target 20,000/s")
-    for axis in (rate_axis, cost_axis):
+        axis.plot(
+            nodes,
+            [r["reference"]["allocations_per_second"] for r in rows],
+            color=KORRAL_COLOUR,
+            marker="o",
+            markerfacecolor="white",
+            linestyle="--",
+            linewidth=1.5,
+            zorder=3,
+            label="korral's sequential reference (one thread, same input)",
+        )
+        for points, filled, label in (
+            (YUNIKORN_SIDE_BY_SIDE.get(ask_count, ()), True, "YuniKorn (Go), run side by side with korral"),
+            (YUNIKORN_EARLIER.get(ask_count, ()), False, "YuniKorn (Go), earlier runs (range of medians)"),
+        ):
+            if not points:
+                continue
+            xs = [n for n, _, _ in points]
+            middles = [(low + high) / 2 for _, low, high in points]
+            spans = [
+                [m - low for (_, low, _), m in zip(points, middles, strict=True)],
+                [high - m for (_, _, high), m in zip(points, middles, strict=True)],
+            ]
+            axis.errorbar(
+                xs,
+                middles,
+                yerr=spans,
+                color=YUNIKORN_COLOUR,
+                marker="D",
+                markersize=6,
+                markerfacecolor=YUNIKORN_COLOUR if filled else "white",
+                linestyle="none",
+                capsize=3,
+                label=label,
+            )
+            if filled:
+                for x, y in zip(xs, middles, strict=True):
+                    axis.annotate(
+                        f"{y:,.0f}/s",
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(0, -14),
+                        ha="center",
+                        fontsize=8,
+                        color=YUNIKORN_COLOUR,
+                    )
+        axis.axhline(
+            TARGET_ALLOCATIONS_PER_SECOND,
+            color=TARGET_COLOUR,
+            linestyle=":",
+            linewidth=1.5,
+            zorder=1,  # beneath the reference, which runs close to it
+            label=f"target {TARGET_ALLOCATIONS_PER_SECOND:,}/s",
+        )
         axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.xaxis.set_major_locator(FixedLocator(node_ticks))
+        axis.xaxis.set_minor_locator(NullLocator())
+        axis.xaxis.set_major_formatter(
+            FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x >= 1000 else f"{x:g}")
+        )
+        axis.set_xlim(node_ticks[0] / 1.4, node_ticks[-1] * 1.4)
         axis.set_xlabel("nodes")
-        axis.grid(True, alpha=0.3)
-    rate_axis.set_ylabel("allocations per second")
-    rate_axis.set_title("YuniKorn benchmark shape: throughput")
-    cost_axis.set_ylabel("µs per allocation (korral)")
-    cost_axis.set_title("cost per allocation")
-    rate_axis.legend(fontsize=7)
-    cost_axis.legend(fontsize=7)
-    figure.tight_layout()
+        axis.set_title(f"{ask_count:,} asks")
+        axis.grid(True, which="major", alpha=0.3)
+    first = axes[0][0]
+    first.set_ylim(40, 120_000)
+    first.yaxis.set_major_locator(FixedLocator([100, 300, 1000, 3000, 10_000, 30_000, 100_000]))
+    first.yaxis.set_minor_locator(NullLocator())
+    first.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    first.set_ylabel("allocations per second (log scale; higher is better)")
+    figure.suptitle("YuniKorn's benchmark shape: allocations per second against nodes", fontsize=13)
+    handles, labels = first.get_legend_handles_labels()
+    for axis in axes[0][1:]:  # the YuniKorn range may be drawn only in some panels
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    figure.legend(
+        handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.06)
+    )
+    figure.text(
+        0.5,
+        0.01,
+        "korral and its reference: korral bench --sweep (bench/results/sweep.json). YuniKorn: yunikorn-core "
+        "be3bb487 BenchmarkScheduling, same shape, measured on the same machine kind in November 2026 "
+        "(bench/README.md); its rate falls with asks because it rescans every ask after each allocation.",
+        ha="center",
+        fontsize=7.5,
+        color="#444444",
+        wrap=True,
+    )
+    figure.tight_layout(rect=(0, 0.17, 1, 0.95))
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
