@@ -78,7 +78,7 @@ def read_config(file: Path) -> tuple[str, str]:
     name = source_name(file)
     try:
         if str(file) == "-":
-            text = click.get_text_stream("stdin").read()
+            text = sys.stdin.read()
         else:
             text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -7,9 +7,12 @@ stress run with an injected fault (which shrinks its reproducing sequence before
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,6 +60,44 @@ def test_help_lists_every_command(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     for command in ("validate-config", "simulate", "bench", "stress"):
         assert re.search(rf"^\s+{command}\s", result.output, re.MULTILINE), result.output
+
+
+def test_help_describes_every_command_without_cutting_it_short() -> None:
+    # click shortens a description that does not fit the line with "..."; 80 columns is the narrowest
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    commands = result.output.split("Commands:")[1].splitlines()[1:]
+    assert len(commands) == 4, result.output
+    assert all(line.rstrip().endswith(".") and "..." not in line for line in commands), result.output
+
+
+def test_version_is_the_installed_distributions(runner: CliRunner) -> None:
+    expected = importlib.metadata.version("korral")
+    assert korral.__version__ == expected
+    for option in ("--version", "-V"):
+        result = runner.invoke(main, [option])
+        assert (result.exit_code, result.output) == (0, f"korral {expected}\n")
+
+
+def test_python_dash_m_korral_runs_the_command_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "korral", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, f"korral {korral.__version__}\n"), done.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "korral", "validate-config", "-"],
+        input="partitions: [{name: default, queues: [{name: root, bogus: 1}]}]\n",
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (checked.returncode, checked.stdout) == (1, "")
+    assert checked.stderr.startswith("invalid: ") and "unknown key 'bogus'" in checked.stderr
 
 
 # ---- validate-config -------------------------------------------------------------------------------
@@ -138,6 +179,26 @@ partitions:
 }
 
 
+# how YuniKorn's Kubernetes shim deploys its queues (deployments/scheduler/yunikorn-configs.yaml)
+SHIM_CONFIGMAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: yunikorn-configs
+data:
+  queues.yaml: |
+    partitions:
+      - name: default
+        placementrules:
+          - name: tag
+            value: namespace
+            create: true
+        queues:
+          - name: root
+            submitacl: '*'
+"""
+
+
 @pytest.mark.parametrize("case", sorted(BROKEN_CONFIGS))
 def test_validate_config_rejects_a_broken_file_and_names_what_is_wrong(
     runner: CliRunner, tmp_path: Path, case: str
@@ -161,6 +222,70 @@ def test_validate_config_reports_a_yaml_syntax_error_with_its_line(runner: CliRu
     assert result.exit_code == 1, result.output
     assert result.output.startswith("invalid: invalid YAML"), result.output
     assert "line 5" in result.output, result.output
+    # the parser read a string: the error still names the file the user gave
+    assert f'in "{broken}", line 5' in result.output, result.output
+    assert "<unicode string>" not in result.output
+
+
+def test_validate_config_errors_go_to_stderr_and_ok_to_stdout(runner: CliRunner, tmp_path: Path) -> None:
+    text, _ = BROKEN_CONFIGS["misspelt-key"]
+    result = runner.invoke(main, ["validate-config", str(write_config(tmp_path, text))])
+    assert result.exit_code == 1
+    assert result.stdout == ""  # `korral validate-config bad.yaml 2>/dev/null` prints nothing
+    assert result.stderr.startswith("invalid: ") and "unknown key 'maxaplications'" in result.stderr
+    ok = runner.invoke(main, ["validate-config", str(BUNDLED_EXAMPLE)])
+    assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "OK\n", "")
+
+
+def test_validate_config_reads_standard_input_for_a_dash(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["validate-config", "-"], input=BUNDLED_EXAMPLE.read_text())
+    assert (result.exit_code, result.stdout) == (0, "OK\n"), result.output
+    broken = runner.invoke(main, ["validate-config", "-"], input="partitions: [{name: default, queues: [\n")
+    assert broken.exit_code == 1, broken.output
+    assert broken.stderr.startswith("invalid: invalid YAML") and 'in "<stdin>", line' in broken.stderr
+
+
+def test_validate_config_accepts_the_shims_configmap_and_checks_the_queues_inside(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    configmap = write_config(tmp_path, SHIM_CONFIGMAP, "yunikorn-configs.yaml")
+    result = runner.invoke(main, ["validate-config", str(configmap)])
+    assert (result.exit_code, result.stdout) == (0, "OK\n"), result.output
+    # the queues inside are validated as strictly as a queues.yaml (here a misspelt key)
+    broken = SHIM_CONFIGMAP.replace("submitacl: '*'", "submitacl: '*'\n            maxaplications: 3")
+    result = runner.invoke(main, ["validate-config", "-"], input=broken)
+    assert result.exit_code == 1, result.output
+    assert "queue 'root'" in result.stderr and "unknown key 'maxaplications'" in result.stderr
+    # and the help says a ConfigMap is welcome
+    assert 'data."queues.yaml"' in flat(runner.invoke(main, ["validate-config", "--help"]).output)
+
+
+@pytest.mark.parametrize(
+    ("document", "hint"),
+    [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: yunikorn-defaults}\ndata:\n  log.level: '0'\n",
+            'a Kubernetes ConfigMap without data."queues.yaml" (its data keys: log.level)',
+        ),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: yunikorn-scheduler}\n",
+            "a Kubernetes Deployment, not a queues.yaml: give the queues.yaml, or the ConfigMap that "
+            'holds it under data."queues.yaml"',
+        ),
+    ],
+    ids=["configmap-without-queues", "deployment"],
+)
+def test_validate_config_says_what_to_give_for_other_kubernetes_objects(
+    runner: CliRunner, tmp_path: Path, document: str, hint: str
+) -> None:
+    path = write_config(tmp_path, document, "object.yaml")
+    result = runner.invoke(main, ["validate-config", str(path)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert flat(result.stderr) == f"invalid: {path} is {hint}" + (
+        "; YuniKorn's shim reads the queues from that key" if "without" in hint else ""
+    )
+    assert "unknown key 'apiVersion'" not in result.stderr
 
 
 def test_validate_config_refuses_a_missing_file_before_reading_it(runner: CliRunner, tmp_path: Path) -> None:
@@ -348,34 +473,172 @@ def test_bench_without_json_only_prints(
     assert "written:" not in result.output
 
 
+def test_bench_plot_only_redraws_the_sweep_chart_from_its_json(runner: CliRunner, tmp_path: Path) -> None:
+    sweep_json = Path(__file__).parents[1] / "bench" / "results" / "sweep.json"
+    out = tmp_path / "charts"
+    result = runner.invoke(main, ["bench", "--plot-only", str(sweep_json), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"written: {out / 'sweep.png'}\n"  # nothing was run, only drawn
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.png"]
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    not_a_sweep = write_config(tmp_path, '{"nodes": 5}', "other.json")
+    refused = runner.invoke(main, ["bench", "--plot-only", str(not_a_sweep), "--out", str(out)])
+    assert refused.exit_code == 1
+    assert refused.stdout == "" and refused.stderr.startswith(f"cannot plot {not_a_sweep}: ")
+
+
 # ---- simulate --------------------------------------------------------------------------------------
 
 
-def test_simulate_schedules_the_bundled_example_and_summarises(runner: CliRunner) -> None:
+RESOURCE = re.compile(r"^(?:(\d+)G/(\d+)c|0)$")
+
+
+def resource(cell: str) -> tuple[int, int]:
+    """``133G/66c`` -> (133, 66); ``0`` -> (0, 0)."""
+    match = RESOURCE.match(cell)
+    assert match, cell
+    return (int(match[1]), int(match[2])) if match[1] else (0, 0)
+
+
+def table_rows(output: str, title: str) -> dict[str, list[str]]:
+    """The rows of the table titled ``title...``: full queue path (from the tree's indentation) -> cells."""
+    lines = output.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.strip().startswith(title))
+    header = next(index for index in range(start, len(lines)) if lines[index].split()[:1] == ["queue"])
+    rows: dict[str, list[str]] = {}
+    stack: list[str] = []
+    base = None
+    for line in lines[header + 2 :]:
+        if not line.strip():
+            break
+        indent = len(line) - len(line.lstrip())
+        base = indent if base is None else base
+        depth = (indent - base) // 2
+        name, *cells = line.split()
+        stack[depth:] = [name]
+        rows[".".join(stack)] = cells
+    return rows
+
+
+def children_of(path: str, paths: list[str]) -> list[str]:
+    return [p for p in paths if p.rsplit(".", 1)[0] == path and p != path]
+
+
+def test_simulate_summary_has_every_queue_over_one_window(runner: CliRunner) -> None:
     duration = 1.0  # the smallest --duration allows
     result = runner.invoke(
         main, ["simulate", "--duration", str(duration), "--seed", "3", "--arrival-rate", "10"]
     )
     assert result.exit_code == 0, result.output
     text = flat(result.output)
-    assert "summary: time-averaged queue usage" in text
-    # the bundled example's queues appear in the tables
-    for queue in ("root.production", "root.development", "root.default"):
-        assert queue in result.output, queue
+    live = table_rows(result.output, "korral simulate:")
+    summary = table_rows(result.output, "summary: every queue over the same")
+    # every configured queue, the parent root.batch included, and every queue created during the run
+    for queue in ("root", "root.production", "root.development", "root.batch", "root.default"):
+        assert queue in summary, (queue, list(summary))
+    created = [path for path in summary if path.startswith("root.batch.")]
+    assert created, list(summary)  # this seed sends applications through the namespace tag rule
+    assert set(live) <= set(summary)
+
+    # one window for all: a parent's mean use is its children's sum (each figure rounded to 1G / 1c)
+    paths = list(summary)
+    for parent in paths:
+        children = children_of(parent, paths)
+        if not children:
+            continue
+        memory, vcore = resource(summary[parent][0])
+        assert abs(memory - sum(resource(summary[c][0])[0] for c in children)) <= len(children), parent
+        assert abs(vcore - sum(resource(summary[c][0])[1] for c in children)) <= len(children), parent
 
     submitted = re.search(r"applications: (\d+) submitted, (\d+) completed, (\d+) rejected", text)
     assert submitted, text
     assert int(submitted[1]) >= 1
-    assert int(submitted[2]) <= int(submitted[1])
-    made = re.search(r"allocations: (\d+) made, (\d+) released, ([\d,.]+) per second", text)
-    assert made, text
-    allocations, released = int(made[1]), int(made[2])
-    assert allocations > 0
-    assert released <= allocations
-    assert float(made[3].replace(",", "")) == pytest.approx(allocations / duration, abs=0.05)
-    wait = re.search(r"p50 ([\d,]+) ms, p99 ([\d,]+) ms", text)
+    # root's apps column counts every application beneath it, not only those placed in root itself
+    assert int(summary["root"][-1]) == int(submitted[1]) - int(submitted[3]) > 0
+    assert int(summary["root"][-1]) == sum(
+        int(cells[-1]) for path, cells in summary.items() if not children_of(path, paths)
+    )
+    asks = re.search(
+        r"asks: (\d+) submitted, (\d+) allocated, (\d+) still pending at the end, (\d+) rejected; "
+        r"(\d+) allocations released",
+        text,
+    )
+    assert asks, text
+    assert int(asks[1]) == int(asks[2]) + int(asks[3]) + int(asks[4])
+    assert int(asks[2]) > 0 and int(asks[5]) <= int(asks[2])
+    # the rate is labelled as what the simulation offered, not as korral's speed
+    assert "offered load:" in text and "not korral's speed" in text
+    assert "peak" not in text
+    # what each figure means is said under the table
+    for legend in ("mean used, mean pending:", "used/guar., used/max:", "apps:"):
+        assert legend in text, legend
+    wait = re.search(r"every ask: p50 ([\d,]+) ms, p99 ([\d,]+) ms", text)
     assert wait and number(wait[1]) <= number(wait[2]), text
     assert "scheduler errors: 0" in text
+
+
+def test_simulate_waits_count_the_asks_still_pending_at_the_end(runner: CliRunner, tmp_path: Path) -> None:
+    # a leaf whose max no ask fits: nothing is ever allocated; applications sent without a queue find
+    # no placement rule and are rejected, and their asks with them
+    tiny = write_config(
+        tmp_path,
+        "partitions:\n  - name: default\n    placementrules:\n      - name: provided\n"
+        "    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n"
+        "          - name: tiny\n            resources: {max: {memory: 1Gi, vcore: 1}}\n",
+    )
+    arguments = ["simulate", "--config", str(tiny), "--duration", "1", "--arrival-rate", "8", "--seed", "1"]
+    result = runner.invoke(main, arguments)
+    assert result.exit_code == 0, result.output
+    text = flat(result.output)
+    asks = re.search(
+        r"asks: (\d+) submitted, 0 allocated, (\d+) still pending at the end, (\d+) rejected", text
+    )
+    assert asks, text
+    submitted, pending, rejected = int(asks[1]), int(asks[2]), int(asks[3])
+    assert pending > 0 and rejected > 0 and submitted == pending + rejected
+    wait = re.search(r"every ask: p50 ([\d,]+) ms, p99 ([\d,]+) ms; the (\d+) asks? still pending", text)
+    assert wait, text
+    # no ask was allocated, yet the asks waited: their wait so far is what the figures show
+    assert 0 < number(wait[1]) <= number(wait[2]) <= 60_000
+    assert int(wait[3]) == pending
+    assert "(no ask was allocated)" in text
+
+
+def test_simulate_runs_a_shim_configmap_and_summarises_the_queues_it_created(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    configmap = write_config(tmp_path, SHIM_CONFIGMAP, "yunikorn-configs.yaml")
+    result = runner.invoke(
+        main,
+        ["simulate", "--config", str(configmap), "--duration", "1", "--arrival-rate", "10", "--seed", "5"],
+    )
+    assert result.exit_code == 0, result.output
+    summary = table_rows(result.output, "summary: every queue over the same")
+    # no queue but root is configured: every other queue was created by the tag rule during the run
+    created = [path for path in summary if path != "root"]
+    assert created and all(path.startswith("root.") for path in created), list(summary)
+    assert set(created) <= {"root.analytics", "root.etl", "root.ml"}
+    assert all(int(summary[path][-1]) > 0 for path in created)
+    assert int(summary["root"][-1]) == sum(int(summary[path][-1]) for path in created)
+    assert "scheduler errors: 0" in flat(result.output)
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_simulate_screen_fits_the_terminal_without_cutting_a_cell(columns: int) -> None:
+    runner = CliRunner(env={"FORCE_COLOR": None, "COLUMNS": str(columns)})
+    result = runner.invoke(main, ["simulate", "--duration", "1", "--seed", "3", "--arrival-rate", "10"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(len(line) <= columns for line in lines), max(lines, key=len)
+    assert "…" not in result.output  # rich's mark of a cell cut short
+    live = table_rows(result.output, "korral simulate:")
+    summary = table_rows(result.output, "summary: every queue over the same")
+    assert all(RESOURCE.match(cells[0]) for cells in live.values())  # "used" is whole, never cut
+    assert all(RESOURCE.match(cells[0]) for cells in summary.values())
+    # a wide terminal also draws each queue's use against its max, with the guarantee marked
+    header = next(line for line in lines if line.split()[:2] == ["queue", "used"])
+    assert ("used of max, ┃ guaranteed" in header) == (columns >= 120)
 
 
 def test_simulate_refuses_an_invalid_config(runner: CliRunner, tmp_path: Path) -> None:
@@ -419,16 +682,32 @@ def test_stress_short_run_reports_no_violation(runner: CliRunner) -> None:
     text = flat(result.output)
     assert text.startswith("korral stress: 3 RMs, 0.5s,"), text
     assert "seed 3" in text
-    ok = re.search(r"OK: ([\d,]+) operations, (\d+) checkpoints, (\d+) RM callback failures contained", text)
+    ok = re.search(
+        r"OK: ([\d,]+) operations?, (\d+) (checkpoints?), ([\d,]+) (RM callback failures?) injected on "
+        r"purpose and contained",
+        text,
+    )
     assert ok, text
     assert number(ok[1]) > 0
     assert int(ok[2]) >= 1
+    # counted in the singular when there is one
+    assert ok[3] == ("checkpoint" if ok[2] == "1" else "checkpoints")
+    assert ok[5] == ("RM callback failure" if ok[4] == "1" else "RM callback failures")
     assert text.endswith("no violation"), text
     assert "VIOLATION" not in text
 
 
+def test_stress_with_one_rm_says_so_in_the_singular(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["stress", "--duration", "0.5", "--seed", "4", "--rms", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("korral stress: 1 RM, 0.5s, seed 4"), result.output
+    assert not re.search(r"\b1 (RMs|operations|checkpoints|RM callback failures)\b", result.output)
+
+
 @pytest.mark.timeout(300)  # the shrinking has a 120 s budget; it takes a few seconds in practice
-def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it(runner: CliRunner) -> None:
+def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it() -> None:
+    # 80 columns, as a CI log piped from the command: the replay command must not be wrapped
+    runner = CliRunner(env={"FORCE_COLOR": None, "COLUMNS": "80"})
     # The run stops at the first checkpoint that finds a violation, so a long --duration costs nothing
     # once the fault shows. Checkpoints come often because a single 1 s window (the default --checkpoint
     # is 2 s) caught this fault in only 4 of 12 runs with this seed; 0.5 s checkpoints caught it in 30 of
@@ -446,6 +725,8 @@ def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it(runner: Cl
     assert shrunk, text
     assert 0 < int(shrunk[1]) < number(violation[1])
     assert f"replay with: korral stress --seed 1 --rms 1 --inject-fault {KNOWN_FAULT}" in text
+    replay = f"korral stress --seed 1 --rms 1 --inject-fault {KNOWN_FAULT}"
+    assert replay in result.output.splitlines(), result.output  # one whole line, ready to copy
     listed = [line for line in result.output.splitlines() if re.match(r"^\s+\d+\s+rm0\s+\S", line)]
     assert len(listed) == min(int(shrunk[1]), 200), result.output
 

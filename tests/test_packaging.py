@@ -1,0 +1,108 @@
+"""What an embedding program and a command-line user get from the installed distribution.
+
+A program that only calls ``korral.start()`` installs korral without the ``cli`` extra: nothing but
+the command line may need click, rich or matplotlib. Each check runs in a fresh interpreter in which
+those three cannot be imported, as on a machine that never installed them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import korral
+
+CLI_ONLY = ("click", "rich", "matplotlib")
+
+# a finder placed first that refuses the command line's dependencies, as if they were not installed
+WITHOUT_CLI_EXTRA = textwrap.dedent(
+    f"""
+    import sys
+
+    class NotInstalled:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {CLI_ONLY!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NotInstalled())
+    """
+)
+
+
+def run_without_cli_extra(code: str, cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_CLI_EXTRA + textwrap.dedent(code), *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Path) -> None:
+    done = run_without_cli_extra(
+        """
+        import pkgutil, importlib
+        import korral
+        from korral import si, testing
+
+        # every module of the product and of the harness, except the command line's own
+        command_line = {"korral.cli", "korral.simulate", "korral.__main__"}
+        for module in pkgutil.walk_packages(korral.__path__, "korral."):
+            if module.name not in command_line:
+                importlib.import_module(module.name)
+
+        rm = testing.RecordingRM("rm1")
+        with korral.start() as core:
+            core.register_resource_manager(si.RegisterResourceManagerRequest(rm_id="rm1", config=""), rm)
+            core.update_node(testing.nodes("rm1", ["node-1"], {"memory": 8_000_000_000, "vcore": 4000}))
+            core.update_application(
+                testing.applications("rm1", {"app-1": "root.default"}, tags={"namespace": "default"})
+            )
+            core.update_allocation(testing.asks("rm1", "app-1", 3, {"memory": 1_000_000_000, "vcore": 500}))
+            core.wait_until_idle()
+            print(len(core.application("[rm1]default", "app-1").allocations))
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("click", "rich", "matplotlib")))
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["3", "[]"], done.stdout
+
+
+def test_the_korral_command_names_the_extra_to_install_when_it_is_missing(tmp_path: Path) -> None:
+    done = run_without_cli_extra(
+        """
+        import runpy
+        sys.argv[0] = "korral"
+        runpy.run_module("korral", run_name="__main__")
+        """,
+        tmp_path,
+        "--version",
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr == (
+        "korral's command line needs click, rich, matplotlib, which are not installed: "
+        "pip install 'korral[cli]'\n"
+    )
+
+
+def test_the_command_lines_dependencies_are_an_extra_not_the_core_install() -> None:
+    requirements = importlib.metadata.requires("korral") or []
+    base = {r.split(";")[0].split(">")[0].split("<")[0].strip() for r in requirements if ";" not in r}
+    cli = {r.split(">")[0].strip() for r in requirements if 'extra == "cli"' in r}
+    assert base == {"pykka", "pyyaml", "attrs", "prometheus-client"}
+    assert cli == set(CLI_ONLY)
+    # the console script goes through the launcher that can say so
+    scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    assert scripts["korral"] == "korral.__main__:main"
+
+
+def test_version_comes_from_the_installed_metadata_and_type_hints_are_marked() -> None:
+    assert korral.__version__ == importlib.metadata.version("korral")
+    assert (Path(korral.__file__).parent / "py.typed").is_file()
