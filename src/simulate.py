@@ -147,6 +147,16 @@ class QueueTotals:
     applications: set[str] = attrs.Factory(set)
 
 
+def _grid(rows: list[tuple[str, str]], style: str = "") -> Table:
+    """Term and meaning side by side; a long meaning wraps in its own column, under itself."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, style=style or "bold")
+    grid.add_column(style=style)
+    for term, meaning in rows:
+        grid.add_row(term, meaning)
+    return grid
+
+
 def percentile(sorted_values: list[float], fraction: float) -> float:
     if not sorted_values:
         return 0.0
@@ -300,6 +310,7 @@ class Simulation:
                 live.update(self._render(console, self.duration))
             if not console.is_terminal:
                 console.print()  # piped: the last live frame does not end its line
+            console.print()
             self._summary(console, core, end=time.monotonic())
 
     def _collect(self) -> None:
@@ -494,17 +505,22 @@ class Simulation:
                 str(len(totals.applications)),
             )
         console.print(table)
-        console.print(
-            Text(
-                f"mean used, mean pending: allocated and still-asked resources averaged over the same "
-                f"{plural(samples, 'sample')} ({SAMPLE_INTERVAL:g}s apart) for every queue, 0 while a "
-                "queue did not exist, so children add up to their parent.\n"
-                "used/guar., used/max: mean used against the queue's guaranteed or max resource, of the "
-                "resource closest to it (- : none set).\n"
-                "apps: applications that were in the queue or below it at some sample.",
-                style="dim",
-            )
-        )
+        legend = [
+            (
+                "mean used, mean pending:",
+                f"allocated and still-asked resources averaged over the same {plural(samples, 'sample')} "
+                f"({SAMPLE_INTERVAL:g}s apart) for every queue, 0 while a queue did not exist: children "
+                "add up to their parent",
+            ),
+            (
+                "used/guar., used/max:",
+                "mean used against the queue's guaranteed or max resource, of the resource closest to it "
+                "(- : none set)",
+            ),
+            ("apps:", "applications that were in the queue or below it at some sample"),
+        ]
+        console.print(_grid(legend, style="dim"))
+        console.print()
         self._print_waits_and_totals(console, core, end, guaranteed_shares)
 
     def _print_waits_and_totals(
@@ -520,30 +536,46 @@ class Simulation:
             else math.nan
         )
         offered_asks = self.asks_submitted / self.duration
-        lines = [
-            f"applications: {self._seq:,} submitted, {self.completed_apps:,} completed, "
-            f"{len(self.rm.rejected_apps):,} rejected",
-            f"asks: {self.asks_submitted:,} submitted, {self.allocations:,} allocated, "
-            f"{len(still_pending):,} still pending at the end, {self.asks_rejected:,} rejected; "
-            f"{self.released:,} allocations released",
-            f"offered load: {self._seq / self.duration:,.1f} applications/s, {offered_asks:,.1f} asks/s "
-            f"(--arrival-rate {self.arrival_rate:g}): the pace of this simulation, not korral's speed "
-            "(korral bench measures that)",
-            f"wait, ask submitted -> allocated, every ask: p50 {percentile(every_wait, 0.5) * 1000:,.0f} ms, "
-            f"p99 {percentile(every_wait, 0.99) * 1000:,.0f} ms; the {plural(len(still_pending), 'ask')} "
-            "still pending at the end count with their wait so far, so the true figures are at least "
-            + (
-                f"these (allocated asks only: p50 {percentile(allocated_waits, 0.5) * 1000:,.0f} ms, "
-                f"p99 {percentile(allocated_waits, 0.99) * 1000:,.0f} ms)"
-                if allocated_waits
-                else "these (no ask was allocated)"
+        rows = [
+            (
+                "applications:",
+                f"{self._seq:,} submitted, {self.completed_apps:,} completed, "
+                f"{len(self.rm.rejected_apps):,} rejected",
             ),
-            "fairness between the queues with a guarantee "
-            f"({', '.join(guaranteed_shares) or 'none'}): Jain's index of used/guar. "
-            f"{'-' if math.isnan(fairness) else f'{fairness:.2f}'} (1.0 = all equally served)",
-            f"scheduler errors: {core.tracker.errors}",
+            (
+                "asks:",
+                f"{self.asks_submitted:,} submitted, {self.allocations:,} allocated, "
+                f"{len(still_pending):,} still pending at the end, {self.asks_rejected:,} rejected; "
+                f"{self.released:,} allocations released",
+            ),
+            (
+                "offered load:",
+                f"{self._seq / self.duration:,.1f} applications/s, {offered_asks:,.1f} asks/s "
+                f"(--arrival-rate {self.arrival_rate:g}): the pace of this simulation, not korral's "
+                "speed (korral bench measures that)",
+            ),
+            (
+                "wait:",
+                "ask submitted -> allocated, every ask: "
+                f"p50 {percentile(every_wait, 0.5) * 1000:,.0f} ms, "
+                f"p99 {percentile(every_wait, 0.99) * 1000:,.0f} ms; the {plural(len(still_pending), 'ask')} "
+                "still pending at the end count with their wait so far, so the true figures are at least "
+                + (
+                    f"these (allocated asks only: p50 {percentile(allocated_waits, 0.5) * 1000:,.0f} ms, "
+                    f"p99 {percentile(allocated_waits, 0.99) * 1000:,.0f} ms)"
+                    if allocated_waits
+                    else "these (no ask was allocated)"
+                ),
+            ),
+            (
+                "fairness:",
+                f"Jain's index of used/guar. {'-' if math.isnan(fairness) else f'{fairness:.2f}'} "
+                f"between the queues with a guarantee ({', '.join(guaranteed_shares) or 'none'}); "
+                "1.0 = all equally served",
+            ),
+            ("scheduler errors:", f"{core.tracker.errors}"),
         ]
-        console.print("\n".join(lines))
+        console.print(_grid(rows))
 
 
 def simulate(config: str | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
