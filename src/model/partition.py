@@ -115,6 +115,8 @@ class PartitionModel:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # nodes whose reservation changed since the driver last looked (the actors publish them)
+        self.reservation_changes: set[str] = set()
         # nodes kept out of the node order for now (the actor view cools a node that refused a proposal)
         self.cooling: set[str] = set()
         self.node_sort_policy = "fair"
@@ -742,6 +744,7 @@ class PartitionModel:
     # ---- reservations ------------------------------------------------------------------------------
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        self.reservation_changes.add(node.node_id)
         node.reservation = (app.application_id, ask.allocation_key)
         app.reservations[ask.allocation_key] = node.node_id
         self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
@@ -755,6 +758,7 @@ class PartitionModel:
         if node_id is not None:
             node = self.nodes.get(node_id)
             if node is not None and node.reservation == (application_id, allocation_key):
+                self.reservation_changes.add(node_id)
                 node.reservation = None
                 self._reorder_node(node)
                 self._resources_changed()
