@@ -649,6 +649,7 @@ def test_simulate_refuses_an_invalid_config(runner: CliRunner, tmp_path: Path) -
     )
     result = runner.invoke(main, ["simulate", "--config", str(broken), "--duration", "1"])
     assert result.exit_code == 1, result.output
+    assert result.stdout == ""  # the error is on stderr, and nothing ran
     assert result.output.startswith("invalid configuration: "), result.output
     assert "queue 'root.a'" in result.output and "'lots'" in result.output
     assert "summary" not in result.output
