@@ -299,9 +299,9 @@ def test_bench_scale_allocates_every_ask_when_the_cluster_has_room(runner: CliRu
 
 
 def test_bench_scale_paces_the_asks_at_the_given_rate(runner: CliRunner, tmp_path: Path) -> None:
-    # What --rate does, not how fast anything ran: 500 asks at 1,000/s are sent in waves of 50 (the
-    # smallest wave), one every 50 ms of schedule, so korral's run cannot end before the last wave is due (0.45 s: a lower
-    # bound that only sleeping sets, whatever the machine's load).
+    # What --rate does, not how fast anything ran: 500 asks at 1,000/s go in waves of 50 (the smallest
+    # wave), one every 50 ms of schedule, so korral's run cannot end before the last wave is due
+    # (0.45 s: a lower bound only sleeping sets, whatever the machine's load).
     workload = workloads.build("scale", nodes=50, asks=500, rate=1000)
     assert [wave.count for wave in workload.waves] == [50] * 10
     assert [wave.at for wave in workload.waves] == pytest.approx([index * 0.05 for index in range(10)])
