@@ -255,3 +255,10 @@ class Deliver:
 
     method: str
     argument: Any
+
+
+@attrs.frozen(slots=True)
+class RecoveredGone:
+    """Application -> partition: these recovered allocations are no longer live (their uuids are free)."""
+
+    uuids: tuple[str, ...]

@@ -34,6 +34,7 @@ from korral.actors.messages import (
     QueueCreated,
     QueuesRemoved,
     RecoverAllocations,
+    RecoveredGone,
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
@@ -55,9 +56,10 @@ from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model import events
 from korral.model import resource as res
+from korral.model.allocation import recovery_rejection
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
-from korral.reference import from_si_allocation
+from korral.model.si_convert import from_si_allocation
 
 STOP_TIMEOUT = 5.0
 
@@ -105,6 +107,10 @@ class PartitionActor(ThreadedActor):
         self.timer = timer
         self.settings = settings
         self.registry = PartitionModel(name, config, rm_id=rm_id)
+        # the view issues allocation uuids in the registry's series, so both know what is the core's
+        self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
+        # uuid -> application of the recovered allocations still live (their owners say when they go)
+        self.recovered_live: dict[str, str] = {}
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = ActorPool(name)
         self.scheduler = start_actor(
@@ -114,6 +120,7 @@ class PartitionActor(ThreadedActor):
             name,
             config,
             rm_id=rm_id,
+            uuid_token=self.registry.uuid_token,
             reservation_delay=settings.reservation_delay,
             callback=callback,
             dispatcher=dispatcher,
@@ -294,32 +301,24 @@ class PartitionActor(ThreadedActor):
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
             allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
-            if allocation.application_id not in self.apps:
-                rejected.append(
-                    (
-                        existing.allocation_key,
-                        existing.application_id,
-                        f"failed to find application {existing.application_id}",
-                    )
-                )
-            elif res.is_zero(allocation.resource) or res.has_negative(allocation.resource):
-                rejected.append(
-                    (
-                        existing.allocation_key,
-                        existing.application_id,
-                        "allocation contains no resources or negative resources",
-                    )
-                )
+            app_id = allocation.application_id
+            if app_id not in self.apps:
+                reason = f"failed to find application {app_id}"
             else:
-                if not allocation.uuid:
-                    # not the scheduler's "<partition>-<n>" series: the two counters must never collide
-                    allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
-                by_app[allocation.application_id].append(
-                    allocation._replace(
-                        queue_path=self.registry.applications[allocation.application_id].queue_path,
-                        recovered=True,
-                    )
+                reason = recovery_rejection(
+                    allocation, issued_prefix=self.issued_prefix, live_recovered=self.recovered_live
                 )
+            if reason:
+                rejected.append((existing.allocation_key, app_id, reason))
+                continue
+            if allocation.uuid:
+                self.recovered_live[allocation.uuid] = app_id
+            else:
+                # not the scheduler's series: the two counters must never collide
+                allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
+            by_app[app_id].append(
+                allocation._replace(queue_path=self.registry.applications[app_id].queue_path, recovered=True)
+            )
         return by_app, rejected
 
     # ---- applications ------------------------------------------------------------------------------
@@ -397,6 +396,10 @@ class PartitionActor(ThreadedActor):
             gang_scheduling_style=app.gang_scheduling_style,
         )
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
+
+    def on_RecoveredGone(self, message: RecoveredGone) -> None:
+        for uuid in message.uuids:
+            self.recovered_live.pop(uuid, None)
 
     def on_AppFinished(self, message: AppFinished) -> None:
         handle = self.apps.pop(message.application_id, None)

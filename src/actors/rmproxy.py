@@ -27,6 +27,7 @@ from korral.config.schema import SchedulerConfig
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.si.validate import Checked
 
 STOP_TIMEOUT = 5.0
 
@@ -51,7 +52,10 @@ class UpdateConfiguration:
 
 @attrs.frozen(slots=True)
 class Route:
+    """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
+
     request: Any  # si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
+    checked: Checked | None = None
 
 
 @attrs.frozen(slots=True)
@@ -90,6 +94,9 @@ class RMProxyActor(ThreadedActor):
         request = message.request
         if not request.rm_id:
             return SchedulerError("RegisterResourceManagerRequest needs an rm_id")
+        if "[" in request.rm_id or "]" in request.rm_id:
+            # partitions are named "[rmID]name": a bracket in the id would not round-trip
+            return SchedulerError(f"rm_id {request.rm_id!r} must not contain '[' or ']'")
         try:
             config = load_config(request.config)
         except ConfigError as error:
@@ -178,12 +185,37 @@ class RMProxyActor(ThreadedActor):
         rm = self.rms.get(request.rm_id)
         if rm is None:
             return
+        checked = message.checked
+        if checked is not None:
+            self._reject_bad_items(rm, checked)
+            if checked.empty:
+                return
         if isinstance(request, si.NodeRequest):
             self._route_nodes(rm, request)
         elif isinstance(request, si.ApplicationRequest):
             self._route_applications(rm, request)
         elif isinstance(request, si.AllocationRequest):
             self._route_allocations(rm, request)
+
+    def _reject_bad_items(self, rm: RegisteredRM, checked: Checked) -> None:
+        if checked.node_rejections:
+            rm.dispatcher.tell(
+                Deliver(method="update_node", argument=si.NodeResponse(rejected=checked.node_rejections))
+            )
+        if checked.application_rejections:
+            rm.dispatcher.tell(
+                Deliver(
+                    method="update_application",
+                    argument=si.ApplicationResponse(rejected=checked.application_rejections),
+                )
+            )
+        if checked.ask_rejections:
+            rm.dispatcher.tell(
+                Deliver(
+                    method="update_allocation",
+                    argument=si.AllocationResponse(rejected=checked.ask_rejections),
+                )
+            )
 
     def _partition(self, rm: RegisteredRM, name: str) -> tuple[str, Handle | None]:
         normalized = normalize_partition_name(name, rm.rm_id)

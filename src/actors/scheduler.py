@@ -63,6 +63,7 @@ class SchedulerActor(ThreadedActor):
         config: PartitionConfig,
         *,
         rm_id: str,
+        uuid_token: str,
         reservation_delay: float,
         callback: Any,
         dispatcher: Handle,
@@ -74,6 +75,7 @@ class SchedulerActor(ThreadedActor):
             partition_name,
             config,
             rm_id=rm_id,
+            uuid_token=uuid_token,
             reservation_delay=reservation_delay,
             predicate=self._predicate,
         )
