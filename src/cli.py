@@ -289,7 +289,8 @@ def stress(
     if not result.violations:
         console.print(
             f"[green]OK[/green]: {result.operations:,} operations, {result.checkpoints} checkpoints, "
-            f"{result.callback_failures} RM callback failures contained, no violation"
+            f"{result.callback_failures} RM callback failures contained, {result.restarts} core restarts "
+            "recovered, no violation"
         )
         return
     console.print(f"[red]VIOLATION[/red] (seed {result.seed}, after {result.operations:,} operations):")

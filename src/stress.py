@@ -431,10 +431,10 @@ class StressRun:
         progress: Callable[[float, int, int], None] | None = None,
         minimize_budget: float = 120.0,
         hostile: bool = True,
-        restart_chance: float = 0.15,
+        restart_every: int = 4,
     ) -> None:
         self.hostile = hostile  # invalid items, slow and re-registering RMs, core restarts
-        self.restart_chance = restart_chance  # per checkpoint
+        self.restart_every = restart_every  # checkpoints between core restarts (0: never)
         self.restarts = 0
         self.rm_count = rms
         self.duration = duration
@@ -457,7 +457,6 @@ class StressRun:
         if self.fault:
             faults.enable(self.fault)
         drivers = self._drivers()
-        restart_rng = random.Random(self.seed * 31 + 1)
         checkpoints = 0
         violations: list[str] = []
         core = korral.start(**SETTINGS)
@@ -471,7 +470,8 @@ class StressRun:
                 if not violations:
                     violations = self._checkpoint(core, drivers)
                 checkpoints += 1
-                if not violations and self.hostile and restart_rng.random() < self.restart_chance:
+                restart_due = self.restart_every and checkpoints % self.restart_every == 0
+                if not violations and self.hostile and restart_due:
                     core, violations = self._restart(core, drivers)  # type: ignore[arg-type]
                 if self.progress is not None:
                     self.progress(max(0.0, deadline - time.monotonic()), len(self.ops), checkpoints)
@@ -510,6 +510,9 @@ class StressRun:
         self.restarts += 1
         self._record(Op(seq=0, rm=0, kind="restart", request=None, description="core restart"))
         core.stop()
+        for driver in drivers:
+            # a stopped core delivers nothing more: a callback entered from now on is a violation
+            driver.rm.retired = True
         core = korral.start(**SETTINGS)
         believed = {driver.rm_id: driver.recover(core) for driver in drivers}
         problems: list[str] = []
@@ -1059,8 +1062,13 @@ class HostileDriver(Driver):
             and key not in self.asks_released
             and ask.application_id in apps
         ]
-        # the RM's model survives a core restart; only the callback object is new
+        # the RM's model survives a core restart; only the callback object is new (the invalid items
+        # sent so far were checked at the checkpoint before the restart: their rejections went to the
+        # old object)
         self._fresh_rm()
+        self.bad_asks.clear()
+        self.bad_nodes.clear()
+        self.bad_apps.clear()
         self.generation += 1
         request = t.register(self.rm_id, self.config)
         self.record(
