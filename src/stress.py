@@ -436,6 +436,7 @@ class StressRun:
         self.hostile = hostile  # invalid items, slow and re-registering RMs, core restarts
         self.restart_every = restart_every  # checkpoints between core restarts (0: never)
         self.restarts = 0
+        self.recovered_apps: set[str] = set()  # applications that had allocations recovered
         self.rm_count = rms
         self.duration = duration
         self.seed = seed
@@ -559,7 +560,10 @@ class StressRun:
         for driver in drivers:
             state = invariants.stable_collect(core, driver.partition)
             if state is not None:
-                problems.extend(invariants.check_partition(state))
+                # recovered allocations are booked even above a queue's max (YuniKorn's recovery)
+                recovered = getattr(driver, "recovered_apps", set())
+                queues = {app.queue for app in state.applications if app.application_id in recovered}
+                problems.extend(invariants.check_partition(state, recovered_queues=queues))
                 states.append(state)
             problems.extend(driver.check(state))
         problems.extend(invariants.check_unique_uuids(states))
@@ -831,6 +835,8 @@ class HostileDriver(Driver):
             (0.5, self._create_extreme_node),
             (0.3, self._wrong_message_type),
             (0.2, self._name_into_another_rm),
+            (1, self._recover_onto_new_node),
+            (0.5, self._reach_into_another_rm),
         ]
 
     def perform(self, core: Core, operation: str, seed: int) -> None:
@@ -1030,6 +1036,67 @@ class HostileDriver(Driver):
                 return
             self.problems.append(f"{self.rm_id}: rm id {bogus!r} was registered")
 
+    def _recover_onto_new_node(self, core: Core) -> None:
+        """A node that joins with work already on it (as after an RM restart): a uuid the RM chose, one
+        without a uuid, and sometimes one whose uuid is already live (which must be rejected)."""
+        app_id = self._pick_app()
+        if app_id is None:
+            return
+        self.node_seq += 1
+        node_id = f"{self.rm_id}-node-{self.node_seq}"
+        self.nodes[node_id] = True
+        tag = f"{self.node_seq}"
+        items = [
+            si.Allocation(
+                allocation_key=f"{app_id}-recovered-{tag}",
+                uuid=f"{self.rm_id}-recovered-{tag}",
+                resource_per_alloc={"memory": 500, "vcore": 250},
+                node_id=node_id,
+                application_id=app_id,
+            )
+        ]
+        if self.rng.random() < 0.3:
+            items.append(attrs.evolve(items[0], allocation_key=f"{app_id}-recovered-{tag}-b", uuid=""))
+        with self.rm.lock:
+            live = sorted(self.rm.live.values(), key=lambda a: (a.application_id, a.allocation_key))
+        if live and self.rng.random() < 0.6:
+            twin = self.rng.choice(live)
+            owner = self._pick_app() or app_id
+            key = f"{owner}-twin-{tag}"
+            items.append(attrs.evolve(twin, allocation_key=key, node_id=node_id, application_id=owner))
+            self.bad_asks[key] = f"recovers live uuid {twin.uuid}"
+        for item in items:
+            if item.allocation_key not in self.bad_asks:
+                self.asks[item.allocation_key] = item.application_id
+                self.recovered_apps.add(item.application_id)
+        request = t.nodes(self.rm_id, [node_id], {"memory": 16000, "vcore": 8000}, existing=items)
+        self._send(core, "nodes", request, f"create {node_id} with {len(items)} existing allocations")
+
+    def _reach_into_another_rm(self, core: Core) -> None:
+        """Requests that name the next RM's partition or applications: rejected, and that RM unharmed."""
+        victim = f"rm{(self.index + 1) % max(2, self.rm_count)}"
+        foreign_app = f"{victim}-app-{self.rng.randint(1, 5)}"
+        key = f"{self.rm_id}-reach-{self.ask_seq}"
+        self.ask_seq += 1
+        partition = self.rng.choice(["", f"[{victim}]default"])
+        ask = si.AllocationAsk(
+            allocation_key=key,
+            application_id=foreign_app,
+            partition_name=partition,
+            resource_ask={"memory": 500, "vcore": 250},
+            max_allocations=1,
+        )
+        self.bad_asks[key] = f"ask for {victim}'s application {foreign_app} (partition {partition!r})"
+        self._send(
+            core, "allocations", si.AllocationRequest(rm_id=self.rm_id, asks=[ask]), f"reach: ask {key}"
+        )
+        self._send(
+            core,
+            "allocations",
+            t.release(self.rm_id, foreign_app, partition=partition),
+            f"reach: release all of {foreign_app} in {partition or 'own partition'}",
+        )
+
     # ---- restart with recovery ---------------------------------------------------------------------
 
     def believed_live(self) -> dict[str, si.Allocation]:
@@ -1077,6 +1144,7 @@ class HostileDriver(Driver):
         core.register_resource_manager(request, self.rm)
         self.retired[-1].retired = True
         self.ledger.expect_recovery(set(believed))
+        self.recovered_apps |= {a.application_id for a in believed.values()}
         self.asks = {key: app for key, app in self.asks.items() if key in live_keys}
         self.asks.update({ask.allocation_key: ask.application_id for ask in self._waiting})
         self.apps = set(apps)

@@ -72,6 +72,8 @@ OPERATIONS = {
     "_create_extreme_node": 1,
     "_wrong_message_type": 1,
     "_name_into_another_rm": 1,
+    "_recover_onto_new_node": 2,
+    "_reach_into_another_rm": 1,
     "register": 1,
 }
 WEIGHTED = [name for name, weight in OPERATIONS.items() for _ in range(weight)]
