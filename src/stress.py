@@ -436,7 +436,6 @@ class StressRun:
         self.hostile = hostile  # invalid items, slow and re-registering RMs, core restarts
         self.restart_every = restart_every  # checkpoints between core restarts (0: never)
         self.restarts = 0
-        self.recovered_apps: set[str] = set()  # applications that had allocations recovered
         self.rm_count = rms
         self.duration = duration
         self.seed = seed
@@ -663,27 +662,44 @@ REJECTION_ERRORS = (korral.KorralError, ValueError, TypeError)
 
 
 class UuidLedger:
-    """Every allocation uuid one RM was ever told of, across registrations and core restarts: a uuid
-    reported as new twice (other than the echo of a recovered allocation) is a collision."""
+    """Every allocation uuid one RM was told of, across registrations and core restarts. Told of as
+    new while still live (other than the echo of a recovered allocation) is a collision; so is a uuid
+    of the core's own series told of twice ever (the core must never reuse one). A uuid the RM chose
+    itself may come back after its release: the RM reused it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.seen: set[str] = set()
+        self.live: set[str] = set()
+        self.released_ever: set[str] = set()
         self.expected_echo: set[str] = set()
+        self.resent: set[str] = set()  # uuids the RM itself sent back as existing allocations
         self.collisions: list[str] = []
 
     def told(self, uuid: str) -> None:
         with self._lock:
             if uuid in self.expected_echo:
                 self.expected_echo.discard(uuid)
-                return
-            if uuid in self.seen:
-                self.collisions.append(uuid)
+            elif uuid in self.live:
+                self.collisions.append(f"{uuid} (still live)")
+            elif uuid in self.seen and uuid.startswith("[") and uuid not in self.resent:
+                self.collisions.append(f"{uuid} (issued again by the core)")
             self.seen.add(uuid)
+            self.live.add(uuid)
+
+    def resend(self, uuid: str) -> None:
+        with self._lock:
+            self.resent.add(uuid)
+
+    def released(self, uuid: str) -> None:
+        with self._lock:
+            self.live.discard(uuid)
+            self.released_ever.add(uuid)
 
     def expect_recovery(self, uuids: set[str]) -> None:
         with self._lock:
             self.expected_echo |= uuids
+            self.live = set(uuids)
 
 
 class HostileRM(StressRM):
@@ -717,6 +733,7 @@ class HostileRM(StressRM):
             self.ledger.told(allocation.uuid)
         for release in response.released:
             self._own("release of application", release.application_id)
+            self.ledger.released(release.uuid)
         super().update_allocation(response)
 
     def update_application(self, response: si.ApplicationResponse) -> None:
@@ -776,8 +793,14 @@ class HostileDriver(Driver):
         self.bad_asks: dict[str, str] = {}  # key -> why it must be rejected
         self.bad_nodes: dict[str, str] = {}
         self.bad_apps: dict[str, str] = {}
+        # recovered allocations copying the uuid of one this RM believed live: key -> uuid. Rejected,
+        # unless a release of that uuid was on its way (then the RM merely reused its own uuid)
+        self.twins: dict[str, str] = {}
         self.problems: list[str] = []  # found while issuing operations (an error the core should not raise)
         self.restarts = 0
+        self.believed: dict[str, si.Allocation] = {}  # what this RM believed live at the last restart
+        self._waiting: list[si.AllocationAsk] = []  # asks to resubmit once a recovery was checked
+        self.recovered_apps: set[str] = set()  # applications that had allocations recovered
 
     # ---- model bookkeeping -------------------------------------------------------------------------
 
@@ -824,6 +847,7 @@ class HostileDriver(Driver):
         self.bad_asks.clear()
         self.bad_nodes.clear()
         self.bad_apps.clear()
+        self.twins.clear()
 
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
         return [
@@ -1036,6 +1060,18 @@ class HostileDriver(Driver):
                 return
             self.problems.append(f"{self.rm_id}: rm id {bogus!r} was registered")
 
+    def _update_ask(self, core: Core) -> None:
+        # only asks this RM numbered itself (recovered allocations carry keys of another shape)
+        numbered = sorted(key for key in self.asks if key.rsplit("-", 2)[-2:-1] == ["ask"])
+        if numbered:
+            key = self.rng.choice(numbered)
+            app_id = self.asks[key]
+            index = int(key.rsplit("-", 1)[1])
+            request = t.asks(
+                self.rm_id, app_id, 1, {"memory": 750, "vcore": 300}, prefix=f"{app_id}-ask-", start=index
+            )
+            self._send(core, "allocations", request, f"update ask {key}")
+
     def _recover_onto_new_node(self, core: Core) -> None:
         """A node that joins with work already on it (as after an RM restart): a uuid the RM chose, one
         without a uuid, and sometimes one whose uuid is already live (which must be rejected)."""
@@ -1064,9 +1100,11 @@ class HostileDriver(Driver):
             owner = self._pick_app() or app_id
             key = f"{owner}-twin-{tag}"
             items.append(attrs.evolve(twin, allocation_key=key, node_id=node_id, application_id=owner))
-            self.bad_asks[key] = f"recovers live uuid {twin.uuid}"
+            self.twins[key] = twin.uuid
+            self.ledger.resend(twin.uuid)
+            self.recovered_apps.add(owner)  # if its release was on its way, the twin is recovered
         for item in items:
-            if item.allocation_key not in self.bad_asks:
+            if item.allocation_key not in self.twins:
                 self.asks[item.allocation_key] = item.application_id
                 self.recovered_apps.add(item.application_id)
         request = t.nodes(self.rm_id, [node_id], {"memory": 16000, "vcore": 8000}, existing=items)
@@ -1108,7 +1146,7 @@ class HostileDriver(Driver):
         RM believes live. Returns the uuids that must come back; the asks still waiting are resubmitted
         by ``resubmit`` once the recovery was checked."""
         self.restarts += 1
-        believed = self.believed_live()
+        believed = self.believed = self.believed_live()
         with self.rm.lock:
             rejected = {r.allocation_key for r in self.rm.rejected_asks}
             released_keys = {r.allocation_key for r in self.rm.released}
@@ -1136,6 +1174,7 @@ class HostileDriver(Driver):
         self.bad_asks.clear()
         self.bad_nodes.clear()
         self.bad_apps.clear()
+        self.twins.clear()
         self.generation += 1
         request = t.register(self.rm_id, self.config)
         self.record(
@@ -1180,7 +1219,7 @@ class HostileDriver(Driver):
         return set(believed)
 
     def resubmit(self, core: Core) -> None:
-        waiting = getattr(self, "_waiting", [])
+        waiting = self._waiting
         if waiting:
             self._send(
                 core,
@@ -1191,13 +1230,39 @@ class HostileDriver(Driver):
         self._waiting = []
 
     def check_recovery(self, state: invariants.PartitionState | None, believed: set[str]) -> list[str]:
-        """Right after recovery (nothing resubmitted yet): the core holds exactly what the RM believed."""
+        """Right after recovery (nothing resubmitted yet): the core holds exactly what the RM believed,
+        except the allocations of an application the restarted core rejected with a reason (its queue
+        left the config since it was placed): the RM drops those, as a shim fails their pods."""
         if state is None:
             return [f"{self.rm_id}: partition {self.partition} missing after the restart"]
         held = {a.uuid for app in state.applications for a in app.allocations}
-        problems = [f"{self.rm_id}: allocation {u} lost in the restart" for u in sorted(believed - held)]
+        with self.rm.lock:
+            reasons = {r.allocation_key: r.reason for r in self.rm.rejected_asks}
+            rejected_apps = dict(self.rm.rejected_apps)
+        problems = []
+        for uuid in sorted(believed - held):
+            allocation = self.believed.get(uuid)
+            if allocation is None:
+                problems.append(f"{self.rm_id}: allocation {uuid} lost in the restart")
+                continue
+            app_id = allocation.application_id
+            if rejected_apps.get(app_id):
+                self._forget_application(app_id)
+                self.ledger.released(uuid)
+                continue
+            where = f"{app_id}/{allocation.allocation_key} on {allocation.node_id}"
+            why = reasons.get(allocation.allocation_key) or "no reason given"
+            readded = "re-added" if app_id in self.apps else "not re-added"
+            problems.append(
+                f"{self.rm_id}: allocation {uuid} lost in the restart ({where}: {why}; application {readded})"
+            )
         problems += [f"{self.rm_id}: allocation {u} appeared from nowhere" for u in sorted(held - believed)]
         return problems
+
+    def _forget_application(self, app_id: str) -> None:
+        self.apps.discard(app_id)
+        self.asks = {key: owner for key, owner in self.asks.items() if owner != app_id}
+        self._waiting = [ask for ask in self._waiting if ask.application_id != app_id]
 
     # ---- checks ------------------------------------------------------------------------------------
 
@@ -1212,6 +1277,11 @@ class HostileDriver(Driver):
         for key, why in sorted(self.bad_asks.items()):
             if not rejected_asks.get(key):
                 problems.append(f"{self.rm_id}: invalid ask {key} ({why}) was not rejected with a reason")
+        with self.ledger._lock:
+            released_ever = set(self.ledger.released_ever)
+        for key, uuid in sorted(self.twins.items()):
+            if not rejected_asks.get(key) and uuid not in released_ever:
+                problems.append(f"{self.rm_id}: recovered {key} with live uuid {uuid} was not rejected")
         for node_id, why in sorted(self.bad_nodes.items()):
             if not rejected_nodes.get(node_id):
                 problems.append(
