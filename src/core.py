@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, HandlerError, Rank, Tracker, start_actor
+from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import Snapshot
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
@@ -212,6 +212,9 @@ class Core:
 
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
+        if in_predicates():
+            # the scheduler is the caller, waiting on this very callback: asking it would deadlock
+            raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         return self._snapshot(partition, "scheduler")
 
 

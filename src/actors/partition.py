@@ -3,14 +3,14 @@
 It owns the partition's structure (the queue tree and its configuration, which applications and nodes
 exist, the partition's capacity) in a ``PartitionModel`` that tracks no allocations, places
 applications with the partition's rules, creates and retires the owner actors, and routes each RM
-request to the actor that owns what the request is about. Removed actors become tombstones, stopped
-only once nothing is in flight, so that no message to them can be dropped.
+request to the actor that owns what the request is about. A removed actor stops itself once nothing
+can reach it any more (``RetiringActor``), so that no message to it is dropped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +30,7 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
+    NodeReservations,
     NodeSpec,
     QueueCreated,
     QueuesRemoved,
@@ -38,6 +39,7 @@ from korral.actors.messages import (
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
+    Retire,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
@@ -61,8 +63,6 @@ from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.si_convert import from_si_allocation
 
-STOP_TIMEOUT = 5.0
-
 
 @attrs.frozen(slots=True)
 class CleanupQueues:
@@ -71,7 +71,7 @@ class CleanupQueues:
 
 @attrs.frozen(slots=True)
 class RetireTombstones:
-    """Timer -> partition: stop removed actors if nothing is in flight."""
+    """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +94,7 @@ class PartitionActor(ThreadedActor):
         rm_id: str,
         config: PartitionConfig,
         callback: Any,
+        callback_closed: threading.Event,
         dispatcher: Handle,
         timer: TimerService,
         settings: PartitionSettings,
@@ -123,12 +124,16 @@ class PartitionActor(ThreadedActor):
             uuid_token=self.registry.uuid_token,
             reservation_delay=settings.reservation_delay,
             callback=callback,
+            callback_closed=callback_closed,
             dispatcher=dispatcher,
+            partition=self.handle,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: dict[str, ApplicationInfo] = {}
+        # node -> the application holding a reservation on it, as the scheduler last told
+        self.node_reservations: dict[str, str] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
@@ -181,8 +186,10 @@ class PartitionActor(ThreadedActor):
             )
 
     def _bury(self, handle: Handle | None) -> None:
+        """The actor was removed: it stops itself once nothing can reach it (``RetiringActor``)."""
         if handle is not None:
             self.tombstones.append(handle)
+            handle.tell(Retire())
 
     # ---- nodes -------------------------------------------------------------------------------------
 
@@ -284,6 +291,7 @@ class PartitionActor(ThreadedActor):
         elif action == si.NodeAction.DECOMISSION:
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
+            self.node_reservations.pop(node_id, None)
             self.scheduler.tell(NodeGone(node_id=node_id))
             handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
             self._event(
@@ -397,6 +405,13 @@ class PartitionActor(ThreadedActor):
         )
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
+    def on_NodeReservations(self, message: NodeReservations) -> None:
+        for node_id, holder in message.reservations:
+            if holder and node_id in self.nodes:
+                self.node_reservations[node_id] = holder
+            else:
+                self.node_reservations.pop(node_id, None)
+
     def on_RecoveredGone(self, message: RecoveredGone) -> None:
         for uuid in message.uuids:
             self.recovered_live.pop(uuid, None)
@@ -472,19 +487,19 @@ class PartitionActor(ThreadedActor):
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
 
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
-        # Only this message in flight: nothing can still be on its way to a removed actor.
-        if self.tombstones and self.tracker.in_flight() <= 1:
-            for handle in self.tombstones:
-                handle.stop()
-            self.tombstones.clear()
+        # ask again those that could not stop yet (a message was still on its way to them)
+        alive = [handle for handle in self.tombstones if handle.is_alive]
+        for handle in alive:
+            handle.tell(Retire())
+        self.tombstones = alive
 
     def on_StopPartition(self, message: StopPartition) -> None:
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
-        # wait for the scheduler: a decision in progress must not outlive the partition
-        with contextlib.suppress(Exception):
-            if self.scheduler.is_alive:
-                self.scheduler.ref.stop(block=True, timeout=STOP_TIMEOUT)
+        # Not waited for: the scheduler may be inside the RM's predicates callback, and a stop never
+        # waits on an RM. A decision still in progress finds every owner stopped (its Place messages
+        # are refused) and the RM's callbacks closed.
+        self.scheduler.stop()
         self.pool.stop()
         self.apps.clear()
         self.nodes.clear()
@@ -559,5 +574,5 @@ class PartitionActor(ThreadedActor):
         if handle is None:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
-        reservations = self.ask(self.scheduler, Snapshot(detail=f"reservations:{node_id}"))
-        return attrs.evolve(info, reservations=reservations)
+        holder = self.node_reservations.get(node_id)
+        return attrs.evolve(info, reservations=[holder] if holder else [])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -76,6 +77,8 @@ class RegisteredRM:
     callback: Any
     dispatcher: Handle
     config: SchedulerConfig
+    # set when the registration ends: from then on nothing calls this RM's callback object again
+    closed: threading.Event
     partitions: dict[str, Handle] = attrs.Factory(dict)
 
 
@@ -103,11 +106,16 @@ class RMProxyActor(ThreadedActor):
             return error
         if request.rm_id in self.rms:
             self._remove_rm(request.rm_id)
+        closed = threading.Event()
         dispatcher = start_actor(
-            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback
+            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback, closed
         )
         rm = RegisteredRM(
-            rm_id=request.rm_id, callback=message.callback, dispatcher=dispatcher, config=config
+            rm_id=request.rm_id,
+            callback=message.callback,
+            dispatcher=dispatcher,
+            config=config,
+            closed=closed,
         )
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
@@ -123,6 +131,7 @@ class RMProxyActor(ThreadedActor):
             rm_id=rm.rm_id,
             config=partition_config,
             callback=rm.callback,
+            callback_closed=rm.closed,
             dispatcher=rm.dispatcher,
             timer=self.timer,
             settings=self.settings,
@@ -137,10 +146,16 @@ class RMProxyActor(ThreadedActor):
 
     def _remove_rm(self, rm_id: str) -> None:
         rm = self.rms.pop(rm_id)
+        # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
+        # RMs' requests (this actor routes them all) nor a stop. A callback running right now finishes;
+        # nothing queued or produced later reaches this callback object.
+        rm.closed.set()
+        rm.dispatcher.stop()
         for handle in rm.partitions.values():
             self._stop_partition(handle)
-        # callbacks already queued are delivered first; nothing reaches the RM after this
-        stop_and_wait(rm.dispatcher)
+        # What is still queued for the closed dispatcher will be dropped, never delivered: it must not
+        # keep the core from being idle while a callback blocks the dispatcher's thread.
+        self.tracker.forget(rm.dispatcher.actor_id)
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
         request = message.request

@@ -115,6 +115,8 @@ class PartitionModel:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # nodes whose reservation changed since the driver last looked (the actors publish them)
+        self.reservation_changes: set[str] = set()
         # nodes kept out of the node order for now (the actor view cools a node that refused a proposal)
         self.cooling: set[str] = set()
         self.node_sort_policy = "fair"
@@ -138,6 +140,8 @@ class PartitionModel:
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
+        # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
+        self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         self.apply_config(config, initial=True)
 
@@ -494,11 +498,12 @@ class PartitionModel:
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        self.state_changes.append(
-            StateChange(
-                application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+        if self.records_state_changes:
+            self.state_changes.append(
+                StateChange(
+                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+                )
             )
-        )
         return True
 
     def _maybe_complete(self, app: Application) -> None:
@@ -742,6 +747,7 @@ class PartitionModel:
     # ---- reservations ------------------------------------------------------------------------------
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        self.reservation_changes.add(node.node_id)
         node.reservation = (app.application_id, ask.allocation_key)
         app.reservations[ask.allocation_key] = node.node_id
         self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
@@ -755,6 +761,7 @@ class PartitionModel:
         if node_id is not None:
             node = self.nodes.get(node_id)
             if node is not None and node.reservation == (application_id, allocation_key):
+                self.reservation_changes.add(node_id)
                 node.reservation = None
                 self._reorder_node(node)
                 self._resources_changed()
