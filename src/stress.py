@@ -8,6 +8,12 @@ waited on (a watchdog: no progress in time is a deadlock), and the invariants of
 ``korral.invariants`` are checked, plus per-RM ones: every ask is pending, allocated, released or
 rejected; no RM ever saw another RM's allocation.
 
+The RMs are hostile (``HostileDriver``): they also send wrong-typed and extreme items, wrong message
+types and names into another RM's namespace (each must be rejected with a reason), re-register with a
+fresh callback object (the old one must hear nothing more), one has slow callbacks, and every fourth
+checkpoint the core is restarted and each RM recovers exactly what it believes live. ``soak`` runs
+application cycles beside a never-idle second RM and samples RSS, threads and live actors.
+
 On a violation the run stops, prints the seed, and shrinks the recorded operations (delta debugging,
 replaying them one at a time on a fresh core) to the shortest sequence that still shows it.
 """
