@@ -340,7 +340,28 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     default=None,
     help="test only: break an invariant on purpose; the run must catch it",
 )
-def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault: str | None) -> None:
+@click.option(
+    "--soak",
+    is_flag=True,
+    help="instead: application cycles beside a never-idle second RM, printing RSS, threads and live "
+    "actors every --every cycles (runs --duration seconds or --cycles cycles)",
+)
+@click.option(
+    "--cycles", type=click.IntRange(min=1), default=None, help="--soak: stop after this many cycles"
+)
+@click.option(
+    "--every", type=click.IntRange(min=1), default=1000, show_default=True, help="--soak: cycles per sample"
+)
+def stress(
+    rms: int,
+    duration: float,
+    seed: int | None,
+    checkpoint: float,
+    fault: str | None,
+    soak: bool,
+    cycles: int | None,
+    every: int,
+) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
     Exit 0 when no invariant was violated; 1 with the violation, the seed and the shortest sequence
@@ -355,6 +376,9 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
 
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
     console = Console(soft_wrap=True)
+    if soak:
+        _soak(console, cycles, duration, every)
+        return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(
         f"korral stress: {plural(rms, 'RM')}, {duration:g}s, seed {seed}"
@@ -384,7 +408,7 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
             f"[green]OK[/green]: {plural(result.operations, 'operation')}, "
             f"{plural(result.checkpoints, 'checkpoint')}, "
             f"{plural(result.callback_failures, 'RM callback failure')} injected on purpose and contained, "
-            "no violation"
+            f"{plural(result.restarts, 'core restart')} recovered, no violation"
         )
         return
     console.print(
@@ -403,6 +427,30 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
+
+
+def _soak(console: object, cycles: int | None, duration: float, every: int) -> None:
+    """``korral stress --soak``: one line per sample, so a person sees whether anything grows."""
+    from korral.stress import SoakSample, soak
+
+    print_ = console.print  # type: ignore[attr-defined]
+    limit = f"{cycles:,} cycles or {duration:g}s" if cycles is not None else f"{duration:g}s"
+    print_(f"korral stress --soak: {limit}, a sample every {every:,} cycles, a never-idle second RM")
+    print_(f"{'cycles':>9} {'seconds':>8} {'RSS MB':>8} {'threads':>8} {'actors':>8} {'busy RM rounds':>15}")
+
+    def show(sample: SoakSample) -> None:
+        print_(
+            f"{sample.cycles:>9,} {sample.seconds:>8.1f} {sample.rss_mb:>8.1f} {sample.threads:>8} "
+            f"{sample.live_actors:>8,} {sample.busy_rounds:>15,}"
+        )
+
+    samples = soak(cycles, duration, every, on_sample=show)
+    if len(samples) >= 2:
+        first, last = samples[0], samples[-1]
+        print_(
+            f"first -> last sample: RSS {last.rss_mb - first.rss_mb:+.1f} MB, threads "
+            f"{last.threads - first.threads:+}, live actors {last.live_actors - first.live_actors:+,}"
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -75,10 +75,12 @@ def stable_collect(
 
 
 def _sum(resources: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Exact sum (Python ints, no int64 saturation): the harness must see a total the core clamped."""
     total: dict[str, int] = {}
     for resource in resources:
-        res.add_into(total, resource)
-    return total
+        for name, quantity in resource.items():
+            total[name] = total.get(name, 0) + quantity
+    return {name: quantity for name, quantity in total.items() if quantity}
 
 
 def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = ()) -> list[str]:
@@ -170,4 +172,24 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
             problems.append(f"RM {rm.rm_id} allocation {uuid}: resources differ from the core's")
     for allocation in foreign:
         problems.append(f"RM {rm.rm_id} received allocation {allocation.uuid} twice or not its own")
+    return problems
+
+
+def check_unique_uuids(states: Iterable[PartitionState]) -> list[str]:
+    """No allocation is booked twice: a uuid appears once among the applications of every partition
+    of the core, and once among its nodes."""
+    problems: list[str] = []
+    on_apps: dict[str, list[str]] = defaultdict(list)
+    on_nodes: dict[str, list[str]] = defaultdict(list)
+    for state in states:
+        for app in state.applications:
+            for allocation in app.allocations:
+                on_apps[allocation.uuid].append(f"{state.info.name}/{app.application_id}")
+        for node in state.nodes:
+            for allocation in node.allocations:
+                on_nodes[allocation.uuid].append(f"{state.info.name}/{node.node_id}")
+    for label, where in (("applications", on_apps), ("nodes", on_nodes)):
+        for uuid, owners in sorted(where.items()):
+            if len(owners) > 1:
+                problems.append(f"allocation {uuid} is booked {len(owners)} times on {label}: {owners}")
     return problems

@@ -8,6 +8,12 @@ waited on (a watchdog: no progress in time is a deadlock), and the invariants of
 ``korral.invariants`` are checked, plus per-RM ones: every ask is pending, allocated, released or
 rejected; no RM ever saw another RM's allocation.
 
+The RMs are hostile (``HostileDriver``): they also send wrong-typed and extreme items, wrong message
+types and names into another RM's namespace (each must be rejected with a reason), re-register with a
+fresh callback object (the old one must hear nothing more), one has slow callbacks, and every fourth
+checkpoint the core is restarted and each RM recovers exactly what it believes live. ``soak`` runs
+application cycles beside a never-idle second RM and samples RSS, threads and live actors.
+
 On a violation the run stops, prints the seed, and shrinks the recorded operations (delta debugging,
 replaying them one at a time on a fresh core) to the shortest sequence that still shows it.
 """
@@ -172,7 +178,18 @@ class Driver:
         self.asks_released.clear()
 
     def step(self, core: Core) -> None:
-        choices: list[tuple[float, Callable[[Core], None]]] = [
+        choices = self._choices()
+        total = sum(weight for weight, _ in choices)
+        roll = self.rng.random() * total
+        for weight, action in choices:
+            roll -= weight
+            if roll <= 0:
+                action(core)
+                return
+
+    def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        """The operations this RM may issue next, each with its weight."""
+        return [
             (8 if len(self.nodes) < 12 else 1, self._create_nodes),
             (3, self._update_node),
             (3, self._drain_node),
@@ -188,13 +205,6 @@ class Driver:
             (0.4, self._reload_invalid_config),
             (0.15, self.register),
         ]
-        total = sum(weight for weight, _ in choices)
-        roll = self.rng.random() * total
-        for weight, action in choices:
-            roll -= weight
-            if roll <= 0:
-                action(core)
-                return
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
         self.record(Op(seq=0, rm=self.index, kind=kind, request=request, description=description))
@@ -413,6 +423,7 @@ class StressResult:
     violations: list[str]
     minimal: list[Op]
     callback_failures: int
+    restarts: int = 0
 
 
 class StressRun:
@@ -425,7 +436,12 @@ class StressRun:
         fault: str | None = None,
         progress: Callable[[float, int, int], None] | None = None,
         minimize_budget: float = 120.0,
+        hostile: bool = True,
+        restart_every: int = 4,
     ) -> None:
+        self.hostile = hostile  # invalid items, slow and re-registering RMs, core restarts
+        self.restart_every = restart_every  # checkpoints between core restarts (0: never)
+        self.restarts = 0
         self.rm_count = rms
         self.duration = duration
         self.seed = seed
@@ -446,23 +462,27 @@ class StressRun:
         faults.disable_all()
         if self.fault:
             faults.enable(self.fault)
-        drivers = [Driver(index, self.seed, self._record, misbehave=True) for index in range(self.rm_count)]
+        drivers = self._drivers()
         checkpoints = 0
         violations: list[str] = []
+        core = korral.start(**SETTINGS)
         try:
-            with korral.start(**SETTINGS) as core:
-                for driver in drivers:
-                    driver.register(core)
-                deadline = time.monotonic() + self.duration
-                while time.monotonic() < deadline and not violations:
-                    window_end = min(deadline, time.monotonic() + self.checkpoint_interval)
-                    violations = self._run_window(core, drivers, window_end)
-                    if not violations:
-                        violations = self._checkpoint(core, drivers)
-                    checkpoints += 1
-                    if self.progress is not None:
-                        self.progress(max(0.0, deadline - time.monotonic()), len(self.ops), checkpoints)
+            for driver in drivers:
+                driver.register(core)
+            deadline = time.monotonic() + self.duration
+            while time.monotonic() < deadline and not violations:
+                window_end = min(deadline, time.monotonic() + self.checkpoint_interval)
+                violations = self._run_window(core, drivers, window_end)
+                if not violations:
+                    violations = self._checkpoint(core, drivers)
+                checkpoints += 1
+                restart_due = self.restart_every and checkpoints % self.restart_every == 0
+                if not violations and self.hostile and restart_due:
+                    core, violations = self._restart(core, drivers)  # type: ignore[arg-type]
+                if self.progress is not None:
+                    self.progress(max(0.0, deadline - time.monotonic()), len(self.ops), checkpoints)
         finally:
+            core.stop()
             faults.disable_all()
         minimal = self.minimize(violations, self.minimize_budget) if violations else []
         return StressResult(
@@ -472,7 +492,46 @@ class StressRun:
             violations=violations,
             minimal=minimal,
             callback_failures=sum(d.rm.raised for d in drivers),
+            restarts=self.restarts,
         )
+
+    def _drivers(self) -> list[Driver]:
+        if not self.hostile:
+            return [Driver(index, self.seed, self._record, misbehave=True) for index in range(self.rm_count)]
+        # the last RM (of two or more) has slow callbacks: the others must not wait on it
+        return [
+            HostileDriver(
+                index,
+                self.seed,
+                self._record,
+                misbehave=True,
+                slow=self.rm_count > 1 and index == self.rm_count - 1,
+                rm_count=self.rm_count,
+            )
+            for index in range(self.rm_count)
+        ]
+
+    def _restart(self, core: Core, drivers: list[HostileDriver]) -> tuple[Core, list[str]]:
+        """Stop the core and start a new one; every RM recovers what it believes live."""
+        self.restarts += 1
+        self._record(Op(seq=0, rm=0, kind="restart", request=None, description="core restart"))
+        core.stop()
+        for driver in drivers:
+            # a stopped core delivers nothing more: a callback entered from now on is a violation
+            driver.rm.retired = True
+        core = korral.start(**SETTINGS)
+        believed = {driver.rm_id: driver.recover(core) for driver in drivers}
+        problems: list[str] = []
+        try:
+            core.wait_until_idle(timeout=60.0)
+        except TimeoutError as error:
+            return core, [f"no progress after the restart (deadlock watchdog): {error}"]
+        for driver in drivers:
+            state = invariants.stable_collect(core, driver.partition)
+            problems.extend(driver.check_recovery(state, believed[driver.rm_id]))
+        for driver in drivers:
+            driver.resubmit(core)
+        return core, problems
 
     def _run_window(self, core: Core, drivers: list[Driver], until: float) -> list[str]:
         errors: list[str] = []
@@ -502,11 +561,17 @@ class StressRun:
         except TimeoutError as error:
             return [f"no progress (deadlock watchdog): {error}"]
         problems: list[str] = []
+        states = []
         for driver in drivers:
             state = invariants.stable_collect(core, driver.partition)
             if state is not None:
-                problems.extend(invariants.check_partition(state))
+                # recovered allocations are booked even above a queue's max (YuniKorn's recovery)
+                recovered = getattr(driver, "recovered_apps", set())
+                queues = {app.queue for app in state.applications if app.application_id in recovered}
+                problems.extend(invariants.check_partition(state, recovered_queues=queues))
+                states.append(state)
             problems.extend(driver.check(state))
+        problems.extend(invariants.check_unique_uuids(states))
         if core.tracker.errors:
             problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
         return problems
@@ -583,3 +648,818 @@ class StressRun:
                     break
                 chunks = min(len(ops), chunks * 2)
         return ops
+
+
+# ---- hostile RMs: invalid input, restarts with recovery, slow and re-registering RMs ---------------------
+
+# Quantities no SI item may carry (korral checks types and int64 ranges at the door); each makes its
+# item rejected with a reason while the good items of the same request are applied.
+BAD_QUANTITIES: tuple[object, ...] = ("1000", None, 1.5, 0.1, True, 2**64, -(2**63) - 1, 10**30)
+# Valid but extreme: accepted, or refused with a reason when a total could not stay exact.
+EXTREME_QUANTITIES: tuple[int, ...] = (2**63 - 1, 2**62)
+# Configs and rm ids that would name into another RM's partition namespace.
+SHADOW_CONFIG = """
+partitions:
+  - name: "[{victim}]default"
+    queues:
+      - name: root
+"""
+REJECTION_ERRORS = (korral.KorralError, ValueError, TypeError)
+
+
+class UuidLedger:
+    """Every allocation uuid one RM was told of, across registrations and core restarts. Told of as
+    new while still live (other than the echo of a recovered allocation) is a collision; so is a uuid
+    of the core's own series told of twice ever (the core must never reuse one). A uuid the RM chose
+    itself may come back after its release: the RM reused it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seen: set[str] = set()
+        self.live: set[str] = set()
+        self.released_ever: set[str] = set()
+        self.expected_echo: set[str] = set()
+        self.resent: set[str] = set()  # uuids the RM itself sent back as existing allocations
+        self.collisions: list[str] = []
+
+    def told(self, uuid: str) -> None:
+        with self._lock:
+            if uuid in self.expected_echo:
+                self.expected_echo.discard(uuid)
+            elif uuid in self.live:
+                self.collisions.append(f"{uuid} (still live)")
+            elif uuid in self.seen and uuid.startswith("[") and uuid not in self.resent:
+                self.collisions.append(f"{uuid} (issued again by the core)")
+            self.seen.add(uuid)
+            self.live.add(uuid)
+
+    def resend(self, uuid: str) -> None:
+        with self._lock:
+            self.resent.add(uuid)
+
+    def released(self, uuid: str) -> None:
+        with self._lock:
+            self.live.discard(uuid)
+            self.released_ever.add(uuid)
+
+    def expect_recovery(self, uuids: set[str]) -> None:
+        with self._lock:
+            self.expected_echo |= uuids
+            self.live = set(uuids)
+
+
+class HostileRM(StressRM):
+    """A StressRM that also checks what it is told: nothing of another RM, no uuid twice, and nothing
+    at all once its registration was replaced. ``slow`` callbacks sometimes take a long time."""
+
+    def __init__(
+        self, rm_id: str, seed: int, misbehave: bool, *, ledger: UuidLedger, slow: bool = False
+    ) -> None:
+        super().__init__(rm_id, seed, misbehave)
+        self.ledger = ledger
+        self.slow = slow
+        self.retired = False  # set once a later registration of this rm id returned
+        self.after_retirement: list[str] = []
+        self.crossed: list[str] = []
+
+    def _entered(self, what: str) -> None:
+        if self.retired:
+            with self.lock:
+                self.after_retirement.append(what)
+
+    def _own(self, kind: str, object_id: object) -> None:
+        if not (isinstance(object_id, str) and object_id.startswith(self.rm_id + "-")):
+            with self.lock:
+                self.crossed.append(f"{kind} {object_id!r}")
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        self._entered("update_allocation")
+        for allocation in response.new:
+            self._own("allocation of application", allocation.application_id)
+            self.ledger.told(allocation.uuid)
+        for release in response.released:
+            self._own("release of application", release.application_id)
+            self.ledger.released(release.uuid)
+        super().update_allocation(response)
+
+    def update_application(self, response: si.ApplicationResponse) -> None:
+        self._entered("update_application")
+        for accepted in response.accepted:
+            self._own("accepted application", accepted.application_id)
+        for updated in response.updated:
+            self._own("updated application", updated.application_id)
+        super().update_application(response)
+
+    def update_node(self, response: si.NodeResponse) -> None:
+        self._entered("update_node")
+        for accepted in response.accepted:
+            self._own("accepted node", accepted.node_id)
+        super().update_node(response)
+
+    def send_event(self, events: list[si.EventRecord]) -> None:
+        self._entered("send_event")
+        super().send_event(events)
+
+    def _misbehave(self) -> None:
+        if self.slow and self._rng.random() < 0.02:
+            time.sleep(self._rng.uniform(0.05, 0.3))
+        super()._misbehave()
+
+
+class HostileDriver(Driver):
+    """A Driver that also sends invalid and extreme items, wrong message types, names into another
+    RM's namespace, re-registers with a fresh callback object, and recovers after a core restart.
+
+    It keeps the RM's own model of what it sent (applications, node capacities, asks) so that after a
+    restart it can do what YuniKorn's shim does: re-register, re-add its applications, then its nodes
+    with ``existing_allocations`` holding exactly the allocations it believes live, then resubmit the
+    asks still waiting.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        seed: int,
+        record: Callable[[Op], None],
+        misbehave: bool,
+        *,
+        slow: bool = False,
+        rm_count: int = 2,
+    ) -> None:
+        super().__init__(index, seed, record, misbehave)
+        self.misbehave = misbehave
+        self.slow = slow
+        self.rm_count = rm_count
+        self.ledger = UuidLedger()
+        self.rm = HostileRM(self.rm_id, seed * 7 + index, misbehave, ledger=self.ledger, slow=slow)
+        self.retired: list[HostileRM] = []
+        self.app_requests: dict[str, si.AddApplicationRequest] = {}
+        self.node_capacity: dict[str, dict[str, int]] = {}
+        self.ask_requests: dict[str, si.AllocationAsk] = {}
+        self.bad_asks: dict[str, str] = {}  # key -> why it must be rejected
+        self.bad_nodes: dict[str, str] = {}
+        self.bad_apps: dict[str, str] = {}
+        # recovered allocations copying the uuid of one this RM believed live: key -> uuid. Rejected,
+        # unless a release of that uuid was on its way (then the RM merely reused its own uuid)
+        self.twins: dict[str, str] = {}
+        self.problems: list[str] = []  # found while issuing operations (an error the core should not raise)
+        self.restarts = 0
+        self.believed: dict[str, si.Allocation] = {}  # what this RM believed live at the last restart
+        self._waiting: list[si.AllocationAsk] = []  # asks to resubmit once a recovery was checked
+        self.recovered_apps: set[str] = set()  # applications that had allocations recovered
+
+    # ---- model bookkeeping -------------------------------------------------------------------------
+
+    def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
+        if kind == "apps":
+            for new in request.new:
+                if isinstance(new, si.AddApplicationRequest) and isinstance(new.application_id, str):
+                    self.app_requests.setdefault(new.application_id, new)
+        elif kind == "nodes":
+            for info in request.nodes:
+                if not isinstance(info, si.NodeInfo) or not isinstance(info.node_id, str):
+                    continue
+                if info.action in (si.NodeAction.CREATE, si.NodeAction.UPDATE) and info.schedulable_resource:
+                    self.node_capacity[info.node_id] = dict(info.schedulable_resource)
+                elif info.action == si.NodeAction.DECOMISSION:
+                    self.node_capacity.pop(info.node_id, None)
+        elif kind == "allocations":
+            for ask in request.asks:
+                if isinstance(ask, si.AllocationAsk) and isinstance(ask.allocation_key, str):
+                    self.ask_requests[ask.allocation_key] = ask
+        super()._send(core, kind, request, description)
+
+    def _fresh_rm(self) -> None:
+        old = self.rm
+        rm = HostileRM(
+            self.rm_id, self.rng.randrange(1 << 30), self.misbehave, ledger=self.ledger, slow=self.slow
+        )
+        rm.raised = old.raised
+        self.rm = rm
+        self.retired.append(old)
+
+    def register(self, core: Core) -> None:
+        """Re-register with a fresh callback object: the core wipes this RM's state, and the old
+        object must never be called again once the registration returned."""
+        old = self.rm
+        if self.generation:
+            self._fresh_rm()
+        super().register(core)
+        if old is not self.rm:
+            old.retired = True
+        self.app_requests.clear()
+        self.node_capacity.clear()
+        self.ask_requests.clear()
+        self.bad_asks.clear()
+        self.bad_nodes.clear()
+        self.bad_apps.clear()
+        self.twins.clear()
+
+    def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        return [
+            *super()._choices(),
+            (2, self._add_bad_asks),
+            (1.5, self._create_bad_nodes),
+            (1.5, self._add_bad_apps),
+            (1, self._add_extreme_asks),
+            (0.5, self._create_extreme_node),
+            (0.3, self._wrong_message_type),
+            (0.2, self._name_into_another_rm),
+            (1, self._recover_onto_new_node),
+            (0.5, self._reach_into_another_rm),
+        ]
+
+    def perform(self, core: Core, operation: str, seed: int) -> None:
+        """One named operation with its own seed: the fuzz test's unit of work."""
+        self.rng = random.Random(seed)
+        getattr(self, operation)(core)
+
+    # ---- invalid and extreme items -----------------------------------------------------------------
+
+    def _good_ask(self, app_id: str) -> si.AllocationAsk:
+        key = f"{app_id}-ask-{self.ask_seq}"
+        self.ask_seq += 1
+        self.asks[key] = app_id
+        return si.AllocationAsk(
+            allocation_key=key,
+            application_id=app_id,
+            resource_ask={"memory": self.rng.choice([500, 1000]), "vcore": 250},
+            max_allocations=1,
+        )
+
+    def _add_bad_asks(self, core: Core) -> None:
+        app_id = self._pick_app()
+        if app_id is None:
+            return
+        items: list[Any] = [self._good_ask(app_id) for _ in range(self.rng.randint(0, 2))]
+        for _ in range(self.rng.randint(1, 2)):
+            key = f"{app_id}-ask-{self.ask_seq}"
+            self.ask_seq += 1
+            variant = self.rng.randrange(6)
+            if variant == 0:
+                items.append(None)
+                continue
+            fields: dict[str, Any] = {
+                "allocation_key": key,
+                "application_id": app_id,
+                "resource_ask": {"memory": 1000, "vcore": 250},
+                "max_allocations": 1,
+            }
+            if variant <= 2:
+                bad = self.rng.choice(BAD_QUANTITIES)
+                fields["resource_ask"] = {"memory": bad, "vcore": 250}
+                why = f"quantity {bad!r}"
+            elif variant == 3:
+                bad = self.rng.choice(["2", None, 1.0, 2**64])
+                fields["max_allocations"] = bad
+                why = f"max_allocations {bad!r}"
+            elif variant == 4:
+                bad = self.rng.choice(["high", None, 2.5, 2**63])
+                fields["priority"] = bad
+                why = f"priority {bad!r}"
+            else:
+                fields["resource_ask"] = {"memory": None}
+                why = "quantity None"
+            items.append(si.AllocationAsk(**fields))
+            self.bad_asks[key] = why
+        self.rng.shuffle(items)
+        request = si.AllocationRequest(rm_id=self.rm_id, asks=items)
+        self._send(core, "allocations", request, f"add asks with invalid items to {app_id}")
+
+    def _add_extreme_asks(self, core: Core) -> None:
+        app_id = self._pick_app()
+        if app_id is None:
+            return
+        items = [self._good_ask(app_id) for _ in range(self.rng.randint(1, 2))]
+        quantity = self.rng.choice(EXTREME_QUANTITIES)
+        items[-1] = attrs.evolve(items[-1], resource_ask={"memory": quantity, "vcore": 1})
+        request = si.AllocationRequest(rm_id=self.rm_id, asks=items)
+        self._send(core, "allocations", request, f"add extreme asks ({quantity}) to {app_id}")
+
+    def _create_bad_nodes(self, core: Core) -> None:
+        items: list[Any] = []
+        for _ in range(self.rng.randint(0, 2)):
+            self.node_seq += 1
+            node_id = f"{self.rm_id}-node-{self.node_seq}"
+            self.nodes[node_id] = True
+            items.append(
+                si.NodeInfo(
+                    node_id=node_id,
+                    action=si.NodeAction.CREATE,
+                    schedulable_resource={"memory": 16000, "vcore": 8000},
+                )
+            )
+        for _ in range(self.rng.randint(1, 2)):
+            self.node_seq += 1
+            node_id = f"{self.rm_id}-node-{self.node_seq}"
+            variant = self.rng.randrange(4)
+            if variant == 0:
+                items.append(None)
+            elif variant == 1:
+                items.append(
+                    si.NodeInfo(
+                        node_id=self.rng.choice([self.node_seq, None, 1.5]),
+                        action=si.NodeAction.CREATE,
+                        schedulable_resource={"memory": 16000},
+                    )
+                )
+            else:
+                bad = self.rng.choice(BAD_QUANTITIES)
+                label = "schedulable_resource" if variant == 2 else "occupied_resource"
+                fields: dict[str, Any] = {"schedulable_resource": {"memory": 16000, "vcore": 8000}}
+                fields[label] = {"memory": bad}
+                items.append(si.NodeInfo(node_id=node_id, action=si.NodeAction.CREATE, **fields))
+                self.bad_nodes[node_id] = f"{label} {bad!r}"
+        self.rng.shuffle(items)
+        self._send(core, "nodes", si.NodeRequest(rm_id=self.rm_id, nodes=items), "create nodes, some invalid")
+
+    def _create_extreme_node(self, core: Core) -> None:
+        self.node_seq += 1
+        node_id = f"{self.rm_id}-node-{self.node_seq}"
+        self.nodes[node_id] = True
+        capacity = {"memory": self.rng.choice(EXTREME_QUANTITIES), "vcore": 8000}
+        self._send(core, "nodes", t.nodes(self.rm_id, [node_id], capacity), f"create extreme node {node_id}")
+
+    def _add_bad_apps(self, core: Core) -> None:
+        items: list[Any] = []
+        if self.rng.random() < 0.7:
+            self.app_seq += 1
+            app_id = f"{self.rm_id}-app-{self.app_seq}"
+            self.apps.add(app_id)
+            items.append(
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name="root.a",
+                    ugi=si.UserGroupInformation(user="user"),
+                )
+            )
+        self.app_seq += 1
+        app_id = f"{self.rm_id}-app-{self.app_seq}"
+        variant = self.rng.randrange(5)
+        if variant == 0:
+            items.append(None)
+        elif variant == 1:
+            items.append(si.AddApplicationRequest(application_id=self.rng.choice([self.app_seq, None])))
+        elif variant == 2:
+            items.append(
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name="root.a",
+                    ugi={"user": "u"},  # type: ignore[arg-type]
+                )
+            )
+            self.bad_apps[app_id] = "ugi is a dict"
+        elif variant == 3:
+            items.append(
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name=7,  # type: ignore[arg-type]
+                    ugi=si.UserGroupInformation(user="user"),
+                )
+            )
+            self.bad_apps[app_id] = "queue name is an int"
+        else:
+            items.append(
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name="root.a",
+                    ugi=si.UserGroupInformation(user="user"),
+                    placeholder_ask={"memory": self.rng.choice(BAD_QUANTITIES)},
+                )
+            )
+            self.bad_apps[app_id] = "placeholder ask quantity"
+        self.rng.shuffle(items)
+        request = si.ApplicationRequest(rm_id=self.rm_id, new=items)
+        self._send(core, "apps", request, "add applications, some invalid")
+
+    def _wrong_message_type(self, core: Core) -> None:
+        wrong: list[tuple[Callable[[Any], None], Any]] = [
+            (core.update_node, si.ApplicationRequest(rm_id=self.rm_id)),
+            (core.update_application, si.AllocationRequest(rm_id=self.rm_id)),
+            (core.update_allocation, si.NodeRequest(rm_id=self.rm_id)),
+        ]
+        call, request = self.rng.choice(wrong)
+        try:
+            call(request)
+        except TypeError:
+            return
+        self.problems.append(
+            f"{self.rm_id}: {call.__name__}({type(request).__name__}) was taken (expected TypeError)"
+        )
+
+    def _name_into_another_rm(self, core: Core) -> None:
+        victim = f"rm{(self.index + 1) % max(2, self.rm_count)}"
+        if self.rng.random() < 0.5:
+            request = si.UpdateConfigurationRequest(
+                rm_id=self.rm_id, config=SHADOW_CONFIG.format(victim=victim)
+            )
+            try:
+                core.update_configuration(request)
+            except REJECTION_ERRORS:
+                return
+            self.problems.append(f"{self.rm_id}: a config naming partition [{victim}]default was accepted")
+        else:
+            bogus = f"{victim}]x" if self.rng.random() < 0.5 else f"[{victim}"
+            try:
+                core.register_resource_manager(t.register(bogus, ""), t.RecordingRM(bogus))
+            except REJECTION_ERRORS:
+                return
+            self.problems.append(f"{self.rm_id}: rm id {bogus!r} was registered")
+
+    def _update_ask(self, core: Core) -> None:
+        # only asks this RM numbered itself (recovered allocations carry keys of another shape)
+        numbered = sorted(key for key in self.asks if key.rsplit("-", 2)[-2:-1] == ["ask"])
+        if numbered:
+            key = self.rng.choice(numbered)
+            app_id = self.asks[key]
+            index = int(key.rsplit("-", 1)[1])
+            request = t.asks(
+                self.rm_id, app_id, 1, {"memory": 750, "vcore": 300}, prefix=f"{app_id}-ask-", start=index
+            )
+            self._send(core, "allocations", request, f"update ask {key}")
+
+    def _recover_onto_new_node(self, core: Core) -> None:
+        """A node that joins with work already on it (as after an RM restart): a uuid the RM chose, one
+        without a uuid, and sometimes one whose uuid is already live (which must be rejected)."""
+        app_id = self._pick_app()
+        if app_id is None:
+            return
+        self.node_seq += 1
+        node_id = f"{self.rm_id}-node-{self.node_seq}"
+        self.nodes[node_id] = True
+        tag = f"{self.node_seq}"
+        items = [
+            si.Allocation(
+                allocation_key=f"{app_id}-recovered-{tag}",
+                uuid=f"{self.rm_id}-recovered-{tag}",
+                resource_per_alloc={"memory": 500, "vcore": 250},
+                node_id=node_id,
+                application_id=app_id,
+            )
+        ]
+        if self.rng.random() < 0.3:
+            items.append(attrs.evolve(items[0], allocation_key=f"{app_id}-recovered-{tag}-b", uuid=""))
+        with self.rm.lock:
+            live = sorted(self.rm.live.values(), key=lambda a: (a.application_id, a.allocation_key))
+        if live and self.rng.random() < 0.6:
+            twin = self.rng.choice(live)
+            owner = self._pick_app() or app_id
+            key = f"{owner}-twin-{tag}"
+            items.append(attrs.evolve(twin, allocation_key=key, node_id=node_id, application_id=owner))
+            self.twins[key] = twin.uuid
+            self.ledger.resend(twin.uuid)
+            self.recovered_apps.add(owner)  # if its release was on its way, the twin is recovered
+        for item in items:
+            if item.allocation_key not in self.twins:
+                self.asks[item.allocation_key] = item.application_id
+                self.recovered_apps.add(item.application_id)
+        request = t.nodes(self.rm_id, [node_id], {"memory": 16000, "vcore": 8000}, existing=items)
+        self._send(core, "nodes", request, f"create {node_id} with {len(items)} existing allocations")
+
+    def _reach_into_another_rm(self, core: Core) -> None:
+        """Requests that name the next RM's partition or applications: rejected, and that RM unharmed."""
+        victim = f"rm{(self.index + 1) % max(2, self.rm_count)}"
+        foreign_app = f"{victim}-app-{self.rng.randint(1, 5)}"
+        key = f"{self.rm_id}-reach-{self.ask_seq}"
+        self.ask_seq += 1
+        partition = self.rng.choice(["", f"[{victim}]default"])
+        ask = si.AllocationAsk(
+            allocation_key=key,
+            application_id=foreign_app,
+            partition_name=partition,
+            resource_ask={"memory": 500, "vcore": 250},
+            max_allocations=1,
+        )
+        self.bad_asks[key] = f"ask for {victim}'s application {foreign_app} (partition {partition!r})"
+        self._send(
+            core, "allocations", si.AllocationRequest(rm_id=self.rm_id, asks=[ask]), f"reach: ask {key}"
+        )
+        self._send(
+            core,
+            "allocations",
+            t.release(self.rm_id, foreign_app, partition=partition),
+            f"reach: release all of {foreign_app} in {partition or 'own partition'}",
+        )
+
+    # ---- restart with recovery ---------------------------------------------------------------------
+
+    def believed_live(self) -> dict[str, si.Allocation]:
+        with self.rm.lock:
+            return dict(self.rm.live)
+
+    def recover(self, core: Core) -> set[str]:
+        """Re-register on a restarted core, re-add applications, then nodes with the allocations this
+        RM believes live. Returns the uuids that must come back; the asks still waiting are resubmitted
+        by ``resubmit`` once the recovery was checked."""
+        self.restarts += 1
+        believed = self.believed = self.believed_live()
+        with self.rm.lock:
+            rejected = {r.allocation_key for r in self.rm.rejected_asks}
+            released_keys = {r.allocation_key for r in self.rm.released}
+            rejected_apps = set(self.rm.rejected_apps)
+        apps = {
+            app_id: self.app_requests[app_id]
+            for app_id in sorted(self.apps | {a.application_id for a in believed.values()})
+            if app_id in self.app_requests and app_id not in rejected_apps
+        }
+        live_keys = {a.allocation_key for a in believed.values()}
+        self._waiting = [
+            ask
+            for key, ask in sorted(self.ask_requests.items())
+            if key in self.asks
+            and key not in live_keys
+            and key not in rejected
+            and key not in released_keys
+            and key not in self.asks_released
+            and ask.application_id in apps
+        ]
+        # the RM's model survives a core restart; only the callback object is new (the invalid items
+        # sent so far were checked at the checkpoint before the restart: their rejections went to the
+        # old object)
+        self._fresh_rm()
+        self.bad_asks.clear()
+        self.bad_nodes.clear()
+        self.bad_apps.clear()
+        self.twins.clear()
+        self.generation += 1
+        request = t.register(self.rm_id, self.config)
+        self.record(
+            Op(seq=0, rm=self.index, kind="register", request=request, description="recover: register")
+        )
+        core.register_resource_manager(request, self.rm)
+        self.retired[-1].retired = True
+        self.ledger.expect_recovery(set(believed))
+        self.recovered_apps |= {a.application_id for a in believed.values()}
+        self.asks = {key: app for key, app in self.asks.items() if key in live_keys}
+        self.asks.update({ask.allocation_key: ask.application_id for ask in self._waiting})
+        self.apps = set(apps)
+        if apps:
+            self._send(
+                core,
+                "apps",
+                si.ApplicationRequest(rm_id=self.rm_id, new=list(apps.values())),
+                f"recover: re-add {len(apps)} applications",
+            )
+        by_node: dict[str, list[si.Allocation]] = {}
+        for allocation in believed.values():
+            by_node.setdefault(allocation.node_id, []).append(allocation)
+        for node_id in sorted(by_node.keys() - self.node_capacity.keys()):
+            self.problems.append(f"{self.rm_id}: believes allocations live on unknown node {node_id}")
+        infos = [
+            si.NodeInfo(
+                node_id=node_id,
+                action=si.NodeAction.CREATE,
+                schedulable_resource=capacity,
+                existing_allocations=by_node.get(node_id, []),
+            )
+            for node_id, capacity in sorted(self.node_capacity.items())
+        ]
+        self.nodes = {node_id: True for node_id in self.node_capacity}
+        if infos:
+            self._send(
+                core,
+                "nodes",
+                si.NodeRequest(rm_id=self.rm_id, nodes=infos),
+                f"recover: re-add {len(infos)} nodes with {len(believed)} allocations",
+            )
+        return set(believed)
+
+    def resubmit(self, core: Core) -> None:
+        waiting = self._waiting
+        if waiting:
+            self._send(
+                core,
+                "allocations",
+                si.AllocationRequest(rm_id=self.rm_id, asks=waiting),
+                f"recover: resubmit {len(waiting)} waiting asks",
+            )
+        self._waiting = []
+
+    def check_recovery(self, state: invariants.PartitionState | None, believed: set[str]) -> list[str]:
+        """Right after recovery (nothing resubmitted yet): the core holds exactly what the RM believed,
+        except the allocations of an application the restarted core rejected with a reason (its queue
+        left the config since it was placed): the RM drops those, as a shim fails their pods."""
+        if state is None:
+            return [f"{self.rm_id}: partition {self.partition} missing after the restart"]
+        held = {a.uuid for app in state.applications for a in app.allocations}
+        with self.rm.lock:
+            reasons = {r.allocation_key: r.reason for r in self.rm.rejected_asks}
+            rejected_apps = dict(self.rm.rejected_apps)
+        problems = []
+        for uuid in sorted(believed - held):
+            allocation = self.believed.get(uuid)
+            if allocation is None:
+                problems.append(f"{self.rm_id}: allocation {uuid} lost in the restart")
+                continue
+            app_id = allocation.application_id
+            if rejected_apps.get(app_id):
+                self._forget_application(app_id)
+                self.ledger.released(uuid)
+                continue
+            where = f"{app_id}/{allocation.allocation_key} on {allocation.node_id}"
+            why = reasons.get(allocation.allocation_key) or "no reason given"
+            readded = "re-added" if app_id in self.apps else "not re-added"
+            problems.append(
+                f"{self.rm_id}: allocation {uuid} lost in the restart ({where}: {why}; application {readded})"
+            )
+        problems += [f"{self.rm_id}: allocation {u} appeared from nowhere" for u in sorted(held - believed)]
+        return problems
+
+    def _forget_application(self, app_id: str) -> None:
+        self.apps.discard(app_id)
+        self.asks = {key: owner for key, owner in self.asks.items() if owner != app_id}
+        self._waiting = [ask for ask in self._waiting if ask.application_id != app_id]
+
+    # ---- checks ------------------------------------------------------------------------------------
+
+    def check(self, state: invariants.PartitionState | None) -> list[str]:
+        problems = list(self.problems)
+        self.problems.clear()
+        problems += super().check(state)
+        with self.rm.lock:
+            rejected_asks = {r.allocation_key: r.reason for r in self.rm.rejected_asks}
+            rejected_nodes = dict(self.rm.rejected_nodes)
+            rejected_apps = dict(self.rm.rejected_apps)
+        for key, why in sorted(self.bad_asks.items()):
+            if not rejected_asks.get(key):
+                problems.append(f"{self.rm_id}: invalid ask {key} ({why}) was not rejected with a reason")
+        with self.ledger._lock:
+            released_ever = set(self.ledger.released_ever)
+        for key, uuid in sorted(self.twins.items()):
+            if not rejected_asks.get(key) and uuid not in released_ever:
+                problems.append(f"{self.rm_id}: recovered {key} with live uuid {uuid} was not rejected")
+        for node_id, why in sorted(self.bad_nodes.items()):
+            if not rejected_nodes.get(node_id):
+                problems.append(
+                    f"{self.rm_id}: invalid node {node_id} ({why}) was not rejected with a reason"
+                )
+        for app_id, why in sorted(self.bad_apps.items()):
+            if not rejected_apps.get(app_id):
+                problems.append(f"{self.rm_id}: invalid application {app_id} ({why}) was not rejected")
+        if state is not None:
+            node_ids = {node.node_id for node in state.nodes}
+            for node_id in sorted(node_ids & self.bad_nodes.keys()):
+                problems.append(f"{self.rm_id}: invalid node {node_id} is in the partition")
+            for node in state.nodes:
+                if not isinstance(node.node_id, str) or not node.node_id.startswith(self.rm_id + "-"):
+                    problems.append(f"{self.rm_id}: partition holds node {node.node_id!r}")
+        for rm in [*self.retired, self.rm]:
+            with rm.lock:
+                crossed, late = list(rm.crossed), list(rm.after_retirement)
+            problems += [f"{self.rm_id}: told of an object not its own: {what}" for what in crossed[:5]]
+            if late:
+                problems.append(
+                    f"{self.rm_id}: {len(late)} callback(s) delivered to a replaced registration: {late[:3]}"
+                )
+        with self.ledger._lock:
+            collisions = list(self.ledger.collisions)
+        if collisions:
+            problems.append(f"{self.rm_id}: told of the same allocation uuid twice: {collisions[:5]}")
+        return problems
+
+
+# ---- soak: is anything growing under steady load? ----------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SoakSample:
+    cycles: int
+    seconds: float
+    rss_mb: float
+    threads: int
+    live_actors: int
+    busy_rounds: int  # the second RM's rounds so far: it never let the core go idle
+
+
+def rss_mb() -> float:
+    """Resident set size now (VmRSS), falling back to the peak where /proc is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def live_actor_count() -> int:
+    """Every live pykka actor: threaded ones and the pooled ones (``PooledActor.start`` registers them
+    in pykka's ActorRegistry like any other actor)."""
+    import pykka
+
+    return len(pykka.ActorRegistry.get_all())
+
+
+class LeanRM(korral.ResourceManagerCallback):
+    """An RM that keeps only what it needs (live allocations per application): a recording RM's
+    history would grow and hide whether the core does."""
+
+    def __init__(self, rm_id: str) -> None:
+        self.rm_id = rm_id
+        self.lock = threading.Condition()
+        self.live: dict[str, str] = {}  # uuid -> application id
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        with self.lock:
+            for allocation in response.new:
+                self.live[allocation.uuid] = allocation.application_id
+            for release in response.released:
+                self.live.pop(release.uuid, None)
+            self.lock.notify_all()
+
+    def count(self, app_id: str) -> int:
+        return sum(1 for owner in self.live.values() if owner == app_id)
+
+    def wait_count(self, app_id: str, count: int, timeout: float) -> bool:
+        with self.lock:
+            return self.lock.wait_for(lambda: self.count(app_id) == count, timeout)
+
+
+SOAK_ASK = {"memory": 1000, "vcore": 500}
+BUSY_BACKLOG = 6  # the never-idle RM sends more once fewer messages than this are in flight
+
+
+def _soak_cycle(core: Core, rm: LeanRM, app_id: str, asks: int, timeout: float) -> None:
+    """One application's life: added, its asks allocated, its allocations released, removed."""
+    core.update_application(t.applications(rm.rm_id, {app_id: "root.a"}))
+    core.update_allocation(t.asks(rm.rm_id, app_id, asks, SOAK_ASK))
+    if not rm.wait_count(app_id, asks, timeout):
+        raise TimeoutError(f"{app_id}: {asks} allocations not made within {timeout}s")
+    core.update_allocation(t.release(rm.rm_id, app_id))
+    if not rm.wait_count(app_id, 0, timeout):
+        raise TimeoutError(f"{app_id}: allocations not released within {timeout}s")
+    core.update_application(t.remove_applications(rm.rm_id, [app_id]))
+
+
+def soak(
+    cycles: int | None,
+    duration: float,
+    every: int = 1000,
+    on_sample: Callable[[SoakSample], None] | None = None,
+    timeout: float = 60.0,
+) -> list[SoakSample]:
+    """Application cycles on one RM while a second RM keeps the core busy (it never lets it go idle);
+    a sample of RSS, threads and live actors every ``every`` cycles. Stops after ``cycles`` cycles or
+    ``duration`` seconds, whichever comes first."""
+    samples: list[SoakSample] = []
+    stop = threading.Event()
+    busy_rounds = [0]
+    failure: list[BaseException] = []
+    core = korral.start(**SETTINGS)
+    try:
+        soaker, busy = LeanRM("soak"), LeanRM("busy")
+        for rm in (soaker, busy):
+            core.register_resource_manager(t.register(rm.rm_id, rm_config(0)), rm)
+            core.update_node(
+                t.nodes(
+                    rm.rm_id, [f"{rm.rm_id}-node-{i}" for i in range(4)], {"memory": 32000, "vcore": 16000}
+                )
+            )
+
+        def keep_busy() -> None:
+            # fire and forget, with a bounded backlog: the core always has something in flight, so
+            # nothing that waits for the whole core to be idle ever gets its chance
+            try:
+                while not stop.is_set():
+                    app_id = f"busy-app-{busy_rounds[0]}"
+                    core.update_application(t.applications(busy.rm_id, {app_id: "root.b"}))
+                    core.update_allocation(t.asks(busy.rm_id, app_id, 3, SOAK_ASK))
+                    core.update_application(t.remove_applications(busy.rm_id, [app_id]))
+                    busy_rounds[0] += 1
+                    while core.tracker.in_flight() > BUSY_BACKLOG and not stop.is_set():
+                        time.sleep(0.0005)
+            except BaseException as error:  # reported by the main loop
+                failure.append(error)
+
+        thread = threading.Thread(target=keep_busy, name="soak-busy-rm", daemon=True)
+        thread.start()
+        started = time.monotonic()
+        done = 0
+        while (cycles is None or done < cycles) and time.monotonic() - started < duration:
+            if failure:
+                raise failure[0]
+            _soak_cycle(core, soaker, f"soak-app-{done}", 2, timeout)
+            done += 1
+            if done % every == 0:
+                sample = SoakSample(
+                    cycles=done,
+                    seconds=time.monotonic() - started,
+                    rss_mb=rss_mb(),
+                    threads=threading.active_count(),
+                    live_actors=live_actor_count(),
+                    busy_rounds=busy_rounds[0],
+                )
+                samples.append(sample)
+                if on_sample is not None:
+                    on_sample(sample)
+        stop.set()
+        thread.join(timeout=timeout)
+        if failure:
+            raise failure[0]
+    finally:
+        stop.set()
+        core.stop()
+    return samples

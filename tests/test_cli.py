@@ -769,3 +769,24 @@ def test_inject_fault_usage_error_lists_the_known_faults(runner: CliRunner) -> N
     result = runner.invoke(main, ["stress", "--inject-fault", "no-such-fault"])
     assert result.exit_code == 2
     assert KNOWN_FAULT in result.output
+
+
+@pytest.mark.timeout(120)
+def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: CliRunner) -> None:
+    """``korral stress --soak``: a row per sample; removed actors are retired while the second RM keeps
+    the core busy, so the live actors (and threads) do not grow with the cycles."""
+    options = ["stress", "--soak", "--cycles", "1000", "--every", "500", "--duration", "90"]
+    result = runner.invoke(main, options)
+    assert result.exit_code == 0, result.output
+    rows = [
+        [float(cell.replace(",", "")) for cell in line.split()]
+        for line in result.output.splitlines()
+        if re.fullmatch(r"\s*[\d,]+\s+[\d.]+\s+[\d.]+\s+\d+\s+[\d,]+\s+[\d,]+\s*", line)
+    ]
+    assert [row[0] for row in rows] == [500, 1000], result.output
+    assert "RSS MB" in result.output and "threads" in result.output and "actors" in result.output
+    (_, _, _, threads_first, actors_first, busy_first), (_, _, _, threads_last, actors_last, busy_last) = rows
+    assert busy_last > busy_first > 0, "the second RM did not keep the core busy"
+    assert threads_last == threads_first, result.output
+    # 500 cycles remove 500 applications of this RM and more of the busy one: a few may await retirement
+    assert actors_last - actors_first < 100, result.output

@@ -27,6 +27,7 @@ def test_a_short_stress_run_keeps_every_invariant() -> None:
     assert result.checkpoints >= 5
     assert result.operations > 1000
     assert result.callback_failures > 0, "the run should have exercised failing RM callbacks"
+    assert result.restarts > 0, "the run should have restarted the core and recovered the RMs"
 
 
 @pytest.mark.timeout(300)
