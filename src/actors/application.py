@@ -7,7 +7,6 @@ queue, one to the scheduler's view and one callback to the RM, not a thousand of
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import attrs
@@ -93,6 +92,7 @@ class ApplicationActor(PoolActor):
         self.nodes: dict[str, Handle] = {}
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
+        self.clock = tracker.clock
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -106,37 +106,35 @@ class ApplicationActor(PoolActor):
     # ---- handlers ----------------------------------------------------------------------------------
 
     def on_AddAsks(self, message: AddAsks) -> None:
-        self.owner.add_asks(message.asks, time.monotonic(), self._collect())
+        self.owner.add_asks(message.asks, self.clock(), self._collect())
 
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
-        self.owner.remove_asks(message.allocation_keys, time.monotonic(), self._collect())
+        self.owner.remove_asks(message.allocation_keys, self.clock(), self._collect())
 
     def on_Placed(self, message: Placed) -> None:
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
-        self.owner.confirm(node_id, message.allocations, time.monotonic(), self._collect())
+        self.owner.confirm(node_id, message.allocations, self.clock(), self._collect())
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
             self.nodes[message.allocations[0].node_id] = message.node
-        self.owner.recover(message.allocations, time.monotonic(), self._collect())
+        self.owner.recover(message.allocations, self.clock(), self._collect())
 
     def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
-        self.owner.release(message.releases, time.monotonic(), self._collect())
+        self.owner.release(message.releases, self.clock(), self._collect())
 
     def on_NodeRemoved(self, message: NodeRemoved) -> None:
-        self.owner.node_removed(
-            message.node_id, message.uuids, message.reason, time.monotonic(), self._collect()
-        )
+        self.owner.node_removed(message.node_id, message.uuids, message.reason, self.clock(), self._collect())
         self.nodes.pop(message.node_id, None)
 
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
-        self.owner.remove(message.reason, time.monotonic(), self._collect())
+        self.owner.remove(message.reason, self.clock(), self._collect())
         self._flush()
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
-        self.owner.completing_timeout(time.monotonic(), self.completing_timeout, self._collect())
+        self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
             app_id = self.owner.app.application_id
@@ -224,7 +222,7 @@ class ApplicationActor(PoolActor):
         if self.events:
             self._send_events(effects)
         if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
-            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
+            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=self.clock()))
 
     def _send_events(self, effects: AppEffects) -> None:
         app = self.owner.app
@@ -247,4 +245,5 @@ class ApplicationActor(PoolActor):
             events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
         )
         if records:
+            records = events.stamped(records, self.tracker.wall_clock_ns())
             self.dispatcher.tell(Deliver(method="send_event", argument=records))

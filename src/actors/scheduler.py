@@ -9,7 +9,6 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -75,8 +74,10 @@ class SchedulerActor(ThreadedActor):
             config,
             rm_id=rm_id,
             reservation_delay=reservation_delay,
+            clock=tracker.clock,
             predicate=self._predicate,
         )
+        self.clock = tracker.clock
         self.nodes: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
@@ -153,7 +154,7 @@ class SchedulerActor(ThreadedActor):
 
     def on_ViewOps(self, message: Any) -> None:
         view = self.view
-        now = time.monotonic()
+        now = self.clock()
         new_asks: list[Any] = []
         for operation, payload in message.ops:
             if operation == "put_ask":
@@ -219,7 +220,7 @@ class SchedulerActor(ThreadedActor):
     # ---- scheduling --------------------------------------------------------------------------------
 
     def on_Tick(self, message: Tick) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self._refusals.clear()
         if self.view.cooling:
             self.view.warm_nodes()
@@ -244,7 +245,7 @@ class SchedulerActor(ThreadedActor):
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
-        deadline = time.perf_counter() + self._batch_seconds
+        deadline = self.clock() + self._batch_seconds
         made: list[Allocation] = []
         drained = False
         while len(made) < BATCH_ALLOCATIONS:
@@ -253,7 +254,7 @@ class SchedulerActor(ThreadedActor):
                 drained = True
                 break
             made.append(allocation)
-            if len(made) % 64 == 0 and time.perf_counter() > deadline:
+            if len(made) % 64 == 0 and self.clock() > deadline:
                 break
         if drained:
             self._batch_seconds = BATCH_SECONDS_MIN
