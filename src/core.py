@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import threading
 from typing import Any
 
@@ -40,6 +41,7 @@ DEFAULT_SETTINGS: dict[str, float] = {
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True}
 GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
 
 
@@ -222,7 +224,9 @@ class Core:
                 f"{simulation.steps} {simulation.now:.6f} {actor} {message.method} {message.argument!r}"
             )
         if self._full_trace is not None:
-            self._full_trace.append(f"{simulation.steps} {simulation.now:.6f} {actor} <- {message!r}")
+            # without memory addresses (an RM callback's default repr): the same in every process
+            text = _ADDRESS.sub("", repr(message))
+            self._full_trace.append(f"{simulation.steps} {simulation.now:.6f} {actor} <- {text}")
 
     def _simulated(self) -> Simulation:
         if self.simulation is None:

@@ -599,7 +599,8 @@ class SimulatedOutcome:
     violations: tuple[str, ...]
     steps: int
     virtual_seconds: float
-    trace: tuple[str, ...]
+    callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
+    trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
 
 
 class SimulatedStress:
@@ -722,14 +723,14 @@ class SimulatedStress:
     def _outcome(core: Core, seed: int, ops: list[Op], violations: list[str]) -> SimulatedOutcome:
         simulation = core.simulation
         assert simulation is not None
-        full = core.trace(full=True)
         return SimulatedOutcome(
             seed=seed,
             ops=tuple(ops),
             violations=tuple(violations),
             steps=simulation.steps,
             virtual_seconds=simulation.now,
-            trace=tuple(full if full else core.trace()),
+            callbacks=tuple(core.trace()),
+            trace=tuple(core.trace(full=True)),
         )
 
     def replay(

@@ -59,8 +59,10 @@ class Pending:
     message: Any
 
 
-# Chooses the next delivery among the ready ones (an index), or None to let the seeded RNG choose.
+# Chooses the next delivery among the ready ones: an index, None to let the seeded RNG choose, or HOLD
+# to deliver nothing now (a scripted schedule holding every ready message back: the run is quiet).
 Chooser = Callable[[Sequence[Pending]], "int | None"]
+HOLD = -1
 
 
 class SimulatedInbox:
@@ -149,6 +151,7 @@ class SimulatedActor(pykka.Actor):
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         inbox.actor = self
         inbox.simulation = simulation
+        simulation.actors[self.name] = self  # type: ignore[attr-defined]
         for envelope in inbox.messages:  # asks queued before the start learn whom to run
             if isinstance(envelope.reply_to, SimulatedFuture):
                 envelope.reply_to.simulation = simulation
@@ -256,6 +259,7 @@ class Simulation:
         self._timer_seq = itertools.count()
         self._thread = threading.current_thread()
         self.running: Any = None  # the actor whose handler runs now (innermost, when asks nest)
+        self.actors: dict[str, Any] = {}  # by name, the latest of each name: for harnesses and tests
         # harness controls, all off by default
         self.chooser: Chooser | None = None
         self.on_deliver: Callable[[str, Any], None] | None = None
@@ -320,6 +324,8 @@ class Simulation:
         if self.chooser is not None:
             candidates = [Pending(actor=i.actor.name, message=i.messages[0].message) for i in ready]  # type: ignore[union-attr]
             chosen = self.chooser(candidates)
+            if chosen == HOLD:
+                return False
             index = chosen if chosen is not None else self.rng.randrange(len(ready))
         elif len(ready) > 1:
             index = self.rng.randrange(len(ready))
@@ -342,6 +348,11 @@ class Simulation:
         elif inbox.messages and inbox._index == -1:
             self._make_ready(inbox)
         return True
+
+    def queued(self) -> list[Pending]:
+        """Every message waiting in a mailbox that is not in a handler (a harness's peek)."""
+        inboxes = [*self._ready, *(inbox for _, _, inbox in self._delayed)]
+        return [Pending(actor=i.actor.name, message=e.message) for i in inboxes for e in i.messages]  # type: ignore[union-attr]
 
     # ---- timers ------------------------------------------------------------------------------------
 
