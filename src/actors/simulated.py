@@ -266,15 +266,25 @@ class Simulation:
         self.delay_probability = 0.0  # chance that a mailbox becomes ready only some steps later
         self.max_delay = 0  # in steps
         self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
+        self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
 
     def perturb(
-        self, *, delay_probability: float = 0.2, max_delay: int = 20, timer_skew: float = 0.05
+        self,
+        *,
+        delay_probability: float = 0.2,
+        max_delay: int = 20,
+        timer_skew: float = 0.05,
+        step_time: float = 0.0001,
     ) -> None:
+        """Explore more orders, all of which threads could produce: mailboxes held back some steps
+        (their messages still in order), timers late by a random skew, and virtual time passing with
+        each delivery so that a timer may fall due in the middle of a burst of work."""
         self.delay_probability = delay_probability
         self.max_delay = max_delay
         self.timer_skew = timer_skew
+        self.step_time = step_time
 
     # ---- clocks ------------------------------------------------------------------------------------
 
@@ -334,6 +344,10 @@ class Simulation:
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
+        if self.step_time:
+            self.now += self.rng.uniform(0.0, self.step_time)
+            if self._timers and self._timers[0][0] <= self.now:
+                self._fire_due()
         if self.on_deliver is not None:
             self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
         inbox.busy = True
@@ -350,9 +364,13 @@ class Simulation:
         return True
 
     def queued(self) -> list[Pending]:
-        """Every message waiting in a mailbox that is not in a handler (a harness's peek)."""
-        inboxes = [*self._ready, *(inbox for _, _, inbox in self._delayed)]
-        return [Pending(actor=i.actor.name, message=e.message) for i in inboxes for e in i.messages]  # type: ignore[union-attr]
+        """Every message waiting in a mailbox, actor by actor (a harness's peek)."""
+        return [
+            Pending(actor=name, message=envelope.message)
+            for name, actor in self.actors.items()
+            if not actor.actor_stopped.is_set()
+            for envelope in actor.actor_inbox.messages
+        ]
 
     # ---- timers ------------------------------------------------------------------------------------
 
