@@ -868,3 +868,38 @@ def test_node_fills_up_under_a_decision(run: Run) -> None:
     assert len(run.rm.live) == 4
     assert sorted(a.node_id for a in run.rm.live.values()) == ["n1", "n2", "n2", "n2"]
     run.check()
+
+
+# ---- application removed and added again ------------------------------------------------------------------
+
+
+def test_application_removed_and_added_again_before_the_old_one_said_it_is_gone() -> None:
+    """Found by seed search: the new incarnation's AppAdded (from the partition) reaches the scheduler
+    before the old incarnation's AppGone (from the old application actor, once it handled its removal).
+    The scheduler must not drop the new one when the old one's AppGone arrives: its asks get placed."""
+    pinned = []
+    for seed in range(20):
+        with running(seed) as run:
+            run.nodes(["n1"])
+            run.apps({"x": "root.a"})
+            run.core.update_allocation(run.asks("x", 3))
+            run.remove_app("x")
+            run.apps({"x": "root.a"})
+            run.removed_apps.discard("x")
+            run.asked.clear()  # the first incarnation's asks went with it
+            run.core.update_allocation(run.asks("x", 2, prefix="again-"))
+            run.idle()
+            at_scheduler = [
+                kind.__name__
+                for actor, kind in run.delivered
+                if actor == f"{PARTITION}/scheduler" and kind.__name__ in ("AppAdded", "AppGone")
+            ]
+            if at_scheduler == ["AppAdded", "AppAdded", "AppGone"]:
+                pinned.append(seed)
+            info = run.core.application(PARTITION, "x")
+            assert info is not None and sorted(a.allocation_key for a in info.allocations) == [
+                "again-0",
+                "again-1",
+            ], f"seed {seed} ({at_scheduler}): the re-added application's asks were not placed"
+            run.check()
+    assert pinned, "no seed delivered the new AppAdded before the old AppGone"

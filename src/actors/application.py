@@ -52,6 +52,8 @@ class ViewOps:
 
     application_id: str
     ops: tuple[tuple[str, Any], ...]
+    # the incarnation they are about (an id removed and added again is a new one); None: the current
+    app: Handle | None = None
 
 
 @attrs.frozen(slots=True)
@@ -133,14 +135,14 @@ class ApplicationActor(PoolActor):
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
         self.owner.remove(message.reason, self.clock(), self._collect())
         self._flush()
-        self.scheduler.tell(AppGone(application_id=self.owner.app.application_id))
+        self.scheduler.tell(AppGone(application_id=self.owner.app.application_id, app=self.handle))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
             app_id = self.owner.app.application_id
-            self.scheduler.tell(AppGone(application_id=app_id))
+            self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
             self.partition.tell(
                 AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
             )
@@ -196,7 +198,7 @@ class ApplicationActor(PoolActor):
         if allocated or pending:
             self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
         if effects.view_ops:
-            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops)))
+            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
         if effects.new_allocations or effects.released or effects.rejected_asks:
             self.dispatcher.tell(
                 Deliver(

@@ -132,8 +132,18 @@ class SchedulerActor(ThreadedActor):
         self.view.discard_node(message.node_id)
         self._wake()
 
+    def _stale(self, application_id: str, app: Handle | None) -> bool:
+        """A message from an incarnation of the application that the view has replaced already."""
+        current = self.apps.get(application_id)
+        return app is not None and current is not None and current.actor_id != app.actor_id
+
     def on_AppAdded(self, message: AppAdded) -> None:
         spec = message.spec
+        if self._stale(spec.application_id, message.app):
+            # Removed and added again, and the new incarnation got here before the old one's AppGone
+            # (they come from different actors): the old one's view state goes now, its AppGone and
+            # any late ViewOps will be recognised as stale.
+            self.view.discard_application(spec.application_id)
         self.apps[spec.application_id] = message.app
         self.view.insert_application(
             spec.application_id,
@@ -148,11 +158,15 @@ class SchedulerActor(ThreadedActor):
         )
 
     def on_AppGone(self, message: AppGone) -> None:
+        if self._stale(message.application_id, message.app):
+            return
         self.apps.pop(message.application_id, None)
         self.view.discard_application(message.application_id)
         self._wake()
 
     def on_ViewOps(self, message: Any) -> None:
+        if self._stale(message.application_id, message.app):
+            return
         view = self.view
         now = self.clock()
         new_asks: list[Any] = []
