@@ -219,3 +219,23 @@ def test_a_fault_of_one_rare_message_order_is_found_and_its_seed_replays_it_exac
     minimal = harness.shrink(found.seed, found.ops, budget=60.0)
     assert len(minimal) < len(found.ops)
     assert harness.replay(found.seed, minimal).violations
+
+
+def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> None:
+    from click.testing import CliRunner
+
+    from korral.cli import main
+
+    runner = CliRunner()
+    clean = runner.invoke(main, ["stress", "--simulated", "--rms", "1", "--seeds", "3"])
+    assert clean.exit_code == 0, clean.output
+    assert "3 seeds" in clean.output and "no violation" in clean.output
+    harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
+    found, _, _ = harness.search(range(1, SEED_BOUND + 1), budget=600.0)
+    assert found is not None
+    replay = ["stress", "--simulated", "--rms", "1", "--inject-fault", FAULT, "--seed", str(found.seed)]
+    outputs = [runner.invoke(main, [*replay, "--replay"]) for _ in range(2)]
+    assert all(result.exit_code == 1 for result in outputs), outputs[0].output
+    assert "has no application" in outputs[0].output
+    assert outputs[0].output == outputs[1].output, "a replay printed a different trace"
+    assert "rmproxy <- Register(" in outputs[0].output  # the full trace: every delivery
