@@ -239,3 +239,36 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
     assert "has no application" in outputs[0].output
     assert outputs[0].output == outputs[1].output, "a replay printed a different trace"
     assert "rmproxy <- Register(" in outputs[0].output  # the full trace: every delivery
+
+
+REPLAY_IN_A_PROCESS = """
+import hashlib, logging
+logging.disable(logging.CRITICAL)
+from korral.stress import SimulatedStress
+harness = SimulatedStress(rms=1, operations=30, fault="removed-app-keeps-placed")
+for seed in (3, 9, 21):
+    outcome = harness.run_seed(seed, full_trace=True)
+    print(seed, hashlib.sha256("\\n".join(outcome.trace).encode()).hexdigest(), len(outcome.violations))
+"""
+
+
+def test_a_seed_replays_identically_in_another_process() -> None:
+    """No set iteration, memory address or random token decides an order or reaches the trace:
+    string hashing differs between processes (PYTHONHASHSEED), the replay does not."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for hash_seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-c", REPLAY_IN_A_PROCESS],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0].splitlines()) == 3

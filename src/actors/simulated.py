@@ -31,6 +31,7 @@ import attrs
 import pykka
 from pykka import ActorDeadError, ActorRegistry, Timeout, messages
 
+from korral.actors.base import Periodic, PeriodicEntry
 from korral.actors.runtime import PooledActor
 
 if TYPE_CHECKING:
@@ -240,7 +241,8 @@ class SimulatedTimer:
         self._simulation.add_timer(delay, target, message, 0.0)
 
     def every(self, interval: float, target: Handle, message: Any) -> None:
-        self._simulation.add_timer(interval, target, message, interval)
+        """Like ``TimerService.every``: ticks coalesce while the last one is still queued."""
+        self._simulation.add_timer(interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def stop(self) -> None:
         self._simulation.clear_timers()
@@ -252,6 +254,7 @@ class Simulation:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self._tokens = random.Random(f"tokens-{seed}")  # apart from the schedule's choices
         self.now = 0.0  # virtual seconds since the start
         self.steps = 0
         self._ready: list[SimulatedInbox] = []
@@ -293,6 +296,9 @@ class Simulation:
 
     def wall_clock_ns(self) -> int:
         return EPOCH_NS + int(self.now * 1e9)
+
+    def unique_token(self) -> str:
+        return f"{self._tokens.getrandbits(32):08x}"
 
     # ---- mailboxes ---------------------------------------------------------------------------------
 
@@ -390,7 +396,12 @@ class Simulation:
         timers = self._timers
         while timers and timers[0][0] <= self.now:
             due, _, target, message, interval = heapq.heappop(timers)
-            delivered = target.tell(message) if target.is_alive else False
+            if interval > 0 and message.entry.queued:
+                delivered = target.is_alive  # the last tick is still waiting: skip this one
+            else:
+                if interval > 0:
+                    message.entry.queued = True
+                delivered = target.tell(message) if target.is_alive else False
             if delivered and interval > 0:
                 skew = self.rng.uniform(0.0, self.timer_skew) if self.timer_skew else 0.0
                 heapq.heappush(
