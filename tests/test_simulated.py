@@ -272,3 +272,15 @@ def test_a_seed_replays_identically_in_another_process() -> None:
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert len(outputs[0].splitlines()) == 3
+
+
+def test_the_virtual_clock_never_runs_backwards_when_deliveries_take_time() -> None:
+    core, _ = scenario(2)
+    assert core.simulation is not None
+    core.simulation.perturb(step_time=0.01)  # each delivery takes up to 10 ms of virtual time
+    readings = []
+    for _ in range(5):
+        core.advance(0.001)
+        readings.append(core.simulation.now)
+    assert readings == sorted(readings) and readings[-1] >= 0.005
+    core.stop()

@@ -435,7 +435,7 @@ class Simulation:
             self.now = max(self.now, self._timers[0][0])
             self._fire_due()
             self.run_until_idle()
-        self.now = target
+        self.now = max(self.now, target)  # deliveries may have taken virtual time (perturbed)
 
     def run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
         """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``."""
