@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import threading
 from typing import Any
 
 from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
-from korral.actors.messages import Snapshot
+from korral.actors.messages import Deliver, Snapshot
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
@@ -20,6 +21,7 @@ from korral.actors.rmproxy import (
     UpdateConfiguration,
     stop_and_wait,
 )
+from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
@@ -45,13 +47,14 @@ DEFAULT_SETTINGS: dict[str, float] = {
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True}
 GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
 
 
 class Core:
     """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
 
-    def __init__(self, **settings: float) -> None:
+    def __init__(self, *, runtime: str = "threads", seed: int = 0, **settings: float) -> None:
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -62,7 +65,8 @@ class Core:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
         self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
         self.tracker = Tracker()
-        self._timer = TimerService()
+        self.simulation: Simulation | None = None
+        self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed)
         self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
         self._registered: set[str] = set()
         self._lock = threading.Lock()
@@ -166,7 +170,11 @@ class Core:
 
     def wait_until_idle(self, timeout: float = 10.0) -> None:
         """Return once everything submitted so far is processed, its callbacks delivered, and the
-        scheduler has made every allocation it can make now; raise TimeoutError otherwise."""
+        scheduler has made every allocation it can make now; raise TimeoutError otherwise.
+        (Simulated: run the simulation to quiescence; the virtual clock does not move.)"""
+        if self.simulation is not None:
+            self.simulation.run_until_idle()
+            return
         if not self.tracker.wait_idle(timeout):
             raise TimeoutError(
                 f"korral not idle after {timeout}s: {self.tracker.in_flight()} messages in flight"
@@ -217,7 +225,61 @@ class Core:
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         return self._snapshot(partition, "scheduler")
 
+    # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
 
-def start(**settings: float) -> Core:
-    """Start the actor system with YuniKorn's defaults for any setting not given."""
-    return Core(**settings)
+    def _start_runtime(self, runtime: str, seed: int) -> TimerService | SimulatedTimer:
+        if runtime == "threads":
+            return TimerService()
+        if runtime != "simulated":
+            raise ValueError(f"unknown runtime {runtime!r}: threads or simulated")
+        simulation = self.simulation = Simulation(seed)
+        self.tracker.simulation = simulation
+        self.tracker.clock = simulation.clock  # type: ignore[method-assign]
+        self.tracker.wall_clock_ns = simulation.wall_clock_ns  # type: ignore[method-assign]
+        self.tracker.unique_token = simulation.unique_token  # type: ignore[method-assign]
+        self._trace: list[str] = []
+        self._full_trace: list[str] | None = None
+        simulation.on_deliver = self._traced
+        return SimulatedTimer(simulation)
+
+    def _traced(self, actor: str, message: Any) -> None:
+        simulation = self.simulation
+        assert simulation is not None
+        if type(message) is Deliver:
+            self._trace.append(
+                f"{simulation.steps} {simulation.now:.6f} {actor} {message.method} {message.argument!r}"
+            )
+        if self._full_trace is not None:
+            # without memory addresses (an RM callback's default repr): the same in every process
+            text = _ADDRESS.sub("", repr(message))
+            self._full_trace.append(f"{simulation.steps} {simulation.now:.6f} {actor} <- {text}")
+
+    def _simulated(self) -> Simulation:
+        if self.simulation is None:
+            raise SchedulerError('only a simulated core (korral.start(runtime="simulated")) has this')
+        return self.simulation
+
+    def advance(self, seconds: float) -> None:
+        """Simulated: move the virtual clock on by ``seconds``, running what falls due on the way."""
+        self._simulated().advance(seconds)
+
+    def trace(self, *, full: bool = False) -> list[str]:
+        """Simulated: every RM callback delivered so far, in order (step, virtual time, dispatcher,
+        method, argument). ``full=True``: every message delivered since ``record_full_trace()``."""
+        self._simulated()
+        if full:
+            return list(self._full_trace or [])
+        return list(self._trace)
+
+    def record_full_trace(self) -> None:
+        """Simulated: from now on record every delivery, not only callbacks (slower: a replay)."""
+        self._simulated()
+        self._full_trace = []
+
+
+def start(*, runtime: str = "threads", seed: int = 0, **settings: float) -> Core:
+    """Start the actor system with YuniKorn's defaults for any setting not given.
+
+    ``runtime="simulated"``: every actor runs on the calling thread, in the order a ``seed``-ed RNG
+    picks, on a virtual clock (api.md, Deterministic simulation)."""
+    return Core(runtime=runtime, seed=seed, **settings)

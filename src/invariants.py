@@ -149,8 +149,11 @@ def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = 
                 f"{name} queue {path}: allocated {queue.allocated} != sum of its "
                 f"{'applications' if queue.is_leaf else 'children'} {expected}: {members}"
             )
-        # root's max is the cluster's size, which may shrink under running work (node updates)
-        over_max = path != "root" and queue.max and not res.fits_in_max(queue.allocated, queue.max)
+        # root's max is the cluster's size, which may shrink under running work (node updates); so
+        # may a queue's max inherited from root, resource by resource
+        root_max = state.queues["root"].max if "root" in state.queues else {}
+        own_max = {k: v for k, v in (queue.max or {}).items() if root_max.get(k) != v}
+        over_max = path != "root" and own_max and not res.fits_in_max(queue.allocated, own_max)
         if over_max and not any(path == r or r.startswith(path + ".") for r in recovered):
             problems.append(f"{name} queue {path}: allocated {queue.allocated} above max {queue.max}")
     return problems

@@ -14,14 +14,19 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 from pykka._envelope import Envelope
 
 from korral.actors.runtime import ActorPool, PooledActor
+
+if TYPE_CHECKING:
+    from korral.actors.simulated import Simulation
 
 log = logging.getLogger("korral.actors")
 
@@ -68,7 +73,17 @@ class Tracker:
 
     The core is idle when every live actor's count is zero. Counting per receiver means an actor that
     stops with messages still queued does not leave a count behind forever.
+
+    Every actor of a core holds its tracker, so it also carries the core's runtime: the clocks actors
+    read (never ``time`` directly: a simulated core runs on virtual time) and, for a simulated core,
+    the ``Simulation`` that runs its mailboxes. Left at the defaults, actors run on threads.
     """
+
+    simulation: Simulation | None = None
+    clock: Callable[[], float] = staticmethod(time.monotonic)  # seconds, for timeouts, ages and budgets
+    wall_clock_ns: Callable[[], int] = staticmethod(time.time_ns)  # epoch nanoseconds, for event stamps
+    # a fresh token for each life of a partition (its allocation uuids), random unless simulated
+    unique_token: Callable[[], str] = staticmethod(lambda: secrets.token_hex(4))
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -302,6 +317,21 @@ class HandlerError:
 def start_actor(
     actor_class: type[KorralActor], tracker: Tracker, name: str, *args: Any, **kwargs: Any
 ) -> Handle:
-    """Start an actor and return its handle (the same ref the actor's own handle wraps)."""
-    ref = actor_class.start(tracker, name, *args, **kwargs)
+    """Start an actor on the tracker's runtime and return its handle (the same ref the actor's own
+    handle wraps). The one place where the runtime chooses how an actor runs."""
+    if tracker.simulation is not None:
+        from korral.actors.simulated import simulated_class
+
+        ref = simulated_class(actor_class).start(tracker, name, *args, **kwargs)
+    else:
+        ref = actor_class.start(tracker, name, *args, **kwargs)
     return Handle(ref, actor_class.rank, name, tracker)
+
+
+def start_pool(tracker: Tracker, name: str) -> ActorPool:
+    """A worker for a partition's pooled actors, on the tracker's runtime."""
+    if tracker.simulation is not None:
+        from korral.actors.simulated import SimulatedPool
+
+        return SimulatedPool(name, tracker.simulation)  # type: ignore[return-value]
+    return ActorPool(name)

@@ -196,6 +196,8 @@ class AppAdded:
 @frozen
 class AppGone:
     application_id: str
+    # the incarnation that is gone: an id removed and added again may have a new one by now
+    app: Any = None  # Handle
 
 
 @frozen

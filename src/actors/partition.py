@@ -19,7 +19,7 @@ import attrs
 
 from korral import si
 from korral.actors.application import AppFinished, ApplicationActor, ViewOps
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor, start_pool
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -51,7 +51,6 @@ from korral.actors.messages import (
 )
 from korral.actors.node import NodeActor
 from korral.actors.queue import QueueActor
-from korral.actors.runtime import ActorPool
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
@@ -107,13 +106,15 @@ class PartitionActor(ThreadedActor):
         self.dispatcher = dispatcher
         self.timer = timer
         self.settings = settings
-        self.registry = PartitionModel(name, config, rm_id=rm_id)
+        self.registry = PartitionModel(
+            name, config, rm_id=rm_id, clock=tracker.clock, uuid_token=tracker.unique_token()
+        )
         # the view issues allocation uuids in the registry's series, so both know what is the core's
         self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
         # uuid -> application of the recovered allocations still live (their owners say when they go)
         self.recovered_live: dict[str, str] = {}
         # queues, applications and nodes of this partition run on one worker thread of their own
-        self.pool = ActorPool(name)
+        self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
             SchedulerActor,
             tracker,
@@ -170,7 +171,7 @@ class PartitionActor(ThreadedActor):
 
     def _send_events(self) -> None:
         if self._records:
-            self._deliver("send_event", self._records)
+            self._deliver("send_event", events.stamped(self._records, self.tracker.wall_clock_ns()))
             self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:

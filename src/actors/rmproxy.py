@@ -268,7 +268,7 @@ class RMProxyActor(ThreadedActor):
             name, handle = self._partition(rm, removal.partition_name)
             if handle is not None:
                 remove[name].append(removal)
-        for name in set(new) | set(remove):
+        for name in {**new, **remove}:  # a dict: the same order on every run
             rm.partitions[name].tell(
                 RouteApplicationRequest(
                     request=si.ApplicationRequest(
@@ -307,7 +307,7 @@ class RMProxyActor(ThreadedActor):
                 name, handle = self._partition(rm, release.partition_name)
                 if handle is not None:
                     releases[name].append(release)
-        for name in set(asks) | set(ask_releases) | set(releases):
+        for name in {**asks, **ask_releases, **releases}:
             routed = si.AllocationRequest(
                 asks=asks.get(name, ()),
                 rm_id=rm.rm_id,

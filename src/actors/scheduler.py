@@ -10,7 +10,6 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -84,8 +83,10 @@ class SchedulerActor(ThreadedActor):
             rm_id=rm_id,
             uuid_token=uuid_token,
             reservation_delay=reservation_delay,
+            clock=tracker.clock,
             predicate=self._predicate,
         )
+        self.clock = tracker.clock
         self.nodes: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
@@ -118,7 +119,7 @@ class SchedulerActor(ThreadedActor):
         if changed:
             nodes = self.view.nodes
             reservations = []
-            for node_id in changed:
+            for node_id in sorted(changed):  # a set: its order changes between processes
                 node = nodes.get(node_id)
                 holder = node.reservation[0] if node is not None and node.reservation else ""
                 reservations.append((node_id, holder))
@@ -160,8 +161,19 @@ class SchedulerActor(ThreadedActor):
         self.view.discard_node(message.node_id)
         self._wake()
 
+    def _stale(self, application_id: str, app: Handle | None) -> bool:
+        """A message from an incarnation of the application that the view has replaced already."""
+        current = self.apps.get(application_id)
+        return app is not None and current is not None and current.actor_id != app.actor_id
+
     def on_AppAdded(self, message: AppAdded) -> None:
         spec = message.spec
+        if self._stale(spec.application_id, message.app):
+            # Removed and added again, and the new incarnation got here before the old one's AppGone
+            # (they come from different actors): the old one's view state goes now, its AppGone and
+            # any late ViewOps will be recognised as stale. No Place names the old one from now on.
+            self.view.discard_application(spec.application_id)
+            self.apps[spec.application_id].tell(SchedulerDone())
         self.apps[spec.application_id] = message.app
         self.view.insert_application(
             spec.application_id,
@@ -176,6 +188,8 @@ class SchedulerActor(ThreadedActor):
         )
 
     def on_AppGone(self, message: AppGone) -> None:
+        if self._stale(message.application_id, message.app):
+            return
         handle = self.apps.pop(message.application_id, None)
         if handle is not None:
             handle.tell(SchedulerDone())
@@ -183,8 +197,10 @@ class SchedulerActor(ThreadedActor):
         self._wake()
 
     def on_ViewOps(self, message: Any) -> None:
+        if self._stale(message.application_id, message.app):
+            return
         view = self.view
-        now = time.monotonic()
+        now = self.clock()
         new_asks: list[Any] = []
         for operation, payload in message.ops:
             if operation == "put_ask":
@@ -250,7 +266,7 @@ class SchedulerActor(ThreadedActor):
     # ---- scheduling --------------------------------------------------------------------------------
 
     def on_Tick(self, message: Tick) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self._refusals.clear()
         if self.view.cooling:
             self.view.warm_nodes()
@@ -275,7 +291,7 @@ class SchedulerActor(ThreadedActor):
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
-        deadline = time.perf_counter() + self._batch_seconds
+        deadline = self.clock() + self._batch_seconds
         made: list[Allocation] = []
         drained = False
         while len(made) < BATCH_ALLOCATIONS:
@@ -284,7 +300,7 @@ class SchedulerActor(ThreadedActor):
                 drained = True
                 break
             made.append(allocation)
-            if len(made) % 64 == 0 and time.perf_counter() > deadline:
+            if len(made) % 64 == 0 and self.clock() > deadline:
                 break
         if drained:
             self._batch_seconds = BATCH_SECONDS_MIN

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import attrs
+
 from korral import si
 from korral.model.allocation import Allocation
 
@@ -33,6 +35,11 @@ APP_STATE_DETAIL: dict[str, si.EventChangeDetail] = {
 
 def _now() -> int:
     return time.time_ns()
+
+
+def stamped(records: list[si.EventRecord], timestamp_nano: int) -> list[si.EventRecord]:
+    """The records as sent: stamped with the sender's clock (a simulated core's is virtual)."""
+    return [attrs.evolve(r, timestamp_nano=timestamp_nano) for r in records]
 
 
 def record(

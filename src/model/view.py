@@ -188,7 +188,7 @@ class SchedulingView(PartitionModel):
 
     def warm_nodes(self) -> None:
         cooled, self.cooling = self.cooling, set()
-        for node_id in cooled:
+        for node_id in sorted(cooled):  # a set's order changes between processes (string hashing)
             node = self.nodes.get(node_id)
             if node is not None:
                 self._reorder_node(node)

@@ -1,0 +1,456 @@
+"""The simulated runtime: every actor of a core on the calling thread, in a seeded order, on a virtual clock.
+
+The threads runtime (pooled and threaded actors, one timer thread) is fast but its interleavings come
+from the OS. Here the same actor classes run with a simulated mailbox instead (pykka's runtime hooks
+again: ``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``), and nothing runs until the
+caller drives the ``Simulation``: at each step a seeded RNG picks one ready mailbox and delivers its
+next message. Actor semantics are those of the threads runtime: one message at a time per actor (an
+actor in the middle of a handler is never picked, even when that handler blocks on an ask and the
+simulation runs nested underneath it), messages to one actor in the order they were sent, the rank
+order for blocking asks. Timers fire on a virtual clock that only moves when nothing else is ready.
+The same seed and the same calls give the same interleaving, step for step.
+
+Perturbation (for stress runs) widens the interleavings explored without leaving what threads could
+do: a mailbox may be held back a random number of steps (its messages stay in order, so FIFO per
+sender and receiver holds), and timers fire a random skew late.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pykka
+from pykka import ActorDeadError, ActorRegistry, Timeout, messages
+
+from korral.actors.base import Periodic, PeriodicEntry
+from korral.actors.runtime import PooledActor
+
+if TYPE_CHECKING:
+    from korral.actors.base import Handle
+
+log = logging.getLogger("korral.simulated")
+
+_PYKKA_MESSAGES = frozenset(
+    {messages._ActorStop, messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr}
+)
+# A run that never becomes quiet is a livelock: stop it with a clear error instead of spinning.
+MAX_STEPS_PER_RUN = 5_000_000
+# virtual wall clock of a simulation's start (event timestamps): 2026-01-01T00:00:00Z
+EPOCH_NS = 1_767_225_600_000_000_000
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on: used from another thread, or no quiescence within the step bound."""
+
+
+@attrs.frozen(slots=True)
+class Pending:
+    """A delivery the simulation could make next: which actor, and the message at its mailbox's head."""
+
+    actor: str
+    message: Any
+
+
+# Chooses the next delivery among the ready ones: an index, None to let the seeded RNG choose, or HOLD
+# to deliver nothing now (a scripted schedule holding every ready message back: the run is quiet).
+Chooser = Callable[[Sequence[Pending]], "int | None"]
+HOLD = -1
+
+
+class SimulatedInbox:
+    """An actor's mailbox in the simulation: FIFO, and on the ready list while it can deliver."""
+
+    __slots__ = ("_index", "actor", "busy", "messages", "simulation", "started")
+
+    def __init__(self) -> None:
+        self.messages: deque[Any] = deque()
+        self.actor: SimulatedActor | None = None
+        self.simulation: Simulation | None = None
+        self.started = False
+        self.busy = False  # in a handler: not eligible until it returns
+        self._index = -1  # position in the simulation's ready list, -1 when not on it
+
+    def bind(self, actor: Any) -> None:
+        self.actor = actor
+
+    def put(self, envelope: Any, /) -> None:
+        reply_to = envelope.reply_to
+        if reply_to is not None and isinstance(reply_to, SimulatedFuture):
+            reply_to.simulation = self.simulation
+        self.messages.append(envelope)
+        if self.started and not self.busy and self._index == -1 and self.simulation is not None:
+            self.simulation._make_ready(self)
+
+    def get(self) -> Any:
+        return self.messages.popleft()
+
+    def empty(self) -> bool:
+        return not self.messages
+
+
+class SimulatedFuture(pykka.Future[Any]):
+    """A future whose ``get`` runs the simulation until the answer is there (virtual timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.simulation: Simulation | None = None
+        self._value: Any = None
+        self._exc_info: Any = None
+        self._done = False
+
+    def get(self, *, timeout: float | None = None) -> Any:
+        try:
+            return super().get(timeout=timeout)  # a get hook (ActorRef.stop's converter)
+        except NotImplementedError:
+            pass
+        if not self._done:
+            if self.simulation is None:
+                raise Timeout(f"{timeout} seconds (the message was never sent)")
+            self.simulation.run_until(lambda: self._done, timeout)
+        if self._exc_info is not None:
+            exc_type, exc_value, exc_traceback = self._exc_info
+            if exc_value is None:
+                exc_value = exc_type()
+            raise exc_value.with_traceback(exc_traceback)
+        return self._value
+
+    def set(self, value: Any | None = None) -> None:
+        if self._done:
+            raise RuntimeError("future already set")
+        self._value = value
+        self._done = True
+
+    def set_exception(self, exc_info: Any = None) -> None:
+        if self._done:
+            raise RuntimeError("future already set")
+        self._exc_info = exc_info if exc_info is not None else sys.exc_info()
+        self._done = True
+
+
+class SimulatedActor(pykka.Actor):
+    """Mixed in front of a korral actor class: its mailbox is served by the core's ``Simulation``."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return SimulatedInbox()
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        return SimulatedFuture()
+
+    def _start_actor_loop(self) -> None:
+        simulation: Simulation = self.tracker.simulation  # type: ignore[attr-defined]
+        inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
+        inbox.actor = self
+        inbox.simulation = simulation
+        simulation.actors[self.name] = self  # type: ignore[attr-defined]
+        for envelope in inbox.messages:  # asks queued before the start learn whom to run
+            if isinstance(envelope.reply_to, SimulatedFuture):
+                envelope.reply_to.simulation = simulation
+        try:
+            self.on_start()
+        except Exception:
+            self._handle_failure(*sys.exc_info())
+        inbox.started = True
+        if inbox.messages:
+            simulation._make_ready(inbox)
+
+    def _simulated_receive(self, envelope: Any) -> None:
+        # The contract of pykka's loop: replies set on the future, an exception in an ask goes back
+        # to the caller, an exception in a tell is a failure of the actor.
+        try:
+            message = envelope.message
+            if type(message) in _PYKKA_MESSAGES:
+                response = self._handle_receive(message)
+            else:
+                response = self.on_receive(message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            log.exception("%s: fatal error, stopping all actors", self)
+            self._stop()
+            ActorRegistry.stop_all()
+            raise
+
+    def _simulated_teardown(self) -> None:
+        inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
+        while inbox.messages:
+            envelope = inbox.messages.popleft()
+            if envelope.reply_to is not None:
+                if isinstance(envelope.message, messages._ActorStop):
+                    envelope.reply_to.set(None)
+                else:
+                    envelope.reply_to.set_exception(
+                        exc_info=(ActorDeadError, ActorDeadError(f"{self.actor_ref} stopped"), None)
+                    )
+
+
+_simulated_classes: dict[type, type] = {}
+
+
+def simulated_class(actor_class: type) -> type:
+    """``actor_class`` with a simulated mailbox (one class per actor class, made once)."""
+    simulated = _simulated_classes.get(actor_class)
+    if simulated is None:
+        simulated = type(actor_class.__name__, (SimulatedActor, actor_class), {"__module__": __name__})
+        _simulated_classes[actor_class] = simulated
+    return simulated
+
+
+class SimulatedPool:
+    """Stands in for a partition's ``ActorPool``: its actors are simply mailboxes of the simulation."""
+
+    def __init__(self, name: str, simulation: Simulation) -> None:
+        self.name = name
+        self._simulation = simulation
+
+    @property
+    def is_worker_thread(self) -> bool:
+        """Whether a pooled actor is running (the threads runtime: on the pool's worker thread)."""
+        return isinstance(self._simulation.running, PooledActor)
+
+    def stop(self) -> None:
+        pass
+
+
+class SimulatedTimer:
+    """``TimerService`` on the simulation's virtual clock: due timers fire when nothing else is ready."""
+
+    def __init__(self, simulation: Simulation) -> None:
+        self._simulation = simulation
+
+    def once(self, delay: float, target: Handle, message: Any) -> None:
+        self._simulation.add_timer(delay, target, message, 0.0)
+
+    def every(self, interval: float, target: Handle, message: Any) -> None:
+        """Like ``TimerService.every``: ticks coalesce while the last one is still queued."""
+        self._simulation.add_timer(interval, target, Periodic(message, PeriodicEntry()), interval)
+
+    def stop(self) -> None:
+        self._simulation.clear_timers()
+
+
+class Simulation:
+    """Drives every mailbox of one core on the calling thread, in an order chosen by a seeded RNG."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self._tokens = random.Random(f"tokens-{seed}")  # apart from the schedule's choices
+        self.now = 0.0  # virtual seconds since the start
+        self.steps = 0
+        self._ready: list[SimulatedInbox] = []
+        self._timers: list[tuple[float, int, Handle, Any, float]] = []
+        self._timer_seq = itertools.count()
+        self._thread = threading.current_thread()
+        self.running: Any = None  # the actor whose handler runs now (innermost, when asks nest)
+        self.actors: dict[str, Any] = {}  # by name, the latest of each name: for harnesses and tests
+        # harness controls, all off by default
+        self.chooser: Chooser | None = None
+        self.on_deliver: Callable[[str, Any], None] | None = None
+        self.delay_probability = 0.0  # chance that a mailbox becomes ready only some steps later
+        self.max_delay = 0  # in steps
+        self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
+        self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
+        self._delayed: list[tuple[int, int, SimulatedInbox]] = []
+        self._delayed_seq = itertools.count()
+
+    def perturb(
+        self,
+        *,
+        delay_probability: float = 0.2,
+        max_delay: int = 20,
+        timer_skew: float = 0.05,
+        step_time: float = 0.0001,
+    ) -> None:
+        """Explore more orders, all of which threads could produce: mailboxes held back some steps
+        (their messages still in order), timers late by a random skew, and virtual time passing with
+        each delivery so that a timer may fall due in the middle of a burst of work."""
+        self.delay_probability = delay_probability
+        self.max_delay = max_delay
+        self.timer_skew = timer_skew
+        self.step_time = step_time
+
+    # ---- clocks ------------------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        return self.now
+
+    def wall_clock_ns(self) -> int:
+        return EPOCH_NS + int(self.now * 1e9)
+
+    def unique_token(self) -> str:
+        return f"{self._tokens.getrandbits(32):08x}"
+
+    # ---- mailboxes ---------------------------------------------------------------------------------
+
+    def _make_ready(self, inbox: SimulatedInbox) -> None:
+        if self.delay_probability and self.rng.random() < self.delay_probability:
+            inbox._index = -2  # parked: neither ready nor free to be made ready again
+            release = self.steps + self.rng.randint(1, self.max_delay)
+            heapq.heappush(self._delayed, (release, next(self._delayed_seq), inbox))
+            return
+        inbox._index = len(self._ready)
+        self._ready.append(inbox)
+
+    def _take(self, index: int) -> SimulatedInbox:
+        ready = self._ready
+        inbox = ready[index]
+        last = ready.pop()
+        if last is not inbox:
+            ready[index] = last
+            last._index = index
+        inbox._index = -1
+        return inbox
+
+    def _release_delayed(self) -> None:
+        delayed, ready = self._delayed, self._ready
+        # what is due, or else (nothing ready) the earliest: a delay never stalls the run
+        while delayed and (delayed[0][0] <= self.steps or not ready):
+            _, _, inbox = heapq.heappop(delayed)
+            inbox._index = len(ready)
+            ready.append(inbox)
+
+    def step(self) -> bool:
+        """Deliver one message; False when no mailbox is ready (timers aside)."""
+        if self._delayed:
+            self._release_delayed()
+        ready = self._ready
+        if not ready:
+            return False
+        index = 0
+        if self.chooser is not None:
+            candidates = [Pending(actor=i.actor.name, message=i.messages[0].message) for i in ready]  # type: ignore[union-attr]
+            chosen = self.chooser(candidates)
+            if chosen == HOLD:
+                return False
+            index = chosen if chosen is not None else self.rng.randrange(len(ready))
+        elif len(ready) > 1:
+            index = self.rng.randrange(len(ready))
+        inbox = self._take(index)
+        envelope = inbox.messages.popleft()
+        actor = inbox.actor
+        assert actor is not None
+        self.steps += 1
+        if self.step_time:
+            self.now += self.rng.uniform(0.0, self.step_time)
+            if self._timers and self._timers[0][0] <= self.now:
+                self._fire_due()
+        if self.on_deliver is not None:
+            self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
+        inbox.busy = True
+        outer, self.running = self.running, actor
+        try:
+            actor._simulated_receive(envelope)
+        finally:
+            inbox.busy = False
+            self.running = outer
+        if actor.actor_stopped.is_set():
+            actor._simulated_teardown()
+        elif inbox.messages and inbox._index == -1:
+            self._make_ready(inbox)
+        return True
+
+    def queued(self) -> list[Pending]:
+        """Every message waiting in a mailbox, actor by actor (a harness's peek)."""
+        return [
+            Pending(actor=name, message=envelope.message)
+            for name, actor in self.actors.items()
+            if not actor.actor_stopped.is_set()
+            for envelope in actor.actor_inbox.messages
+        ]
+
+    # ---- timers ------------------------------------------------------------------------------------
+
+    def add_timer(self, delay: float, target: Handle, message: Any, interval: float) -> None:
+        skew = self.rng.uniform(0.0, self.timer_skew) if self.timer_skew else 0.0
+        heapq.heappush(
+            self._timers, (self.now + delay + skew, next(self._timer_seq), target, message, interval)
+        )
+
+    def clear_timers(self) -> None:
+        self._timers.clear()
+
+    def next_deadline(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def _fire_due(self) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= self.now:
+            due, _, target, message, interval = heapq.heappop(timers)
+            if interval > 0 and message.entry.queued:
+                delivered = target.is_alive  # the last tick is still waiting: skip this one
+            else:
+                if interval > 0:
+                    message.entry.queued = True
+                delivered = target.tell(message) if target.is_alive else False
+            if delivered and interval > 0:
+                skew = self.rng.uniform(0.0, self.timer_skew) if self.timer_skew else 0.0
+                heapq.heappush(
+                    timers,
+                    (max(due + interval, self.now) + skew, next(self._timer_seq), target, message, interval),
+                )
+
+    # ---- running -----------------------------------------------------------------------------------
+
+    def _check_thread(self) -> None:
+        if threading.current_thread() is not self._thread:
+            raise SimulationError("a simulated core runs on the thread that started it; call it from there")
+
+    def run_until_idle(self) -> int:
+        """Deliver until no mailbox is ready; the virtual clock does not move. Returns the steps taken."""
+        self._check_thread()
+        start = self.steps
+        while self.step():
+            if self.steps - start > MAX_STEPS_PER_RUN:
+                raise SimulationError(f"no quiescence after {MAX_STEPS_PER_RUN:,} steps (a livelock?)")
+        return self.steps - start
+
+    def advance(self, seconds: float) -> None:
+        """Move the virtual clock ``seconds`` on, firing timers as they fall due and running to
+        quiescence before each jump and at the end."""
+        if seconds < 0:
+            raise ValueError("the virtual clock only moves forward")
+        target = self.now + seconds
+        self.run_until_idle()
+        while self._timers and self._timers[0][0] <= target:
+            self.now = max(self.now, self._timers[0][0])
+            self._fire_due()
+            self.run_until_idle()
+        self.now = max(self.now, target)  # deliveries may have taken virtual time (perturbed)
+
+    def run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
+        """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``."""
+        self._check_thread()
+        deadline = None if timeout is None else self.now + timeout
+        start = self.steps
+        while not done():
+            if self.step():
+                if self.steps - start > MAX_STEPS_PER_RUN:
+                    raise SimulationError(f"no answer after {MAX_STEPS_PER_RUN:,} steps (a livelock?)")
+                continue
+            due = self.next_deadline()
+            if due is None or (deadline is not None and due > deadline):
+                if deadline is not None:
+                    self.now = max(self.now, deadline)
+                raise Timeout(f"{timeout} seconds (virtual): nothing left to run could answer")
+            self.now = max(self.now, due)
+            self._fire_due()
