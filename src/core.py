@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from typing import Any
 
 from korral import si
@@ -45,7 +46,9 @@ QUERY_TIMEOUT = 30.0
 class Core:
     """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
 
-    def __init__(self, **settings: float) -> None:
+    def __init__(self, **settings: Any) -> None:
+        # the clock of the core's timers (placeholder and execution timeouts, ticks): tests may drive one
+        clock = settings.pop("clock", None) or time.monotonic
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -56,7 +59,7 @@ class Core:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
         self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
         self.tracker = Tracker()
-        self._timer = TimerService()
+        self._timer = TimerService(clock)
         self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
         self._registered: set[str] = set()
         self._lock = threading.Lock()
@@ -188,11 +191,15 @@ class Core:
     def nodes(self, partition: str) -> list[NodeInfo]:
         return self._snapshot(partition, "nodes") or []
 
+    def poke_timers(self) -> None:
+        """The clock given to ``start(clock=...)`` moved: deliver the timers now due."""
+        self._timer.poke()
+
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         return self._snapshot(partition, "scheduler")
 
 
-def start(**settings: float) -> Core:
+def start(**settings: Any) -> Core:
     """Start the actor system with YuniKorn's defaults for any setting not given."""
     return Core(**settings)

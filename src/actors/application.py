@@ -28,7 +28,10 @@ from korral.actors.messages import (
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
+    Replace,
     Snapshot,
+    SwapOnNode,
+    TimeoutsDue,
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
@@ -111,6 +114,12 @@ class ApplicationActor(PoolActor):
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
         self.owner.remove_asks(message.allocation_keys, time.monotonic(), self._collect())
 
+    def on_Replace(self, message: Replace) -> None:
+        self.owner.replace(message.allocation, time.monotonic(), self._collect())
+
+    def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
+        self.owner.expire(self.timer.now(), self._collect())
+
     def on_Placed(self, message: Placed) -> None:
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
@@ -191,19 +200,33 @@ class ApplicationActor(PoolActor):
             node = self.nodes.get(node_id)
             if node is not None:
                 node.tell(FreeOnNode(uuids=tuple(uuids)))
+        for placeholder_uuid, real in effects.swap_on_node:
+            node = self.nodes.get(real.node_id)
+            if node is not None:
+                node.tell(SwapOnNode(placeholder_uuid=placeholder_uuid, allocation=real, app=self.handle))
         allocated = res.prune(effects.allocated_delta)
         pending = res.prune(effects.pending_delta)
         if allocated or pending:
             self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops)))
-        if effects.new_allocations or effects.released or effects.rejected_asks:
+        if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
             self.dispatcher.tell(
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
                         new=[to_si_allocation(a) for a in effects.new_allocations],
                         released=[to_si_release(a, kind, text) for a, kind, text in effects.released],
+                        released_asks=[
+                            si.AllocationAskRelease(
+                                partition_name=self.rm_partition,
+                                application_id=app_id,
+                                allocation_key=key,
+                                termination_type=si.TerminationType.TIMEOUT,
+                                message=text,
+                            )
+                            for key, text in effects.released_asks
+                        ],
                         rejected=[
                             si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
                             for key, reason in effects.rejected_asks
@@ -225,6 +248,17 @@ class ApplicationActor(PoolActor):
             self._send_events(effects)
         if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
             self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
+        deadlines = self.owner.take_deadlines()
+        if deadlines:
+            now = self.timer.now()
+            for deadline in deadlines:
+                self.timer.once(max(0.0, deadline - now), self.handle, TimeoutsDue())
+        if effects.failed and self.owner.app.state is ApplicationState.FAILED:
+            # Failed is terminal, as Completed: the application leaves the partition
+            self.scheduler.tell(AppGone(application_id=app_id))
+            self.partition.tell(
+                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
+            )
 
     def _send_events(self, effects: AppEffects) -> None:
         app = self.owner.app
@@ -242,6 +276,10 @@ class ApplicationActor(PoolActor):
                 records.append(
                     events.request(app.application_id, payload[0], events.Change.REMOVE, "ask removed")
                 )
+        records.extend(
+            events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)
+            for key, text in effects.released_asks
+        )
         records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
         records.extend(
             events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released

@@ -225,6 +225,32 @@ class CompletingTimeout:
     since: float
 
 
+# ---- gang scheduling and timeouts ----------------------------------------------------------------------
+
+
+@frozen
+class Replace:
+    """Scheduler -> application: this real allocation replaces the placeholder it names; release the
+    placeholder to the RM, or hand the decision back (``unreplace``) when it no longer holds."""
+
+    allocation: Allocation
+
+
+@frozen
+class SwapOnNode:
+    """Application -> node: the RM confirmed a replacement; the real allocation takes the placeholder's
+    place (the node's usage moves by the difference)."""
+
+    placeholder_uuid: str
+    allocation: Allocation
+    app: Any  # Handle of the owning application
+
+
+@frozen
+class TimeoutsDue:
+    """Timer -> application: a deadline of the application (placeholder or execution timeout) is due."""
+
+
 # ---- owners -> queues -----------------------------------------------------------------------------------
 
 

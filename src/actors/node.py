@@ -23,6 +23,7 @@ from korral.actors.messages import (
     RolledBack,
     SetNodeSchedulable,
     Snapshot,
+    SwapOnNode,
     UpdateNode,
 )
 from korral.actors.runtime import ActorPool
@@ -110,6 +111,21 @@ class NodeActor(PoolActor):
                 continue  # deliberately broken (test only): an orphan allocation stays on the node
             self.node.remove_allocation(uuid)
             self.owners.pop(uuid, None)
+
+    def on_SwapOnNode(self, message: SwapOnNode) -> None:
+        real = message.allocation
+        if self.removed:
+            # the node left after the application swapped: the real allocation goes with the node
+            message.app.tell(
+                NodeRemoved(
+                    node_id=self.node.node_id, uuids=(real.uuid,), reason=f"Node {self.node.node_id} Removed"
+                )
+            )
+            return
+        self.owners.pop(message.placeholder_uuid, None)
+        self.node.remove_allocation(message.placeholder_uuid)
+        self.node.add_allocation(real)  # never larger than the placeholder it replaces
+        self.owners[real.uuid] = message.app
 
     def on_UpdateNode(self, message: UpdateNode) -> None:
         if message.capacity is not None:

@@ -104,7 +104,9 @@ class PartitionActor(ThreadedActor):
         self.dispatcher = dispatcher
         self.timer = timer
         self.settings = settings
-        self.registry = PartitionModel(name, config, rm_id=rm_id)
+        self.registry = PartitionModel(
+            name, config, rm_id=rm_id, placeholder_timeout=settings.placeholder_timeout
+        )
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = ActorPool(name)
         self.scheduler = start_actor(
@@ -368,6 +370,7 @@ class PartitionActor(ThreadedActor):
             execution_timeout_ms=app.execution_timeout_ms,
             gang_scheduling_style=app.gang_scheduling_style,
             ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
+            placeholder_timeout=self.settings.placeholder_timeout,
         )
         handle = start_actor(
             ApplicationActor,

@@ -26,6 +26,7 @@ from korral.actors.messages import (
     Place,
     QueueCreated,
     QueuesRemoved,
+    Replace,
     RolledBack,
     RunCycle,
     Snapshot,
@@ -174,6 +175,13 @@ class SchedulerActor(ThreadedActor):
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
                 view.adopt_recovered(payload)
+            elif operation == "unreplace":
+                view.undo_replacement(payload)
+                self.rollbacks += 1
+            elif operation == "swap":
+                view.swap(message.application_id, payload[0], payload[1])
+            elif operation == "releasing":
+                view.mark_releasing(message.application_id, payload[0], payload[1])
         if new_asks:
             view.put_asks(new_asks)
         self._wake()
@@ -267,9 +275,15 @@ class SchedulerActor(ThreadedActor):
         by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
         refused: list[Allocation] = []
+        if view.core_releases:
+            view.take_core_releases()  # replacements: their owners release the placeholders
         for allocation in made:
             app = apps.get(allocation.application_id)
-            if app is None:
+            if allocation.replaces:
+                # a gang replacement: the application owns both sides and alone confirms it
+                if app is None or not app.tell(Replace(allocation=allocation)):
+                    view.undo_replacement(allocation)
+            elif app is None:
                 refused.append(allocation)
             else:
                 by_node[allocation.node_id].append((allocation, app))

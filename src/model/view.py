@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
@@ -163,6 +164,28 @@ class SchedulingView(PartitionModel):
                 self._released_with_node[uuid] = allocation.application_id
         # its owners decide the applications' states; an unconfirmed proposal must not complete one
         self.remove_node(node_id, complete=False)
+
+    # ---- gang replacement and core-made releases ---------------------------------------------------
+
+    def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> None:
+        """The owner swapped a confirmed replacement in: do the same here (idempotent)."""
+        app = self.applications.get(application_id)
+        if app is None:
+            return
+        app.drop_replacement(placeholder_uuid)
+        if placeholder_uuid in app.allocations and real.uuid not in app.allocations:
+            self.swap_in(app, placeholder_uuid, real)
+        self.swapped_in.clear()  # the owner reports it to the RM
+
+    def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
+        """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""
+        app = self.applications.get(application_id)
+        if app is not None:
+            app.mark_releasing(uuid, si.TerminationType(termination))
+
+    def take_core_releases(self) -> None:
+        """The owners report releases to the RM; the view's own record of them is not needed."""
+        self.core_releases.clear()
 
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
