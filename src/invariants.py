@@ -121,6 +121,7 @@ def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = 
             problems.append(f"{name} application {app.application_id}: negative usage")
         if not res.equals(app.allocated, _sum(a.resource for a in app.allocations)):
             problems.append(f"{name} application {app.application_id}: allocated != sum of its allocations")
+        problems.extend(check_placeholders(name, app))
     # queues
     by_queue: dict[str, list[ApplicationInfo]] = defaultdict(list)
     for app in state.applications:
@@ -164,6 +165,8 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
     for uuid in live.keys() - core_allocations.keys():
         problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
     for uuid in core_allocations.keys() - live.keys():
+        if core_allocations[uuid].releasing:
+            continue  # the core released it and keeps it booked until this RM confirms
         problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
     for uuid in live.keys() & core_allocations.keys():
         if not res.equals(live[uuid].resource_per_alloc, core_allocations[uuid].resource):
@@ -171,3 +174,27 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
     for allocation in foreign:
         problems.append(f"RM {rm.rm_id} received allocation {allocation.uuid} twice or not its own")
     return problems
+
+
+def check_placeholders(name: str, app: ApplicationInfo) -> list[str]:
+    """Gang scheduling: placeholder usage is the sum of the allocated placeholders (those being
+    replaced or timed out included: they stay booked until the RM confirms)."""
+    expected = _sum(a.resource for a in app.allocations if a.placeholder)
+    if not res.equals(app.placeholder, expected):
+        return [
+            f"{name} application {app.application_id}: placeholder usage {app.placeholder} != sum of its "
+            f"allocated placeholders {expected}"
+        ]
+    return []
+
+
+def check_releases_confirmed(state: PartitionState) -> list[str]:
+    """After the RM confirmed every release the core made, none is still booked (a confirmed
+    replacement or timeout left nothing behind on node, queue or application)."""
+    return [
+        f"{state.info.name} allocation {a.uuid} of {a.application_id}: release {a.releasing} confirmed "
+        "by the RM but still booked"
+        for app in state.applications
+        for a in app.allocations
+        if a.releasing
+    ]

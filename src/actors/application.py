@@ -175,7 +175,10 @@ class ApplicationActor(PoolActor):
             allocated=res.prune(app.allocated),
             pending=res.prune(pending),
             placeholder=res.prune(app.placeholder_allocated),
-            allocations=[AllocationInfo.of(a) for a in app.allocations.values()],
+            allocations=[
+                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "")
+                for a in app.allocations.values()
+            ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
         )
 
@@ -196,14 +199,16 @@ class ApplicationActor(PoolActor):
                 node = self.nodes.get(node_id)
                 if node is not None:
                     node.tell(BookRecovered(allocations=tuple(allocations), app=self.handle))
-        for node_id, uuids in effects.free_on_node.items():
-            node = self.nodes.get(node_id)
-            if node is not None:
-                node.tell(FreeOnNode(uuids=tuple(uuids)))
+        # swaps before frees: a real allocation swapped in and released in the same burst must be
+        # booked on its node before it is freed there
         for placeholder_uuid, real in effects.swap_on_node:
             node = self.nodes.get(real.node_id)
             if node is not None:
                 node.tell(SwapOnNode(placeholder_uuid=placeholder_uuid, allocation=real, app=self.handle))
+        for node_id, uuids in effects.free_on_node.items():
+            node = self.nodes.get(node_id)
+            if node is not None:
+                node.tell(FreeOnNode(uuids=tuple(uuids)))
         allocated = res.prune(effects.allocated_delta)
         pending = res.prune(effects.pending_delta)
         if allocated or pending:
