@@ -170,6 +170,7 @@ class Driver:
         core.register_resource_manager(t.register(self.rm_id, self.config), self.rm)
         with self.rm.lock:
             self.rm.live.clear()
+            self.rm.to_confirm.clear()  # releases of the previous registration's partition
         self.nodes.clear()
         self.apps.clear()
         self.asks.clear()
@@ -537,6 +538,17 @@ class Driver:
         return problems
 
 
+def core_release_counts(drivers: list[Driver]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for driver in drivers:
+        with driver.rm.lock:
+            for release in driver.rm.released:
+                if release.termination_type in t.CORE_RELEASES:
+                    name = release.termination_type.name
+                    counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 @attrs.define
 class StressResult:
     seed: int
@@ -545,6 +557,8 @@ class StressResult:
     violations: list[str]
     minimal: list[Op]
     callback_failures: int
+    # releases the core made, by termination type name (placeholders replaced, timeouts)
+    core_releases: dict[str, int] = attrs.Factory(dict)
 
 
 class StressRun:
@@ -604,6 +618,7 @@ class StressRun:
             violations=violations,
             minimal=minimal,
             callback_failures=sum(d.rm.raised for d in drivers),
+            core_releases=core_release_counts(drivers),
         )
 
     def _run_window(self, core: Core, drivers: list[Driver], until: float) -> list[str]:

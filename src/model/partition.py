@@ -864,7 +864,8 @@ class PartitionModel:
         app = self.applications.get(real.application_id)
         if app is None or app.drop_replacement(real.replaces) is None:
             return
-        app.unmark_releasing(real.replaces)
+        if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:
+            app.unmark_releasing(real.replaces)
         self._return_repeat(app, real)
 
     # ---- timeouts ----------------------------------------------------------------------------------

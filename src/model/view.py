@@ -180,8 +180,11 @@ class SchedulingView(PartitionModel):
     def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
         """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""
         app = self.applications.get(application_id)
-        if app is not None:
+        if app is not None and uuid in app.allocations:
             app.mark_releasing(uuid, si.TerminationType(termination))
+            # a replacement decided here may still be on its way: the timeout's type wins, so that
+            # its refusal (``undo_replacement``) leaves the placeholder released
+            app.releasing[uuid] = si.TerminationType(termination)
 
     def take_core_releases(self) -> None:
         """The owners report releases to the RM; the view's own record of them is not needed."""
