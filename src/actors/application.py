@@ -7,7 +7,6 @@ queue, one to the scheduler's view and one callback to the RM, not a thousand of
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import attrs
@@ -109,13 +108,13 @@ class ApplicationActor(PoolActor):
     # ---- handlers ----------------------------------------------------------------------------------
 
     def on_AddAsks(self, message: AddAsks) -> None:
-        self.owner.add_asks(message.asks, time.monotonic(), self._collect())
+        self.owner.add_asks(message.asks, self.timer.now(), self._collect())
 
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
-        self.owner.remove_asks(message.allocation_keys, time.monotonic(), self._collect())
+        self.owner.remove_asks(message.allocation_keys, self.timer.now(), self._collect())
 
     def on_Replace(self, message: Replace) -> None:
-        self.owner.replace(message.allocation, time.monotonic(), self._collect())
+        self.owner.replace(message.allocation, self.timer.now(), self._collect())
 
     def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
         self.owner.expire(self.timer.now(), self._collect())
@@ -123,29 +122,29 @@ class ApplicationActor(PoolActor):
     def on_Placed(self, message: Placed) -> None:
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
-        self.owner.confirm(node_id, message.allocations, time.monotonic(), self._collect())
+        self.owner.confirm(node_id, message.allocations, self.timer.now(), self._collect())
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
             self.nodes[message.allocations[0].node_id] = message.node
-        self.owner.recover(message.allocations, time.monotonic(), self._collect())
+        self.owner.recover(message.allocations, self.timer.now(), self._collect())
 
     def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
-        self.owner.release(message.releases, time.monotonic(), self._collect())
+        self.owner.release(message.releases, self.timer.now(), self._collect())
 
     def on_NodeRemoved(self, message: NodeRemoved) -> None:
         self.owner.node_removed(
-            message.node_id, message.uuids, message.reason, time.monotonic(), self._collect()
+            message.node_id, message.uuids, message.reason, self.timer.now(), self._collect()
         )
         self.nodes.pop(message.node_id, None)
 
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
-        self.owner.remove(message.reason, time.monotonic(), self._collect())
+        self.owner.remove(message.reason, self.timer.now(), self._collect())
         self._flush()
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
-        self.owner.completing_timeout(time.monotonic(), self.completing_timeout, self._collect())
+        self.owner.completing_timeout(self.timer.now(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
             app_id = self.owner.app.application_id
@@ -252,7 +251,7 @@ class ApplicationActor(PoolActor):
         if self.events:
             self._send_events(effects)
         if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
-            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=time.monotonic()))
+            self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=self.timer.now()))
         deadlines = self.owner.take_deadlines()
         if deadlines:
             now = self.timer.now()
