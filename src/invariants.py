@@ -14,7 +14,7 @@ import attrs
 from korral.core import Core
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model import resource as res
-from korral.testing import RecordingRM
+from korral.testing import CORE_RELEASES, RecordingRM
 
 
 @attrs.frozen(kw_only=True)
@@ -162,10 +162,12 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
     with rm.lock:
         live = dict(rm.live)
         foreign = list(rm.foreign)
+        # releases the core made: the RM knows they are going even if the snapshot predates them
+        released_by_core = {r.uuid for r in rm.released if r.termination_type in CORE_RELEASES}
     for uuid in live.keys() - core_allocations.keys():
         problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
     for uuid in core_allocations.keys() - live.keys():
-        if core_allocations[uuid].releasing:
+        if core_allocations[uuid].releasing or uuid in released_by_core:
             continue  # the core released it and keeps it booked until this RM confirms
         problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
     for uuid in live.keys() & core_allocations.keys():

@@ -121,9 +121,13 @@ class DecommissionNode:
 
 @frozen
 class Place:
-    """Scheduler -> node: book these allocations; each goes with the handle of its application."""
+    """Scheduler -> node: book these allocations; each goes with the handle of its application.
+
+    ``replacements`` (gang) are passed on to their applications after the placements: through the
+    node, so that an application hears of a placeholder placed here before of its replacement."""
 
     placements: tuple[tuple[Allocation, Any], ...]
+    replacements: tuple[tuple[Allocation, Any], ...] = ()
 
 
 @frozen

@@ -20,6 +20,7 @@ from korral.actors.messages import (
     NodeSpec,
     Place,
     Placed,
+    Replace,
     RolledBack,
     SetNodeSchedulable,
     Snapshot,
@@ -87,6 +88,9 @@ class NodeActor(PoolActor):
             self.scheduler.tell(
                 RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available))
             )
+        for allocation, app in message.replacements:
+            if not app.tell(Replace(allocation=allocation)):
+                self.scheduler.tell(RolledBack(allocations=(allocation,)))  # the application is gone
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
         if self.removed:

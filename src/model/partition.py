@@ -814,14 +814,23 @@ class PartitionModel:
         """
         candidates = self.replace_candidates
         for application_id, app in list(candidates.items()):
+            refused = False  # by the RM's predicates: time (or the RM) may change that
             if app.placeholders and app.state not in _TERMINAL_OR_FAILING:
                 for ask in app.iter_pending_asks():
                     if ask.placeholder or not ask.task_group_name:
                         continue
                     placeholder = app.placeholder_for(ask)
-                    if placeholder is not None and placeholder.node_id in self.nodes:
-                        return self.replace(app, ask, placeholder)
-            del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
+                    if placeholder is None or placeholder.node_id not in self.nodes:
+                        continue
+                    # the RM's predicates still have their say on the placeholder's node
+                    if self.predicate is not None and not self._predicate(
+                        ask.allocation_key, placeholder.node_id, True
+                    ):
+                        refused = True
+                        continue
+                    return self.replace(app, ask, placeholder)
+            if not refused:
+                del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
         return None
 
     def replace(self, app: Application, ask: Ask, placeholder: Allocation) -> Allocation:
