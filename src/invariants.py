@@ -163,11 +163,14 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
         live = dict(rm.live)
         foreign = list(rm.foreign)
         # releases the core made: the RM knows they are going even if the snapshot predates them
-        released_by_core = {r.uuid for r in rm.released if r.termination_type in CORE_RELEASES}
+        released_by_core = {
+            (r.application_id, r.uuid) for r in rm.released if r.termination_type in CORE_RELEASES
+        }
     for uuid in live.keys() - core_allocations.keys():
         problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
     for uuid in core_allocations.keys() - live.keys():
-        if core_allocations[uuid].releasing or uuid in released_by_core:
+        allocation = core_allocations[uuid]
+        if allocation.releasing or (allocation.application_id, uuid) in released_by_core:
             continue  # the core released it and keeps it booked until this RM confirms
         problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
     for uuid in live.keys() & core_allocations.keys():
