@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -70,7 +71,9 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 
 
 @main.command()
-@click.option("--workload", type=click.Choice(["yunikorn", "scale"]), default="yunikorn", show_default=True)
+@click.option(
+    "--workload", type=click.Choice(["yunikorn", "scale", "gang"]), default="yunikorn", show_default=True
+)
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
 )
@@ -152,6 +155,9 @@ def bench(
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate)
+    if workload == "gang":
+        _bench_gang(console, chosen, json_file)
+        return
     if reference_only:
         reference = runner.run_reference(chosen)
         document = runner.reference_json(chosen, reference)
@@ -286,3 +292,23 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def _bench_gang(console: Any, chosen: Any, json_file: Path | None) -> None:
+    """``korral bench --workload gang``: placeholders, then all of them replaced; korral and reference."""
+    from korral.benchmark import runner
+
+    console.print(
+        f"[bold]gang[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} placeholders, "
+        "then as many real asks"
+    )
+    korral_result = runner.run_gang_korral(chosen)
+    reference = runner.run_gang_reference(chosen)
+    for label, result in (("korral", korral_result), ("reference", reference)):
+        console.print(
+            f"  {label:<10} {result.placeholders_per_second:>10,.0f} placeholder allocations/s"
+            f"  {result.replacements_per_second:>10,.0f} replacements/s"
+            f"  ratio {result.ratio:.2f} (replacements / allocations)"
+        )
+    if _write_json(json_file, runner.gang_json(chosen, korral_result, reference)):
+        console.print(f"written: {json_file}")

@@ -255,6 +255,8 @@ class Application:
         self._timers_started: set[str] = set()
         # deadlines set since the driver last looked (an actor starts a timer for each); None: not kept
         self.deadline_requests: list[float] | None = None
+        # a real ask of a task group has been asked for: placeholders may be replaced from now on
+        self.real_group_asks = False
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -313,6 +315,8 @@ class Application:
             self._ask_generation += 1
             ask.generation = self._ask_generation
         self.asks[key] = ask
+        if ask.task_group_name and not ask.placeholder:
+            self.real_group_asks = True
         if ask.pending > 0:
             res.add_into(self.pending, ask.resource, ask.pending)
             self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_seq))

@@ -942,7 +942,7 @@ class PartitionModel:
             )
         if ask.placeholder or ask.execution_timeout_ms > 0:
             app.after_booking(allocation, ask.execution_timeout_ms, self.clock())
-            if ask.placeholder:
+            if ask.placeholder and app.real_group_asks:
                 self.replace_candidates[app.application_id] = app
         queue.app_allocated(app, ask)
         return allocation
