@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from korral.actors.base import Handle
+from korral.actors.base import Handle, Periodic, PeriodicEntry
 
 
 class TimerService:
@@ -28,8 +28,12 @@ class TimerService:
         self._push(self.now() + delay, target, message, 0.0)
 
     def every(self, interval: float, target: Handle, message: Any) -> None:
-        """Tell ``message`` every ``interval`` seconds while the target lives."""
-        self._push(self.now() + interval, target, message, interval)
+        """Tell ``message`` every ``interval`` seconds while the target lives.
+
+        Ticks coalesce: while the last one is still queued (a busy or blocked target), the next is
+        skipped instead of piling up in its mailbox.
+        """
+        self._push(self.now() + interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def poke(self) -> None:
         """The clock moved (a test's fake clock): deliver what is due now."""
@@ -57,6 +61,11 @@ class TimerService:
                 if self._stopped:
                     return
                 due, _, target, message, interval = heapq.heappop(self._heap)
-            delivered = target.tell(message) if target.is_alive else False
+            if interval > 0 and message.entry.queued:
+                delivered = target.is_alive  # the last tick is still waiting: skip this one
+            else:
+                if interval > 0:
+                    message.entry.queued = True
+                delivered = target.tell(message) if target.is_alive else False
             if delivered and interval > 0:
                 self._push(max(due + interval, self.now()), target, message, interval)

@@ -113,6 +113,9 @@ class AppEffects:
     view_ops: list[tuple[str, Any]] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
     recover_on_node: list[Allocation] = attrs.Factory(list)
+    # uuids of recovered allocations no longer live here (released, or refused): the partition
+    # checks recovered uuids for clashes and must learn when one is free again
+    recovered_gone: list[str] = attrs.Factory(list)
     completing: bool = False
     # asks the core removed (timeouts), reported to the RM as released asks: (key, message)
     released_asks: list[tuple[str, str]] = attrs.Factory(list)
@@ -313,6 +316,7 @@ class ApplicationOwner:
                 effects.rejected_asks.append(
                     (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
                 )
+                effects.recovered_gone.append(allocation.uuid)
                 continue
             app.add_allocation(allocation)
             if allocation.placeholder:
@@ -343,6 +347,8 @@ class ApplicationOwner:
         if allocation is None:
             return
         res.sub_into(effects.allocated_delta, allocation.resource)
+        if allocation.recovered:
+            effects.recovered_gone.append(uuid)
         if report:
             effects.released.append((allocation, termination, message))
         effects.view_ops.append(("forget", allocation))  # the view undoes a waiting replacement itself
