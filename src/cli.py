@@ -269,13 +269,13 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
     finally:
         callbacks_log.setLevel(level)
     if not result.violations:
+        if result.core_releases:
+            made = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.core_releases.items()))
+            console.print(f"releases the core made (the RMs confirm them): {made}")
         console.print(
             f"[green]OK[/green]: {result.operations:,} operations, {result.checkpoints} checkpoints, "
             f"{result.callback_failures} RM callback failures contained, no violation"
         )
-        if result.core_releases:
-            made = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.core_releases.items()))
-            console.print(f"core-made releases confirmed by the RMs: {made}")
         return
     console.print(f"[red]VIOLATION[/red] (seed {result.seed}, after {result.operations:,} operations):")
     for violation in result.violations[:20]:

@@ -153,6 +153,8 @@ def test_placeholders_then_replacement_on_the_rms_confirmation() -> None:
         core.wait_until_idle()
         assert core.application(P, "g").allocated == {"memory": 460, "vcore": 200}
         assert settle(core, rm) == []
+        state = invariants.stable_collect(core, P)
+        assert state is not None and invariants.check_releases_confirmed(state) == []
         check_invariants(core, P, rm)
         with rm.lock:
             details = {e.event_change_detail for e in rm.events if e.reference_id == replaced.uuid}
