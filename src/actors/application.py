@@ -216,8 +216,15 @@ class ApplicationActor(RetiringActor):
         # booked on its node before it is freed there
         for placeholder_uuid, real in effects.swap_on_node:
             node = self.nodes.get(real.node_id)
-            if node is not None:
-                node.tell(SwapOnNode(placeholder_uuid=placeholder_uuid, allocation=real, app=self.handle))
+            if node is None or not node.tell(
+                SwapOnNode(placeholder_uuid=placeholder_uuid, allocation=real, app=self.handle)
+            ):
+                # the node left and stopped meanwhile: the real allocation goes as its removal would
+                self.kick(
+                    NodeRemoved(
+                        node_id=real.node_id, uuids=(real.uuid,), reason=f"Node {real.node_id} Removed"
+                    )
+                )
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:
