@@ -889,8 +889,10 @@ class PartitionModel:
     def undo_replacement(self, real: Allocation) -> None:
         """A replacement its owner refused: the placeholder is free again and the ask gets its repeat."""
         app = self.applications.get(real.application_id)
-        if app is None or app.drop_replacement(real.replaces) is None:
-            return
+        recorded = app.replacements.get(real.replaces) if app is not None else None
+        if recorded is None or recorded.uuid != real.uuid:
+            return  # undone already, or a later replacement of the same placeholder
+        app.drop_replacement(real.replaces)
         if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:
             app.unmark_releasing(real.replaces)
         self._return_repeat(app, real)
