@@ -115,7 +115,10 @@ class ApplicationActor(RetiringActor):
         self.owner.remove_asks(message.allocation_keys, self.timer.now(), self._collect())
 
     def on_Replace(self, message: Replace) -> None:
-        self.owner.replace(message.allocation, self.timer.now(), self._collect())
+        now = self.timer.now()
+        effects = self._collect()
+        for allocation in message.allocations:
+            self.owner.replace(allocation, now, effects)
 
     def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
         self.owner.expire(self.timer.now(), self._collect())
@@ -214,17 +217,21 @@ class ApplicationActor(RetiringActor):
                     )
         # swaps before frees: a real allocation swapped in and released in the same burst must be
         # booked on its node before it is freed there
-        for placeholder_uuid, real in effects.swap_on_node:
-            node = self.nodes.get(real.node_id)
-            if node is None or not node.tell(
-                SwapOnNode(placeholder_uuid=placeholder_uuid, allocation=real, app=self.handle)
-            ):
-                # the node left and stopped meanwhile: the real allocation goes as its removal would
-                self.kick(
-                    NodeRemoved(
-                        node_id=real.node_id, uuids=(real.uuid,), reason=f"Node {real.node_id} Removed"
+        if effects.swap_on_node:
+            swaps_by_node: dict[str, list[tuple[str, Allocation]]] = {}
+            for swap in effects.swap_on_node:
+                swaps_by_node.setdefault(swap[1].node_id, []).append(swap)
+            for node_id, swaps in swaps_by_node.items():
+                node = self.nodes.get(node_id)
+                if node is None or not node.tell(SwapOnNode(swaps=tuple(swaps), app=self.handle)):
+                    # the node left and stopped meanwhile: the real allocations go as its removal would
+                    self.kick(
+                        NodeRemoved(
+                            node_id=node_id,
+                            uuids=tuple(real.uuid for _, real in swaps),
+                            reason=f"Node {node_id} Removed",
+                        )
                     )
-                )
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:

@@ -234,19 +234,18 @@ class CompletingTimeout:
 
 @frozen
 class Replace:
-    """Scheduler -> application: this real allocation replaces the placeholder it names; release the
-    placeholder to the RM, or hand the decision back (``unreplace``) when it no longer holds."""
+    """Node -> application (for the scheduler): each real allocation replaces the placeholder it
+    names; release the placeholder to the RM, or hand the decision back (``unreplace``)."""
 
-    allocation: Allocation
+    allocations: tuple[Allocation, ...]
 
 
 @frozen
 class SwapOnNode:
-    """Application -> node: the RM confirmed a replacement; the real allocation takes the placeholder's
-    place (the node's usage moves by the difference)."""
+    """Application -> node: the RM confirmed these replacements, (placeholder uuid, real allocation);
+    each real allocation takes its placeholder's place (the node's usage moves by the difference)."""
 
-    placeholder_uuid: str
-    allocation: Allocation
+    swaps: tuple[tuple[str, Allocation], ...]
     app: Any  # Handle of the owning application
 
 

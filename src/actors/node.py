@@ -88,9 +88,13 @@ class NodeActor(RetiringActor):
             self.scheduler.tell(
                 RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available))
             )
-        for allocation, app in message.replacements:
-            if not app.tell(Replace(allocation=allocation)):
-                self.scheduler.tell(RolledBack(allocations=(allocation,)))  # the application is gone
+        if message.replacements:
+            by_app: dict[Handle, list[Allocation]] = defaultdict(list)
+            for allocation, app in message.replacements:
+                by_app[app].append(allocation)
+            for app, allocations in by_app.items():
+                if not app.tell(Replace(allocations=tuple(allocations))):
+                    self.scheduler.tell(RolledBack(allocations=tuple(allocations)))  # the application is gone
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
         if self.removed:
@@ -117,19 +121,21 @@ class NodeActor(RetiringActor):
             self.owners.pop(uuid, None)
 
     def on_SwapOnNode(self, message: SwapOnNode) -> None:
-        real = message.allocation
         if self.removed:
-            # the node left after the application swapped: the real allocation goes with the node
+            # the node left after the application swapped: the real allocations go with the node
             message.app.tell(
                 NodeRemoved(
-                    node_id=self.node.node_id, uuids=(real.uuid,), reason=f"Node {self.node.node_id} Removed"
+                    node_id=self.node.node_id,
+                    uuids=tuple(real.uuid for _, real in message.swaps),
+                    reason=f"Node {self.node.node_id} Removed",
                 )
             )
             return
-        self.owners.pop(message.placeholder_uuid, None)
-        self.node.remove_allocation(message.placeholder_uuid)
-        self.node.add_allocation(real)  # never larger than the placeholder it replaces
-        self.owners[real.uuid] = message.app
+        for placeholder_uuid, real in message.swaps:
+            self.owners.pop(placeholder_uuid, None)
+            self.node.remove_allocation(placeholder_uuid)
+            self.node.add_allocation(real)  # never larger than the placeholder it replaces
+            self.owners[real.uuid] = message.app
 
     def on_UpdateNode(self, message: UpdateNode) -> None:
         if message.capacity is not None:
