@@ -155,7 +155,9 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 
 
 @main.command(short_help="Measure korral against its sequential reference.")
-@click.option("--workload", type=click.Choice(["yunikorn", "scale"]), default="yunikorn", show_default=True)
+@click.option(
+    "--workload", type=click.Choice(["yunikorn", "scale", "gang"]), default="yunikorn", show_default=True
+)
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
 )
@@ -248,6 +250,9 @@ def bench(
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate)
+    if workload == "gang":
+        _bench_gang(console, chosen, json_file)
+        return
     if reference_only:
         reference = runner.run_reference(chosen)
         document = runner.reference_json(chosen, reference)
@@ -424,6 +429,9 @@ def stress(
     finally:
         callbacks_log.setLevel(level)
     if not result.violations:
+        if result.core_releases:
+            made = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.core_releases.items()))
+            console.print(f"releases the core made (the RMs confirm them): {made}")
         console.print(
             f"[green]OK[/green]: {plural(result.operations, 'operation')}, "
             f"{plural(result.checkpoints, 'checkpoint')}, "
@@ -551,3 +559,23 @@ def _stress_simulated(
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def _bench_gang(console: Any, chosen: Any, json_file: Path | None) -> None:
+    """``korral bench --workload gang``: placeholders, then all of them replaced; korral and reference."""
+    from korral.benchmark import runner
+
+    console.print(
+        f"[bold]gang[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} placeholders, "
+        "then as many real asks"
+    )
+    korral_result = runner.run_gang_korral(chosen)
+    reference = runner.run_gang_reference(chosen)
+    for label, result in (("korral", korral_result), ("reference", reference)):
+        console.print(
+            f"  {label:<10} {result.placeholders_per_second:>10,.0f} placeholder allocations/s"
+            f"  {result.replacements_per_second:>10,.0f} replacements/s"
+            f"  ratio {result.ratio:.2f} (replacements / allocations)"
+        )
+    if _write_json(json_file, runner.gang_json(chosen, korral_result, reference)):
+        console.print(f"written: {json_file}")

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from korral import si
@@ -54,7 +55,9 @@ QUERY_TIMEOUT = 30.0
 class Core:
     """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
 
-    def __init__(self, *, runtime: str = "threads", seed: int = 0, **settings: float) -> None:
+    def __init__(self, *, runtime: str = "threads", seed: int = 0, **settings: Any) -> None:
+        # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one
+        clock = settings.pop("clock", None)
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -66,7 +69,7 @@ class Core:
         self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
-        self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed)
+        self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
         self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
         self._registered: set[str] = set()
         self._lock = threading.Lock()
@@ -218,6 +221,10 @@ class Core:
     def nodes(self, partition: str) -> list[NodeInfo]:
         return self._snapshot(partition, "nodes") or []
 
+    def poke_timers(self) -> None:
+        """The clock given to ``start(clock=...)`` moved: deliver the timers now due."""
+        self._timer.poke()
+
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         if in_predicates():
@@ -227,11 +234,17 @@ class Core:
 
     # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
 
-    def _start_runtime(self, runtime: str, seed: int) -> TimerService | SimulatedTimer:
+    def _start_runtime(
+        self, runtime: str, seed: int, clock: Callable[[], float] | None
+    ) -> TimerService | SimulatedTimer:
         if runtime == "threads":
-            return TimerService()
+            if clock is not None:
+                self.tracker.clock = clock  # type: ignore[method-assign]
+            return TimerService(self.tracker.clock)
         if runtime != "simulated":
             raise ValueError(f"unknown runtime {runtime!r}: threads or simulated")
+        if clock is not None:
+            raise ValueError("the simulated runtime runs on its own virtual clock: no clock setting")
         simulation = self.simulation = Simulation(seed)
         self.tracker.simulation = simulation
         self.tracker.clock = simulation.clock  # type: ignore[method-assign]
@@ -277,7 +290,7 @@ class Core:
         self._full_trace = []
 
 
-def start(*, runtime: str = "threads", seed: int = 0, **settings: float) -> Core:
+def start(*, runtime: str = "threads", seed: int = 0, **settings: Any) -> Core:
     """Start the actor system with YuniKorn's defaults for any setting not given.
 
     ``runtime="simulated"``: every actor runs on the calling thread, in the order a ``seed``-ed RNG

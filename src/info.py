@@ -23,9 +23,11 @@ class AllocationInfo:
     priority: int = 0
     placeholder: bool = False
     task_group_name: str = ""
+    # the termination type name of a release the core made and the RM has not confirmed yet ("": none)
+    releasing: str = ""
 
     @classmethod
-    def of(cls, allocation: Allocation) -> AllocationInfo:
+    def of(cls, allocation: Allocation, releasing: str = "") -> AllocationInfo:
         return cls(
             allocation_key=allocation.allocation_key,
             uuid=allocation.uuid,
@@ -35,6 +37,7 @@ class AllocationInfo:
             priority=allocation.priority,
             placeholder=allocation.placeholder,
             task_group_name=allocation.task_group_name,
+            releasing=releasing,
         )
 
 

@@ -14,7 +14,7 @@ import attrs
 from korral.core import Core
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model import resource as res
-from korral.testing import RecordingRM
+from korral.testing import CORE_RELEASES, RecordingRM
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +123,7 @@ def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = 
             problems.append(f"{name} application {app.application_id}: negative usage")
         if not res.equals(app.allocated, _sum(a.resource for a in app.allocations)):
             problems.append(f"{name} application {app.application_id}: allocated != sum of its allocations")
+        problems.extend(check_placeholders(name, app))
     # queues
     by_queue: dict[str, list[ApplicationInfo]] = defaultdict(list)
     for app in state.applications:
@@ -166,9 +167,16 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
     with rm.lock:
         live = dict(rm.live)
         foreign = list(rm.foreign)
+        # releases the core made: the RM knows they are going even if the snapshot predates them
+        released_by_core = {
+            (r.application_id, r.uuid) for r in rm.released if r.termination_type in CORE_RELEASES
+        }
     for uuid in live.keys() - core_allocations.keys():
         problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
     for uuid in core_allocations.keys() - live.keys():
+        allocation = core_allocations[uuid]
+        if allocation.releasing or (allocation.application_id, uuid) in released_by_core:
+            continue  # the core released it and keeps it booked until this RM confirms
         problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
     for uuid in live.keys() & core_allocations.keys():
         if not res.equals(live[uuid].resource_per_alloc, core_allocations[uuid].resource):
@@ -196,3 +204,27 @@ def check_unique_uuids(states: Iterable[PartitionState]) -> list[str]:
             if len(owners) > 1:
                 problems.append(f"allocation {uuid} is booked {len(owners)} times on {label}: {owners}")
     return problems
+
+
+def check_placeholders(name: str, app: ApplicationInfo) -> list[str]:
+    """Gang scheduling: placeholder usage is the sum of the allocated placeholders (those being
+    replaced or timed out included: they stay booked until the RM confirms)."""
+    expected = _sum(a.resource for a in app.allocations if a.placeholder)
+    if not res.equals(app.placeholder, expected):
+        return [
+            f"{name} application {app.application_id}: placeholder usage {app.placeholder} != sum of its "
+            f"allocated placeholders {expected}"
+        ]
+    return []
+
+
+def check_releases_confirmed(state: PartitionState) -> list[str]:
+    """After the RM confirmed every release the core made, none is still booked (a confirmed
+    replacement or timeout left nothing behind on node, queue or application)."""
+    return [
+        f"{state.info.name} allocation {a.uuid} of {a.application_id}: release {a.releasing} confirmed "
+        "by the RM but still booked"
+        for app in state.applications
+        for a in app.allocations
+        if a.releasing
+    ]

@@ -14,7 +14,7 @@ from korral import si
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.model.allocation import Allocation
-from korral.model.naming import normalize_partition_name
+from korral.model.naming import normalize_partition_name, partition_without_rm
 from korral.model.partition import ModelError, PartitionModel, Predicate
 from korral.model.si_convert import from_si_allocation, to_si_allocation, to_si_release
 
@@ -30,6 +30,7 @@ class ReferenceScheduler:
         reservation_delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         predicate: Predicate | None = None,
+        placeholder_timeout: float = 900.0,
     ) -> None:
         self.rm_id = rm_id
         # releases carried out outside an update_allocation / update_node answer (application removal)
@@ -45,6 +46,7 @@ class ReferenceScheduler:
                 reservation_delay=reservation_delay,
                 clock=clock,
                 predicate=predicate,
+                placeholder_timeout=placeholder_timeout,
             )
 
     def partition(self, name: str = "") -> PartitionModel | None:
@@ -149,7 +151,40 @@ class ReferenceScheduler:
         ``AllocationResponse`` through the RM callback).
         """
         released, self._released = self._released, []
-        return si.AllocationResponse(released=released)
+        new: list[si.Allocation] = []
+        released_asks: list[si.AllocationAskRelease] = []
+        for partition in self.partitions.values():
+            partial = self._core_outputs(partition)
+            new.extend(partial.new)
+            released.extend(partial.released)
+            released_asks.extend(partial.released_asks)
+        return si.AllocationResponse(new=new, released=released, released_asks=released_asks)
+
+    @staticmethod
+    def _core_outputs(partition: PartitionModel) -> si.AllocationResponse:
+        """What the core did on its own since the last call: releases it made (placeholders replaced,
+        timeouts), asks it removed (timeouts) and real allocations swapped in for placeholders."""
+        released = [to_si_release(a, kind, text) for a, kind, text in partition.core_releases]
+        released_asks = [
+            si.AllocationAskRelease(
+                partition_name=partition_without_rm(partition.name),
+                application_id=app_id,
+                allocation_key=key,
+                termination_type=si.TerminationType.TIMEOUT,
+                message=text,
+            )
+            for app_id, key, text in partition.released_asks
+        ]
+        new = [to_si_allocation(a) for a in partition.swapped_in]
+        partition.core_releases, partition.released_asks, partition.swapped_in = [], [], []
+        return si.AllocationResponse(new=new, released=released, released_asks=released_asks)
+
+    def expire_timeouts(self) -> si.AllocationResponse:
+        """Apply the timeouts due at the clock's now; returns what the RM is told (and the rest of
+        ``take_released``)."""
+        for partition in self.partitions.values():
+            partition.expire_timeouts()
+        return self.take_released()
 
     def update_allocation(self, request: si.AllocationRequest) -> si.AllocationResponse:
         rejected: list[si.RejectedAllocationAsk] = []
@@ -203,7 +238,10 @@ class ReferenceScheduler:
             if partition is None:
                 continue
             for allocation in partition.release_allocations(
-                release.application_id, uuid=release.uuid, allocation_key=release.allocation_key
+                release.application_id,
+                uuid=release.uuid,
+                allocation_key=release.allocation_key,
+                termination=release.termination_type or si.TerminationType.STOPPED_BY_RM,
             ):
                 released.append(
                     to_si_release(
@@ -212,12 +250,20 @@ class ReferenceScheduler:
                         release.message,
                     )
                 )
-        return si.AllocationResponse(rejected=rejected, released=released)
+        swapped: list[si.Allocation] = []
+        for partition in self.partitions.values():
+            swapped.extend(to_si_allocation(a) for a in partition.swapped_in)
+            partition.swapped_in = []
+        return si.AllocationResponse(new=swapped, rejected=rejected, released=released)
 
     # ---- scheduling --------------------------------------------------------------------------------
 
     def schedule(self, limit: int | None = None) -> list[Allocation]:
-        """Run cycles in every partition until nothing more fits; returns the new allocations."""
+        """Run cycles in every partition until nothing more fits; returns the new allocations.
+
+        A gang replacement is returned too (its ``replaces`` names the placeholder): the real
+        allocation is made once the RM confirms the placeholder's release (``take_released`` has it).
+        """
         made: list[Allocation] = []
         for partition in self.partitions.values():
             made.extend(partition.schedule(limit))

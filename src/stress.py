@@ -40,6 +40,7 @@ SETTINGS = {
     "queue_cleanup_interval": 0.5,
     "reservation_delay": 0.2,
     "scheduling_interval": 0.05,
+    "placeholder_timeout": 1.0,
 }
 
 
@@ -155,6 +156,9 @@ class Driver:
         self.asks: dict[str, str] = {}
         self.asks_released: set[str] = set()
         self.generation = 0  # registrations so far
+        # gang applications: app -> (placeholders asked, placeholder resource); real asks of task groups
+        self.gangs: dict[str, tuple[int, dict[str, int]]] = {}
+        self.gang_asks: set[str] = set()
 
     # ---- operations --------------------------------------------------------------------------------
 
@@ -172,10 +176,13 @@ class Driver:
         core.register_resource_manager(t.register(self.rm_id, self.config), self.rm)
         with self.rm.lock:
             self.rm.live.clear()
+            self.rm.to_confirm.clear()  # releases of the previous registration's partition
         self.nodes.clear()
         self.apps.clear()
         self.asks.clear()
         self.asks_released.clear()
+        self.gangs.clear()
+        self.gang_asks.clear()
 
     def step(self, core: Core) -> None:
         choices = self._choices()
@@ -204,6 +211,7 @@ class Driver:
             (0.8, self._reload_config),
             (0.4, self._reload_invalid_config),
             (0.15, self.register),
+            *self.gang_choices(),
         ]
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
@@ -387,6 +395,128 @@ class Driver:
             return
         raise Violation(f"{self.rm_id}: an invalid configuration reload was accepted")
 
+    # ---- gang scheduling and timeouts --------------------------------------------------------------
+
+    def gang_choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        return [
+            (2 if len(self.gangs) < 4 else 0.3, self._add_gang_app),
+            (4, self._add_gang_real_asks),
+            (1.5, self._add_timed_asks),
+            (0.8, self._add_timed_app),
+            (6, self._confirm_releases),
+        ]
+
+    def _add_gang_app(self, core: Core) -> None:
+        """A gang in root.a (FIFO, with a max): its placeholders, with a short placeholder timeout."""
+        self.app_seq += 1
+        app_id = f"{self.rm_id}-app-{self.app_seq}"
+        count = self.rng.randint(1, 4)
+        resource = {"memory": self.rng.choice([1000, 2000]), "vcore": self.rng.choice([500, 1000])}
+        request = si.ApplicationRequest(
+            rm_id=self.rm_id,
+            new=[
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name="root.a",
+                    ugi=si.UserGroupInformation(user="user"),
+                    placeholder_ask={name: quantity * count for name, quantity in resource.items()},
+                    execution_timeout_milliseconds=self.rng.choice([0, 300, 1500]),
+                    gang_scheduling_style=self.rng.choice(["Soft", "Hard", "bogus"]),
+                )
+            ],
+        )
+        self.apps.add(app_id)
+        self.gangs[app_id] = (count, resource)
+        self._send(core, "apps", request, f"add gang application {app_id} ({count} placeholders)")
+        asks = [
+            si.AllocationAsk(
+                allocation_key=f"{app_id}-ph-{index}",
+                application_id=app_id,
+                resource_ask=dict(resource),
+                placeholder=True,
+                task_group_name="tg",
+            )
+            for index in range(count)
+        ]
+        for ask in asks:
+            self.asks[ask.allocation_key] = app_id
+        self._send(
+            core,
+            "allocations",
+            si.AllocationRequest(rm_id=self.rm_id, asks=asks),
+            f"placeholders of {app_id}",
+        )
+
+    def _add_gang_real_asks(self, core: Core) -> None:
+        """Real asks of a gang's task group: most fit a placeholder (replaced), some are larger."""
+        if not self.gangs:
+            return
+        app_id = self.rng.choice(sorted(self.gangs))
+        count, resource = self.gangs[app_id]
+        larger = self.rng.random() < 0.2
+        real = {
+            name: quantity * (2 if larger else 1) // (1 if larger else self.rng.choice([1, 2]))
+            for name, quantity in resource.items()
+        }
+        asks = []
+        for _ in range(self.rng.randint(1, count)):
+            self.ask_seq += 1
+            key = f"{app_id}-ask-{self.ask_seq}"
+            asks.append(
+                si.AllocationAsk(
+                    allocation_key=key, application_id=app_id, resource_ask=real, task_group_name="tg"
+                )
+            )
+            self.asks[key] = app_id
+            self.gang_asks.add(key)
+        self._send(
+            core, "allocations", si.AllocationRequest(rm_id=self.rm_id, asks=asks), f"real asks of {app_id}"
+        )
+
+    def _add_timed_asks(self, core: Core) -> None:
+        """Asks whose allocations the core releases (TIMEOUT) a short while after they are made."""
+        app_id = self._pick_app()
+        if app_id is None:
+            return
+        self.ask_seq += 1
+        key = f"{app_id}-ask-{self.ask_seq}"
+        ask = si.AllocationAsk(
+            allocation_key=key,
+            application_id=app_id,
+            resource_ask={"memory": 500, "vcore": 250},
+            max_allocations=self.rng.choice([1, 2]),
+            execution_timeout_milliseconds=self.rng.choice([50, 200, 600]),
+        )
+        self.asks[key] = app_id
+        self._send(
+            core, "allocations", si.AllocationRequest(rm_id=self.rm_id, asks=[ask]), f"timed ask {key}"
+        )
+
+    def _add_timed_app(self, core: Core) -> None:
+        """A plain application that fails a short while after it first runs (execution timeout)."""
+        self.app_seq += 1
+        app_id = f"{self.rm_id}-app-{self.app_seq}"
+        request = si.ApplicationRequest(
+            rm_id=self.rm_id,
+            new=[
+                si.AddApplicationRequest(
+                    application_id=app_id,
+                    queue_name=self.rng.choice(["root.a", "root.b"]),
+                    ugi=si.UserGroupInformation(user="user"),
+                    execution_timeout_milliseconds=self.rng.choice([100, 400, 1000]),
+                )
+            ],
+        )
+        self.apps.add(app_id)
+        self._send(core, "apps", request, f"add timed application {app_id}")
+
+    def _confirm_releases(self, core: Core) -> None:
+        """Echo the releases the core made back to it, as a shim does once the containers stopped."""
+        request = self.rm.take_confirmations()
+        if request is not None:
+            count = len(request.releases.allocations_to_release)  # type: ignore[union-attr]
+            self._send(core, "allocations", request, f"confirm {count} core-made releases")
+
     # ---- checks ------------------------------------------------------------------------------------
 
     def check(self, state: invariants.PartitionState | None) -> list[str]:
@@ -400,6 +530,7 @@ class Driver:
         with self.rm.lock:
             rejected = {r.allocation_key for r in self.rm.rejected_asks}
             released = {r.allocation_key for r in self.rm.released}
+            released |= {r.allocation_key for r in self.rm.released_asks}
             rejected_apps = set(self.rm.rejected_apps)
         for key, app_id in self.asks.items():
             if app_id in rejected_apps or key in rejected or key in released or key in self.asks_released:
@@ -407,12 +538,25 @@ class Driver:
             app = apps.get(app_id)
             if app is None:
                 continue  # completed: it had nothing pending
+            if key in self.gang_asks and any(a.releasing == "PLACEHOLDER_REPLACED" for a in app.allocations):
+                continue  # a replacement waiting for the RM's confirmation holds its repeat
             if key not in app.pending_asks and not any(a.allocation_key == key for a in app.allocations):
                 problems.append(
                     f"{self.rm_id}: ask {key} of {app_id} is neither pending, allocated, released "
                     "nor rejected (lost)"
                 )
         return problems
+
+
+def core_release_counts(drivers: list[Driver]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for driver in drivers:
+        with driver.rm.lock:
+            for release in driver.rm.released:
+                if release.termination_type in t.CORE_RELEASES:
+                    name = release.termination_type.name
+                    counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 @attrs.define
@@ -424,6 +568,8 @@ class StressResult:
     minimal: list[Op]
     callback_failures: int
     restarts: int = 0
+    # releases the core made, by termination type name (placeholders replaced, timeouts)
+    core_releases: dict[str, int] = attrs.Factory(dict)
 
 
 class StressRun:
@@ -493,6 +639,7 @@ class StressRun:
             minimal=minimal,
             callback_failures=sum(d.rm.raised for d in drivers),
             restarts=self.restarts,
+            core_releases=core_release_counts(drivers),
         )
 
     def _drivers(self) -> list[Driver]:

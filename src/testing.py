@@ -14,6 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from korral import si
 from korral.callback import ResourceManagerCallback
 
+# releases the core makes itself; the RM confirms each by sending it back
+CORE_RELEASES = frozenset(
+    {
+        si.TerminationType.TIMEOUT,
+        si.TerminationType.PREEMPTED_BY_SCHEDULER,
+        si.TerminationType.PLACEHOLDER_REPLACED,
+    }
+)
+
 
 class RecordingRM(ResourceManagerCallback):
     def __init__(
@@ -37,6 +46,9 @@ class RecordingRM(ResourceManagerCallback):
         self.scheduling_states: list[si.UpdateContainerSchedulingStateRequest] = []
         self.predicate_calls = 0
         self.foreign: list[si.Allocation] = []
+        self.released_asks: list[si.AllocationAskRelease] = []
+        # releases the core made (timeouts, replaced placeholders) that this RM has not confirmed yet
+        self.to_confirm: list[si.AllocationRelease] = []
 
     # ---- callbacks ---------------------------------------------------------------------------------
 
@@ -52,6 +64,9 @@ class RecordingRM(ResourceManagerCallback):
             for release in response.released:
                 self.live.pop(release.uuid, None)
                 self.released.append(release)
+                if release.termination_type in CORE_RELEASES:
+                    self.to_confirm.append(release)
+            self.released_asks.extend(response.released_asks)
             self.rejected_asks.extend(response.rejected)
             self.lock.notify_all()
 
@@ -108,6 +123,18 @@ class RecordingRM(ResourceManagerCallback):
                 for name, quantity in allocation.resource_per_alloc.items():
                     bucket[name] = bucket.get(name, 0) + quantity
         return dict(totals)
+
+    def take_confirmations(self) -> si.AllocationRequest | None:
+        """The releases the core made since the last call, echoed back as a shim does once the
+        containers stopped: the request that confirms them (None when there are none)."""
+        with self.lock:
+            releases, self.to_confirm = self.to_confirm, []
+        if not releases:
+            return None
+        return si.AllocationRequest(
+            rm_id=self.rm_id,
+            releases=si.AllocationReleasesRequest(allocations_to_release=releases),
+        )
 
     def release_reasons(self) -> list[tuple[str, si.TerminationType, str]]:
         with self.lock:

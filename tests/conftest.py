@@ -66,6 +66,7 @@ def check_invariants(partition: PartitionModel) -> None:
             assert uuid in nodes[allocation.node_id].allocations, f"allocation {uuid} missing on its node"
         queue = partition.queues[app.queue_path]
         assert queue.applications.get(app.application_id) is app, "application not in its queue"
+        check_gang_books(app)
     for (app_id, key), node_id in partition.reservations.items():
         assert nodes[node_id].reservation == (app_id, key), "reservation not on its node"
         assert partition.applications[app_id].reservations.get(key) == node_id, "reservation not on its app"
@@ -82,6 +83,21 @@ def check_invariants(partition: PartitionModel) -> None:
     root_used = _total(a.resource for n in nodes.values() for a in n.allocations.values())
     assert res.equals(partition.root.allocated, root_used), "root allocated != sum of node allocations"
     check_orders(partition)
+
+
+def check_gang_books(app) -> None:
+    """Placeholder usage is the sum of allocated placeholders; the free-placeholder index, the
+    releasing marks and the waiting replacements all refer to allocations the application holds."""
+    placeholders = [a for a in app.allocations.values() if a.placeholder]
+    assert res.equals(app.placeholder_allocated, _total(a.resource for a in placeholders)), (
+        f"app {app.application_id} placeholder usage"
+    )
+    indexed = {uuid for group in app.placeholders.values() for uuid in group}
+    free = {a.uuid for a in placeholders if a.uuid not in app.releasing}
+    assert indexed == free, f"app {app.application_id}: placeholders free for replacement"
+    assert set(app.releasing) <= set(app.allocations), f"app {app.application_id}: releasing unknown"
+    for uuid in app.replacements:
+        assert app.releasing.get(uuid) is not None, f"app {app.application_id}: replacement not releasing"
 
 
 def _live(order) -> list[tuple]:

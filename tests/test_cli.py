@@ -439,6 +439,23 @@ def test_bench_scale_paces_the_asks_at_the_given_rate(runner: CliRunner, tmp_pat
     assert document["korral"]["seconds"] >= 0.45
 
 
+def test_bench_gang_replaces_every_placeholder_and_reports_the_ratio(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "gang.json"
+    result = runner.invoke(
+        main, ["bench", "--workload", "gang", "--nodes", "10", "--asks", "200", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert (document["workload"], document["nodes"], document["asks"]) == ("gang", 10, 200)
+    for side in ("korral", "reference"):
+        assert document[side]["placeholders"] == 200
+        assert document[side]["replacements"] == 200  # every placeholder replaced
+        assert document[side]["replacement_to_allocation_ratio"] > 0
+    assert "replacements/s" in result.output
+
+
 def test_bench_reference_only_measures_the_sequential_scheduler_alone(
     runner: CliRunner, tmp_path: Path
 ) -> None:

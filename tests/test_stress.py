@@ -28,6 +28,9 @@ def test_a_short_stress_run_keeps_every_invariant() -> None:
     assert result.operations > 1000
     assert result.callback_failures > 0, "the run should have exercised failing RM callbacks"
     assert result.restarts > 0, "the run should have restarted the core and recovered the RMs"
+    # gang scheduling and timeouts were exercised: placeholders replaced, allocations timed out
+    assert result.core_releases.get("PLACEHOLDER_REPLACED", 0) > 0, result.core_releases
+    assert result.core_releases.get("TIMEOUT", 0) > 0, result.core_releases
 
 
 @pytest.mark.timeout(300)

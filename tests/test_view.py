@@ -778,3 +778,68 @@ def test_has_timed_work_with_a_reservation(make_view, clock):
     assert view.reservations and view.has_timed_work()
     view.drop_ask("app-1", "k", 1)
     assert view.reservations == {} and not view.has_timed_work()
+
+
+# ---- gang replacement in the view ---------------------------------------------------------------------
+
+
+def gang_view(view: SchedulingView) -> tuple[Allocation, Allocation]:
+    """A gang in root.b with one placeholder on n1 and a real ask the view decided to put in it."""
+    view.add_node("n1", {"vcore": 4000})
+    view.insert_application("g", "root.b", placeholder_ask={"vcore": 1000})
+    view.put_asks([ask("g", "ph", placeholder=True, task_group_name="tg")])
+    placeholder = view.schedule_one()
+    view.put_asks([ask("g", "real", task_group_name="tg")])
+    real = view.schedule_one()
+    assert placeholder is not None and real is not None and real.replaces == placeholder.uuid
+    view.take_core_releases()
+    return placeholder, real
+
+
+def test_a_refused_replacement_frees_the_placeholder_and_the_repeat(view) -> None:
+    placeholder, real = gang_view(view)
+    app = view.applications["g"]
+    assert app.pending == {} and placeholder.uuid in app.releasing
+    view.undo_replacement(real)
+    assert app.pending == {"vcore": 1000} and app.releasing == {}
+    again = view.schedule_one()
+    assert again is not None and again.replaces == placeholder.uuid  # decided again
+    view.undo_replacement(real)  # a stale refusal changes nothing
+    assert app.pending == {}
+
+
+def test_a_timeout_overtaking_a_replacement_keeps_the_placeholder_released(view) -> None:
+    placeholder, real = gang_view(view)
+    view.mark_releasing("g", placeholder.uuid, int(si.TerminationType.TIMEOUT))
+    view.undo_replacement(real)  # the owner refused: its placeholder had timed out
+    app = view.applications["g"]
+    assert app.releasing == {placeholder.uuid: si.TerminationType.TIMEOUT}
+    assert app.pending == {"vcore": 1000}
+    following = view.schedule_one()
+    assert following is not None and not following.replaces  # no placeholder to replace any more
+
+
+def test_a_replacement_whose_node_leaves_waits_for_the_owner(view) -> None:
+    placeholder, _ = gang_view(view)
+    app = view.applications["g"]
+    view.discard_node("n1")
+    assert app.pending == {}  # the owner has not given the repeat back yet
+    view.forget_allocation(placeholder)  # the owner released the placeholder with its node
+    assert app.pending == {"vcore": 1000}
+    view.forget_allocation(placeholder)  # twice: nothing more
+    assert app.pending == {"vcore": 1000}
+
+
+def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
+    view.add_node("n1", {"vcore": 4000})
+    view.insert_application("g", "root.b", placeholder_ask={"vcore": 2000})
+    view.put_asks([ask("g", "ph", {"vcore": 2000}, placeholder=True, task_group_name="tg")])
+    placeholder = view.schedule_one()
+    view.put_asks([ask("g", "real", {"vcore": 500}, task_group_name="tg")])
+    real = view.schedule_one()
+    assert placeholder is not None and real is not None
+    view.swap("g", placeholder.uuid, real)
+    view.swap("g", placeholder.uuid, real)  # idempotent
+    assert allocated_of(view, "root.b", "root") == [{"vcore": 500}, {"vcore": 500}]
+    assert view.nodes["n1"].available == {"vcore": 3500}
+    assert view.swapped_in == []  # the owner reports it, not the view

@@ -28,7 +28,10 @@ from korral.actors.messages import (
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
+    Replace,
     Snapshot,
+    SwapOnNode,
+    TimeoutsDue,
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
@@ -114,6 +117,15 @@ class ApplicationActor(RetiringActor):
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
         self.owner.remove_asks(message.allocation_keys, self.clock(), self._collect())
 
+    def on_Replace(self, message: Replace) -> None:
+        now = self.clock()
+        effects = self._collect()
+        for allocation in message.allocations:
+            self.owner.replace(allocation, now, effects)
+
+    def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
+        self.owner.expire(self.clock(), self._collect())
+
     def on_Placed(self, message: Placed) -> None:
         if faults.active and "removed-app-keeps-placed" in faults.active and self.owner.removed:
             return  # deliberately broken (test only): the booking is never handed back
@@ -172,7 +184,10 @@ class ApplicationActor(RetiringActor):
             allocated=res.prune(app.allocated),
             pending=res.prune(pending),
             placeholder=res.prune(app.placeholder_allocated),
-            allocations=[AllocationInfo.of(a) for a in app.allocations.values()],
+            allocations=[
+                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "")
+                for a in app.allocations.values()
+            ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
         )
 
@@ -203,6 +218,23 @@ class ApplicationActor(RetiringActor):
                             reason=f"Node {node_id} Removed",
                         )
                     )
+        # swaps before frees: a real allocation swapped in and released in the same burst must be
+        # booked on its node before it is freed there
+        if effects.swap_on_node:
+            swaps_by_node: dict[str, list[tuple[str, Allocation]]] = {}
+            for swap in effects.swap_on_node:
+                swaps_by_node.setdefault(swap[1].node_id, []).append(swap)
+            for node_id, swaps in swaps_by_node.items():
+                node = self.nodes.get(node_id)
+                if node is None or not node.tell(SwapOnNode(swaps=tuple(swaps), app=self.handle)):
+                    # the node left and stopped meanwhile: the real allocations go as its removal would
+                    self.kick(
+                        NodeRemoved(
+                            node_id=node_id,
+                            uuids=tuple(real.uuid for _, real in swaps),
+                            reason=f"Node {node_id} Removed",
+                        )
+                    )
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:
@@ -215,13 +247,23 @@ class ApplicationActor(RetiringActor):
             self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
-        if effects.new_allocations or effects.released or effects.rejected_asks:
+        if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
             self.dispatcher.tell(
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
                         new=[to_si_allocation(a) for a in effects.new_allocations],
                         released=[to_si_release(a, kind, text) for a, kind, text in effects.released],
+                        released_asks=[
+                            si.AllocationAskRelease(
+                                partition_name=self.rm_partition,
+                                application_id=app_id,
+                                allocation_key=key,
+                                termination_type=si.TerminationType.TIMEOUT,
+                                message=text,
+                            )
+                            for key, text in effects.released_asks
+                        ],
                         rejected=[
                             si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
                             for key, reason in effects.rejected_asks
@@ -243,6 +285,17 @@ class ApplicationActor(RetiringActor):
             self._send_events(effects)
         if effects.completing and self.owner.app.state is ApplicationState.COMPLETING:
             self.timer.once(self.completing_timeout, self.handle, CompletingTimeout(since=self.clock()))
+        deadlines = self.owner.take_deadlines()
+        if deadlines:
+            now = self.clock()
+            for deadline in deadlines:
+                self.timer.once(max(0.0, deadline - now), self.handle, TimeoutsDue())
+        if effects.failed and self.owner.app.state is ApplicationState.FAILED:
+            # Failed is terminal, as Completed: the application leaves the partition
+            self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
+            self.partition.tell(
+                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
+            )
 
     def _send_events(self, effects: AppEffects) -> None:
         app = self.owner.app
@@ -260,6 +313,10 @@ class ApplicationActor(RetiringActor):
                 records.append(
                     events.request(app.application_id, payload[0], events.Change.REMOVE, "ask removed")
                 )
+        records.extend(
+            events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)
+            for key, text in effects.released_asks
+        )
         records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
         records.extend(
             events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released

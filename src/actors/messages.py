@@ -121,9 +121,13 @@ class DecommissionNode:
 
 @frozen
 class Place:
-    """Scheduler -> node: book these allocations; each goes with the handle of its application."""
+    """Scheduler -> node: book these allocations; each goes with the handle of its application.
+
+    ``replacements`` (gang) are passed on to their applications after the placements: through the
+    node, so that an application hears of a placeholder placed here before of its replacement."""
 
     placements: tuple[tuple[Allocation, Any], ...]
+    replacements: tuple[tuple[Allocation, Any], ...] = ()
 
 
 @frozen
@@ -225,6 +229,31 @@ class CompletingTimeout:
     """Timer -> application: check whether Completing has lasted long enough."""
 
     since: float
+
+
+# ---- gang scheduling and timeouts ----------------------------------------------------------------------
+
+
+@frozen
+class Replace:
+    """Node -> application (for the scheduler): each real allocation replaces the placeholder it
+    names; release the placeholder to the RM, or hand the decision back (``unreplace``)."""
+
+    allocations: tuple[Allocation, ...]
+
+
+@frozen
+class SwapOnNode:
+    """Application -> node: the RM confirmed these replacements, (placeholder uuid, real allocation);
+    each real allocation takes its placeholder's place (the node's usage moves by the difference)."""
+
+    swaps: tuple[tuple[str, Allocation], ...]
+    app: Any  # Handle of the owning application
+
+
+@frozen
+class TimeoutsDue:
+    """Timer -> application: a deadline of the application (placeholder or execution timeout) is due."""
 
 
 # ---- owners -> queues -----------------------------------------------------------------------------------

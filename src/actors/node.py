@@ -20,9 +20,11 @@ from korral.actors.messages import (
     NodeSpec,
     Place,
     Placed,
+    Replace,
     RolledBack,
     SetNodeSchedulable,
     Snapshot,
+    SwapOnNode,
     UpdateNode,
 )
 from korral.actors.runtime import ActorPool
@@ -86,6 +88,13 @@ class NodeActor(RetiringActor):
             self.scheduler.tell(
                 RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available))
             )
+        if message.replacements:
+            by_app: dict[Handle, list[Allocation]] = defaultdict(list)
+            for allocation, app in message.replacements:
+                by_app[app].append(allocation)
+            for app, allocations in by_app.items():
+                if not app.tell(Replace(allocations=tuple(allocations))):
+                    self.scheduler.tell(RolledBack(allocations=tuple(allocations)))  # the application is gone
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
         if self.removed:
@@ -110,6 +119,23 @@ class NodeActor(RetiringActor):
                 continue  # deliberately broken (test only): an orphan allocation stays on the node
             self.node.remove_allocation(uuid)
             self.owners.pop(uuid, None)
+
+    def on_SwapOnNode(self, message: SwapOnNode) -> None:
+        if self.removed:
+            # the node left after the application swapped: the real allocations go with the node
+            message.app.tell(
+                NodeRemoved(
+                    node_id=self.node.node_id,
+                    uuids=tuple(real.uuid for _, real in message.swaps),
+                    reason=f"Node {self.node.node_id} Removed",
+                )
+            )
+            return
+        for placeholder_uuid, real in message.swaps:
+            self.owners.pop(placeholder_uuid, None)
+            self.node.remove_allocation(placeholder_uuid)
+            self.node.add_allocation(real)  # never larger than the placeholder it replaces
+            self.owners[real.uuid] = message.app
 
     def on_UpdateNode(self, message: UpdateNode) -> None:
         if message.capacity is not None:

@@ -107,7 +107,12 @@ class PartitionActor(ThreadedActor):
         self.timer = timer
         self.settings = settings
         self.registry = PartitionModel(
-            name, config, rm_id=rm_id, clock=tracker.clock, uuid_token=tracker.unique_token()
+            name,
+            config,
+            rm_id=rm_id,
+            clock=tracker.clock,
+            uuid_token=tracker.unique_token(),
+            placeholder_timeout=settings.placeholder_timeout,
         )
         # the view issues allocation uuids in the registry's series, so both know what is the core's
         self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
@@ -376,6 +381,7 @@ class PartitionActor(ThreadedActor):
             execution_timeout_ms=app.execution_timeout_ms,
             gang_scheduling_style=app.gang_scheduling_style,
             ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
+            placeholder_timeout=self.settings.placeholder_timeout,
         )
         handle = start_actor(
             ApplicationActor,

@@ -221,6 +221,13 @@ class SchedulerActor(ThreadedActor):
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
                 view.adopt_recovered(payload)
+            elif operation == "unreplace":
+                view.undo_replacement(payload)
+                self.rollbacks += 1
+            elif operation == "swap":
+                view.swap(message.application_id, payload[0], payload[1])
+            elif operation == "releasing":
+                view.mark_releasing(message.application_id, payload[0], payload[1])
         if new_asks:
             view.put_asks(new_asks)
         self._wake()
@@ -228,7 +235,10 @@ class SchedulerActor(ThreadedActor):
     def on_RolledBack(self, message: RolledBack) -> None:
         view = self.view
         for allocation in message.allocations:
-            view.rollback(allocation)
+            if allocation.replaces:
+                view.undo_replacement(allocation)
+            else:
+                view.rollback(allocation)
         spec = message.node
         if spec is not None and spec.node_id in view.nodes:
             # Catch up with the node's own facts. A refusal is usually a change still in flight (a
@@ -315,20 +325,34 @@ class SchedulerActor(ThreadedActor):
         self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
         by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
+        # gang replacements, confirmed by their application alone; sent through the placeholder's node
+        replacing: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
         refused: list[Allocation] = []
+        if view.core_releases:
+            view.take_core_releases()  # replacements: their owners release the placeholders
         for allocation in made:
             app = apps.get(allocation.application_id)
             if app is None:
                 refused.append(allocation)
+            elif allocation.replaces:
+                replacing[allocation.node_id].append((allocation, app))
             else:
                 by_node[allocation.node_id].append((allocation, app))
-        for node_id, placements in by_node.items():
+        for node_id in by_node.keys() | replacing.keys():
+            placements = by_node.get(node_id, [])
+            replacements = replacing.get(node_id, [])
             node = self.nodes.get(node_id)
-            if node is None or not node.tell(Place(placements=tuple(placements))):
+            if node is None or not node.tell(
+                Place(placements=tuple(placements), replacements=tuple(replacements))
+            ):
                 refused.extend(allocation for allocation, _ in placements)
+                refused.extend(allocation for allocation, _ in replacements)
         for allocation in refused:
-            view.rollback(allocation)
+            if allocation.replaces:
+                view.undo_replacement(allocation)
+            else:
+                view.rollback(allocation)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
 

@@ -237,6 +237,12 @@ class SimulatedTimer:
     def __init__(self, simulation: Simulation) -> None:
         self._simulation = simulation
 
+    def now(self) -> float:
+        return self._simulation.now
+
+    def poke(self) -> None:
+        """Nothing to do: virtual timers fire as the simulation runs."""
+
     def once(self, delay: float, target: Handle, message: Any) -> None:
         self._simulation.add_timer(delay, target, message, 0.0)
 

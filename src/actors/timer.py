@@ -6,13 +6,17 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from korral.actors.base import Handle, Periodic, PeriodicEntry
 
 
 class TimerService:
-    def __init__(self) -> None:
+    """Deadlines are read on ``clock`` (injectable: a test drives a fake clock and calls ``poke``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.now = clock
         self._heap: list[tuple[float, int, Handle, Any, float]] = []
         self._seq = itertools.count()
         self._wake = threading.Condition()
@@ -21,7 +25,7 @@ class TimerService:
         self._thread.start()
 
     def once(self, delay: float, target: Handle, message: Any) -> None:
-        self._push(time.monotonic() + delay, target, message, 0.0)
+        self._push(self.now() + delay, target, message, 0.0)
 
     def every(self, interval: float, target: Handle, message: Any) -> None:
         """Tell ``message`` every ``interval`` seconds while the target lives.
@@ -29,7 +33,12 @@ class TimerService:
         Ticks coalesce: while the last one is still queued (a busy or blocked target), the next is
         skipped instead of piling up in its mailbox.
         """
-        self._push(time.monotonic() + interval, target, Periodic(message, PeriodicEntry()), interval)
+        self._push(self.now() + interval, target, Periodic(message, PeriodicEntry()), interval)
+
+    def poke(self) -> None:
+        """The clock moved (a test's fake clock): deliver what is due now."""
+        with self._wake:
+            self._wake.notify()
 
     def _push(self, due: float, target: Handle, message: Any, interval: float) -> None:
         with self._wake:
@@ -46,8 +55,8 @@ class TimerService:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
+                while not self._stopped and (not self._heap or self._heap[0][0] > self.now()):
+                    timeout = self._heap[0][0] - self.now() if self._heap else None
                     self._wake.wait(timeout)
                 if self._stopped:
                     return
@@ -59,4 +68,4 @@ class TimerService:
                     message.entry.queued = True
                 delivered = target.tell(message) if target.is_alive else False
             if delivered and interval > 0:
-                self._push(max(due + interval, time.monotonic()), target, message, interval)
+                self._push(max(due + interval, self.now()), target, message, interval)

@@ -54,6 +54,8 @@ class Workload:
     waves: tuple[Wave, ...]
     asks: int
     node_count: int
+    # gang: the real asks that replace the placeholders (``waves``), sent once those are all allocated
+    replacement_waves: tuple[Wave, ...] = ()
 
     @property
     def rm_id(self) -> str:
@@ -197,11 +199,69 @@ def scale(
     )
 
 
+GANG_SIZE = 10
+
+
+def gang(nodes: int = 1000, asks: int = 10_000) -> Workload:
+    """YuniKorn's shape, as gangs: ``asks // 10`` gang applications of 10 placeholders each (task group
+    "tg", {memory: 10, vcore: 1}) in root.a, then one real ask of the task group per placeholder. The
+    placeholders are plain allocations; each real ask replaces one (the RM confirms every release)."""
+    per_node = asks // nodes + 1
+    node_request = _identical_nodes(nodes, {"memory": 10 * per_node, "vcore": per_node})
+    app_ids = [f"gang-{index}" for index in range(max(1, asks // GANG_SIZE))]
+    size = {"memory": 10, "vcore": 1}
+    apps = si.ApplicationRequest(
+        rm_id=RM_ID,
+        new=[
+            si.AddApplicationRequest(
+                application_id=app_id,
+                queue_name="root.a",
+                ugi=si.UserGroupInformation(user="bench"),
+                placeholder_ask={name: quantity * GANG_SIZE for name, quantity in size.items()},
+            )
+            for app_id in app_ids
+        ],
+    )
+
+    def requests(placeholder: bool) -> tuple[si.AllocationRequest, ...]:
+        kind = "ph" if placeholder else "real"
+        return (
+            si.AllocationRequest(
+                rm_id=RM_ID,
+                asks=[
+                    si.AllocationAsk(
+                        allocation_key=f"{app_id}-{kind}-{index}",
+                        application_id=app_id,
+                        resource_ask=dict(size),
+                        placeholder=placeholder,
+                        task_group_name="tg",
+                    )
+                    for app_id in app_ids
+                    for index in range(GANG_SIZE)
+                ],
+            ),
+        )
+
+    count = len(app_ids) * GANG_SIZE
+    return Workload(
+        name="gang",
+        config=YUNIKORN_CONFIG,
+        nodes=node_request,
+        applications=apps,
+        waves=(Wave(at=0.0, requests=requests(True), count=count),),
+        asks=count,
+        node_count=nodes,
+        replacement_waves=(Wave(at=0.0, requests=requests(False), count=count),),
+    )
+
+
 def build(
     name: str, nodes: int | None = None, asks: int | None = None, seed: int = 1, rate: float | None = None
 ) -> Workload:
     if name == "yunikorn":
         return yunikorn(nodes or 1000, asks or 10_000)
+    if name == "gang":
+        return gang(nodes or 1000, asks or 10_000)
     if name == "scale":
         return scale(nodes or 10_000, asks or 100_000, seed=seed, rate=rate or 25_000.0)
     raise ValueError(f"unknown workload {name!r} (yunikorn, scale)")

@@ -33,6 +33,8 @@ class Allocation(NamedTuple):
     ask_generation: int = 0
     # recovered from the RM (existing allocation), not decided by the scheduler
     recovered: bool = False
+    # the placeholder this real allocation replaces (gang scheduling); "" for a plain allocation
+    replaces: str = ""
 
 
 class Ask:

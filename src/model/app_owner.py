@@ -23,6 +23,7 @@ from korral.model.application import (
     Application,
     ApplicationEvent,
     ApplicationState,
+    advance_after_allocation,
     advance_for_recovery,
 )
 from korral.model.resource import Resource
@@ -116,6 +117,12 @@ class AppEffects:
     # checks recovered uuids for clashes and must learn when one is free again
     recovered_gone: list[str] = attrs.Factory(list)
     completing: bool = False
+    # asks the core removed (timeouts), reported to the RM as released asks: (key, message)
+    released_asks: list[tuple[str, str]] = attrs.Factory(list)
+    # confirmed replacements: (placeholder uuid, real allocation) to swap on the placeholder's node
+    swap_on_node: list[tuple[str, Allocation]] = attrs.Factory(list)
+    # the application reached Failed: it leaves the partition
+    failed: bool = False
 
 
 class ApplicationOwner:
@@ -123,6 +130,15 @@ class ApplicationOwner:
         self.app = app
         self.removed = False
         self._ask_seq = 0
+        app.deadline_requests = []  # the actor starts a timer for every deadline the model sets
+
+    def take_deadlines(self) -> list[float]:
+        """Deadlines set since the last call (each needs a timer)."""
+        requests = self.app.deadline_requests
+        if not requests:
+            return []
+        self.app.deadline_requests = []
+        return requests
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -144,6 +160,8 @@ class ApplicationOwner:
             ApplicationState.RUNNING,
         ):
             self._transition(ApplicationEvent.COMPLETE, now, effects)
+        elif app.may_fail_finally() and self._transition(ApplicationEvent.FAIL, now, effects):
+            effects.failed = True
 
     def completing_timeout(self, now: float, timeout: float, effects: AppEffects | None = None) -> AppEffects:
         """Completing for ``timeout`` with nothing left: Completed."""
@@ -246,12 +264,41 @@ class ApplicationOwner:
                 pending_delta[name] = pending_delta.get(name, 0) - quantity
             effects.new_allocations.append(allocation)
             state = app.state
-            if state is ApplicationState.ACCEPTED:
-                self._transition(ApplicationEvent.RUN, now, effects)
-                if app.state_aware_disabled:
-                    self._transition(ApplicationEvent.RUN, now, effects)
-            elif state is ApplicationState.STARTING:
-                self._transition(ApplicationEvent.RUN, now, effects)
+            if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
+                advance_after_allocation(
+                    app, ask.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
+                )
+            if ask.placeholder or ask.execution_timeout_ms > 0:
+                app.after_booking(allocation, ask.execution_timeout_ms, now)
+        return effects
+
+    def replace(self, real: Allocation, now: float, effects: AppEffects | None = None) -> AppEffects:
+        """The scheduler decided that ``real`` replaces the placeholder it names: release the
+        placeholder to the RM (PLACEHOLDER_REPLACED) and keep it booked until the RM confirms; or
+        hand the decision back when the ask or the placeholder no longer allows it."""
+        effects = effects if effects is not None else AppEffects()
+        app = self.app
+        ask = app.asks.get(real.allocation_key)
+        placeholder = app.allocations.get(real.replaces)
+        if (
+            self.removed
+            or ask is None
+            or ask.generation != real.ask_generation
+            or ask.pending <= 0
+            or app.state not in LIVE_FOR_ASKS
+            or placeholder is None
+            or not placeholder.placeholder
+            or real.replaces in app.releasing
+            or not res.fits_in(real.resource, placeholder.resource)
+        ):
+            effects.view_ops.append(("unreplace", real))
+            return effects
+        app.take_pending(ask)
+        res.sub_into(effects.pending_delta, ask.resource)
+        app.begin_replacement(placeholder, real)
+        effects.released.append(
+            (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
+        )
         return effects
 
     def recover(
@@ -272,6 +319,8 @@ class ApplicationOwner:
                 effects.recovered_gone.append(allocation.uuid)
                 continue
             app.add_allocation(allocation)
+            if allocation.placeholder:
+                app.after_booking(allocation, 0, now)
             res.add_into(effects.allocated_delta, allocation.resource)
             effects.new_allocations.append(allocation)
             effects.view_ops.append(("recover", allocation))
@@ -291,17 +340,42 @@ class ApplicationOwner:
         effects: AppEffects,
         *,
         free_node: bool,
+        report: bool = True,
     ) -> None:
-        allocation = self.app.remove_allocation(uuid)
+        app = self.app
+        allocation = app.remove_allocation(uuid)
         if allocation is None:
             return
         res.sub_into(effects.allocated_delta, allocation.resource)
         if allocation.recovered:
             effects.recovered_gone.append(uuid)
-        effects.released.append((allocation, termination, message))
-        effects.view_ops.append(("forget", allocation))
+        if report:
+            effects.released.append((allocation, termination, message))
+        effects.view_ops.append(("forget", allocation))  # the view undoes a waiting replacement itself
         if free_node:
             effects.free_on_node.setdefault(allocation.node_id, []).append(uuid)
+        real = app.drop_replacement(uuid) if app.replacements else None
+        if real is not None:
+            # the placeholder went another way than its replacement: the real ask waits again
+            ask = app.asks.get(real.allocation_key)
+            if ask is not None and ask.generation == real.ask_generation:
+                app.return_pending(ask)
+                res.add_into(effects.pending_delta, ask.resource)
+
+    def _swap_in(self, placeholder_uuid: str, real: Allocation, now: float, effects: AppEffects) -> None:
+        """The RM confirmed a placeholder's replacement: the real allocation takes its place."""
+        app = self.app
+        ask = app.asks.get(real.allocation_key)
+        placeholder = app.swap_in(placeholder_uuid, real, now, ask.execution_timeout_ms if ask else 0)
+        if placeholder is None:
+            return
+        res.sub_into(effects.allocated_delta, placeholder.resource)
+        res.add_into(effects.allocated_delta, real.resource)
+        effects.swap_on_node.append((placeholder_uuid, real))
+        effects.view_ops.append(("swap", (placeholder_uuid, real)))
+        effects.new_allocations.append(real)
+        if app.state is ApplicationState.ACCEPTED or app.state is ApplicationState.STARTING:
+            advance_after_allocation(app, False, lambda: self._transition(ApplicationEvent.RUN, now, effects))
 
     def release(
         self, releases: Iterable[si.AllocationRelease], now: float, effects: AppEffects | None = None
@@ -318,7 +392,41 @@ class ApplicationOwner:
                 targets = list(app.allocations)
             termination = release.termination_type or si.TerminationType.STOPPED_BY_RM
             for uuid in targets:
+                if app.releasing and app.is_confirmation(uuid, termination):
+                    # the RM confirms a release the core made: not reported back to it
+                    real = app.drop_replacement(uuid) if app.replacements else None
+                    if real is not None:
+                        self._swap_in(uuid, real, now, effects)
+                    else:
+                        self._release(
+                            uuid, termination, release.message, effects, free_node=True, report=False
+                        )
+                    continue
                 self._release(uuid, termination, release.message, effects, free_node=True)
+        self._maybe_complete(now, effects)
+        return effects
+
+    # ---- timeouts ----------------------------------------------------------------------------------
+
+    def expire(self, now: float, effects: AppEffects | None = None) -> AppEffects:
+        """Apply the timeouts due at ``now`` (the application's ``due_timeouts`` plan)."""
+        effects = effects if effects is not None else AppEffects()
+        if self.removed:
+            return effects
+        app = self.app
+        plan = app.due_timeouts(now)
+        if not plan:
+            return effects
+        for allocation in plan.release:
+            if app.mark_releasing(allocation.uuid, si.TerminationType.TIMEOUT) is not None:
+                effects.released.append((allocation, si.TerminationType.TIMEOUT, plan.reason))
+                effects.view_ops.append(("releasing", (allocation.uuid, int(si.TerminationType.TIMEOUT))))
+        removed = [key for key in plan.remove_asks if key in app.asks]
+        if removed:
+            self.remove_asks(removed, now, effects, complete=False)
+            effects.released_asks.extend((key, plan.reason) for key in removed)
+        for event in plan.events:
+            self._transition(event, now, effects)
         self._maybe_complete(now, effects)
         return effects
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 
+import attrs
+
+from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.resource import Resource
@@ -81,6 +84,56 @@ def advance_for_recovery(app: Application, run: Callable[[], bool]) -> None:
         pass
 
 
+# Releases the core makes itself: the allocation stays booked until the RM echoes the release back.
+CORE_RELEASES = frozenset(
+    {
+        si.TerminationType.TIMEOUT,
+        si.TerminationType.PREEMPTED_BY_SCHEDULER,
+        si.TerminationType.PLACEHOLDER_REPLACED,
+    }
+)
+GANG_STYLE_HARD = "Hard"
+
+
+@attrs.frozen(kw_only=True)
+class TimeoutPlan:
+    """What the timeouts due now do to an application (one rule for every driver).
+
+    ``release``: allocations to release with TIMEOUT (core-made: they stay booked until confirmed);
+    ``remove_asks``: asks to remove and report to the RM as released; ``events``: state transitions
+    to apply in order.
+    """
+
+    release: tuple[Allocation, ...] = ()
+    remove_asks: tuple[str, ...] = ()
+    events: tuple[ApplicationEvent, ...] = ()
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.release or self.remove_asks or self.events)
+
+
+def advance_after_allocation(app: Application, placeholder: bool, run: Callable[[], bool]) -> None:
+    """The state an allocation moves an Accepted or Starting application to (``run`` applies one RUN).
+
+    A plain application: Accepted -> Starting (and on to Running when state awareness is off),
+    Starting -> Running. A gang application stays Accepted while its placeholders are allocated and
+    runs once all of them are, or at its first real allocation (YuniKorn, reference 2.12).
+    """
+    state = app.state
+    if app.placeholder_ask:
+        if placeholder and not res.fits_in(app.placeholder_ask, app.placeholder_allocated):
+            return
+        while app.state in (S.ACCEPTED, S.STARTING) and run():
+            pass
+    elif state is S.ACCEPTED:
+        run()
+        if app.state_aware_disabled:
+            run()
+    elif state is S.STARTING:
+        run()
+
+
 class InvalidTransition(Exception):
     def __init__(self, event: ApplicationEvent, state: ApplicationState) -> None:
         super().__init__(f"event {event.value} inappropriate in current state {state.value}")
@@ -155,6 +208,7 @@ class Application:
         execution_timeout_ms: int = 0,
         gang_scheduling_style: str = "Soft",
         ordered_asks: bool = True,
+        placeholder_timeout: float = 900.0,
     ) -> None:
         self.application_id = application_id
         self.partition = partition
@@ -184,6 +238,25 @@ class Application:
         self.quota_blocked_at = -1
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
+        # ---- gang scheduling and timeouts ----
+        # allocated placeholders free for replacement, per task group (uuid -> allocation)
+        self.placeholders: dict[str, dict[str, Allocation]] = {}
+        # allocations the core released (termination type), booked until the RM confirms
+        self.releasing: dict[str, si.TerminationType] = {}
+        # placeholder uuid -> the real allocation made on its node once the RM confirms the release
+        self.replacements: dict[str, Allocation] = {}
+        # the placeholder timeout: the application's execution timeout, else the core's setting
+        self.placeholder_timeout = (
+            execution_timeout_ms / 1000 if execution_timeout_ms > 0 else placeholder_timeout
+        )
+        self.placeholder_deadline: float | None = None
+        self.run_deadline: float | None = None
+        self.allocation_deadlines: dict[str, float] = {}
+        self._timers_started: set[str] = set()
+        # deadlines set since the driver last looked (an actor starts a timer for each); None: not kept
+        self.deadline_requests: list[float] | None = None
+        # a real ask of a task group has been asked for: placeholders may be replaced from now on
+        self.real_group_asks = False
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -193,6 +266,8 @@ class Application:
         if new is not self.state:
             self.state = new
             self.state_time = now
+            if new is S.RUNNING:
+                self._on_running(now)
         return new
 
     def try_handle(self, event: ApplicationEvent, now: float = 0.0) -> bool:
@@ -202,7 +277,15 @@ class Application:
             return False
         self.state = new
         self.state_time = now
+        if new is S.RUNNING:
+            self._on_running(now)
         return True
+
+    def _on_running(self, now: float) -> None:
+        """A non-gang application's execution timeout starts when it first runs (the seed's meaning)."""
+        if self.execution_timeout_ms > 0 and not self.placeholder_ask and "app" not in self._timers_started:
+            self._timers_started.add("app")
+            self.run_deadline = self._deadline(now + self.execution_timeout_ms / 1000)
 
     @property
     def is_terminal(self) -> bool:
@@ -232,6 +315,8 @@ class Application:
             self._ask_generation += 1
             ask.generation = self._ask_generation
         self.asks[key] = ask
+        if ask.task_group_name and not ask.placeholder:
+            self.real_group_asks = True
         if ask.pending > 0:
             res.add_into(self.pending, ask.resource, ask.pending)
             self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_seq))
@@ -262,6 +347,7 @@ class Application:
         res.pending_to_allocated(self.pending, self.allocated, ask.resource_items)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
+            self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
         if ask.pending <= 0:
             self.pending_asks.discard(ask.allocation_key)
 
@@ -283,13 +369,21 @@ class Application:
         res.add_into(self.allocated, allocation.resource)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
+            self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
 
     def remove_allocation(self, uuid: str) -> Allocation | None:
+        """Remove an allocation (and its releasing mark and deadline). A replacement waiting on it is
+        the caller's to drop (``drop_replacement``): the ask it took a repeat from must get it back."""
         allocation = self.allocations.pop(uuid, None)
         if allocation is not None:
             res.sub_into(self.allocated, allocation.resource)
             if allocation.placeholder:
                 res.sub_into(self.placeholder_allocated, allocation.resource)
+                self._unindex_placeholder(allocation)
+            if self.releasing:
+                self.releasing.pop(uuid, None)
+            if self.allocation_deadlines:
+                self.allocation_deadlines.pop(uuid, None)
         return allocation
 
     def allocations_for_key(self, allocation_key: str) -> list[Allocation]:
@@ -301,3 +395,145 @@ class Application:
 
     def asks_pending_any(self) -> bool:
         return len(self.pending_asks) > 0
+
+    # ---- core-made releases, replacement and timeouts ----------------------------------------------
+
+    def _unindex_placeholder(self, allocation: Allocation) -> None:
+        group = self.placeholders.get(allocation.task_group_name)
+        if group is not None:
+            group.pop(allocation.uuid, None)
+            if not group:
+                del self.placeholders[allocation.task_group_name]
+
+    def mark_releasing(self, uuid: str, termination: si.TerminationType) -> Allocation | None:
+        """The core releases an allocation: it stays booked until the RM confirms. None when it is
+        not allocated or already being released."""
+        allocation = self.allocations.get(uuid)
+        if allocation is None or uuid in self.releasing:
+            return None
+        self.releasing[uuid] = termination
+        if allocation.placeholder:
+            self._unindex_placeholder(allocation)
+        return allocation
+
+    def unmark_releasing(self, uuid: str) -> None:
+        """Undo ``mark_releasing`` (a replacement its owner refused)."""
+        if self.releasing.pop(uuid, None) is None:
+            return
+        allocation = self.allocations.get(uuid)
+        if allocation is not None and allocation.placeholder:
+            self.placeholders.setdefault(allocation.task_group_name, {})[uuid] = allocation
+
+    def is_confirmation(self, uuid: str, termination: si.TerminationType) -> bool:
+        """An RM release of ``uuid`` with this termination confirms a release the core made."""
+        return self.releasing.get(uuid) == termination
+
+    def placeholder_for(self, ask: Ask) -> Allocation | None:
+        """An allocated placeholder of the ask's task group the (real) ask fits in, oldest first."""
+        group = self.placeholders.get(ask.task_group_name) if not ask.placeholder else None
+        if not group:
+            return None
+        for placeholder in group.values():
+            if res.fits_in(ask.resource, placeholder.resource):
+                return placeholder
+        return None
+
+    def begin_replacement(self, placeholder: Allocation, real: Allocation) -> None:
+        """``real`` will replace ``placeholder`` once the RM confirms its PLACEHOLDER_REPLACED release."""
+        self.mark_releasing(placeholder.uuid, si.TerminationType.PLACEHOLDER_REPLACED)
+        self.replacements[placeholder.uuid] = real
+
+    def drop_replacement(self, placeholder_uuid: str) -> Allocation | None:
+        """Forget the replacement waiting on a placeholder (confirmed, refused or the placeholder gone)."""
+        return self.replacements.pop(placeholder_uuid, None) if self.replacements else None
+
+    def swap_in(
+        self, placeholder_uuid: str, real: Allocation, now: float, ask_timeout_ms: int
+    ) -> Allocation | None:
+        """The RM confirmed the replacement: the placeholder leaves, the real allocation takes its
+        place. Returns the placeholder (None if it is gone: nothing changes)."""
+        placeholder = self.remove_allocation(placeholder_uuid)
+        if placeholder is None:
+            return None
+        self.add_allocation(real)
+        if ask_timeout_ms > 0:
+            self.after_booking(real, ask_timeout_ms, now)
+        return placeholder
+
+    def _deadline(self, when: float) -> float:
+        if self.deadline_requests is not None:
+            self.deadline_requests.append(when)
+        return when
+
+    def after_booking(self, allocation: Allocation, ask_timeout_ms: int, now: float) -> None:
+        """Start the timers an allocation starts: the placeholder timeout at the first placeholder,
+        the ask's execution timeout for each of its allocations. Callers skip this when neither applies."""
+        if allocation.placeholder:
+            if "placeholder" not in self._timers_started:
+                self._timers_started.add("placeholder")
+                self.placeholder_deadline = self._deadline(now + self.placeholder_timeout)
+        elif ask_timeout_ms > 0:
+            self.allocation_deadlines[allocation.uuid] = self._deadline(now + ask_timeout_ms / 1000)
+
+    def next_deadline(self) -> float | None:
+        candidates = [d for d in (self.placeholder_deadline, self.run_deadline) if d is not None]
+        if self.allocation_deadlines:
+            candidates.append(min(self.allocation_deadlines.values()))
+        return min(candidates) if candidates else None
+
+    def due_timeouts(self, now: float) -> TimeoutPlan:
+        """Take the timeouts due at ``now`` and say what they do (reference 2.12; api.md execution
+        timeouts). Each deadline fires once."""
+        release: dict[str, Allocation] = {}
+        remove: list[str] = []
+        events: list[ApplicationEvent] = []
+        reasons: list[str] = []
+        state = self.state
+        if self.placeholder_deadline is not None and now >= self.placeholder_deadline - 1e-9:
+            self.placeholder_deadline = None
+            unused = [a for group in self.placeholders.values() for a in group.values()]
+            # asks with nothing left to place stay: their allocations tell the rest of the story
+            waiting = [key for key, ask in self.asks.items() if ask.placeholder and ask.pending > 0]
+            for allocation in unused:
+                release[allocation.uuid] = allocation
+            if state in (S.STARTING, S.RUNNING, S.COMPLETING):
+                remove.extend(waiting)
+            elif state in (S.NEW, S.ACCEPTED):
+                if self.gang_scheduling_style == GANG_STYLE_HARD:
+                    events.append(ApplicationEvent.FAIL)
+                    remove.extend(key for key, ask in self.asks.items() if ask.pending > 0)
+                else:
+                    events.append(ApplicationEvent.RESUME)
+                    remove.extend(waiting)
+                    if any(not ask.placeholder and ask.pending > 0 for ask in self.asks.values()):
+                        events.append(ApplicationEvent.RUN)  # on as a normal application
+            if release or remove or events:
+                reasons.append(f"placeholder timeout of application {self.application_id}")
+        if self.run_deadline is not None and now >= self.run_deadline - 1e-9:
+            self.run_deadline = None
+            if state in RUNNING_STATES:
+                for uuid, allocation in self.allocations.items():
+                    if uuid not in self.releasing:
+                        release[uuid] = allocation
+                remove.extend(key for key, ask in self.asks.items() if ask.pending > 0)
+                events.append(ApplicationEvent.FAIL)
+                reasons.append(f"execution timeout of application {self.application_id}")
+        if self.allocation_deadlines:
+            for uuid, deadline in list(self.allocation_deadlines.items()):
+                if now >= deadline - 1e-9:
+                    del self.allocation_deadlines[uuid]
+                    allocation = self.allocations.get(uuid)
+                    if allocation is not None and uuid not in self.releasing:
+                        release[uuid] = allocation
+                        if not reasons:
+                            reasons.append(f"execution timeout of allocation {uuid}")
+        return TimeoutPlan(
+            release=tuple(release.values()),
+            remove_asks=tuple(dict.fromkeys(remove)),
+            events=tuple(events),
+            reason="; ".join(reasons),
+        )
+
+    def may_fail_finally(self) -> bool:
+        """Failing with nothing left booked: the second failApplication makes it Failed."""
+        return self.state is S.FAILING and not self.allocations

@@ -106,9 +106,14 @@ def app_allocation(
 
 
 def request(
-    application_id: str, allocation_key: str, change: si.EventChangeType, message: str
+    application_id: str,
+    allocation_key: str,
+    change: si.EventChangeType,
+    message: str,
+    detail: si.EventChangeDetail | None = None,
 ) -> si.EventRecord:
-    detail = Detail.APP_REQUEST if change == Change.ADD else Detail.REQUEST_CANCEL
+    if detail is None:
+        detail = Detail.APP_REQUEST if change == Change.ADD else Detail.REQUEST_CANCEL
     return record(Kind.REQUEST, allocation_key, message, change, detail, group_id=application_id)
 
 

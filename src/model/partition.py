@@ -26,10 +26,11 @@ from korral.model.application import (
     Application,
     ApplicationEvent,
     ApplicationState,
+    advance_after_allocation,
     advance_for_recovery,
 )
 from korral.model.node import Node
-from korral.model.queue import ROOT, SORT_STATE_AWARE, Queue, QueueState
+from korral.model.queue import ROOT, SORT_FIFO, SORT_STATE_AWARE, Queue, QueueState
 from korral.model.resource import Resource
 from korral.policies.ordering import IncrementalOrder
 from korral.policies.placement import (
@@ -99,9 +100,11 @@ class PartitionModel:
         reservation_delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         predicate: Predicate | None = None,
+        placeholder_timeout: float = 900.0,
         uuid_token: str | None = None,
     ) -> None:
         self.name = name
+        self.placeholder_timeout = placeholder_timeout
         self.rm_id = rm_id
         self.clock = clock
         self.reservation_delay = reservation_delay
@@ -143,6 +146,14 @@ class PartitionModel:
         # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
         self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
+        # releases the core made (allocation, termination, message): booked until the RM confirms
+        self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
+        # asks the core removed (timeouts): (application, allocation key, message)
+        self.released_asks: list[tuple[str, str, str]] = []
+        # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
+        self.swapped_in: list[Allocation] = []
+        # applications that may have a real ask to put in an allocated placeholder of its task group
+        self.replace_candidates: dict[str, Application] = {}
         self.apply_config(config, initial=True)
 
     # ---- configuration -----------------------------------------------------------------------------
@@ -414,6 +425,7 @@ class PartitionModel:
             )
         if not queue.is_managed:
             self._apply_namespace_tags(queue, tags)
+        self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
         now = self.clock()
         app = Application(
             application_id,
@@ -427,10 +439,29 @@ class PartitionModel:
             placeholder_ask=dict(placeholder_ask or {}),
             execution_timeout_ms=execution_timeout_ms,
             gang_scheduling_style=gang_scheduling_style,
+            placeholder_timeout=self.placeholder_timeout,
         )
         self.applications[application_id] = app
         queue.applications[application_id] = app
         return app
+
+    def _check_gang_admission(self, application_id: str, queue: Queue, placeholder_ask: Resource) -> None:
+        """A gang (an application with a placeholder ask) only goes to a FIFO leaf whose max along the
+        path holds the whole placeholder ask (YuniKorn's partition AddApplication, its reasons)."""
+        if not placeholder_ask:
+            return
+        if queue.sort_policy != SORT_FIFO:
+            raise ModelError(
+                f"queue {queue.path} cannot run application {application_id} with task group request: "
+                "unsupported sort type"
+            )
+        self.refresh_limits()
+        limit = queue.effective_max
+        if limit is not None and not res.fits_in_max(placeholder_ask, limit):
+            raise ModelError(
+                f"queue {queue.path} cannot fit application {application_id}: task group request "
+                f"{res.to_string(placeholder_ask)} larger than max queue allocation {res.to_string(limit)}"
+            )
 
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
         """``add_application`` for an SI request (every driver's entry point)."""
@@ -486,6 +517,7 @@ class PartitionModel:
             queue.applications.pop(application_id, None)
             queue.update_app(app)
         del self.applications[application_id]
+        self.replace_candidates.pop(application_id, None)
         return released
 
     def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
@@ -513,6 +545,10 @@ class PartitionModel:
             ApplicationState.RUNNING,
         ):
             self._transition(app, ApplicationEvent.COMPLETE)
+        elif app.may_fail_finally():
+            # Failing with nothing left: Failed, and the application leaves the partition
+            self._transition(app, ApplicationEvent.FAIL)
+            self.remove_application(app.application_id)
 
     def expire_completing(self, completing_timeout: float) -> list[str]:
         """Completing applications idle for ``completing_timeout`` become Completed and leave their queue."""
@@ -590,6 +626,8 @@ class PartitionModel:
             # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
             self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
+        if ask.task_group_name and not ask.placeholder and app.placeholders:
+            self.replace_candidates[app.application_id] = app
         app.quota_blocked_at = -1  # a new ask may fit where the others did not
         q: Queue | None = queue
         while q is not None:  # every ancestor: one may be marked while a child below is not
@@ -653,6 +691,9 @@ class PartitionModel:
         )
         queue = self.queues[app.queue_path]
         app.add_allocation(recovered)
+        if recovered.placeholder:
+            app.after_booking(recovered, 0, self.clock())
+            self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
         node.add_allocation(recovered)
         self._reorder_node(node)
@@ -680,14 +721,28 @@ class PartitionModel:
             node.remove_allocation(uuid)
             self._reorder_node(node)
         self._resources_changed()
+        if app.replacements:
+            real = app.drop_replacement(uuid)
+            if real is not None:
+                self._return_repeat(app, real)  # the placeholder went another way: the ask waits again
         if complete:
             self._maybe_complete(app)
         return allocation
 
     def release_allocations(
-        self, application_id: str, *, uuid: str = "", allocation_key: str = ""
+        self,
+        application_id: str,
+        *,
+        uuid: str = "",
+        allocation_key: str = "",
+        termination: si.TerminationType = si.TerminationType.STOPPED_BY_RM,
     ) -> list[Allocation]:
-        """Release by uuid, else every allocation of the key, else all of the application's."""
+        """RM releases by uuid, else every allocation of the key, else all of the application's.
+
+        A release of an allocation the core is releasing, with the same termination type, is the RM's
+        confirmation: the allocation goes (and a waiting replacement comes in) but is not returned, as
+        the RM is not told again. A second confirmation finds nothing.
+        """
         app = self.applications.get(application_id)
         if app is None:
             return []
@@ -697,9 +752,174 @@ class PartitionModel:
             targets = [a.uuid for a in app.allocations_for_key(allocation_key)]
         else:
             targets = list(app.allocations)
-        released = [self.release_allocation(application_id, target, complete=False) for target in targets]
-        self._maybe_complete(app)
-        return [a for a in released if a is not None]
+        released: list[Allocation] = []
+        for target in targets:
+            if app.releasing and app.is_confirmation(target, termination):
+                self.confirm_release(app, target)
+                continue
+            done = self.release_allocation(application_id, target, complete=False)
+            if done is not None:
+                released.append(done)
+        if application_id in self.applications:
+            self._maybe_complete(app)
+        return released
+
+    def confirm_release(self, app: Application, uuid: str) -> None:
+        """The RM confirmed a release the core made: free it, or swap in the replacement waiting on it."""
+        real = app.drop_replacement(uuid) if app.replacements else None
+        if real is None:
+            self.release_allocation(app.application_id, uuid, complete=False)
+        else:
+            self.swap_in(app, uuid, real)
+
+    def swap_in(self, app: Application, placeholder_uuid: str, real: Allocation) -> Allocation | None:
+        """Replace an allocated placeholder by the real allocation on its node: node, queue and
+        application usage move by the difference. Returns the real allocation (None: nothing done)."""
+        ask = app.asks.get(real.allocation_key)
+        timeout_ms = ask.execution_timeout_ms if ask is not None else 0
+        placeholder = app.swap_in(placeholder_uuid, real, self.clock(), timeout_ms)
+        if placeholder is None:
+            return None
+        queue = self.queues.get(app.queue_path)
+        if queue is not None:
+            queue.add_allocated(placeholder.resource, -1)
+            queue.add_allocated(real.resource)
+            queue.update_app(app)
+        node = self.nodes.get(real.node_id)
+        if node is not None:
+            node.remove_allocation(placeholder_uuid)
+            node.add_allocation(real)
+            self._reorder_node(node)
+        self._resources_changed()
+        if app.state is _ACCEPTED or app.state is _STARTING:
+            advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
+        self.swapped_in.append(real)
+        return real
+
+    def _return_repeat(self, app: Application, allocation: Allocation) -> None:
+        """The repeat an undone allocation or replacement took goes back to its ask (same generation)."""
+        ask = app.asks.get(allocation.allocation_key)
+        if ask is None or ask.generation != allocation.ask_generation:
+            return
+        app.return_pending(ask)
+        queue = self.queues[app.queue_path]
+        queue.add_pending(ask.resource)
+        queue.update_app(app)
+        if ask.task_group_name and app.placeholders:
+            self.replace_candidates[app.application_id] = app
+        # the returned repeat is new work: drop what the walk learnt while it was away
+        self._resources_changed()
+
+    def core_release(
+        self, application_id: str, uuid: str, termination: si.TerminationType, message: str
+    ) -> Allocation | None:
+        """The core releases an allocation (TIMEOUT, PLACEHOLDER_REPLACED, preemption): it is reported
+        to the RM and stays booked on node, queue and application until the RM confirms."""
+        app = self.applications.get(application_id)
+        allocation = app.mark_releasing(uuid, termination) if app is not None else None
+        if allocation is not None:
+            self.core_releases.append((allocation, termination, message))
+        return allocation
+
+    # ---- gang replacement --------------------------------------------------------------------------
+
+    def _try_replacements(self, now: float) -> Allocation | None:
+        """YuniKorn's placeholder step, between reserved asks and the queue walk: a real ask of a task
+        group that fits an allocated placeholder of its group replaces it instead of searching nodes.
+
+        The result is the real allocation (``replaces`` names the placeholder); it is booked on the
+        node only once the RM confirms the placeholder's PLACEHOLDER_REPLACED release.
+        """
+        candidates = self.replace_candidates
+        for application_id, app in list(candidates.items()):
+            refused = False  # by the RM's predicates: time (or the RM) may change that
+            if app.placeholders and app.state not in _TERMINAL_OR_FAILING:
+                for ask in app.iter_pending_asks():
+                    if ask.placeholder or not ask.task_group_name:
+                        continue
+                    placeholder = app.placeholder_for(ask)
+                    if placeholder is None or placeholder.node_id not in self.nodes:
+                        continue
+                    # the RM's predicates still have their say on the placeholder's node
+                    if self.predicate is not None and not self._predicate(
+                        ask.allocation_key, placeholder.node_id, True
+                    ):
+                        refused = True
+                        continue
+                    return self.replace(app, ask, placeholder)
+            if not refused:
+                del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
+        return None
+
+    def replace(self, app: Application, ask: Ask, placeholder: Allocation) -> Allocation:
+        """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
+        placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
+        queue = self.queues[app.queue_path]
+        real = _new_tuple(
+            Allocation,
+            (
+                f"{self._uuid_prefix}{next(self._uuid_seq)}",
+                ask.allocation_key,
+                app.application_id,
+                placeholder.node_id,
+                ask.resource,
+                self.name,
+                queue.path,
+                ask.priority,
+                False,
+                ask.task_group_name,
+                ask.tags,
+                ask.generation,
+                False,
+                placeholder.uuid,
+            ),
+        )
+        app.take_pending(ask)
+        queue.add_pending(ask.resource, -1)
+        if ask.failed_since is not None:
+            ask.failed_since = None
+            self.unschedulable.pop((app.application_id, ask.allocation_key), None)
+        app.begin_replacement(placeholder, real)
+        self.core_releases.append(
+            (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
+        )
+        queue.update_app(app)
+        return real
+
+    def undo_replacement(self, real: Allocation) -> None:
+        """A replacement its owner refused: the placeholder is free again and the ask gets its repeat."""
+        app = self.applications.get(real.application_id)
+        recorded = app.replacements.get(real.replaces) if app is not None else None
+        if recorded is None or recorded.uuid != real.uuid:
+            return  # undone already, or a later replacement of the same placeholder
+        app.drop_replacement(real.replaces)
+        if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:
+            app.unmark_releasing(real.replaces)
+        self._return_repeat(app, real)
+
+    # ---- timeouts ----------------------------------------------------------------------------------
+
+    def expire_timeouts(self) -> None:
+        """Apply every timeout due now (placeholder, application and allocation execution timeouts).
+
+        The reference calls this; the actors run each application's timers on the core's timer
+        service and apply the same ``Application.due_timeouts`` plan in the application's owner."""
+        now = self.clock()
+        for app in list(self.applications.values()):
+            deadline = app.next_deadline()
+            if deadline is None or now < deadline - 1e-9:
+                continue
+            plan = app.due_timeouts(now)
+            for allocation in plan.release:
+                self.core_release(
+                    app.application_id, allocation.uuid, si.TerminationType.TIMEOUT, plan.reason
+                )
+            for key in plan.remove_asks:
+                if self.remove_ask(app.application_id, key, complete=False) is not None:
+                    self.released_asks.append((app.application_id, key, plan.reason))
+            for event in plan.events:
+                self._transition(app, event, plan.reason)
+            self._maybe_complete(app)
 
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
@@ -720,6 +940,7 @@ class PartitionModel:
                 ask.tags,
                 ask.generation,
                 False,
+                "",
             ),
         )
         app.book(ask, allocation)
@@ -735,12 +956,14 @@ class PartitionModel:
         node.add_allocation(allocation)
         self._reorder_node(node)
         state = app.state
-        if state is _ACCEPTED:
-            self._transition(app, ApplicationEvent.RUN)
-            if app.state_aware_disabled:
-                self._transition(app, ApplicationEvent.RUN)
-        elif state is _STARTING:
-            self._transition(app, ApplicationEvent.RUN)
+        if state is _ACCEPTED or state is _STARTING:
+            advance_after_allocation(
+                app, ask.placeholder, lambda: self._transition(app, ApplicationEvent.RUN)
+            )
+        if ask.placeholder or ask.execution_timeout_ms > 0:
+            app.after_booking(allocation, ask.execution_timeout_ms, self.clock())
+            if ask.placeholder and app.real_group_asks:
+                self.replace_candidates[app.application_id] = app
         queue.app_allocated(app, ask)
         return allocation
 
@@ -809,6 +1032,10 @@ class PartitionModel:
         now = self.clock()
         if self.reservations:
             allocation = self._try_reserved(now)
+            if allocation is not None:
+                return allocation
+        if self.replace_candidates:
+            allocation = self._try_replacements(now)
             if allocation is not None:
                 return allocation
         return self._walk(self.root, now)
@@ -988,6 +1215,15 @@ class PartitionModel:
 _ACCEPTED = ApplicationState.ACCEPTED
 _STARTING = ApplicationState.STARTING
 _STOPPED = QueueState.STOPPED
+_TERMINAL_OR_FAILING = frozenset(
+    {
+        ApplicationState.FAILING,
+        ApplicationState.FAILED,
+        ApplicationState.COMPLETED,
+        ApplicationState.REJECTED,
+        ApplicationState.EXPIRED,
+    }
+)
 
 
 def _parse_resource_tag(value: str | None) -> Resource | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
@@ -27,6 +28,10 @@ class SchedulingView(PartitionModel):
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
         self._released_with_node: dict[str, str] = {}
+        # placeholder uuid -> the replacement waiting on it, for placeholders that left with their node:
+        # the real ask gets its repeat back when the owner says so (its release of the placeholder), as
+        # the owner only then gives it back; earlier, the view would propose what the owner refuses
+        self._replaced_with_node: dict[str, Allocation] = {}
 
     def insert_application(
         self,
@@ -70,6 +75,11 @@ class SchedulingView(PartitionModel):
         if self._released_with_node:
             for uuid in [u for u, a in self._released_with_node.items() if a == application_id]:
                 del self._released_with_node[uuid]
+        if self._replaced_with_node:
+            for uuid in [
+                u for u, r in self._replaced_with_node.items() if r.application_id == application_id
+            ]:
+                del self._replaced_with_node[uuid]
 
     def put_asks(self, asks: list[Ask]) -> None:
         """Add or replace asks as their owner built them (same key, generation and repeats).
@@ -127,6 +137,11 @@ class SchedulingView(PartitionModel):
         if self._released_with_node:
             self._released_with_node.pop(allocation.uuid, None)  # confirmed: no rollback will come
         self.release_allocation(allocation.application_id, allocation.uuid)
+        if self._replaced_with_node:
+            real = self._replaced_with_node.pop(allocation.uuid, None)
+            app = self.applications.get(allocation.application_id)
+            if real is not None and app is not None:
+                self._return_repeat(app, real)
 
     def adopt_recovered(self, allocation: Allocation) -> None:
         app = self.applications.get(allocation.application_id)
@@ -162,8 +177,38 @@ class SchedulingView(PartitionModel):
         for uuid, allocation in node.allocations.items():
             if not allocation.recovered:
                 self._released_with_node[uuid] = allocation.application_id
+            app = self.applications.get(allocation.application_id)
+            if app is not None and app.replacements and uuid in app.replacements:
+                self._replaced_with_node[uuid] = app.replacements.pop(uuid)
         # its owners decide the applications' states; an unconfirmed proposal must not complete one
         self.remove_node(node_id, complete=False)
+
+    # ---- gang replacement and core-made releases ---------------------------------------------------
+
+    def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> None:
+        """The owner swapped a confirmed replacement in: do the same here (idempotent)."""
+        app = self.applications.get(application_id)
+        if self._replaced_with_node:
+            self._replaced_with_node.pop(placeholder_uuid, None)  # swapped: its node is the real's now
+        if app is None:
+            return
+        app.drop_replacement(placeholder_uuid)
+        if placeholder_uuid in app.allocations and real.uuid not in app.allocations:
+            self.swap_in(app, placeholder_uuid, real)
+        self.swapped_in.clear()  # the owner reports it to the RM
+
+    def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
+        """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""
+        app = self.applications.get(application_id)
+        if app is not None and uuid in app.allocations:
+            app.mark_releasing(uuid, si.TerminationType(termination))
+            # a replacement decided here may still be on its way: the timeout's type wins, so that
+            # its refusal (``undo_replacement``) leaves the placeholder released
+            app.releasing[uuid] = si.TerminationType(termination)
+
+    def take_core_releases(self) -> None:
+        """The owners report releases to the RM; the view's own record of them is not needed."""
+        self.core_releases.clear()
 
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
