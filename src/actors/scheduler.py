@@ -339,7 +339,8 @@ class SchedulerActor(ThreadedActor):
                 replacing[allocation.node_id].append((allocation, app))
             else:
                 by_node[allocation.node_id].append((allocation, app))
-        for node_id in by_node.keys() | replacing.keys():
+        # in a fixed order (not a set's): the simulated runtime replays a run message for message
+        for node_id in [*by_node, *(n for n in replacing if n not in by_node)]:
             placements = by_node.get(node_id, [])
             replacements = replacing.get(node_id, [])
             node = self.nodes.get(node_id)
