@@ -23,7 +23,14 @@ from korral.actors.rmproxy import (
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
-from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.info import (
+    ApplicationInfo,
+    GroupUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+)
 
 DEFAULT_SETTINGS: dict[str, float] = {
     "scheduling_interval": 0.1,
@@ -191,6 +198,14 @@ class Core:
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         return self._snapshot(partition, "scheduler")
+
+    def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
+        """What is tracked for the user under user/group limits, per queue path; None if unknown."""
+        return self._snapshot(partition, f"user:{user}")
+
+    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
+        """What is tracked for the group under user/group limits, per queue path; None if untracked."""
+        return self._snapshot(partition, f"group:{group}")
 
 
 def start(**settings: float) -> Core:

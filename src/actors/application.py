@@ -246,5 +246,11 @@ class ApplicationActor(PoolActor):
         records.extend(
             events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
         )
+        for allocation in effects.new_allocations:
+            records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))
+        for allocation, _, _ in effects.released:
+            records.extend(
+                events.user_group_usage(allocation, app.user, app.limit_group, events.Change.REMOVE)
+            )
         if records:
             self.dispatcher.tell(Deliver(method="send_event", argument=records))

@@ -369,6 +369,7 @@ class PartitionActor(ThreadedActor):
             gang_scheduling_style=app.gang_scheduling_style,
             ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
         )
+        owned.limit_group = app.limit_group
         handle = start_actor(
             ApplicationActor,
             self.tracker,
@@ -395,6 +396,7 @@ class PartitionActor(ThreadedActor):
             placeholder_ask=dict(app.placeholder_ask),
             execution_timeout_ms=app.execution_timeout_ms,
             gang_scheduling_style=app.gang_scheduling_style,
+            limit_group=app.limit_group,
         )
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
@@ -506,6 +508,9 @@ class PartitionActor(ThreadedActor):
             return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
         if kind == "scheduler":
             return self.ask(self.scheduler, Snapshot(detail=""))
+        if kind in ("user", "group"):
+            # the scheduler's view owns user and group usage (derived from the allocations it holds)
+            return self.ask(self.scheduler, message)
         raise ValueError(f"unknown snapshot {message.detail!r}")
 
     def _partition_info(self) -> PartitionInfo:

@@ -33,6 +33,7 @@ from korral.actors.messages import (
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.info import GroupUsageInfo, UserUsageInfo, limit_usage_infos
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
@@ -144,6 +145,7 @@ class SchedulerActor(ThreadedActor):
             placeholder_ask=spec.placeholder_ask,
             execution_timeout_ms=spec.execution_timeout_ms,
             gang_scheduling_style=spec.gang_scheduling_style,
+            limit_group=spec.limit_group,
         )
 
     def on_AppGone(self, message: AppGone) -> None:
@@ -287,6 +289,17 @@ class SchedulerActor(ThreadedActor):
             node_id = message.detail.split(":", 1)[1]
             node = self.view.nodes.get(node_id)
             return [node.reservation[0]] if node is not None and node.reservation else []
+        kind, _, name = message.detail.partition(":")
+        if kind == "user":
+            rows = self.view.ugm.user_usage(name)
+            if rows is None:
+                return None
+            return UserUsageInfo(user=name, partition=self.view.name, queues=limit_usage_infos(rows))
+        if kind == "group":
+            rows = self.view.ugm.group_usage(name)
+            if rows is None:
+                return None
+            return GroupUsageInfo(group=name, partition=self.view.name, queues=limit_usage_infos(rows))
         return {
             "cycles": self.cycles,
             "proposals": self.proposals,

@@ -180,6 +180,8 @@ class Application:
         self.placeholder_allocated: Resource = {}
         # allocation_key -> node_id of the reservations this application holds
         self.reservations: dict[str, str] = {}
+        # the group its usage is tracked against for user/group limits ("" none), resolved when added
+        self.limit_group = ""
         # the partition's resource epoch at which every pending ask was over a queue limit (-1: not)
         self.quota_blocked_at = -1
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"

@@ -30,6 +30,7 @@ from korral.model.application import (
 from korral.model.node import Node
 from korral.model.queue import ROOT, SORT_STATE_AWARE, Queue, QueueState
 from korral.model.resource import Resource
+from korral.model.ugm import UserGroupTracker
 from korral.policies.ordering import IncrementalOrder
 from korral.policies.placement import (
     Placement,
@@ -131,6 +132,8 @@ class PartitionModel:
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
+        # user and group usage and limits (YuniKorn's user/group manager)
+        self.ugm = UserGroupTracker(config)
         self.apply_config(config, initial=True)
 
     # ---- configuration -----------------------------------------------------------------------------
@@ -157,6 +160,7 @@ class PartitionModel:
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
                 queue.state = QueueState.DRAINING
+        self.ugm.apply_config(config)  # usage kept: lowered limits block new work, never evict
         self._limits_dirty = True
         self._rebuild_node_order()
 
@@ -418,7 +422,16 @@ class PartitionModel:
         )
         self.applications[application_id] = app
         queue.applications[application_id] = app
+        self.track_user(app)
         return app
+
+    def track_user(self, app: Application, group: str | None = None, *, resolve: bool = True) -> None:
+        """Start tracking the application's usage for its user and for its group, resolved here
+        from the limits on its queue path unless given (``resolve=False``)."""
+        if resolve:
+            group = self.ugm.resolve_group(app.queue_path, app.groups)
+        app.limit_group = group or ""
+        self.ugm.add_application(app.application_id, app.queue_path, app.user, group)
 
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
         """``add_application`` for an SI request (every driver's entry point)."""
@@ -474,6 +487,7 @@ class PartitionModel:
             queue.applications.pop(application_id, None)
             queue.update_app(app)
         del self.applications[application_id]
+        self.ugm.remove_application(application_id)
         return released
 
     def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
@@ -513,6 +527,7 @@ class PartitionModel:
                     queue.applications.pop(app.application_id, None)
                     queue.update_app(app)
                 del self.applications[app.application_id]
+                self.ugm.remove_application(app.application_id)
                 done.append(app.application_id)
         return done
 
@@ -638,6 +653,7 @@ class PartitionModel:
         queue = self.queues[app.queue_path]
         app.add_allocation(recovered)
         queue.add_allocated(recovered.resource)
+        self.ugm.allocated(app.application_id, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
         self._reorder_node(node)
         advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
@@ -653,6 +669,7 @@ class PartitionModel:
         allocation = app.remove_allocation(uuid)
         if allocation is None:
             return None
+        self.ugm.released(application_id, allocation.resource)
         queue = self.queues.get(app.queue_path)
         if queue is not None:
             queue.add_allocated(allocation.resource, -1)
@@ -705,6 +722,7 @@ class PartitionModel:
             ),
         )
         app.book(ask, allocation)
+        self.ugm.allocated(app.application_id, ask.resource)
         if ask.failed_since is not None:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
@@ -816,6 +834,8 @@ class PartitionModel:
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     all_blocked = False
                     continue
+                if not self._user_limits_admit(app):
+                    continue  # blocked until one of its user's or group's applications ends (epoch)
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
@@ -861,6 +881,7 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
+        user_limited = self.ugm.is_limited(app.application_id)
         pending_asks = app.pending_asks
         asks = pending_asks.items
         entries = pending_asks.entries
@@ -876,6 +897,8 @@ class PartitionModel:
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
                 continue
+            if user_limited and self.ugm.over_limit(app.application_id, ask.resource):
+                continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
             node = self._find_node(ask)
             if node is not None:
@@ -885,6 +908,11 @@ class PartitionModel:
         if only_quota_blocked:
             app.quota_blocked_at = epoch
         return None
+
+    def _user_limits_admit(self, app: Application) -> bool:
+        """May the application get an allocation at all under its user's and group's
+        ``maxapplications``? (One already running always may.)"""
+        return self.ugm.can_run_app(app.application_id)
 
     def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:
         """The ask fits its queue but no node: remember since when (returned), report it as outstanding."""
@@ -942,6 +970,8 @@ class PartitionModel:
                 continue
             queue = self.queues[app.queue_path]
             if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
+                continue
+            if not self._user_limits_admit(app) or self.ugm.over_limit(application_id, ask.resource):
                 continue
             target: Node | None = None
             if (
