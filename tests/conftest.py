@@ -81,7 +81,34 @@ def check_invariants(partition: PartitionModel) -> None:
         assert queue.running_apps == running, f"{queue.path} running applications"
     root_used = _total(a.resource for n in nodes.values() for a in n.allocations.values())
     assert res.equals(partition.root.allocated, root_used), "root allocated != sum of node allocations"
+    check_user_group_usage(partition)
     check_orders(partition)
+
+
+def check_user_group_usage(partition: PartitionModel) -> None:
+    """User and group usage equal a recount from the applications' allocations, at every queue."""
+    expected: dict[tuple[str, str, str], dict[str, int]] = {}
+    running: dict[tuple[str, str, str], set[str]] = {}
+    for app in partition.applications.values():
+        owners = [("user", app.user)] + ([("group", app.limit_group)] if app.limit_group else [])
+        parts = app.queue_path.split(".")
+        for depth in range(len(parts)):
+            path = ".".join(parts[: depth + 1])
+            for kind, name in owners:
+                key = (kind, name, path)
+                res.add_into(expected.setdefault(key, {}), app.allocated)
+                if app.allocations:
+                    running.setdefault(key, set()).add(app.application_id)
+    tracker = partition.ugm
+    for kind, table in (("user", tracker.users), ("group", tracker.groups)):
+        for name, by_path in table.items():
+            for path, usage in by_path.items():
+                key = (kind, name, path)
+                assert res.equals(usage.resource, expected.get(key, {})), f"{kind} {name} usage at {path}"
+                assert usage.running == running.get(key, set()), f"{kind} {name} running apps at {path}"
+    for kind, name, path in expected:
+        table = tracker.users if kind == "user" else tracker.groups
+        assert path in table.get(name, {}), f"{kind} {name} not tracked at {path}"
 
 
 def _live(order) -> list[tuple]:

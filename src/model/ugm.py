@@ -9,7 +9,8 @@ walk asks it whether an allocation fits (``over_limit``) and whether an applicat
   running there (those with at least one allocation).
 - An application's group is resolved once, when it is added: the first group, walking the path from
   the leaf up, that has a configured limit and that the user belongs to; else the wildcard group ``*``
-  where one is configured on the path; else none (no group usage is tracked for it).
+  where one is configured on the path (and the user is in any group at all); else none (no group usage
+  is tracked for it).
 - The limit of a user at a queue is its named limit there, else the wildcard user limit there (a
   wildcard user limit applies to each user on its own). The limit of a group at a queue is that
   group's named limit there; the wildcard group ``*`` is tracked as one group, so its limit applies to
@@ -82,6 +83,8 @@ def path_levels(queue_path: str) -> tuple[str, ...]:
 def resolve_group(limits: Mapping[str, QueueLimits], queue_path: str, groups: Iterable[str]) -> str | None:
     """The group an application of a user in ``groups`` is tracked against (None: none)."""
     member_of = set(groups)
+    if not member_of:
+        return None  # a user without groups is never tracked against one (not even the wildcard)
     levels = path_levels(queue_path)
     wildcard = False
     for level in reversed(levels):
