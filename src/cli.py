@@ -104,6 +104,11 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="only the sequential reference, in this fresh process (its own speed, one thread)",
 )
+@click.option(
+    "--user-limits",
+    is_flag=True,
+    help="scale workload: user limits on half its leaves (never reached: measures the checks' cost)",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -114,6 +119,7 @@ def bench(
     sweep: bool,
     out: Path,
     reference_only: bool,
+    user_limits: bool = False,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
     from rich.console import Console
@@ -151,7 +157,7 @@ def bench(
         console.print("written: " + ", ".join(str(p) for p in paths))
         _write_json(json_file, results)
         return
-    chosen = workloads.build(workload, nodes, asks, seed, rate)
+    chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
     if reference_only:
         reference = runner.run_reference(chosen)
         document = runner.reference_json(chosen, reference)
