@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from core_helpers import NODE, add_apps, add_nodes, check_invariants, mem, part, running
 
 import korral
@@ -181,3 +184,27 @@ def test_user_and_group_resource_events():
             ("alice", Detail.UG_USER_RESOURCE, Change.REMOVE, "root.team.b", {"memory": 100}),
             ("dev", Detail.UG_GROUP_RESOURCE, Change.REMOVE, "root.team.b", {"memory": 100}),
         ]
+
+
+def test_usage_reads_the_owners_not_a_scheduler_busy_in_the_predicates():
+    entered, gate = threading.Event(), threading.Event()
+
+    def predicate(args: si.PredicatesArgs) -> bool:
+        entered.set()
+        gate.wait(30.0)  # the RM's plugin is slow: the scheduler waits on it
+        return True
+
+    with running(LIMITS, rm=t.RecordingRM("rm", predicate=predicate)) as (core, rm):
+        add_nodes(core, rm, ["n1"], BIG_NODE)
+        add_apps(core, rm, {"app1": "root.team.b"}, user="alice", groups=["dev"])
+        core.update_allocation(t.asks("rm", "app1", 1, ONE_GB))
+        assert entered.wait(5.0)
+        started = time.monotonic()
+        usage = core.user_usage(P, "alice")
+        group = core.group_usage(P, "dev")
+        assert time.monotonic() - started < 5.0  # waiting for the gate would take 30 s
+        assert usage is not None and usage.queues[0].resource == {}  # nothing confirmed yet
+        assert group is not None and group.queues[-1].queue_path == "root.team.b"
+        gate.set()
+        core.wait_until_idle()
+        assert mem(core.user_usage(P, "alice").queues[0].resource) == GB

@@ -146,6 +146,16 @@ class QueueUsage:
     max_applications: int
 
 
+@attrs.frozen
+class AppUsage:
+    """What an application's owner reports of it: where it runs, what it holds, whether it runs."""
+
+    application_id: str
+    queue_path: str
+    allocated: Resource
+    running: bool
+
+
 class UserGroupTracker:
     """Per partition: usage per user and per group along queue paths, and the limits on them."""
 
@@ -328,22 +338,39 @@ class UserGroupTracker:
     # ---- reading -----------------------------------------------------------------------------------
 
     def user_usage(self, user: str) -> list[QueueUsage] | None:
-        """Per queue path (sorted), the user's usage and the limit that applies; None if unknown."""
-        by_path = self.users.get(user)
-        if by_path is None:
-            return None
-        return [
-            self._queue_usage(path, usage, self.user_limit(path, user))
-            for path, usage in sorted(by_path.items())
-        ]
+        """Per queue path of the user's applications (sorted), its usage and the limit that applies
+        there; None for a user without applications here."""
+        return self._rows("user", user, self.users.get(user))
 
     def group_usage(self, group: str) -> list[QueueUsage] | None:
-        by_path = self.groups.get(group)
+        """As ``user_usage``, for a group applications resolved to; None if none did."""
+        return self._rows("group", group, self.groups.get(group))
+
+    def _rows(self, kind: str, name: str, by_path: dict[str, Usage] | None) -> list[QueueUsage] | None:
         if by_path is None:
             return None
+        paths: set[str] = set()
+        for tracking in self.apps.values():
+            if (tracking.user if kind == "user" else tracking.group) == name:
+                paths.update(path_levels(tracking.queue_path))
+        limit_of = self.user_limit if kind == "user" else self.group_limit
+        return [self._queue_usage(path, by_path[path], limit_of(path, name)) for path in sorted(paths)]
+
+    def usage_rows(self, kind: str, name: str, apps: Iterable[AppUsage]) -> list[QueueUsage] | None:
+        """The rows of ``user_usage`` / ``group_usage`` from what the applications' owners report
+        (the actors' query: confirmed allocations, not the scheduler's proposals)."""
+        by_path: dict[str, Usage] = {}
+        for app in apps:
+            for path in path_levels(app.queue_path):
+                usage = by_path.setdefault(path, Usage())
+                res.add_into(usage.resource, app.allocated)
+                if app.running:
+                    usage.running.add(app.application_id)
+        if not by_path:
+            return None
+        limit_of = self.user_limit if kind == "user" else self.group_limit
         return [
-            self._queue_usage(path, usage, self.group_limit(path, group))
-            for path, usage in sorted(by_path.items())
+            self._queue_usage(path, usage, limit_of(path, name)) for path, usage in sorted(by_path.items())
         ]
 
     @staticmethod
