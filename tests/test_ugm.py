@@ -180,12 +180,17 @@ def test_parent_limits_count_the_whole_subtree() -> None:
     tracker.allocated("a", {"memory": 30})
     assert tracker.over_limit("b", {"memory": 21})  # 30 in a + 21 in b > 50 at the parent
     assert not tracker.over_limit("b", {"memory": 20})
+    assert tracker.headroom("b") == {"memory": 20}  # the minimum along the path
     rows = {row.queue_path: row for row in tracker.user_usage("bob") or []}
     assert rows["root.parent"].resource == {"memory": 30}
     assert rows["root.parent"].running_applications == ("a",)
     assert rows["root.parent.b"].resource == {}
     assert rows["root.parent"].max_resources == {"memory": 50}
     assert rows["root"].max_resources == {} and rows["root"].max_applications == 0
+    tracker.add_application("c", "root.parent.a", "bob", "ops")
+    assert tracker.headroom("c") == {"memory": 20}  # ops' 30 at the leaf is not the lowest
+    tracker.allocated("c", {"memory": 10})
+    assert tracker.headroom("c") == {"memory": 10}  # bob: 50 - 40 at the parent; ops: 30 - 10
 
 
 def test_running_applications_count_until_the_last_allocation_goes() -> None:
