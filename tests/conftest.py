@@ -86,7 +86,8 @@ def check_invariants(partition: PartitionModel) -> None:
 
 
 def check_user_group_usage(partition: PartitionModel) -> None:
-    """User and group usage equal a recount from the applications' allocations, at every queue."""
+    """User and group usage, where the tracker keeps it, equals a recount from the applications'
+    allocations; every limited application counts into it, and only those hold a tracking."""
     expected: dict[tuple[str, str, str], dict[str, int]] = {}
     running: dict[tuple[str, str, str], set[str]] = {}
     for app in partition.applications.values():
@@ -106,9 +107,12 @@ def check_user_group_usage(partition: PartitionModel) -> None:
                 key = (kind, name, path)
                 assert res.equals(usage.resource, expected.get(key, {})), f"{kind} {name} usage at {path}"
                 assert usage.running == running.get(key, set()), f"{kind} {name} running apps at {path}"
-    for kind, name, path in expected:
-        table = tracker.users if kind == "user" else tracker.groups
-        assert path in table.get(name, {}), f"{kind} {name} not tracked at {path}"
+    for app in partition.applications.values():
+        tracking = tracker.apps.get(app.application_id)
+        assert tracking is not None, f"{app.application_id} not tracked"
+        assert (app.user_limits is tracking) if tracking.usages else app.user_limits is None
+        if tracking.usages:
+            assert tracking.allocations == len(app.allocations), f"{app.application_id} allocations counted"
 
 
 def _live(order) -> list[tuple]:

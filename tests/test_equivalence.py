@@ -549,7 +549,7 @@ def compare_user_usage(pair: Pair, where: str, *, within_limits: bool = True) ->
     tracker = pair.model.ugm
     for user in USERS:
         info = pair.core.user_usage(PARTITION, user)
-        rows = tracker.user_usage(user)
+        rows = pair.model.user_group_usage("user", user)
         assert (info is None) == (rows is None), f"{where}: user {user} known"
         if info is not None and rows is not None:
             got = [(q.queue_path, q.resource, q.running_applications) for q in info.queues]
@@ -559,7 +559,7 @@ def compare_user_usage(pair: Pair, where: str, *, within_limits: bool = True) ->
         assert violations == [], f"{where}: {violations}"
     for group in ("dev", "ops", "*"):
         info = pair.core.group_usage(PARTITION, group)
-        rows = tracker.group_usage(group)
+        rows = pair.model.user_group_usage("group", group)
         assert (info is None) == (rows is None), f"{where}: group {group} tracked"
         if info is not None and rows is not None:
             assert [q.resource for q in info.queues] == [r.resource for r in rows], where

@@ -10,9 +10,10 @@ import textwrap
 import pytest
 
 from korral.config import load_config
+from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.application import ApplicationState
-from korral.model.ugm import UserGroupTracker, resolve_group
+from korral.model.ugm import AppTracking, AppUsage, QueueUsage, UserGroupTracker, resolve_group
 
 
 def config_of(queues: str, root_limits: str = "") -> str:
@@ -100,6 +101,68 @@ def test_no_wildcard_group_means_no_group() -> None:
     assert tracker.resolve_group("root.parent.a", ("sales",)) is None
 
 
+class Books:
+    """A tracker with the applications' side kept here (what each holds), driven by application id."""
+
+    def __init__(self, queues: str, root_limits: str = "") -> None:
+        self.tracker = tracker_of(queues, root_limits)
+        self.trackings: dict[str, AppTracking | None] = {}
+        self.where: dict[str, tuple[str, str, str | None]] = {}
+        self.held: dict[str, tuple[dict[str, int], int]] = {}
+
+    def add(self, app_id: str, queue_path: str, user: str, group: str | None) -> None:
+        self.trackings[app_id] = self.tracker.add_application(app_id, queue_path, user, group)
+        self.where[app_id] = (queue_path, user, group)
+        self.held[app_id] = ({}, 0)
+
+    def allocate(self, app_id: str, resource: dict[str, int]) -> None:
+        tracking = self.trackings[app_id]
+        if tracking is not None:
+            self.tracker.allocated(tracking, resource)
+        held, count = self.held[app_id]
+        self.held[app_id] = (res.add(held, resource), count + 1)
+
+    def release(self, app_id: str, resource: dict[str, int]) -> None:
+        tracking = self.trackings[app_id]
+        if tracking is not None:
+            self.tracker.released(tracking, resource)
+        held, count = self.held[app_id]
+        self.held[app_id] = (res.prune(res.sub(held, resource)), count - 1)
+
+    def remove(self, app_id: str) -> None:
+        self.tracker.remove_application(app_id)
+        del self.trackings[app_id], self.where[app_id], self.held[app_id]
+
+    def over(self, app_id: str, resource: dict[str, int]) -> bool:
+        tracking = self.trackings[app_id]
+        return tracking is not None and self.tracker.over_limit(tracking, resource)
+
+    def can_run(self, app_id: str) -> bool:
+        tracking = self.trackings[app_id]
+        return tracking is None or self.tracker.can_run_app(tracking)
+
+    def headroom(self, app_id: str) -> dict[str, int] | None:
+        tracking = self.trackings[app_id]
+        return None if tracking is None else self.tracker.headroom(tracking)
+
+    def reload(self, queues: str, root_limits: str = "") -> None:
+        config = load_config(config_of(queues, root_limits)).partitions[0]
+        self.trackings.update(self.tracker.apply_config(config, self.held))
+
+    def rows(self, kind: str, name: str) -> list[QueueUsage] | None:
+        apps = [
+            AppUsage(
+                application_id=app_id,
+                queue_path=queue,
+                allocated=self.held[app_id][0],
+                running=bool(self.held[app_id][1]),
+            )
+            for app_id, (queue, user, group) in self.where.items()
+            if (user if kind == "user" else group) == name
+        ]
+        return self.tracker.usage_rows(kind, name, apps)
+
+
 @pytest.mark.parametrize(
     ("user", "group", "booked", "ask", "over"),
     [
@@ -120,16 +183,16 @@ def test_no_wildcard_group_means_no_group() -> None:
 def test_headroom_is_the_lowest_of_user_and_group_along_the_path(
     user: str, group: str | None, booked: int, ask: int, over: bool
 ) -> None:
-    tracker = tracker_of(TREE)
-    tracker.add_application("app-1", "root.parent.a", user, group)
+    tracker = Books(TREE)
+    tracker.add("app-1", "root.parent.a", user, group)
     if booked:
-        tracker.allocated("app-1", {"memory": booked})
+        tracker.allocate("app-1", {"memory": booked})
     resource = {"memory": ask} if ask else {"vcore": 1000}
-    assert tracker.over_limit("app-1", resource) is over
+    assert tracker.over("app-1", resource) is over
 
 
 def test_named_user_limit_beats_the_wildcard_at_the_same_queue() -> None:
-    tracker = tracker_of(
+    tracker = Books(
         """
         - name: leaf
           limits:
@@ -141,16 +204,16 @@ def test_named_user_limit_beats_the_wildcard_at_the_same_queue() -> None:
               maxresources: {memory: 10}
         """
     )
-    tracker.add_application("a1", "root.leaf", "alice", None)
-    tracker.add_application("b1", "root.leaf", "bob", None)
-    tracker.allocated("a1", {"memory": 50})
-    assert not tracker.over_limit("a1", {"memory": 50})  # alice: her own 100, not the wildcard's 10
-    assert tracker.over_limit("b1", {"memory": 11})
-    assert not tracker.over_limit("b1", {"memory": 10})  # bob's wildcard limit is his own
+    tracker.add("a1", "root.leaf", "alice", None)
+    tracker.add("b1", "root.leaf", "bob", None)
+    tracker.allocate("a1", {"memory": 50})
+    assert not tracker.over("a1", {"memory": 50})  # alice: her own 100, not the wildcard's 10
+    assert tracker.over("b1", {"memory": 11})
+    assert not tracker.over("b1", {"memory": 10})  # bob's wildcard limit is his own
 
 
 def test_wildcard_user_limit_applies_per_user_wildcard_group_to_members_together() -> None:
-    tracker = tracker_of(
+    tracker = Books(
         """
         - name: leaf
           limits:
@@ -161,75 +224,75 @@ def test_wildcard_user_limit_applies_per_user_wildcard_group_to_members_together
         ROOT_WILDCARD_GROUP_APPS,
     )
     for app_id, user in (("a1", "alice"), ("a2", "alice"), ("b1", "bob"), ("c1", "carol")):
-        tracker.add_application(app_id, "root.leaf", user, tracker.resolve_group("root.leaf", ("staff",)))
-    tracker.allocated("a1", {"memory": 1})
-    assert not tracker.can_run_app("a2")  # alice already runs one
-    assert tracker.can_run_app("b1")  # the wildcard user limit is per user
-    tracker.allocated("b1", {"memory": 1})
+        tracker.add(app_id, "root.leaf", user, tracker.tracker.resolve_group("root.leaf", ("staff",)))
+    tracker.allocate("a1", {"memory": 1})
+    assert not tracker.can_run("a2")  # alice already runs one
+    assert tracker.can_run("b1")  # the wildcard user limit is per user
+    tracker.allocate("b1", {"memory": 1})
     # alice and bob resolved to the wildcard group "*": two applications of its 2 run
-    assert not tracker.can_run_app("c1")
-    assert tracker.can_run_app("a1")  # a running application always may go on
-    tracker.released("a1", {"memory": 1})
-    assert tracker.can_run_app("c1") and tracker.can_run_app("a2")
+    assert not tracker.can_run("c1")
+    assert tracker.can_run("a1")  # a running application always may go on
+    tracker.release("a1", {"memory": 1})
+    assert tracker.can_run("c1") and tracker.can_run("a2")
 
 
 def test_parent_limits_count_the_whole_subtree() -> None:
-    tracker = tracker_of(TREE)
-    tracker.add_application("a", "root.parent.a", "bob", None)
-    tracker.add_application("b", "root.parent.b", "bob", None)
-    tracker.allocated("a", {"memory": 30})
-    assert tracker.over_limit("b", {"memory": 21})  # 30 in a + 21 in b > 50 at the parent
-    assert not tracker.over_limit("b", {"memory": 20})
+    tracker = Books(TREE)
+    tracker.add("a", "root.parent.a", "bob", None)
+    tracker.add("b", "root.parent.b", "bob", None)
+    tracker.allocate("a", {"memory": 30})
+    assert tracker.over("b", {"memory": 21})  # 30 in a + 21 in b > 50 at the parent
+    assert not tracker.over("b", {"memory": 20})
     assert tracker.headroom("b") == {"memory": 20}  # the minimum along the path
-    rows = {row.queue_path: row for row in tracker.user_usage("bob") or []}
+    rows = {row.queue_path: row for row in tracker.rows("user", "bob") or []}
     assert rows["root.parent"].resource == {"memory": 30}
     assert rows["root.parent"].running_applications == ("a",)
     assert rows["root.parent.b"].resource == {}
     assert rows["root.parent"].max_resources == {"memory": 50}
     assert rows["root"].max_resources == {} and rows["root"].max_applications == 0
-    tracker.add_application("c", "root.parent.a", "bob", "ops")
+    tracker.add("c", "root.parent.a", "bob", "ops")
     assert tracker.headroom("c") == {"memory": 20}  # ops' 30 at the leaf is not the lowest
-    tracker.allocated("c", {"memory": 10})
+    tracker.allocate("c", {"memory": 10})
     assert tracker.headroom("c") == {"memory": 10}  # bob: 50 - 40 at the parent; ops: 30 - 10
 
 
 def test_running_applications_count_until_the_last_allocation_goes() -> None:
-    tracker = tracker_of(TREE)
-    tracker.add_application("one", "root.parent.a", "alice", None)
-    tracker.add_application("two", "root.parent.a", "alice", None)
-    tracker.allocated("one", {"memory": 1})
-    tracker.allocated("one", {"memory": 1})
-    assert not tracker.can_run_app("two")  # alice: maxapplications 1 at the leaf
-    tracker.released("one", {"memory": 1})
-    assert not tracker.can_run_app("two")
-    tracker.released("one", {"memory": 1})
-    assert tracker.can_run_app("two")
-    assert tracker.user_usage("alice")[-1].running_applications == ()  # type: ignore[index]
+    tracker = Books(TREE)
+    tracker.add("one", "root.parent.a", "alice", None)
+    tracker.add("two", "root.parent.a", "alice", None)
+    tracker.allocate("one", {"memory": 1})
+    tracker.allocate("one", {"memory": 1})
+    assert not tracker.can_run("two")  # alice: maxapplications 1 at the leaf
+    tracker.release("one", {"memory": 1})
+    assert not tracker.can_run("two")
+    tracker.release("one", {"memory": 1})
+    assert tracker.can_run("two")
+    assert tracker.rows("user", "alice")[-1].running_applications == ()  # type: ignore[index]
 
 
 def test_reload_changes_limits_and_keeps_usage() -> None:
-    tracker = tracker_of(TREE)
-    tracker.add_application("app", "root.parent.a", "alice", None)
-    tracker.allocated("app", {"memory": 35})
+    tracker = Books(TREE)
+    tracker.add("app", "root.parent.a", "alice", None)
+    tracker.allocate("app", {"memory": 35})
     lowered = TREE.replace("maxresources: {memory: 40}", "maxresources: {memory: 20}")
-    tracker.apply_config(load_config(config_of(lowered)).partitions[0])
-    assert tracker.user_usage("alice")[-1].resource == {"memory": 35}  # type: ignore[index]
-    assert tracker.over_limit("app", {"memory": 1})  # lowered below what is in use: blocks, no eviction
-    assert tracker.violations()  # the usage is over the new limit, as a check would report
-    tracker.apply_config(load_config(config_of("- name: parent\n  queues:\n    - name: a\n")).partitions[0])
-    assert not tracker.is_limited("app") and not tracker.over_limit("app", {"memory": 10**9})
-    assert tracker.user_usage("alice")[-1].resource == {"memory": 35}  # type: ignore[index]
+    tracker.reload(lowered)
+    assert tracker.rows("user", "alice")[-1].resource == {"memory": 35}  # type: ignore[index]
+    assert tracker.over("app", {"memory": 1})  # lowered below what is in use: blocks, no eviction
+    assert tracker.tracker.violations()  # the usage is over the new limit, as a check would report
+    tracker.reload("- name: parent\n  queues:\n    - name: a\n")
+    assert tracker.trackings["app"] is None and not tracker.over("app", {"memory": 10**9})
+    assert tracker.rows("user", "alice")[-1].resource == {"memory": 35}  # type: ignore[index]
 
 
 def test_unknown_user_and_untracked_group_read_none_and_idle_ones_are_dropped() -> None:
-    tracker = tracker_of(TREE)
-    assert tracker.user_usage("nobody-here") is None
-    tracker.add_application("app", "root.parent.a", "bob", "ops")
-    assert tracker.group_usage("ops") is not None and tracker.group_usage("dev") is None
-    tracker.allocated("app", {"memory": 5})
-    tracker.released("app", {"memory": 5})
-    tracker.remove_application("app")
-    assert tracker.user_usage("bob") is None and tracker.group_usage("ops") is None
+    tracker = Books(TREE)
+    assert tracker.rows("user", "nobody-here") is None
+    tracker.add("app", "root.parent.a", "bob", "ops")
+    assert tracker.rows("group", "ops") is not None and tracker.rows("group", "dev") is None
+    tracker.allocate("app", {"memory": 5})
+    tracker.release("app", {"memory": 5})
+    tracker.remove("app")
+    assert tracker.rows("user", "bob") is None and tracker.rows("group", "ops") is None
 
 
 # ---- in the partition's scheduling walk (the reference's and the actors' view's code) ------------------
@@ -258,7 +321,7 @@ def test_walk_skips_asks_over_a_user_limit_and_tries_the_next(make_partition) ->
     made = partition.schedule()
     # one big (800), then the second big is over alice's 1000; small ones fit until 1000
     assert sorted(a.allocation_key for a in made) == ["big", "small", "small"]
-    assert partition.ugm.user_usage("alice")[0].resource == {"memory": 1000}  # type: ignore[index]
+    assert partition.user_group_usage("user", "alice")[0].resource == {"memory": 1000}  # type: ignore[index]
     assert partition.schedule() == []  # blocked: nothing more until usage or limits ease
     uuid = next(a.uuid for a in made if a.allocation_key == "big")
     partition.release_allocation("app-1", uuid)
@@ -290,7 +353,7 @@ def test_recovered_allocations_count_even_above_the_limit(make_partition) -> Non
             uuid="r1", allocation_key="r", application_id="app-1", node_id="n1", resource={"memory": 1500}
         )
     )
-    assert partition.ugm.user_usage("alice")[-1].resource == {"memory": 1500}  # type: ignore[index]
+    assert partition.user_group_usage("user", "alice")[-1].resource == {"memory": 1500}  # type: ignore[index]
     partition.add_ask("app-1", "more", {"memory": 1})
     assert partition.schedule() == []
 

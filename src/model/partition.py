@@ -31,7 +31,7 @@ from korral.model.application import (
 from korral.model.node import Node
 from korral.model.queue import ROOT, SORT_STATE_AWARE, Queue, QueueState
 from korral.model.resource import Resource
-from korral.model.ugm import UserGroupTracker
+from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
 from korral.policies.ordering import IncrementalOrder
 from korral.policies.placement import (
     Placement,
@@ -170,7 +170,10 @@ class PartitionModel:
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
                 queue.state = QueueState.DRAINING
-        self.ugm.apply_config(config)  # usage kept: lowered limits block new work, never evict
+        # usage kept (rebuilt from what the applications hold): lowered limits block new work, never evict
+        held = {app_id: (app.allocated, len(app.allocations)) for app_id, app in self.applications.items()}
+        for app_id, tracking in self.ugm.apply_config(config, held).items():
+            self.applications[app_id].user_limits = tracking
         self._limits_dirty = True
         self._rebuild_node_order()
 
@@ -441,7 +444,25 @@ class PartitionModel:
         if resolve:
             group = self.ugm.resolve_group(app.queue_path, app.groups)
         app.limit_group = group or ""
-        self.ugm.add_application(app.application_id, app.queue_path, app.user, group)
+        app.user_limits = self.ugm.add_application(app.application_id, app.queue_path, app.user, group)
+
+    def user_group_usage(self, kind: str, name: str) -> list[QueueUsage] | None:
+        """What ``name`` (kind "user" or "group") uses per queue path of its applications, with the
+        limits that apply there; None if no application here is its."""
+        return self.ugm.usage_rows(
+            kind,
+            name,
+            [
+                AppUsage(
+                    application_id=app.application_id,
+                    queue_path=app.queue_path,
+                    allocated=app.allocated,
+                    running=bool(app.allocations),
+                )
+                for app in self.applications.values()
+                if (app.user if kind == "user" else app.limit_group) == name
+            ],
+        )
 
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
         """``add_application`` for an SI request (every driver's entry point)."""
@@ -666,7 +687,8 @@ class PartitionModel:
         queue = self.queues[app.queue_path]
         app.add_allocation(recovered)
         queue.add_allocated(recovered.resource)
-        self.ugm.allocated(app.application_id, recovered.resource)  # counted even above a limit
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
         self._reorder_node(node)
         advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
@@ -682,7 +704,8 @@ class PartitionModel:
         allocation = app.remove_allocation(uuid)
         if allocation is None:
             return None
-        self.ugm.released(application_id, allocation.resource)
+        if app.user_limits is not None:
+            self.ugm.released(app.user_limits, allocation.resource)
         if allocation.recovered:
             self._recovered_uuids.discard(uuid)
         queue = self.queues.get(app.queue_path)
@@ -737,7 +760,8 @@ class PartitionModel:
             ),
         )
         app.book(ask, allocation)
-        self.ugm.allocated(app.application_id, ask.resource)
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, ask.resource)
         if ask.failed_since is not None:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
@@ -851,7 +875,7 @@ class PartitionModel:
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     all_blocked = False
                     continue
-                if not self._user_limits_admit(app):
+                if app.user_limits is not None and not self._user_limits_admit(app):
                     continue  # blocked until one of its user's or group's applications ends (epoch)
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
@@ -898,7 +922,7 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
-        user_limited = self.ugm.is_limited(app.application_id)
+        user_limits = app.user_limits
         pending_asks = app.pending_asks
         asks = pending_asks.items
         entries = pending_asks.entries
@@ -914,7 +938,7 @@ class PartitionModel:
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
                 continue
-            if user_limited and self.ugm.over_limit(app.application_id, ask.resource):
+            if user_limits is not None and self.ugm.over_limit(user_limits, ask.resource):
                 continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
             node = self._find_node(ask)
@@ -929,7 +953,7 @@ class PartitionModel:
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's
         ``maxapplications``? (One already running always may.)"""
-        return self.ugm.can_run_app(app.application_id)
+        return app.user_limits is None or self.ugm.can_run_app(app.user_limits)
 
     def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:
         """The ask fits its queue but no node: remember since when (returned), report it as outstanding."""
@@ -988,7 +1012,9 @@ class PartitionModel:
             queue = self.queues[app.queue_path]
             if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
                 continue
-            if not self._user_limits_admit(app) or self.ugm.over_limit(application_id, ask.resource):
+            if app.user_limits is not None and (
+                not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
+            ):
                 continue
             target: Node | None = None
             if (

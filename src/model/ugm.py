@@ -4,9 +4,10 @@ YuniKorn's user/group manager (reference 2.7), as plain code. A partition owns o
 walk asks it whether an allocation fits (``over_limit``) and whether an application may start
 (``can_run_app``), and the partition books every allocation into it (``allocated`` / ``released``).
 
-- Usage is kept per user and per group at every queue of an application's path (root down to its
-  leaf): the resources in use (placeholders and recovered allocations included) and the applications
-  running there (those with at least one allocation).
+- Usage is the resources in use (placeholders and recovered allocations included) and the
+  applications running (those with at least one allocation) of a user or a group under a queue. The
+  tracker keeps it where a limit applies (all the walk needs); ``usage_rows`` reports it at every
+  queue of the applications' paths, from what the applications hold.
 - An application's group is resolved once, when it is added: the first group, walking the path from
   the leaf up, that has a configured limit and that the user belongs to; else the wildcard group ``*``
   where one is configured on the path (and the user is in any group at all); else none (no group usage
@@ -109,7 +110,8 @@ class Usage:
 
 
 class AppTracking:
-    """What the tracker keeps of one application: where its usage is counted and which limits apply."""
+    """What the tracker keeps of one application: its user and group, and the usage it counts into
+    (the levels of its path where a limit applies to its user or its group) with those limits."""
 
     __slots__ = (
         "allocations",
@@ -128,11 +130,15 @@ class AppTracking:
         self.group = group
         self.queue_path = queue_path
         self.allocations = 0
-        # the user's and then the group's usage at every level of the path
+        # the user's and the group's usage at the levels of the path where a limit applies to them
         self.usages: tuple[Usage, ...] = ()
-        # the levels that limit it: (usage there, max resources) and (usage there, max applications)
+        # (usage there, max resources) and (usage there, max applications), per limit that applies
         self.resource_limits: tuple[tuple[Usage, Resource], ...] = ()
         self.app_limits: tuple[tuple[Usage, int], ...] = ()
+
+    @property
+    def is_limited(self) -> bool:
+        return bool(self.usages)
 
 
 @attrs.frozen
@@ -157,25 +163,43 @@ class AppUsage:
 
 
 class UserGroupTracker:
-    """Per partition: usage per user and per group along queue paths, and the limits on them."""
+    """Per partition: the usage of users and groups where limits apply to them, and those limits.
+
+    Usage is kept only at the queues where a limit applies to the user or the group: that is all the
+    walk needs, and an application under no limit costs nothing per allocation. A reload rebuilds it
+    from what the applications hold (``apply_config``). What a user or group uses everywhere is read
+    from the applications themselves (``usage_rows``).
+    """
 
     def __init__(self, config: PartitionConfig) -> None:
         self.limits: dict[str, QueueLimits] = collect_limits(config)
-        # name -> queue path -> usage
+        # name -> queue path -> usage, at the queues where a limit applies to that user or group
         self.users: dict[str, dict[str, Usage]] = {}
         self.groups: dict[str, dict[str, Usage]] = {}
         self.apps: dict[str, AppTracking] = {}
-        # name -> how many of the tracked applications are the user's / resolved to the group
-        self._user_apps: dict[str, int] = {}
-        self._group_apps: dict[str, int] = {}
 
     # ---- configuration -----------------------------------------------------------------------------
 
-    def apply_config(self, config: PartitionConfig) -> None:
-        """New limits for what is already tracked: usage is kept, every application's limits redone."""
+    def apply_config(
+        self, config: PartitionConfig, held: Mapping[str, tuple[Resource, int]]
+    ) -> dict[str, AppTracking | None]:
+        """New limits for what is already in use: ``held`` gives each application's allocated
+        resources and number of allocations. Usage is rebuilt from it under the new limits (kept,
+        never reset); returns every application's tracking (None: no limit applies to it)."""
         self.limits = collect_limits(config)
+        self.users = {}
+        self.groups = {}
+        result: dict[str, AppTracking | None] = {}
         for tracking in self.apps.values():
-            self._bind_limits(tracking)
+            self._bind(tracking)
+            allocated, count = held.get(tracking.application_id, ({}, 0))
+            tracking.allocations = count
+            if count:
+                for usage in tracking.usages:
+                    res.add_into(usage.resource, allocated)
+                    usage.running.add(tracking.application_id)
+            result[tracking.application_id] = tracking if tracking.is_limited else None
+        return result
 
     def user_limit(self, queue_path: str, user: str) -> Limit | None:
         configured = self.limits.get(queue_path)
@@ -196,77 +220,50 @@ class UserGroupTracker:
 
     def add_application(
         self, application_id: str, queue_path: str, user: str, group: str | None
-    ) -> AppTracking:
+    ) -> AppTracking | None:
+        """Track a new application (no allocations yet); returns its tracking if a limit applies."""
         tracking = self.apps.get(application_id)
-        if tracking is not None:
-            return tracking
-        tracking = self.apps[application_id] = AppTracking(application_id, user, group, queue_path)
-        levels = path_levels(queue_path)
-        by_user = self.users.setdefault(user, {})
-        usages = [by_user.setdefault(level, Usage()) for level in levels]
-        if group is not None:
-            by_group = self.groups.setdefault(group, {})
-            usages.extend(by_group.setdefault(level, Usage()) for level in levels)
-        tracking.usages = tuple(usages)
-        self._user_apps[user] = self._user_apps.get(user, 0) + 1
-        if group is not None:
-            self._group_apps[group] = self._group_apps.get(group, 0) + 1
-        self._bind_limits(tracking)
-        return tracking
+        if tracking is None:
+            tracking = self.apps[application_id] = AppTracking(application_id, user, group, queue_path)
+            self._bind(tracking)
+        return tracking if tracking.is_limited else None
 
-    def _bind_limits(self, tracking: AppTracking) -> None:
+    def _bind(self, tracking: AppTracking) -> None:
+        usages: list[Usage] = []
         resource_limits: list[tuple[Usage, Resource]] = []
         app_limits: list[tuple[Usage, int]] = []
-        by_user = self.users[tracking.user]
-        by_group = self.groups.get(tracking.group) if tracking.group is not None else None
         for level in path_levels(tracking.queue_path):
-            for usage, limit in (
-                (by_user[level], self.user_limit(level, tracking.user)),
-                (by_group[level] if by_group is not None else None, self.group_limit(level, tracking.group)),
+            for table, name, limit in (
+                (self.users, tracking.user, self.user_limit(level, tracking.user)),
+                (self.groups, tracking.group, self.group_limit(level, tracking.group)),
             ):
-                if usage is None or limit is None:
+                if limit is None or name is None:
                     continue
+                usage = table.setdefault(name, {}).setdefault(level, Usage())
+                usages.append(usage)
                 if limit.max_resources:
                     resource_limits.append((usage, limit.max_resources))
                 if limit.max_applications:
                     app_limits.append((usage, limit.max_applications))
+        tracking.usages = tuple(usages)
         tracking.resource_limits = tuple(resource_limits)
         tracking.app_limits = tuple(app_limits)
 
     def remove_application(self, application_id: str) -> None:
-        """Forget an application (its allocations were released first); drop users and groups left
-        with nothing tracked."""
+        """Forget an application (its allocations were released first)."""
         tracking = self.apps.pop(application_id, None)
         if tracking is None:
             return
         for usage in tracking.usages:
             usage.running.discard(application_id)  # in case allocations were not all released
-        self._drop_if_idle(self.users, self._user_apps, tracking.user)
-        if tracking.group is not None:
-            self._drop_if_idle(self.groups, self._group_apps, tracking.group)
-
-    @staticmethod
-    def _drop_if_idle(table: dict[str, dict[str, Usage]], app_counts: dict[str, int], name: str) -> None:
-        left = app_counts.get(name, 0) - 1
-        if left > 0:
-            app_counts[name] = left
-            return
-        app_counts.pop(name, None)
-        by_path = table.get(name)
-        if by_path is not None and all(
-            not usage.running and not res.strictly_greater_than_zero(usage.resource)
-            for usage in by_path.values()
-        ):
-            del table[name]
 
     # ---- usage -------------------------------------------------------------------------------------
 
-    def allocated(self, application_id: str, resource: Resource) -> None:
-        """An allocation of the application is booked (placed, proposed or recovered)."""
-        tracking = self.apps.get(application_id)
-        if tracking is None:
-            return
+    @staticmethod
+    def allocated(tracking: AppTracking, resource: Resource) -> None:
+        """An allocation of a limited application is booked (placed, proposed or recovered)."""
         if not tracking.allocations:
+            application_id = tracking.application_id
             for usage in tracking.usages:
                 usage.running.add(application_id)
         tracking.allocations += 1
@@ -275,10 +272,10 @@ class UserGroupTracker:
             for name, quantity in resource.items():
                 in_use[name] = in_use.get(name, 0) + quantity
 
-    def released(self, application_id: str, resource: Resource) -> None:
-        """An allocation of the application is gone (released, rolled back, its node removed)."""
-        tracking = self.apps.get(application_id)
-        if tracking is None or not tracking.allocations:
+    @staticmethod
+    def released(tracking: AppTracking, resource: Resource) -> None:
+        """An allocation of a limited application is gone (released, rolled back, node removed)."""
+        if not tracking.allocations:
             return
         tracking.allocations -= 1
         last = not tracking.allocations
@@ -291,21 +288,14 @@ class UserGroupTracker:
                 else:
                     in_use.pop(name, None)
             if last:
-                usage.running.discard(application_id)
+                usage.running.discard(tracking.application_id)
 
     # ---- checks (the scheduling walk) --------------------------------------------------------------
 
-    def is_limited(self, application_id: str) -> bool:
-        """Does any limit apply to the application at all? (The walk skips the checks otherwise.)"""
-        tracking = self.apps.get(application_id)
-        return tracking is not None and bool(tracking.resource_limits or tracking.app_limits)
-
-    def over_limit(self, application_id: str, resource: Resource) -> bool:
+    @staticmethod
+    def over_limit(tracking: AppTracking, resource: Resource) -> bool:
         """Would one more allocation of ``resource`` take the application's user or group over a
         ``maxresources`` anywhere on its path?"""
-        tracking = self.apps.get(application_id)
-        if tracking is None:
-            return False
         for usage, maximum in tracking.resource_limits:
             in_use = usage.resource
             for name, cap in maximum.items():
@@ -314,47 +304,26 @@ class UserGroupTracker:
                     return True
         return False
 
-    def can_run_app(self, application_id: str) -> bool:
+    @staticmethod
+    def can_run_app(tracking: AppTracking) -> bool:
         """May the application run (get its first allocation) without taking its user or group over a
         ``maxapplications`` on its path? One already running always may."""
-        tracking = self.apps.get(application_id)
-        if tracking is None or tracking.allocations:
+        if tracking.allocations:
             return True
         for usage, maximum in tracking.app_limits:
-            if len(usage.running) + 1 > maximum:
+            if len(usage.running) >= maximum:
                 return False
         return True
 
-    def headroom(self, application_id: str) -> Resource | None:
+    @staticmethod
+    def headroom(tracking: AppTracking) -> Resource | None:
         """What the application's user and group may still use along its path (None: unlimited)."""
-        tracking = self.apps.get(application_id)
-        if tracking is None:
-            return None
         result: Resource | None = None
         for usage, maximum in tracking.resource_limits:
             result = res.min_of_limits(result, res.headroom(maximum, usage.resource))
         return result
 
     # ---- reading -----------------------------------------------------------------------------------
-
-    def user_usage(self, user: str) -> list[QueueUsage] | None:
-        """Per queue path of the user's applications (sorted), its usage and the limit that applies
-        there; None for a user without applications here."""
-        return self._rows("user", user, self.users.get(user))
-
-    def group_usage(self, group: str) -> list[QueueUsage] | None:
-        """As ``user_usage``, for a group applications resolved to; None if none did."""
-        return self._rows("group", group, self.groups.get(group))
-
-    def _rows(self, kind: str, name: str, by_path: dict[str, Usage] | None) -> list[QueueUsage] | None:
-        if by_path is None:
-            return None
-        paths: set[str] = set()
-        for tracking in self.apps.values():
-            if (tracking.user if kind == "user" else tracking.group) == name:
-                paths.update(path_levels(tracking.queue_path))
-        limit_of = self.user_limit if kind == "user" else self.group_limit
-        return [self._queue_usage(path, by_path[path], limit_of(path, name)) for path in sorted(paths)]
 
     def usage_rows(self, kind: str, name: str, apps: Iterable[AppUsage]) -> list[QueueUsage] | None:
         """The rows of ``user_usage`` / ``group_usage`` from what the applications' owners report
