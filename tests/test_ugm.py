@@ -293,6 +293,7 @@ def test_unknown_user_and_untracked_group_read_none_and_idle_ones_are_dropped() 
     tracker.release("app", {"memory": 5})
     tracker.remove("app")
     assert tracker.rows("user", "bob") is None and tracker.rows("group", "ops") is None
+    assert tracker.tracker.users == {} and tracker.tracker.groups == {}  # nothing left behind
 
 
 # ---- in the partition's scheduling walk (the reference's and the actors' view's code) ------------------

@@ -102,11 +102,12 @@ def resolve_group(limits: Mapping[str, QueueLimits], queue_path: str, groups: It
 class Usage:
     """One user's or group's usage at one queue (the queue's whole subtree)."""
 
-    __slots__ = ("resource", "running")
+    __slots__ = ("refs", "resource", "running")
 
     def __init__(self) -> None:
         self.resource: Resource = {}
         self.running: set[str] = set()
+        self.refs = 0  # tracked applications counting into it: dropped at 0 (no growth with churn)
 
 
 class AppTracking:
@@ -240,6 +241,7 @@ class UserGroupTracker:
                 if limit is None or name is None:
                     continue
                 usage = table.setdefault(name, {}).setdefault(level, Usage())
+                usage.refs += 1
                 usages.append(usage)
                 if limit.max_resources:
                     resource_limits.append((usage, limit.max_resources))
@@ -254,8 +256,21 @@ class UserGroupTracker:
         tracking = self.apps.pop(application_id, None)
         if tracking is None:
             return
-        for usage in tracking.usages:
-            usage.running.discard(application_id)  # in case allocations were not all released
+        levels = path_levels(tracking.queue_path)
+        for table, name in ((self.users, tracking.user), (self.groups, tracking.group)):
+            by_path = table.get(name) if name is not None else None
+            if by_path is None:
+                continue
+            for level in levels:
+                usage = by_path.get(level)
+                if usage is None or usage not in tracking.usages:
+                    continue
+                usage.running.discard(application_id)  # in case allocations were not all released
+                usage.refs -= 1
+                if usage.refs <= 0:
+                    del by_path[level]
+            if not by_path:
+                del table[name]
 
     # ---- usage -------------------------------------------------------------------------------------
 
