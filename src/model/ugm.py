@@ -2,7 +2,8 @@
 
 YuniKorn's user/group manager (reference 2.7), as plain code. A partition owns one tracker; the scheduling
 walk asks it whether an allocation fits (``over_limit``) and whether an application may start
-(``can_run_app``), and the partition books every allocation into it (``allocated`` / ``released``).
+(``can_run_app``), and the partition books into it every allocation of an application a limit applies
+to (``allocated`` / ``released``).
 
 - Usage is the resources in use (placeholders and recovered allocations included) and the
   applications running (those with at least one allocation) of a user or a group under a queue. The
