@@ -8,7 +8,16 @@ from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
 from korral.errors import ConfigError, KorralError, SchedulerError
-from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.info import (
+    AllocationInfo,
+    ApplicationInfo,
+    GroupUsageInfo,
+    LimitUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+)
 
 try:
     # one source for the version: pyproject.toml, as installed
@@ -21,13 +30,16 @@ __all__ = [
     "ApplicationInfo",
     "ConfigError",
     "Core",
+    "GroupUsageInfo",
     "KorralError",
+    "LimitUsageInfo",
     "NodeInfo",
     "PartitionInfo",
     "QueueInfo",
     "ResourceManagerCallback",
     "SchedulerConfig",
     "SchedulerError",
+    "UserUsageInfo",
     "load_config",
     "si",
     "start",

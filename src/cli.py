@@ -198,6 +198,11 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     default=None,
     help="draw sweep.png in --out from a sweep.json already written, without running anything",
 )
+@click.option(
+    "--user-limits",
+    is_flag=True,
+    help="scale workload: user limits on half its leaves (never reached: measures the checks' cost)",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -209,6 +214,7 @@ def bench(
     out: Path,
     reference_only: bool,
     plot_only: Path | None,
+    user_limits: bool = False,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
     if plot_only is not None:
@@ -249,7 +255,7 @@ def bench(
         console.print("written: " + ", ".join(str(p) for p in paths))
         _write_json(json_file, results)
         return
-    chosen = workloads.build(workload, nodes, asks, seed, rate)
+    chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
     if workload == "gang":
         _bench_gang(console, chosen, json_file)
         return

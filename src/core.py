@@ -26,7 +26,14 @@ from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
-from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.info import (
+    ApplicationInfo,
+    GroupUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+)
 from korral.si.validate import (
     Checked,
     check_allocation_request,
@@ -233,6 +240,13 @@ class Core:
         return self._snapshot(partition, "scheduler")
 
     # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
+    def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
+        """What is tracked for the user under user/group limits, per queue path; None if unknown."""
+        return self._snapshot(partition, f"user:{user}")
+
+    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
+        """What is tracked for the group under user/group limits, per queue path; None if untracked."""
+        return self._snapshot(partition, f"group:{group}")
 
     def _start_runtime(
         self, runtime: str, seed: int, clock: Callable[[], float] | None

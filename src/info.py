@@ -9,6 +9,7 @@ import attrs
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation
+from korral.model.ugm import QueueUsage
 
 frozen = attrs.frozen(kw_only=True)
 
@@ -95,3 +96,43 @@ class NodeInfo:
     attributes: dict[str, str]
     allocations: list[AllocationInfo]
     reservations: list[str]
+
+
+@frozen
+class LimitUsageInfo:
+    """A user's or group's usage at one queue (its whole subtree) and the limit that applies there.
+
+    ``max_resources`` empty and ``max_applications`` 0 mean no such limit at this queue."""
+
+    queue_path: str
+    resource: dict[str, int]
+    running_applications: list[str]
+    max_resources: dict[str, int]
+    max_applications: int
+
+
+@frozen
+class UserUsageInfo:
+    user: str
+    partition: str
+    queues: list[LimitUsageInfo]  # root first, then by path
+
+
+@frozen
+class GroupUsageInfo:
+    group: str
+    partition: str
+    queues: list[LimitUsageInfo]  # root first, then by path
+
+
+def limit_usage_infos(rows: list[QueueUsage]) -> list[LimitUsageInfo]:
+    return [
+        LimitUsageInfo(
+            queue_path=row.queue_path,
+            resource=dict(row.resource),
+            running_applications=list(row.running_applications),
+            max_resources=dict(row.max_resources),
+            max_applications=row.max_applications,
+        )
+        for row in rows
+    ]

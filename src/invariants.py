@@ -228,3 +228,36 @@ def check_releases_confirmed(state: PartitionState) -> list[str]:
         for a in app.allocations
         if a.releasing
     ]
+
+
+def check_user_limits(
+    core: Core,
+    state: PartitionState,
+    groups: Iterable[str] = (),
+    *,
+    recovered_users: Iterable[str] = (),
+    recovered_groups: Iterable[str] = (),
+) -> list[str]:
+    """No user (of an application in the partition) and none of ``groups`` is above a ``maxresources``
+    or ``maxapplications`` that applies to it, unless recovered allocations put it there."""
+    problems: list[str] = []
+    name = state.info.name
+    exempt = {("user", u) for u in recovered_users} | {("group", g) for g in recovered_groups}
+    owners = [("user", user) for user in sorted({app.user for app in state.applications})]
+    owners += [("group", group) for group in sorted(set(groups))]
+    for kind, owner in owners:
+        if (kind, owner) in exempt:
+            continue
+        info = core.user_usage(name, owner) if kind == "user" else core.group_usage(name, owner)
+        for row in info.queues if info is not None else ():
+            if row.max_resources and not res.fits_in_max(row.resource, row.max_resources):
+                problems.append(
+                    f"{name} {kind} {owner} at {row.queue_path}: uses {row.resource} above its "
+                    f"maxresources {row.max_resources}"
+                )
+            if row.max_applications and len(row.running_applications) > row.max_applications:
+                problems.append(
+                    f"{name} {kind} {owner} at {row.queue_path}: runs {len(row.running_applications)} "
+                    f"applications, above its maxapplications {row.max_applications}"
+                )
+    return problems

@@ -44,6 +44,28 @@ SETTINGS = {
 }
 
 
+# User and group limits in every config (the same on every reload, so usage never ends up above one
+# legitimately): at most 4 applications per user in the partition and 3 (and 20G memory) in root.a;
+# group dev shares 40G and 6 applications. Users take turns by application (``USERS``).
+ROOT_USER_LIMITS = """        limits:
+          - limit: each user
+            users: ["*"]
+            maxapplications: 4
+          - limit: dev group
+            groups: [dev]
+            maxresources: {memory: 40000}
+            maxapplications: 6
+"""
+A_USER_LIMITS = """            limits:
+              - limit: each user in a
+                users: ["*"]
+                maxresources: {memory: 20000}
+                maxapplications: 3
+"""
+USERS: tuple[tuple[str, tuple[str, ...]], ...] = (("ann", ("dev",)), ("ben", ("dev", "ops")), ("cid", ()))
+LIMITED_GROUPS = ("dev",)
+
+
 def rm_config(
     variant: int, *, extra_queue: bool = False, binpacking: bool = False, guarantee: int = 20
 ) -> str:
@@ -66,12 +88,12 @@ partitions:
     queues:
       - name: root
         submitacl: "*"
-        queues:
+{ROOT_USER_LIMITS}        queues:
           - name: a
             resources:
               guaranteed: {{memory: {guarantee}000, vcore: {guarantee // 2}}}
               max: {{memory: {60 + variant * 10}000, vcore: 40}}
-          - name: b
+{A_USER_LIMITS}          - name: b
             properties:
               application.sort.policy: fair
           - name: c
@@ -277,12 +299,22 @@ class Driver:
     def _add_app(self, core: Core) -> None:
         self.app_seq += 1
         app_id = f"{self.rm_id}-app-{self.app_seq}"
+        user, groups = USERS[self.app_seq % len(USERS)]  # by turn: the seeded stream stays as it was
         if self.rng.random() < 0.3:
             request = t.applications(
-                self.rm_id, {app_id: ""}, tags={"namespace": self.rng.choice(["x", "y"])}
+                self.rm_id,
+                {app_id: ""},
+                tags={"namespace": self.rng.choice(["x", "y"])},
+                user=user,
+                groups=groups,
             )
         else:
-            request = t.applications(self.rm_id, {app_id: self.rng.choice(["root.a", "root.b", "root.d"])})
+            request = t.applications(
+                self.rm_id,
+                {app_id: self.rng.choice(["root.a", "root.b", "root.d"])},
+                user=user,
+                groups=groups,
+            )
         self.apps.add(app_id)
         self._send(core, "apps", request, f"add application {app_id}")
 
@@ -717,6 +749,7 @@ class StressRun:
                 queues = {app.queue for app in state.applications if app.application_id in recovered}
                 problems.extend(invariants.check_partition(state, recovered_queues=queues))
                 states.append(state)
+                problems.extend(invariants.check_user_limits(core, state, LIMITED_GROUPS))
             problems.extend(driver.check(state))
         problems.extend(invariants.check_unique_uuids(states))
         if core.tracker.errors:
@@ -748,6 +781,7 @@ class StressRun:
                     if state is not None:
                         problems.extend(invariants.check_partition(state))
                         problems.extend(invariants.check_rm_view(rm, [state]))
+                        problems.extend(invariants.check_user_limits(core, state, LIMITED_GROUPS))
                 if core.tracker.errors:
                     problems.append(f"{core.tracker.errors} actor handler(s) failed")
                 return problems

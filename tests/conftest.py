@@ -82,6 +82,7 @@ def check_invariants(partition: PartitionModel) -> None:
         assert queue.running_apps == running, f"{queue.path} running applications"
     root_used = _total(a.resource for n in nodes.values() for a in n.allocations.values())
     assert res.equals(partition.root.allocated, root_used), "root allocated != sum of node allocations"
+    check_user_group_usage(partition)
     check_orders(partition)
 
 
@@ -98,6 +99,36 @@ def check_gang_books(app) -> None:
     assert set(app.releasing) <= set(app.allocations), f"app {app.application_id}: releasing unknown"
     for uuid in app.replacements:
         assert app.releasing.get(uuid) is not None, f"app {app.application_id}: replacement not releasing"
+
+
+def check_user_group_usage(partition: PartitionModel) -> None:
+    """User and group usage, where the tracker keeps it, equals a recount from the applications'
+    allocations; every limited application counts into it, and only those hold a tracking."""
+    expected: dict[tuple[str, str, str], dict[str, int]] = {}
+    running: dict[tuple[str, str, str], set[str]] = {}
+    for app in partition.applications.values():
+        owners = [("user", app.user)] + ([("group", app.limit_group)] if app.limit_group else [])
+        parts = app.queue_path.split(".")
+        for depth in range(len(parts)):
+            path = ".".join(parts[: depth + 1])
+            for kind, name in owners:
+                key = (kind, name, path)
+                res.add_into(expected.setdefault(key, {}), app.allocated)
+                if app.allocations:
+                    running.setdefault(key, set()).add(app.application_id)
+    tracker = partition.ugm
+    for kind, table in (("user", tracker.users), ("group", tracker.groups)):
+        for name, by_path in table.items():
+            for path, usage in by_path.items():
+                key = (kind, name, path)
+                assert res.equals(usage.resource, expected.get(key, {})), f"{kind} {name} usage at {path}"
+                assert usage.running == running.get(key, set()), f"{kind} {name} running apps at {path}"
+    for app in partition.applications.values():
+        tracking = tracker.apps.get(app.application_id)
+        assert tracking is not None, f"{app.application_id} not tracked"
+        assert (app.user_limits is tracking) if tracking.usages else app.user_limits is None
+        if tracking.usages:
+            assert tracking.allocations == len(app.allocations), f"{app.application_id} allocations counted"
 
 
 def _live(order) -> list[tuple]:

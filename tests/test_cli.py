@@ -807,3 +807,23 @@ def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: 
     assert threads_last == threads_first, result.output
     # 500 cycles remove 500 applications of this RM and more of the busy one: a few may await retirement
     assert actors_last - actors_first < 100, result.output
+
+
+def test_bench_scale_with_user_limits_checks_them_on_half_the_leaves(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    nodes, asks, rate = 50, 500, 100_000.0
+    workload = workloads.build("scale", nodes, asks, seed=1, rate=rate, user_limits=True)
+    root = load_config(workload.config).partitions[0].queues[0]
+    leaves = [leaf for division in root.queues for leaf in division.queues]
+    assert sum(1 for leaf in leaves if leaf.limits) == len(leaves) // 2
+    out = tmp_path / "limited.json"
+    sizes = ["--nodes", str(nodes), "--asks", str(asks), "--rate", f"{rate:.0f}", "--seed", "1"]
+    result = runner.invoke(
+        main, ["bench", "--workload", "scale", *sizes, "--user-limits", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert document["workload"] == "scale-user-limits"
+    # set where the workload never reaches them: every ask is placed, as without limits
+    assert document["korral"]["allocations"] == document["reference"]["allocations"] == asks

@@ -321,6 +321,12 @@ class ApplicationActor(RetiringActor):
         records.extend(
             events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
         )
+        for allocation in effects.new_allocations:
+            records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))
+        for allocation, _, _ in effects.released:
+            records.extend(
+                events.user_group_usage(allocation, app.user, app.limit_group, events.Change.REMOVE)
+            )
         if records:
             records = events.stamped(records, self.tracker.wall_clock_ns())
             self.dispatcher.tell(Deliver(method="send_event", argument=records))

@@ -31,6 +31,8 @@ class AppSpec:
     placeholder_ask: dict[str, int] = attrs.field(factory=dict)
     execution_timeout_ms: int = 0
     gang_scheduling_style: str = ""
+    # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
+    limit_group: str = ""
 
 
 @frozen

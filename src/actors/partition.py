@@ -54,13 +54,22 @@ from korral.actors.queue import QueueActor
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
-from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.info import (
+    ApplicationInfo,
+    GroupUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+    limit_usage_infos,
+)
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import recovery_rejection
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.si_convert import from_si_allocation
+from korral.model.ugm import AppUsage
 
 
 @attrs.frozen(slots=True)
@@ -383,6 +392,7 @@ class PartitionActor(ThreadedActor):
             ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
             placeholder_timeout=self.settings.placeholder_timeout,
         )
+        owned.limit_group = app.limit_group
         handle = start_actor(
             ApplicationActor,
             self.tracker,
@@ -409,6 +419,7 @@ class PartitionActor(ThreadedActor):
             placeholder_ask=dict(app.placeholder_ask),
             execution_timeout_ms=app.execution_timeout_ms,
             gang_scheduling_style=app.gang_scheduling_style,
+            limit_group=app.limit_group,
         )
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
@@ -531,7 +542,36 @@ class PartitionActor(ThreadedActor):
             return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
         if kind == "scheduler":
             return self.ask(self.scheduler, Snapshot(detail=""))
+        if kind in ("user", "group"):
+            return self._user_group_info(kind, key)
         raise ValueError(f"unknown snapshot {message.detail!r}")
+
+    def _user_group_info(self, kind: str, name: str) -> UserUsageInfo | GroupUsageInfo | None:
+        """User or group usage as the applications' owners hold it (confirmed allocations), with the
+        limits that apply. The scheduler's view keeps its own count for its decisions (proposals
+        included); asking it here would wait on a scheduler that may be inside the RM's predicates."""
+        if not name:
+            return None
+        reported = []
+        for app in list(self.registry.applications.values()):
+            if (app.user if kind == "user" else app.limit_group) != name:
+                continue
+            info = self._app_info(app.application_id)
+            if info is not None:
+                reported.append(
+                    AppUsage(
+                        application_id=app.application_id,
+                        queue_path=app.queue_path,
+                        allocated=info.allocated,
+                        running=bool(info.allocations),
+                    )
+                )
+        rows = self.registry.ugm.usage_rows(kind, name, reported)
+        if rows is None:
+            return None
+        if kind == "user":
+            return UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows))
+        return GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows))
 
     def _partition_info(self) -> PartitionInfo:
         root = self.queues.get("root")

@@ -185,6 +185,7 @@ class SchedulerActor(ThreadedActor):
             placeholder_ask=spec.placeholder_ask,
             execution_timeout_ms=spec.execution_timeout_ms,
             gang_scheduling_style=spec.gang_scheduling_style,
+            limit_group=spec.limit_group,
         )
 
     def on_AppGone(self, message: AppGone) -> None:

@@ -7,7 +7,10 @@ one NodeRequest. All asks are submitted at once, as YuniKorn's benchmark does.
 
 ``scale``: a 3-level queue tree with 50 leaf queues of mixed guarantees and max, 1,000 applications,
 asks of mixed sizes and priorities, 10,000 nodes by default; asks arrive in waves at a set rate, so
-latency measures the scheduler keeping up rather than a backlog's length.
+latency measures the scheduler keeping up rather than a backlog's length. With ``user_limits`` every
+other leaf carries user limits (a wildcard per-user maxresources and maxapplications, one named user),
+set where this workload never reaches them: the same allocations are made, and every one made in
+those leaves pays for the checks (what ``korral bench --workload scale --user-limits`` measures).
 """
 
 from __future__ import annotations
@@ -112,7 +115,21 @@ def yunikorn(nodes: int = 1000, asks: int = 10_000) -> Workload:
     )
 
 
-def _scale_config(rng: random.Random) -> tuple[str, list[str]]:
+# on the even teams with --user-limits: never reached by the scale workload (at most one application
+# per user and leaf, ~100 asks of <= 16 GiB each), so only the cost of checking them is measured
+SCALE_USER_LIMITS = """                limits:
+                  - limit: one user
+                    users: [user0]
+                    maxresources: {memory: 4Ti}
+                    maxapplications: 2
+                  - limit: every user
+                    users: ["*"]
+                    maxresources: {memory: 2Ti, vcore: 1000}
+                    maxapplications: 1
+"""
+
+
+def _scale_config(rng: random.Random, user_limits: bool = False) -> tuple[str, list[str]]:
     """root -> 5 divisions -> 10 teams each = 50 leaves, with mixed guarantees and limits."""
     lines = [
         "partitions:",
@@ -143,14 +160,21 @@ def _scale_config(rng: random.Random) -> tuple[str, list[str]]:
             if team % 4 == 1:
                 lines += [f"                  max: {{memory: {guaranteed * 3}Gi, vcore: 400}}"]
             lines += ["                properties:", f"                  application.sort.policy: {policy}"]
+            if user_limits and team % 2 == 0:
+                lines += SCALE_USER_LIMITS.rstrip("\n").split("\n")
     return "\n".join(lines) + "\n", leaves
 
 
 def scale(
-    nodes: int = 10_000, asks: int = 100_000, seed: int = 1, rate: float = 25_000.0, applications: int = 1000
+    nodes: int = 10_000,
+    asks: int = 100_000,
+    seed: int = 1,
+    rate: float = 25_000.0,
+    applications: int = 1000,
+    user_limits: bool = False,
 ) -> Workload:
     rng = random.Random(seed)
-    config, leaves = _scale_config(rng)
+    config, leaves = _scale_config(rng, user_limits)
     node_request = _identical_nodes(nodes, {"memory": 256 * 2**30, "vcore": 64_000})
     app_ids = [f"app-{index}" for index in range(applications)]
     apps = si.ApplicationRequest(
@@ -189,7 +213,7 @@ def scale(
         waves.append(Wave(at=made / rate, requests=requests, count=count))
         made += count
     return Workload(
-        name="scale",
+        name="scale-user-limits" if user_limits else "scale",
         config=config,
         nodes=node_request,
         applications=apps,
@@ -256,12 +280,19 @@ def gang(nodes: int = 1000, asks: int = 10_000) -> Workload:
 
 
 def build(
-    name: str, nodes: int | None = None, asks: int | None = None, seed: int = 1, rate: float | None = None
+    name: str,
+    nodes: int | None = None,
+    asks: int | None = None,
+    seed: int = 1,
+    rate: float | None = None,
+    user_limits: bool = False,
 ) -> Workload:
     if name == "yunikorn":
         return yunikorn(nodes or 1000, asks or 10_000)
     if name == "gang":
         return gang(nodes or 1000, asks or 10_000)
     if name == "scale":
-        return scale(nodes or 10_000, asks or 100_000, seed=seed, rate=rate or 25_000.0)
+        return scale(
+            nodes or 10_000, asks or 100_000, seed=seed, rate=rate or 25_000.0, user_limits=user_limits
+        )
     raise ValueError(f"unknown workload {name!r} (yunikorn, scale)")

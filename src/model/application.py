@@ -11,6 +11,7 @@ from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.resource import Resource
+from korral.model.ugm import AppTracking
 from korral.policies.ordering import IncrementalOrder
 
 MIN_PRIORITY = -(1 << 31)
@@ -234,6 +235,10 @@ class Application:
         self.placeholder_allocated: Resource = {}
         # allocation_key -> node_id of the reservations this application holds
         self.reservations: dict[str, str] = {}
+        # the group its usage is tracked against for user/group limits ("" none), resolved when added
+        self.limit_group = ""
+        # its user/group limits tracking (model.ugm.AppTracking); None while no limit applies to it
+        self.user_limits: AppTracking | None = None
         # the partition's resource epoch at which every pending ask was over a queue limit (-1: not)
         self.quota_blocked_at = -1
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"

@@ -127,3 +127,34 @@ def queue(
     path: str, change: si.EventChangeType, detail: si.EventChangeDetail, message: str
 ) -> si.EventRecord:
     return record(Kind.QUEUE, path, message, change, detail)
+
+
+def user_group_usage(
+    allocation: Allocation, user: str, group: str, change: si.EventChangeType
+) -> list[si.EventRecord]:
+    """YuniKorn's UG_USER_RESOURCE / UG_GROUP_RESOURCE records for one allocation's usage change: the
+    user (and the group its application is tracked against, if any), referencing the queue path."""
+    records = [
+        record(
+            Kind.USERGROUP,
+            user,
+            "",
+            change,
+            Detail.UG_USER_RESOURCE,
+            reference_id=allocation.queue_path,
+            resource=dict(allocation.resource),
+        )
+    ]
+    if group:
+        records.append(
+            record(
+                Kind.USERGROUP,
+                group,
+                "",
+                change,
+                Detail.UG_GROUP_RESOURCE,
+                reference_id=allocation.queue_path,
+                resource=dict(allocation.resource),
+            )
+        )
+    return records

@@ -32,6 +32,7 @@ from korral.model.application import (
 from korral.model.node import Node
 from korral.model.queue import ROOT, SORT_FIFO, SORT_STATE_AWARE, Queue, QueueState
 from korral.model.resource import Resource
+from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
 from korral.policies.ordering import IncrementalOrder
 from korral.policies.placement import (
     Placement,
@@ -154,6 +155,8 @@ class PartitionModel:
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
         self.replace_candidates: dict[str, Application] = {}
+        # user and group usage and limits (YuniKorn's user/group manager)
+        self.ugm = UserGroupTracker(config)
         self.apply_config(config, initial=True)
 
     # ---- configuration -----------------------------------------------------------------------------
@@ -180,6 +183,10 @@ class PartitionModel:
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
                 queue.state = QueueState.DRAINING
+        # usage kept (rebuilt from what the applications hold): lowered limits block new work, never evict
+        held = {app_id: (app.allocated, len(app.allocations)) for app_id, app in self.applications.items()}
+        for app_id, tracking in self.ugm.apply_config(config, held).items():
+            self.applications[app_id].user_limits = tracking
         self._limits_dirty = True
         self._rebuild_node_order()
 
@@ -443,6 +450,7 @@ class PartitionModel:
         )
         self.applications[application_id] = app
         queue.applications[application_id] = app
+        self.track_user(app)
         return app
 
     def _check_gang_admission(self, application_id: str, queue: Queue, placeholder_ask: Resource) -> None:
@@ -462,6 +470,32 @@ class PartitionModel:
                 f"queue {queue.path} cannot fit application {application_id}: task group request "
                 f"{res.to_string(placeholder_ask)} larger than max queue allocation {res.to_string(limit)}"
             )
+
+    def track_user(self, app: Application, group: str | None = None, *, resolve: bool = True) -> None:
+        """Start tracking the application's usage for its user and for its group, resolved here
+        from the limits on its queue path unless given (``resolve=False``)."""
+        if resolve:
+            group = self.ugm.resolve_group(app.queue_path, app.groups)
+        app.limit_group = group or ""
+        app.user_limits = self.ugm.add_application(app.application_id, app.queue_path, app.user, group)
+
+    def user_group_usage(self, kind: str, name: str) -> list[QueueUsage] | None:
+        """What ``name`` (kind "user" or "group") uses per queue path of its applications, with the
+        limits that apply there; None if no application here is its."""
+        return self.ugm.usage_rows(
+            kind,
+            name,
+            [
+                AppUsage(
+                    application_id=app.application_id,
+                    queue_path=app.queue_path,
+                    allocated=app.allocated,
+                    running=bool(app.allocations),
+                )
+                for app in self.applications.values()
+                if (app.user if kind == "user" else app.limit_group) == name
+            ],
+        )
 
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
         """``add_application`` for an SI request (every driver's entry point)."""
@@ -518,6 +552,7 @@ class PartitionModel:
             queue.update_app(app)
         del self.applications[application_id]
         self.replace_candidates.pop(application_id, None)
+        self.ugm.remove_application(application_id)
         return released
 
     def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
@@ -562,6 +597,7 @@ class PartitionModel:
                     queue.applications.pop(app.application_id, None)
                     queue.update_app(app)
                 del self.applications[app.application_id]
+                self.ugm.remove_application(app.application_id)
                 done.append(app.application_id)
         return done
 
@@ -695,6 +731,8 @@ class PartitionModel:
             app.after_booking(recovered, 0, self.clock())
             self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
         self._reorder_node(node)
         advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
@@ -710,6 +748,8 @@ class PartitionModel:
         allocation = app.remove_allocation(uuid)
         if allocation is None:
             return None
+        if app.user_limits is not None:
+            self.ugm.released(app.user_limits, allocation.resource)
         if allocation.recovered:
             self._recovered_uuids.discard(uuid)
         queue = self.queues.get(app.queue_path)
@@ -944,6 +984,8 @@ class PartitionModel:
             ),
         )
         app.book(ask, allocation)
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, ask.resource)
         if ask.failed_since is not None:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
@@ -1063,6 +1105,8 @@ class PartitionModel:
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
                     all_blocked = False
                     continue
+                if app.user_limits is not None and not self._user_limits_admit(app):
+                    continue  # blocked until one of its user's or group's applications ends (epoch)
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
@@ -1108,6 +1152,7 @@ class PartitionModel:
             # skip the rescan (it would make a capped queue with a long backlog quadratic).
             return None
         only_quota_blocked = True
+        user_limits = app.user_limits
         pending_asks = app.pending_asks
         asks = pending_asks.items
         entries = pending_asks.entries
@@ -1123,6 +1168,8 @@ class PartitionModel:
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
                 continue
+            if user_limits is not None and self.ugm.over_limit(user_limits, ask.resource):
+                continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
             node = self._find_node(ask)
             if node is not None:
@@ -1132,6 +1179,11 @@ class PartitionModel:
         if only_quota_blocked:
             app.quota_blocked_at = epoch
         return None
+
+    def _user_limits_admit(self, app: Application) -> bool:
+        """May the application get an allocation at all under its user's and group's
+        ``maxapplications``? (One already running always may.)"""
+        return app.user_limits is None or self.ugm.can_run_app(app.user_limits)
 
     def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:
         """The ask fits its queue but no node: remember since when (returned), report it as outstanding."""
@@ -1189,6 +1241,10 @@ class PartitionModel:
                 continue
             queue = self.queues[app.queue_path]
             if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
+                continue
+            if app.user_limits is not None and (
+                not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
+            ):
                 continue
             target: Node | None = None
             if (

@@ -45,8 +45,10 @@ class SchedulingView(PartitionModel):
         placeholder_ask: dict[str, int] | None = None,
         execution_timeout_ms: int = 0,
         gang_scheduling_style: str = "",
+        limit_group: str | None = None,
     ) -> Application:
-        """Add an application the partition actor already placed (no placement rules here)."""
+        """Add an application the partition actor already placed (no placement rules here), tracked
+        against the group the partition resolved (``limit_group``, "" for none; None: resolve here)."""
         if application_id in self.applications:
             return self.applications[application_id]
         queue = self.queues.get(queue_path) or self.create_queue(queue_path)
@@ -67,6 +69,7 @@ class SchedulingView(PartitionModel):
         )
         self.applications[application_id] = app
         queue.applications[application_id] = app
+        self.track_user(app, limit_group or None, resolve=limit_group is None)
         return app
 
     def discard_application(self, application_id: str) -> None:
