@@ -24,6 +24,7 @@ from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.server.metrics import CoreMetrics
 
 DEFAULT_SETTINGS: dict[str, float] = {
     "scheduling_interval": 0.1,
@@ -54,7 +55,13 @@ class Core:
         for key, value in values.items():
             if not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
-        self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
+        # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
+        self.metrics = CoreMetrics()
+        self.settings = PartitionSettings(
+            **{key: float(value) for key, value in values.items()}, metrics=self.metrics
+        )
+        # servers serving this core (REST, gRPC): each has stop(); Core.stop() stops them first
+        self._servers: list[Any] = []
         self.tracker = Tracker()
         self._timer = TimerService()
         self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
@@ -76,6 +83,10 @@ class Core:
             if self._stopped:
                 return
             self._stopped = True
+            servers, self._servers = self._servers, []
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
         # stopping must finish whatever state the actors are in
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
@@ -191,6 +202,30 @@ class Core:
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         return self._snapshot(partition, "scheduler")
+
+    def completed_applications(self, partition: str) -> list[ApplicationInfo]:
+        """Applications of the partition that completed and left it (as YuniKorn keeps them)."""
+        return self._snapshot(partition, "completed") or []
+
+    # ---- serving -----------------------------------------------------------------------------------
+
+    def serve_rest(self, address: str = "127.0.0.1:0") -> str:
+        """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
+        returns the base URL. Needs the ``serve`` extra (aiohttp). Stopped by ``stop()``."""
+        from korral.server.rest import RestServer  # the serve extra: imported only when serving
+
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        server = RestServer(self, address)
+        url = server.start()
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._servers.append(server)
+        if stopped:  # stopped while starting: nothing may keep serving a stopped core
+            server.stop()
+            raise SchedulerError("the core is stopped")
+        return url
 
 
 def start(**settings: float) -> Core:

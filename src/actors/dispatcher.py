@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from korral.actors.base import Rank, ThreadedActor, Tracker
@@ -14,12 +15,25 @@ log = logging.getLogger("korral.callbacks")
 class CallbackDispatcher(ThreadedActor):
     rank = Rank.DISPATCHER
 
-    def __init__(self, tracker: Tracker, name: str, callback: Any) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        callback: Any,
+        observer: Callable[[str, Any], None] | None = None,
+    ) -> None:
         super().__init__(tracker, name)
         self.callback = callback
         self.failures = 0
+        # sees everything the core delivers to this RM (the core's metrics and event log)
+        self.observer = observer
 
     def on_Deliver(self, message: Deliver) -> None:
+        if self.observer is not None:
+            try:
+                self.observer(message.method, message.argument)
+            except Exception:
+                log.exception("%s: observing %s failed", self.name, message.method)
         method = getattr(self.callback, message.method, None)
         if method is None:
             return

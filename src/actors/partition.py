@@ -79,6 +79,8 @@ class PartitionSettings:
     completing_timeout: float
     queue_cleanup_interval: float
     placeholder_timeout: float
+    # the core's metrics (korral.server.metrics.CoreMetrics), fed by the actors; None: not measured
+    metrics: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 class PartitionActor(ThreadedActor):
@@ -105,6 +107,7 @@ class PartitionActor(ThreadedActor):
         self.timer = timer
         self.settings = settings
         self.registry = PartitionModel(name, config, rm_id=rm_id)
+        self.metrics = settings.metrics
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = ActorPool(name)
         self.scheduler = start_actor(
@@ -117,6 +120,7 @@ class PartitionActor(ThreadedActor):
             reservation_delay=settings.reservation_delay,
             callback=callback,
             dispatcher=dispatcher,
+            metrics=settings.metrics,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
@@ -133,13 +137,22 @@ class PartitionActor(ThreadedActor):
 
     def _sync_queue_actors(self, *, announce: bool) -> None:
         """Start a queue actor for every queue of the structure that has none (parents first)."""
+        created = False
         for path in sorted(self.registry.queues, key=lambda p: p.count(".")):
             if path in self.queues:
                 continue
+            created = True
             queue = self.registry.queues[path]
             parent = self.queues.get(queue.parent.path) if queue.parent is not None else None
             self.queues[path] = start_actor(
-                QueueActor, self.tracker, f"{self.name}/{path}", path, parent, pool=self.pool
+                QueueActor,
+                self.tracker,
+                f"{self.name}/{path}",
+                path,
+                parent,
+                pool=self.pool,
+                partition=self.name,
+                metrics=self.metrics,
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
@@ -148,6 +161,25 @@ class PartitionActor(ThreadedActor):
                         p, events.Change.ADD, events.Detail.QUEUE_DYNAMIC, f"dynamic queue {p} created"
                     )
                 )
+        if created:
+            self._publish_queue_limits()
+
+    def _publish_queue_limits(self) -> None:
+        """Guaranteed and max of every queue as metrics: they change only with the structure."""
+        if self.metrics is None:
+            return
+        self.registry.refresh_limits()
+        for path, queue in self.registry.queues.items():
+            self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
+            self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+
+    def _node_metric(self, previous: str | None, state: str | None) -> None:
+        if self.metrics is not None:
+            self.metrics.node_state(previous, state)
+
+    @staticmethod
+    def _node_state(schedulable: bool) -> str:
+        return "active" if schedulable else "draining"
 
     def _deliver(self, method: str, argument: Any) -> None:
         self.dispatcher.tell(Deliver(method=method, argument=argument))
@@ -189,6 +221,8 @@ class PartitionActor(ThreadedActor):
                 rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+        if message.request.nodes:
+            self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
@@ -239,6 +273,7 @@ class PartitionActor(ThreadedActor):
             else:
                 self.scheduler.tell(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
+            self._node_metric(None, self._node_state(schedulable))
             self._event(
                 lambda: events.node(
                     node_id, events.Change.ADD, events.Detail.NODE_READY, f"node {node_id} added"
@@ -264,7 +299,9 @@ class PartitionActor(ThreadedActor):
             )
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
+            was = self.registry.nodes[node_id].schedulable
             self.registry.set_node_schedulable(node_id, schedulable)
+            self._node_metric(self._node_state(was), self._node_state(schedulable))
             handle.tell(SetNodeSchedulable(schedulable=schedulable))
             self._event(
                 lambda: events.node(
@@ -275,6 +312,7 @@ class PartitionActor(ThreadedActor):
                 )
             )
         elif action == si.NodeAction.DECOMISSION:
+            self._node_metric(self._node_state(self.registry.nodes[node_id].schedulable), "decommissioned")
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
             self.scheduler.tell(NodeGone(node_id=node_id))
@@ -382,6 +420,7 @@ class PartitionActor(ThreadedActor):
             completing_timeout=self.settings.completing_timeout,
             pool=self.pool,
             events=self.events,
+            metrics=self.metrics,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -447,6 +486,7 @@ class PartitionActor(ThreadedActor):
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         self.registry.apply_config(message.config)
         self._sync_queue_actors(announce=False)
+        self._publish_queue_limits()
         self._event(
             lambda: events.queue(
                 "root", events.Change.SET, events.Detail.QUEUE_CONFIG, "queue configuration updated"
@@ -476,6 +516,8 @@ class PartitionActor(ThreadedActor):
             self.tombstones.clear()
 
     def on_StopPartition(self, message: StopPartition) -> None:
+        for node in self.registry.nodes.values():
+            self._node_metric(self._node_state(node.schedulable), None)
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
         # wait for the scheduler: a decision in progress must not outlive the partition
@@ -502,6 +544,8 @@ class PartitionActor(ThreadedActor):
             return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
         if kind == "node":
             return self._node_info(key)
+        if kind == "completed":
+            return list(self.completed.values())
         if kind == "nodes":
             return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
         if kind == "scheduler":

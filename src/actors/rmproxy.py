@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import defaultdict
 from typing import Any
 
@@ -96,8 +97,13 @@ class RMProxyActor(ThreadedActor):
             return error
         if request.rm_id in self.rms:
             self._remove_rm(request.rm_id)
+        metrics = self.settings.metrics
         dispatcher = start_actor(
-            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback
+            CallbackDispatcher,
+            self.tracker,
+            f"[{request.rm_id}]callbacks",
+            message.callback,
+            observer=functools.partial(metrics.delivered, request.rm_id) if metrics is not None else None,
         )
         rm = RegisteredRM(
             rm_id=request.rm_id, callback=message.callback, dispatcher=dispatcher, config=config

@@ -66,8 +66,10 @@ class SchedulerActor(ThreadedActor):
         reservation_delay: float,
         callback: Any,
         dispatcher: Handle,
+        metrics: Any = None,
     ) -> None:
         super().__init__(tracker, name)
+        self.metrics = metrics  # the core's metrics: each batch of cycles is timed
         self.callback = callback
         self.dispatcher = dispatcher
         self.view = SchedulingView(
@@ -244,7 +246,8 @@ class SchedulerActor(ThreadedActor):
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
-        deadline = time.perf_counter() + self._batch_seconds
+        started = time.perf_counter()
+        deadline = started + self._batch_seconds
         made: list[Allocation] = []
         drained = False
         while len(made) < BATCH_ALLOCATIONS:
@@ -260,6 +263,8 @@ class SchedulerActor(ThreadedActor):
         else:
             self._batch_seconds = min(self._batch_seconds * 2, BATCH_SECONDS_MAX)
         self.cycles += 1
+        if self.metrics is not None:
+            self.metrics.scheduled(time.perf_counter() - started)
         if not made:
             return
         self.batch_sizes.append(len(made))
