@@ -37,7 +37,8 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # the core runs. A partition holds many long-lived objects (node actors, asks, allocations) and every
 # allocation creates a few short-lived ones; at the default threshold (700) full collections keep
 # traversing all of them: -35% throughput at 10,000 nodes. The previous thresholds are restored on stop.
-KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True}
+# metrics: feed YuniKorn's Prometheus metrics from the actors (False: Core.metrics stays empty).
+KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True, "metrics": True}
 GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
 QUERY_TIMEOUT = 30.0
@@ -51,6 +52,7 @@ class Core:
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
         tune_gc = bool(settings.pop("tune_gc", KORRAL_SETTINGS["tune_gc"]))
+        measured = bool(settings.pop("metrics", KORRAL_SETTINGS["metrics"]))
         values = {**DEFAULT_SETTINGS, **settings}
         for key, value in values.items():
             if not isinstance(value, int | float) or value < 0:
@@ -58,7 +60,7 @@ class Core:
         # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
         self.metrics = CoreMetrics()
         self.settings = PartitionSettings(
-            **{key: float(value) for key, value in values.items()}, metrics=self.metrics
+            **{key: float(value) for key, value in values.items()}, metrics=self.metrics if measured else None
         )
         # servers serving this core (REST, gRPC): each has stop(); Core.stop() stops them first
         self._servers: list[Any] = []
@@ -202,6 +204,14 @@ class Core:
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         return self._snapshot(partition, "scheduler")
+
+    def partition_names(self) -> list[str]:
+        """The core's names of every partition (``[rm1]default``), sorted; one cheap lookup."""
+        return sorted(self._partition_handles())
+
+    def queues(self, partition: str) -> list[QueueInfo]:
+        """Every queue of the partition, parents before children, in one snapshot."""
+        return self._snapshot(partition, "queues") or []
 
     def completed_applications(self, partition: str) -> list[ApplicationInfo]:
         """Applications of the partition that completed and left it (as YuniKorn keeps them)."""

@@ -126,6 +126,9 @@ class PartitionActor(ThreadedActor):
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: dict[str, ApplicationInfo] = {}
+        # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
+        # messages): each queue actor writes only its own entry, whole; this actor only reads it
+        self.published_usage: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
@@ -153,6 +156,7 @@ class PartitionActor(ThreadedActor):
                 pool=self.pool,
                 partition=self.name,
                 metrics=self.metrics,
+                published=self.published_usage,
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
@@ -499,6 +503,7 @@ class PartitionActor(ThreadedActor):
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))
+            self.published_usage.pop(path, None)
             self._event(
                 lambda p=path: events.queue(
                     p, events.Change.REMOVE, events.Detail.DETAILS_NONE, f"queue {p} removed"
@@ -544,6 +549,8 @@ class PartitionActor(ThreadedActor):
             return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
         if kind == "node":
             return self._node_info(key)
+        if kind == "queues":
+            return self._queue_infos()
         if kind == "completed":
             return list(self.completed.values())
         if kind == "nodes":
@@ -574,6 +581,10 @@ class PartitionActor(ThreadedActor):
             return None
         self.registry.refresh_limits()
         allocated, pending = self.ask(handle, Snapshot())
+        return self._describe_queue(path, allocated, pending)
+
+    def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
+        queue = self.registry.queues[path]
         return QueueInfo(
             path=queue.path,
             is_leaf=queue.is_leaf,
@@ -588,6 +599,17 @@ class PartitionActor(ThreadedActor):
             children=sorted(child.path for child in queue.children.values()),
             applications=sorted(queue.applications),
         )
+
+    def _queue_infos(self) -> list[QueueInfo]:
+        """Every queue, parents first, with the usage each queue last published: no queue is asked, so
+        the answer does not wait behind the scheduling traffic on the partition's pool."""
+        self.registry.refresh_limits()
+        published = self.published_usage
+        return [
+            self._describe_queue(path, *published.get(path, ({}, {})))
+            for path in sorted(self.registry.queues)
+            if path in self.queues
+        ]
 
     def _app_info(self, application_id: str) -> ApplicationInfo | None:
         handle = self.apps.get(application_id)

@@ -36,13 +36,16 @@ class QueueActor(PoolActor):
         pool: ActorPool,
         partition: str = "",
         metrics: Any = None,
+        published: dict[str, tuple[Resource, Resource]] | None = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.path = path
         self.parent = parent
         self.partition = partition
-        # the core's metrics: this queue's usage is published once per burst, at the flush
+        # this queue's usage is published once per burst, at the flush: to the core's metrics and to
+        # the partition's board of published usage (whole entries replaced, never changed in place)
         self.metrics = metrics
+        self.published = published
         self.allocated: Resource = {}
         self.pending: Resource = {}
         self._allocated_delta: Resource = {}
@@ -55,7 +58,7 @@ class QueueActor(PoolActor):
         if self.parent is not None:
             res.add_into(self._allocated_delta, message.allocated)
             res.add_into(self._pending_delta, message.pending)
-        elif self.metrics is None:
+        elif self.metrics is None and self.published is None:
             return
         if not self._flush_queued:
             self._flush_queued = True
@@ -63,10 +66,12 @@ class QueueActor(PoolActor):
 
     def on_FlushUsage(self, message: FlushUsage) -> None:
         self._flush_queued = False
-        if self.metrics is not None:
-            self.metrics.queue_usage(
-                self.partition, self.path, res.prune(self.allocated), res.prune(self.pending)
-            )
+        if self.metrics is not None or self.published is not None:
+            allocated, pending = res.prune(self.allocated), res.prune(self.pending)
+            if self.published is not None:
+                self.published[self.path] = (allocated, pending)
+            if self.metrics is not None:
+                self.metrics.queue_usage(self.partition, self.path, allocated, pending)
         if (self._allocated_delta or self._pending_delta) and self.parent is not None:
             self.parent.tell(QueueUsage(allocated=self._allocated_delta, pending=self._pending_delta))
         self._allocated_delta = {}

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from korral.config import load_config
 from korral.config.validator import GROUP_NAME_RE, QUEUE_NAME_RE, USER_NAME_RE
-from korral.info import PartitionInfo, QueueInfo
+from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.server import dao
 
@@ -85,23 +85,23 @@ class RestApi:
 
     # ---- lookups ----------------------------------------------------------------------------------
 
-    def partition(self, name: str) -> PartitionInfo:
-        """A partition by YuniKorn's plain name or the core's full name (``[rm1]default``)."""
-        infos = self.core.partitions()
-        for info in infos:
-            if info.name == name:
-                return info
-        owners = [info for info in infos if partition_without_rm(info.name) == name.lower()]
+    def partition(self, name: str) -> str:
+        """The core's name of a partition given by YuniKorn's plain name or the full ``[rm1]default``."""
+        names = self.core.partition_names()
+        if name in names:
+            return name
+        owners = [full for full in names if partition_without_rm(full) == name.lower()]
         if len(owners) > 1:
-            names = ", ".join(sorted(info.name for info in owners))
+            choices = ", ".join(owners)
             raise HttpError(
-                400, f"Partition {name} is owned by more than one resource manager: use one of {names}"
+                400, f"Partition {name} is owned by more than one resource manager: use one of {choices}"
             )
         if not owners:
             raise HttpError(404, "Partition not found")
         return owners[0]
 
-    def queue(self, partition: PartitionInfo, path: str) -> QueueInfo:
+    @staticmethod
+    def _valid_queue(path: str) -> None:
         for part in path.split("."):
             if not QUEUE_NAME_RE.fullmatch(part):
                 raise HttpError(
@@ -110,23 +110,37 @@ class RestApi:
                     f"queue name {part}. Queue name must only have alphanumeric characters, - or _, and "
                     "be no longer than 64 characters",
                 )
-        info = self.core.queue(partition.name, path)
+
+    def queue(self, partition: str, path: str) -> QueueInfo:
+        self._valid_queue(path)
+        info = self.core.queue(partition, path)
         if info is None:
             raise HttpError(404, "Queue not found")
         return info
 
-    def _queue_tree(self, partition: PartitionInfo, info: QueueInfo, subtree: bool) -> tuple[dict, int]:
+    def queue_tree(self, partition: str, path: str, subtree: bool) -> dict:
+        """A queue's document from one snapshot of every queue; its children's too if ``subtree``."""
+        self._valid_queue(path)
+        infos = {info.path: info for info in self.core.queues(partition)}
+        info = infos.get(path.lower())
+        if info is None:
+            raise HttpError(404, "Queue not found")
+        return self._queue_tree(partition, infos, info, subtree)[0]
+
+    def _queue_tree(
+        self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
+    ) -> tuple[dict, int]:
         """A queue's document and its number of applications (its own and its descendants')."""
         children: list[dict] = []
         apps = len(info.applications)
         for path in info.children:
-            child = self.core.queue(partition.name, path)
-            if child is None:  # removed since the parent's snapshot
+            child = infos.get(path)
+            if child is None:
                 continue
-            document, child_apps = self._queue_tree(partition, child, subtree)
+            document, child_apps = self._queue_tree(partition, infos, child, subtree)
             apps += child_apps
             children.append(document)
-        return dao.queue(info, partition.name, apps, children if subtree else None), apps
+        return dao.queue(info, partition, apps, children if subtree else None), apps
 
     # ---- routes -----------------------------------------------------------------------------------
 
@@ -143,31 +157,27 @@ class RestApi:
         return documents
 
     def queues(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        partition = self.partition(params["partition"])
-        root = self.queue(partition, "root")
-        return self._queue_tree(partition, root, True)[0]
+        return self.queue_tree(self.partition(params["partition"]), "root", True)
 
     def one_queue(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        partition = self.partition(params["partition"])
-        info = self.queue(partition, params["queue"])
-        return self._queue_tree(partition, info, "subtree" in query)[0]
+        return self.queue_tree(self.partition(params["partition"]), params["queue"], "subtree" in query)
 
     def nodes(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         partition = self.partition(params["partition"])
-        return [dao.node(info) for info in self.core.nodes(partition.name)]
+        return [dao.node(info) for info in self.core.nodes(partition)]
 
     def one_node(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         partition = self.partition(params["partition"])
-        info = self.core.node(partition.name, params["node"])
+        info = self.core.node(partition, params["node"])
         if info is None:
             raise HttpError(404, "Node not found")
         return dao.node(info)
 
-    def _rejected(self, partition: PartitionInfo) -> list[dict]:
+    def _rejected(self, partition: str) -> list[dict]:
         return [
-            dao.rejected_application(app_id, partition.name, reason)
+            dao.rejected_application(app_id, partition, reason)
             for rm_id, app_id, reason in list(self.core.metrics.rejected_applications)
-            if rm_id == partition.rm_id
+            if rm_id == rm_of(partition)
         ]
 
     def applications_by_state(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
@@ -177,12 +187,12 @@ class RestApi:
             status = query.get("status", "").lower()
             if status and status not in dao.ACTIVE_STATES:
                 raise HttpError(400, _active_status_message())
-            apps = self.core.applications(partition.name)
+            apps = self.core.applications(partition)
             return [dao.application(a) for a in apps if not status or a.state.lower() == status]
         if state == "rejected":
             return self._rejected(partition)
         if state == "completed":
-            return [dao.application(a) for a in self.core.completed_applications(partition.name)]
+            return [dao.application(a) for a in self.core.completed_applications(partition)]
         raise HttpError(400, "Only following application states are allowed: active, rejected, completed")
 
     def queue_applications(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
@@ -194,13 +204,13 @@ class RestApi:
         status = query.get("status", "").lower() if state is not None else ""
         if status and status not in dao.ACTIVE_STATES:
             raise HttpError(400, _active_status_message())
-        apps = [a for a in self.core.applications(partition.name) if a.queue == info.path]
+        apps = [a for a in self.core.applications(partition) if a.queue == info.path]
         return [dao.application(a) for a in apps if not status or a.state.lower() == status]
 
     def one_application(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         partition = self.partition(params["partition"])
         queue_path = params.get("queue")
-        info = self.core.application(partition.name, params["application"])
+        info = self.core.application(partition, params["application"])
         if queue_path is not None:
             queue = self.queue(partition, queue_path)
             if info is not None and info.queue != queue.path:
@@ -216,12 +226,12 @@ class RestApi:
         partition = self.partition(params["partition"])
         if name is None:
             lister = getattr(self.core, f"{kind}s_usage", None)
-            return [_plain(u) for u in lister(partition.name)] if lister is not None else []
+            return [_plain(u) for u in lister(partition)] if lister is not None else []
         pattern = USER_NAME_RE if kind == "user" else GROUP_NAME_RE
         if not pattern.fullmatch(name):
             raise HttpError(400, f"Invalid {kind} name")
         getter = getattr(self.core, f"{kind}_usage", None)
-        usage = getter(partition.name, name) if getter is not None else None
+        usage = getter(partition, name) if getter is not None else None
         if usage is None:
             raise HttpError(404, f"{kind.capitalize()} not found")
         return _plain(usage)
@@ -284,16 +294,15 @@ class RestApi:
             for info in partitions:
                 apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
                 applications.extend(dao.application(a) for a in apps)
-                applications.extend(self._rejected(info))
+                applications.extend(self._rejected(info.name))
                 nodes.append(
                     {
                         "partitionName": partition_without_rm(info.name),
                         "nodesInfo": [dao.node(n) for n in self.core.nodes(info.name)],
                     }
                 )
-                root = self.core.queue(info.name, "root")
-                if root is not None:
-                    queues.append(self._queue_tree(info, root, True)[0])
+                with contextlib.suppress(HttpError):  # a partition without a root: stopping
+                    queues.append(self.queue_tree(info.name, "root", True))
             return {
                 "timestamp": time.time_ns(),
                 "partitions": self.partitions(params, query),
@@ -304,6 +313,11 @@ class RestApi:
                 "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
                 "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
             }
+
+
+def rm_of(partition: str) -> str:
+    """The RM that owns a partition, from the core's name: ``[rm1]default`` -> ``rm1``."""
+    return partition[1 : partition.index("]")] if partition.startswith("[") and "]" in partition else ""
 
 
 def _active_status_message() -> str:
