@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -360,12 +361,17 @@ def test_event_stream_delivers_new_events() -> None:
 
 
 def test_stop_stops_the_server() -> None:
+    before = set(threading.enumerate())
     core = korral.start()
     url = urllib.parse.urlsplit(core.serve_rest("127.0.0.1:0"))
     assert url.hostname == "127.0.0.1"
+    ok(urllib.parse.urlunsplit(url) + "/ws/v1/partitions")  # its worker threads have started
     core.stop()
     with pytest.raises(OSError), socket.create_connection((url.hostname, url.port), timeout=5):
         pass
+    assert [th.name for th in set(threading.enumerate()) - before if th.is_alive()] == []
+    with pytest.raises(korral.SchedulerError):
+        core.serve_rest("127.0.0.1:0")
 
 
 # ---- the health checks on snapshots that are not consistent (no core can be made this way) ----------

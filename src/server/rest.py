@@ -409,7 +409,8 @@ class RestServer:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
             thread.join(STOP_TIMEOUT * 2)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        # a query in flight finishes (the core still runs: servers stop first); none is left behind
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
     # ---- routing ----------------------------------------------------------------------------------
 
