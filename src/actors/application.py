@@ -25,6 +25,7 @@ from korral.actors.messages import (
     Placed,
     QueueUsage,
     RecoverAllocations,
+    RecoveredGone,
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
@@ -39,7 +40,7 @@ from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
-from korral.reference import to_si_allocation, to_si_release
+from korral.model.si_convert import to_si_allocation, to_si_release
 
 
 @attrs.frozen(slots=True)
@@ -197,6 +198,8 @@ class ApplicationActor(PoolActor):
             node = self.nodes.get(node_id)
             if node is not None:
                 node.tell(FreeOnNode(uuids=tuple(uuids)))
+        if effects.recovered_gone:
+            self.partition.tell(RecoveredGone(uuids=tuple(effects.recovered_gone)))
         allocated = res.prune(effects.allocated_delta)
         pending = res.prune(effects.pending_delta)
         if allocated or pending:

@@ -15,7 +15,7 @@ import contextlib
 import enum
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pykka
@@ -39,6 +39,24 @@ class Rank(enum.IntEnum):
     APPLICATION = 20
     NODE = 10
     DISPATCHER = 5
+
+
+_decision = threading.local()
+
+
+@contextlib.contextmanager
+def inside_predicates() -> Iterator[None]:
+    """Marks this thread as a scheduler waiting on the RM's ``predicates`` callback meanwhile."""
+    _decision.predicates = True
+    try:
+        yield
+    finally:
+        _decision.predicates = False
+
+
+def in_predicates() -> bool:
+    """True on a scheduler's thread while it waits on the RM's ``predicates`` callback."""
+    return getattr(_decision, "predicates", False)
 
 
 class RankViolation(RuntimeError):

@@ -9,12 +9,13 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates
 from korral.actors.messages import (
     AppAdded,
     AppGone,
@@ -23,6 +24,7 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
+    NodeReservations,
     Place,
     QueueCreated,
     QueuesRemoved,
@@ -63,19 +65,25 @@ class SchedulerActor(ThreadedActor):
         config: PartitionConfig,
         *,
         rm_id: str,
+        uuid_token: str,
         reservation_delay: float,
         callback: Any,
+        callback_closed: threading.Event,
         dispatcher: Handle,
+        partition: Handle,
         metrics: Any = None,
     ) -> None:
         super().__init__(tracker, name)
+        self.partition = partition
         self.metrics = metrics  # the core's metrics: each batch of cycles is timed
         self.callback = callback
+        self.callback_closed = callback_closed
         self.dispatcher = dispatcher
         self.view = SchedulingView(
             partition_name,
             config,
             rm_id=rm_id,
+            uuid_token=uuid_token,
             reservation_delay=reservation_delay,
             predicate=self._predicate,
         )
@@ -96,13 +104,30 @@ class SchedulerActor(ThreadedActor):
     def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
         if type(self.callback).predicates is ResourceManagerCallback.predicates:
             return True  # the RM does not filter: skip the call on the hot path
-        return bool(
-            self.callback.predicates(
-                si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
+        if self.callback_closed.is_set():
+            return False  # the registration ended: its RM is not asked anything any more
+        with inside_predicates():
+            return bool(
+                self.callback.predicates(
+                    si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
+                )
             )
-        )
+
+    def _publish_reservations(self) -> None:
+        changed = self.view.reservation_changes
+        if changed:
+            nodes = self.view.nodes
+            reservations = []
+            for node_id in changed:
+                node = nodes.get(node_id)
+                holder = node.reservation[0] if node is not None and node.reservation else ""
+                reservations.append((node_id, holder))
+            changed.clear()
+            self.partition.tell(NodeReservations(reservations=tuple(reservations)))
 
     def _wake(self) -> None:
+        if self.view.reservation_changes:
+            self._publish_reservations()
         if not self._cycle_queued:
             self._cycle_queued = True
             self.kick(RunCycle())
@@ -266,6 +291,8 @@ class SchedulerActor(ThreadedActor):
         if self.metrics is not None:
             self.metrics.scheduled(time.perf_counter() - started)
         if not made:
+            if view.reservation_changes:
+                self._publish_reservations()
             return
         self.batch_sizes.append(len(made))
         self.proposals += len(made)
@@ -288,10 +315,6 @@ class SchedulerActor(ThreadedActor):
         self._wake()
 
     def on_Snapshot(self, message: Snapshot) -> Any:
-        if message.detail.startswith("reservations:"):
-            node_id = message.detail.split(":", 1)[1]
-            node = self.view.nodes.get(node_id)
-            return [node.reservation[0]] if node is not None and node.reservation else []
         return {
             "cycles": self.cycles,
             "proposals": self.proposals,
