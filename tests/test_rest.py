@@ -336,6 +336,25 @@ def test_two_rms_partitions_by_full_name_and_metrics_apart() -> None:
         assert sample(samples, "yunikorn_queue_resource", partition="[rm1]default", **used) == 0
 
 
+def test_metrics_forget_what_a_reregistration_removed() -> None:
+    with running(TWO_LEAVES) as (core, rm):
+        add_nodes(core, rm, ["n1"])
+        add_apps(core, rm, {"app": "root.a"})
+        core.update_allocation(t.asks("rm", "app", 1, SMALL))
+        assert rm.wait_for_allocations(1)
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        used = {"partition": part(), "queue": "root.a", "state": "allocated", "resource": "memory"}
+        assert sample(metrics(url), "yunikorn_queue_resource", **used) == SMALL["memory"]
+        core.register_resource_manager(t.register("rm", TWO_LEAVES), rm)  # a new partition, empty
+        core.wait_until_idle()
+        samples = metrics(url)
+        assert ("yunikorn_queue_resource", tuple(sorted(used.items()))) not in samples
+        assert sample(samples, "yunikorn_queue_app", partition=part(), queue="root.a", state="running") == 0
+        assert sample(samples, "yunikorn_scheduler_node", state="active") == 0
+        assert sample(samples, "yunikorn_scheduler_application_total", state="running") == 0
+
+
 def test_each_core_has_its_own_registry() -> None:
     with running(TWO_LEAVES) as (core, rm), korral.start() as idle:
         add_nodes(core, rm, ["n1"])

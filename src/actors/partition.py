@@ -527,6 +527,8 @@ class PartitionActor(ThreadedActor):
         self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
+            if self.metrics is not None:
+                self.metrics.forget_queues(self.name, removed)
 
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
         # Only this message in flight: nothing can still be on its way to a removed actor.
@@ -545,6 +547,8 @@ class PartitionActor(ThreadedActor):
         # are refused) and the RM's callbacks closed.
         self.scheduler.stop()
         self.pool.stop()
+        if self.metrics is not None:  # after the pool: no queue publishes again
+            self.metrics.forget_queues(self.name, list(self.registry.queues), with_apps=True)
         self.apps.clear()
         self.nodes.clear()
         self.queues.clear()

@@ -11,6 +11,7 @@ the scheduler's batch timing. Each call is a few dictionary lookups and counter 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,8 +24,9 @@ NAMESPACE = "yunikorn"
 # yunikorn-core: prometheus.ExponentialBuckets(0.0001, 10, 6); YuniKorn observes seconds in this
 # "milliseconds" histogram, and so does korral, so that dashboards built for YuniKorn read the same.
 LATENCY_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)
-# application states YuniKorn counts (pkg/metrics/queue.go), lower-case as in its labels
-APP_STATES = ("new", "accepted", "running", "completing", "completed", "failing", "failed", "resuming")
+# the labels of the queue metrics: YuniKorn's (its queue is a constant label) and the partition
+QUEUE_APP_LABELS = ("partition", "queue", "state")
+QUEUE_RESOURCE_LABELS = ("partition", "queue", "state", "resource")
 
 
 class CoreMetrics:
@@ -83,7 +85,7 @@ class CoreMetrics:
             "queue_app",
             "Queue application metrics. State of the application includes `new`, `accepted`, `rejected`, "
             "`running`, `failing`, `failed`, `resuming`, `completing`, `completed`.",
-            ["partition", "queue", "state"],
+            QUEUE_APP_LABELS,
             namespace=NAMESPACE,
             registry=registry,
         )
@@ -91,7 +93,7 @@ class CoreMetrics:
             "queue_resource",
             "Queue resource metrics. State of the resource includes `guaranteed`, `max`, `allocated`, "
             "`pending`, `preempting`.",
-            ["partition", "queue", "state", "resource"],
+            QUEUE_RESOURCE_LABELS,
             namespace=NAMESPACE,
             registry=registry,
         )
@@ -173,6 +175,28 @@ class CoreMetrics:
         for name in known:
             if name not in resource:
                 gauge.labels(partition, queue, state, name).set(0)
+
+    def forget_queues(self, partition: str, paths: Iterable[str], *, with_apps: bool = False) -> None:
+        """Queues that are gone (removed, or their partition stopped) leave no series behind;
+        ``with_apps``: their applications went with them (a stopped partition), and leave the
+        scheduler-wide application counts too."""
+        gone = set(paths)
+        if with_apps:
+            for family in self.queue_app.collect():
+                for series in family.samples:
+                    if series.labels["partition"] == partition and series.labels["queue"] in gone:
+                        self.application.labels(series.labels["state"]).dec(series.value)
+        for metric, names in (
+            (self.queue_resource, QUEUE_RESOURCE_LABELS),
+            (self.queue_app, QUEUE_APP_LABELS),
+        ):
+            for family in metric.collect():
+                for series in family.samples:
+                    if series.labels["partition"] == partition and series.labels["queue"] in gone:
+                        with contextlib.suppress(KeyError):
+                            metric.remove(*(series.labels[name] for name in names))
+        for key in [key for key in self._published if key[0] == partition and key[1] in gone]:
+            self._published.pop(key, None)
 
     def queue_usage(
         self, partition: str, queue: str, allocated: Mapping[str, int], pending: Mapping[str, int]
