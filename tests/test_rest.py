@@ -127,20 +127,24 @@ def test_queue_tree_and_one_queue(served) -> None:
     assert set(by_name) == {"root.a", "root.b"}
     for path, document in [("root", root), *by_name.items()]:
         snapshot = core.queue(part(), path)
-        assert document["allocatedResource"] == snapshot.allocated
-        assert document["pendingResource"] == snapshot.pending
-        assert document["guaranteedResource"] == snapshot.guaranteed
+        assert document.get("allocatedResource", {}) == snapshot.allocated
+        assert document.get("pendingResource", {}) == snapshot.pending
+        assert document.get("guaranteedResource", {}) == snapshot.guaranteed
         assert document["maxResource"] == snapshot.max
         assert document["isLeaf"] == snapshot.is_leaf
         assert document["status"] == snapshot.state
+        assert document["sortingPolicy"] == snapshot.sort_policy == "fifo"
+        assert document["prioritySorting"] is snapshot.priority_sorting is True
     assert by_name["root.a"]["guaranteedResource"] == {"memory": 50_000_000, "vcore": 5_000}
     assert by_name["root.a"]["absUsedCapacity"] == {"memory": 20, "vcore": 20}
     assert by_name["root.a"]["parent"] == "root"
     assert root["runningApps"] == 2  # app-1 and app-2 (app-done left its queue)
     one = ok(url + "/ws/v1/partition/default/queue/root.a")
-    assert one["children"] is None and one["queuename"] == "root.a"
+    assert "children" not in one and one["queuename"] == "root.a"
+    assert "children" not in ok(url + "/ws/v1/partition/default/queue/root")
     subtree = ok(url + "/ws/v1/partition/default/queue/root?subtree")
     assert {c["queuename"] for c in subtree["children"]} == {"root.a", "root.b"}
+    assert sorted(subtree["childNames"]) == ["root.a", "root.b"]
 
 
 def test_nodes_and_one_node(served) -> None:

@@ -617,6 +617,8 @@ class PartitionActor(ThreadedActor):
             properties=dict(queue.properties),
             children=sorted(child.path for child in queue.children.values()),
             applications=sorted(queue.applications),
+            sort_policy=queue.sort_policy,
+            priority_sorting=queue.priority_sort_enabled,
         )
 
     def _queue_infos(self) -> list[QueueInfo]:

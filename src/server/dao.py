@@ -72,7 +72,7 @@ def queue(
 ) -> JSON:
     """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree)."""
     parent, _, _ = info.path.rpartition(".")
-    return {
+    document = {
         "queuename": info.path,
         "status": info.state,
         "partition": partition_without_rm(partition_name),
@@ -80,18 +80,36 @@ def queue(
         "maxResource": info.max,
         "guaranteedResource": info.guaranteed,
         "allocatedResource": info.allocated,
-        "preemptingResource": {},
         "isLeaf": info.is_leaf,
         "isManaged": info.is_managed,
         "properties": info.properties,
         "parent": parent,
-        "template": None,
         "children": children,
-        "childNames": [path.rpartition(".")[2] for path in info.children],
+        "childNames": list(info.children),
         "absUsedCapacity": utilization(info.max, info.allocated),
         "maxRunningApps": info.max_applications,
         "runningApps": active_apps,
+        "currentPriority": 0,
+        "sortingPolicy": info.sort_policy,
+        "prioritySorting": info.priority_sorting,
+        "preemptionEnabled": False,
+        "isPreemptionFence": False,
     }
+    return _omit_empty(
+        document,
+        "pendingResource",
+        "maxResource",
+        "guaranteedResource",
+        "allocatedResource",
+        "properties",
+        "parent",
+        "children",
+        "childNames",
+        "absUsedCapacity",
+        "maxRunningApps",
+        "runningApps",
+        "sortingPolicy",
+    )
 
 
 def allocation(info: AllocationInfo) -> JSON:

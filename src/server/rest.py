@@ -57,9 +57,9 @@ class HttpError(Exception):
         self.message = message
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
+def _json(body: Any, status: int = 200, *, encoded: str | None = None) -> web.Response:
     return web.Response(
-        text=json.dumps(body),
+        text=encoded if encoded is not None else json.dumps(body),
         status=status,
         content_type="application/json",
         charset="UTF-8",
@@ -464,14 +464,18 @@ class RestServer:
 
     async def _answer(self, answer: Callable[..., Any], *args: Any) -> web.Response:
         loop = asyncio.get_running_loop()
+
+        def encoded() -> str:  # the answer and its encoding off the loop: a big one blocks no request
+            return json.dumps(answer(*args))
+
         try:
-            body = await loop.run_in_executor(self._executor, answer, *args)
+            text = await loop.run_in_executor(self._executor, encoded)
         except HttpError as exc:
             return _json(dao.error(exc.status, exc.message), exc.status)
         except Exception as exc:
             log.exception("REST %s failed", getattr(answer, "__name__", answer))
             return _json(dao.error(500, str(exc)), 500)
-        return _json(body)
+        return _json(None, encoded=text)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
