@@ -359,6 +359,26 @@ def test_metrics_forget_what_a_reregistration_removed() -> None:
         assert sample(samples, "yunikorn_scheduler_application_total", state="running") == 0
 
 
+def test_metrics_off_counts_nothing_and_serves_all_the_same() -> None:
+    with running(TWO_LEAVES, metrics=False) as (core, rm):
+        add_nodes(core, rm, ["n1"])
+        add_apps(core, rm, {"app": "root.a"})
+        core.update_allocation(t.asks("rm", "app", 2, SMALL))
+        assert rm.wait_for_allocations(2)
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        samples = metrics(url)
+        allocations = "yunikorn_scheduler_container_allocation_attempt_total"
+        assert sample(samples, allocations, state="allocated") == 0
+        assert sample(samples, "yunikorn_scheduler_node", state="active") == 0
+        root = ok(url + "/ws/v1/partition/default/queues")
+        assert (
+            root["allocatedResource"]
+            == core.queue(part(), "root").allocated
+            == {name: 2 * value for name, value in SMALL.items()}
+        )
+
+
 def test_each_core_has_its_own_registry() -> None:
     with running(TWO_LEAVES) as (core, rm), korral.start() as idle:
         add_nodes(core, rm, ["n1"])
