@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import (
     AddAsks,
     AppGone,
@@ -65,7 +65,7 @@ class AppFinished:
     info: ApplicationInfo
 
 
-class ApplicationActor(PoolActor):
+class ApplicationActor(RetiringActor):
     rank = Rank.APPLICATION
 
     def __init__(
@@ -155,6 +155,9 @@ class ApplicationActor(PoolActor):
     def on_FlushOut(self, message: FlushOut) -> None:
         self._flush()
 
+    def quiet(self) -> bool:
+        return self._effects is None
+
     def on_Snapshot(self, message: Snapshot) -> ApplicationInfo:
         return self._info()
 
@@ -192,8 +195,18 @@ class ApplicationActor(PoolActor):
                 by_node.setdefault(allocation.node_id, []).append(allocation)
             for node_id, allocations in by_node.items():
                 node = self.nodes.get(node_id)
-                if node is not None:
-                    node.tell(BookRecovered(allocations=tuple(allocations), app=self.handle))
+                if node is None or not node.tell(
+                    BookRecovered(allocations=tuple(allocations), app=self.handle)
+                ):
+                    # the node left and stopped before the booking reached it: release them as
+                    # its removal would have
+                    self.kick(
+                        NodeRemoved(
+                            node_id=node_id,
+                            uuids=tuple(a.uuid for a in allocations),
+                            reason=f"Node {node_id} Removed",
+                        )
+                    )
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:

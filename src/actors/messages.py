@@ -273,3 +273,13 @@ class NodeReservations:
     """
 
     reservations: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen(slots=True)
+class SchedulerDone:
+    """Scheduler -> a removed application or node: nothing more will come from the scheduler."""
+
+
+@attrs.frozen(slots=True)
+class Retire:
+    """Partition -> a removed actor: stop once nothing more can reach you (see ``RetiringActor``)."""

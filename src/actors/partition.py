@@ -3,8 +3,8 @@
 It owns the partition's structure (the queue tree and its configuration, which applications and nodes
 exist, the partition's capacity) in a ``PartitionModel`` that tracks no allocations, places
 applications with the partition's rules, creates and retires the owner actors, and routes each RM
-request to the actor that owns what the request is about. Removed actors become tombstones, stopped
-only once nothing is in flight, so that no message to them can be dropped.
+request to the actor that owns what the request is about. A removed actor stops itself once nothing
+can reach it any more (``RetiringActor``), so that no message to it is dropped.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from korral.actors.messages import (
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
+    Retire,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
@@ -70,7 +71,7 @@ class CleanupQueues:
 
 @attrs.frozen(slots=True)
 class RetireTombstones:
-    """Timer -> partition: stop removed actors if nothing is in flight."""
+    """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
 
 
 @attrs.frozen(kw_only=True)
@@ -221,8 +222,10 @@ class PartitionActor(ThreadedActor):
             )
 
     def _bury(self, handle: Handle | None) -> None:
+        """The actor was removed: it stops itself once nothing can reach it (``RetiringActor``)."""
         if handle is not None:
             self.tombstones.append(handle)
+            handle.tell(Retire())
 
     # ---- nodes -------------------------------------------------------------------------------------
 
@@ -531,11 +534,11 @@ class PartitionActor(ThreadedActor):
                 self.metrics.forget_queues(self.name, removed)
 
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
-        # Only this message in flight: nothing can still be on its way to a removed actor.
-        if self.tombstones and self.tracker.in_flight() <= 1:
-            for handle in self.tombstones:
-                handle.stop()
-            self.tombstones.clear()
+        # ask again those that could not stop yet (a message was still on its way to them)
+        alive = [handle for handle in self.tombstones if handle.is_alive]
+        for handle in alive:
+            handle.tell(Retire())
+        self.tombstones = alive
 
     def on_StopPartition(self, message: StopPartition) -> None:
         for node in self.registry.nodes.values():

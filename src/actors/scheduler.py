@@ -30,6 +30,7 @@ from korral.actors.messages import (
     QueuesRemoved,
     RolledBack,
     RunCycle,
+    SchedulerDone,
     Snapshot,
     Tick,
 )
@@ -97,7 +98,8 @@ class SchedulerActor(ThreadedActor):
         self.cycles = 0
         self.proposals = 0
         self.rollbacks = 0
-        self.batch_sizes: list[int] = []
+        self.batches = 0
+        self.largest_batch = 0
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -154,7 +156,9 @@ class SchedulerActor(ThreadedActor):
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
-        self.nodes.pop(message.node_id, None)
+        handle = self.nodes.pop(message.node_id, None)
+        if handle is not None:
+            handle.tell(SchedulerDone())  # after every Place this actor sent it
         self.view.discard_node(message.node_id)
         self._wake()
 
@@ -174,7 +178,9 @@ class SchedulerActor(ThreadedActor):
         )
 
     def on_AppGone(self, message: AppGone) -> None:
-        self.apps.pop(message.application_id, None)
+        handle = self.apps.pop(message.application_id, None)
+        if handle is not None:
+            handle.tell(SchedulerDone())
         self.view.discard_application(message.application_id)
         self._wake()
 
@@ -294,7 +300,8 @@ class SchedulerActor(ThreadedActor):
             if view.reservation_changes:
                 self._publish_reservations()
             return
-        self.batch_sizes.append(len(made))
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
         by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
@@ -319,6 +326,6 @@ class SchedulerActor(ThreadedActor):
             "cycles": self.cycles,
             "proposals": self.proposals,
             "rollbacks": self.rollbacks,
-            "batches": len(self.batch_sizes),
-            "largest_batch": max(self.batch_sizes, default=0),
+            "batches": self.batches,
+            "largest_batch": self.largest_batch,
         }

@@ -140,6 +140,8 @@ class PartitionModel:
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
+        # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
+        self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         self.apply_config(config, initial=True)
 
@@ -496,11 +498,12 @@ class PartitionModel:
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        self.state_changes.append(
-            StateChange(
-                application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+        if self.records_state_changes:
+            self.state_changes.append(
+                StateChange(
+                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+                )
             )
-        )
         return True
 
     def _maybe_complete(self, app: Application) -> None:
