@@ -13,6 +13,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -243,6 +244,14 @@ def test_requests_do_not_change_state(served) -> None:
     assert (core.partition(part()), core.nodes(part()), rm.allocated_total) == before
 
 
+def test_concurrent_requests_all_answered(served) -> None:
+    _, _, url = served
+    expected = ok(url + "/ws/v1/partition/default/queues")
+    with ThreadPoolExecutor(max_workers=16) as clients:
+        answers = list(clients.map(lambda _: get(url + "/ws/v1/partition/default/queues"), range(48)))
+    assert answers == [(200, expected)] * 48
+
+
 def test_health_check_runs_on_request(served) -> None:
     _, _, url = served
     health = ok(url + "/ws/v1/scheduler/healthcheck")
@@ -272,6 +281,10 @@ def test_validate_conf_answers_allowed_and_reason(served) -> None:
     assert validate(TWO_LEAVES) == {"allowed": True, "reason": ""}
     refused = validate(TWO_LEAVES.replace("name: b", "name: b!"))
     assert refused["allowed"] is False and "b!" in refused["reason"]
+    request = urllib.request.Request(url + "/ws/v1/validate-conf", data=b"\xff\xfe\x00", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        garbage = json.loads(response.read())
+    assert garbage["allowed"] is False and "UTF-8" in garbage["reason"]
 
 
 def test_events_batch_is_what_the_rm_was_sent(served) -> None:

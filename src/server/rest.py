@@ -453,6 +453,9 @@ class RestServer:
             if exc.status < 400:
                 raise
             return _json(dao.error(exc.status, exc.reason), exc.status)
+        except Exception as exc:  # a fault of the server's own: the client still gets an error body
+            log.exception("REST %s %s failed", request.method, request.path)
+            return _json(dao.error(500, str(exc)), 500)
 
     def _route(self, answer: Callable[[Mapping[str, str], Mapping[str, str]], Any]) -> Callable[..., Any]:
         async def handle(request: web.Request) -> web.Response:
@@ -483,7 +486,11 @@ class RestServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _validate_conf(self, request: web.Request) -> web.Response:
-        body = await request.text()
+        raw = await request.read()
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return _json({"allowed": False, "reason": f"the configuration is not UTF-8 text: {exc}"})
         return await self._answer(self.api.validate_conf, body)
 
     async def _event_stream(self, request: web.Request) -> web.StreamResponse:
