@@ -14,6 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -230,6 +231,20 @@ def test_usage_without_user_tracking_is_empty(served) -> None:
     _, _, url = served
     assert ok(url + "/ws/v1/partition/default/usage/users") == []
     assert ok(url + "/ws/v1/partition/default/usage/groups") == []
+
+
+def test_usage_routes_answer_from_the_cores_usage_queries() -> None:
+    """Once the core tracks users and groups (user_usage/group_usage), the routes answer from them."""
+    with running(TWO_LEAVES) as (core, _):
+        rows = [SimpleNamespace(queue_path="root", resource={"vcore": 1}, running_applications=["a"],
+                                max_resources={}, max_applications=0)]  # fmt: skip
+        core.user_usage = lambda p, u: SimpleNamespace(user=u, queues=rows) if u == "bob" else None  # type: ignore[attr-defined]
+        core.group_usage = lambda p, g: None  # type: ignore[attr-defined]
+        url = core.serve_rest("127.0.0.1:0")
+        bob = ok(url + "/ws/v1/partition/default/usage/user/bob")
+        assert bob["userName"] == "bob" and bob["queues"]["resourceUsage"] == {"Resources": {"vcore": 1}}
+        assert get(url + "/ws/v1/partition/default/usage/user/eve")[0] == 404
+        assert get(url + "/ws/v1/partition/default/usage/group/devs")[0] == 404
 
 
 def test_requests_do_not_change_state(served) -> None:
@@ -487,6 +502,34 @@ def _app(**fields: Any) -> ApplicationInfo:
 
 def _failed(result: dict) -> list[str]:
     return [check["Description"] for check in result["HealthChecks"] if not check["Succeeded"]]
+
+
+def test_user_and_group_usage_as_yunikorns_tree() -> None:
+    def row(path: str, resource: dict, apps: list[str], limit: dict | None = None, count: int = 0) -> Any:
+        return SimpleNamespace(
+            queue_path=path,
+            resource=resource,
+            running_applications=apps,
+            max_resources=limit or {},
+            max_applications=count,
+        )
+
+    rows = [
+        row("root.a", {"memory": 10}, ["app-1"], {"memory": 50}, 2),
+        row("root", {"memory": 30}, ["app-1", "app-2"]),
+        row("root.b", {"memory": 20}, ["app-2"]),
+    ]
+    user = dao.user_usage(SimpleNamespace(user="bob", queues=rows))
+    assert user["userName"] == "bob"
+    tree = user["queues"]
+    assert tree["queuePath"] == "root" and tree["resourceUsage"] == {"Resources": {"memory": 30}}
+    assert [c["queuePath"] for c in tree["children"]] == ["root.a", "root.b"]
+    assert tree["children"][0]["maxResources"] == {"Resources": {"memory": 50}}
+    assert tree["children"][0]["maxApplications"] == 2 and "maxApplications" not in tree
+    assert "children" not in tree["children"][1]
+    group = dao.group_usage(SimpleNamespace(group="devs", queues=rows))
+    assert group["groupName"] == "devs" and group["applications"] == ["app-1", "app-2"]
+    assert dao.user_usage(SimpleNamespace(user="nobody", queues=[])) == {"userName": "nobody"}
 
 
 def test_health_checks_pass_on_consistent_books() -> None:

@@ -225,6 +225,60 @@ def event(event_id: int, record: si.EventRecord) -> JSON:
     )
 
 
+# ---- user and group usage (dao/ugm_info.go) ----------------------------------------------------------
+
+
+def _resource(resource: Mapping[str, int]) -> JSON | None:
+    """A yunikorn-core ``resources.Resource`` as encoding/json writes it (no json tags)."""
+    return {"Resources": dict(resource)} if resource else None
+
+
+def usage_tree(rows: Iterable[Any]) -> JSON | None:
+    """``dao.ResourceUsageDAOInfo``: per-queue rows (``queue_path``, ``resource``,
+    ``running_applications``, ``max_resources``, ``max_applications``) as the tree from root."""
+    documents: dict[str, JSON] = {}
+    top: JSON | None = None
+    for row in sorted(rows, key=lambda r: (r.queue_path.count("."), r.queue_path)):
+        document = _omit_empty(
+            {
+                "queuePath": row.queue_path,
+                "resourceUsage": _resource(row.resource),
+                "runningApplications": sorted(row.running_applications),
+                "maxResources": _resource(row.max_resources),
+                "maxApplications": row.max_applications,
+                "children": [],
+            },
+            "resourceUsage",
+            "runningApplications",
+            "maxResources",
+            "maxApplications",
+        )
+        documents[row.queue_path] = document
+        parent = documents.get(row.queue_path.rpartition(".")[0])
+        if parent is not None:
+            parent["children"].append(document)
+        elif top is None:
+            top = document
+    for document in documents.values():
+        _omit_empty(document, "children")
+    return top
+
+
+def user_usage(info: Any) -> JSON:
+    """``dao.UserResourceUsageDAOInfo`` of a user's usage snapshot (``user``, ``queues`` rows)."""
+    return _omit_empty({"userName": info.user, "queues": usage_tree(info.queues)}, "queues")
+
+
+def group_usage(info: Any) -> JSON:
+    """``dao.GroupResourceUsageDAOInfo`` of a group's usage snapshot (``group``, ``queues`` rows)."""
+    applications = sorted({app for row in info.queues for app in row.running_applications})
+    return _omit_empty(
+        {"groupName": info.group, "applications": applications, "queues": usage_tree(info.queues)},
+        "applications",
+        "queues",
+    )
+
+
 # ---- the health checks (yunikorn-core scheduler/health_checker.go), run on request -----------------
 
 

@@ -224,9 +224,10 @@ class RestApi:
         ``users_usage``/``groups_usage`` lists) where the core has them; without them no user or
         group is tracked: YuniKorn's empty list and "not found"."""
         partition = self.partition(params["partition"])
+        convert = dao.user_usage if kind == "user" else dao.group_usage
         if name is None:
             lister = getattr(self.core, f"{kind}s_usage", None)
-            return [_plain(u) for u in lister(partition)] if lister is not None else []
+            return [convert(u) for u in lister(partition)] if lister is not None else []
         pattern = USER_NAME_RE if kind == "user" else GROUP_NAME_RE
         if not pattern.fullmatch(name):
             raise HttpError(400, f"Invalid {kind} name")
@@ -234,7 +235,7 @@ class RestApi:
         usage = getter(partition, name) if getter is not None else None
         if usage is None:
             raise HttpError(404, f"{kind.capitalize()} not found")
-        return _plain(usage)
+        return convert(usage)
 
     def users(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         return self._usage("user", None, params)
@@ -328,19 +329,6 @@ def _unsigned(text: str) -> int:
     if not text.isdigit():
         raise HttpError(400, f'strconv.ParseUint: parsing "{text}": invalid syntax')
     return int(text)
-
-
-def _plain(value: Any) -> Any:
-    """A usage snapshot as JSON: attrs classes and mappings as objects, sequences as lists."""
-    import attrs
-
-    if attrs.has(type(value)):
-        return {key: _plain(item) for key, item in attrs.asdict(value, recurse=False).items()}
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_plain(item) for item in value]
-    return value
 
 
 class RestServer:
