@@ -236,10 +236,19 @@ def test_usage_without_user_tracking_is_empty(served) -> None:
 def test_usage_routes_answer_from_the_cores_usage_queries() -> None:
     """Once the core tracks users and groups (user_usage/group_usage), the routes answer from them."""
     with running(TWO_LEAVES) as (core, _):
-        rows = [SimpleNamespace(queue_path="root", resource={"vcore": 1}, running_applications=["a"],
-                                max_resources={}, max_applications=0)]  # fmt: skip
-        core.user_usage = lambda p, u: SimpleNamespace(user=u, queues=rows) if u == "bob" else None  # type: ignore[attr-defined]
-        core.group_usage = lambda p, g: None  # type: ignore[attr-defined]
+        row = SimpleNamespace(
+            queue_path="root",
+            resource={"vcore": 1},
+            running_applications=["a"],
+            max_resources={},
+            max_applications=0,
+        )
+
+        def user_usage(partition: str, user: str) -> Any:
+            return SimpleNamespace(user=user, queues=[row]) if user == "bob" else None
+
+        core.user_usage = user_usage  # type: ignore[attr-defined]
+        core.group_usage = lambda partition, group: None  # type: ignore[attr-defined]
         url = core.serve_rest("127.0.0.1:0")
         bob = ok(url + "/ws/v1/partition/default/usage/user/bob")
         assert bob["userName"] == "bob" and bob["queues"]["resourceUsage"] == {"Resources": {"vcore": 1}}
