@@ -7,12 +7,15 @@ import gc
 import threading
 from typing import Any
 
+import pykka
+
 from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import Snapshot
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
+    PartitionBoard,
     Register,
     RMProxyActor,
     Route,
@@ -72,7 +75,11 @@ class Core:
         self._servers: list[Any] = []
         self.tracker = Tracker()
         self._timer = TimerService()
-        self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
+        # the partitions as the RMProxy last published them: partition_names() and queues() read it
+        self._board = PartitionBoard()
+        self._proxy: Handle = start_actor(
+            RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings, board=self._board
+        )
         self._registered: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = False
@@ -231,12 +238,26 @@ class Core:
         return self._snapshot(partition, "scheduler")
 
     def partition_names(self) -> list[str]:
-        """The core's names of every partition (``[rm1]default``), sorted; one cheap lookup."""
-        return sorted(self._partition_handles())
+        """The core's names of every partition (``[rm1]default``), sorted, as of the last registration or
+        configuration change that returned: read without a round trip through the core."""
+        return sorted(self._board.handles)
 
     def queues(self, partition: str) -> list[QueueInfo]:
-        """Every queue of the partition, parents before children, in one snapshot."""
-        return self._snapshot(partition, "queues") or []
+        """Every queue of the partition, parents before children, in one snapshot, each with the usage
+        it last published (once per burst). For monitoring: asked of the partition directly, it is not
+        ordered after SI requests still on their way to it (``queue()`` is)."""
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        handle = self._board.handles.get(partition)
+        if handle is None:
+            return []
+        try:
+            result = handle.ask(Snapshot(detail="queues"), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+        except pykka.ActorDeadError:  # removed since it was published
+            return []
+        if isinstance(result, HandlerError):
+            raise SchedulerError(result.message)
+        return result
 
     def completed_applications(self, partition: str) -> list[ApplicationInfo]:
         """Applications of the partition that completed and left it (as YuniKorn keeps them)."""

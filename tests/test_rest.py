@@ -416,6 +416,24 @@ def test_metrics_off_counts_nothing_and_serves_all_the_same() -> None:
         )
 
 
+def test_partition_names_and_queues_follow_registrations() -> None:
+    core = korral.start()
+    try:
+        assert core.partition_names() == [] and core.queues("[rm]default") == []
+        core.register_resource_manager(t.register("rm", TWO_LEAVES), t.RecordingRM("rm"))
+        assert core.partition_names() == ["[rm]default"]
+        assert [q.path for q in core.queues("[rm]default")] == ["root", "root.a", "root.b"]
+        config = TWO_LEAVES + "  - name: gpu\n    queues:\n      - name: root\n"
+        core.update_configuration(si.UpdateConfigurationRequest(rm_id="rm", config=config))
+        assert core.partition_names() == ["[rm]default", "[rm]gpu"]
+        assert core.queues("[rm]nope") == []
+    finally:
+        core.stop()
+    assert core.partition_names() == []
+    with pytest.raises(korral.SchedulerError):
+        core.queues("[rm]default")
+
+
 def test_each_core_has_its_own_registry() -> None:
     with running(TWO_LEAVES) as (core, rm), korral.start() as idle:
         add_nodes(core, rm, ["n1"])
