@@ -9,12 +9,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pykka
+
 from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import Deliver, Snapshot
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
+    PartitionBoard,
     Register,
     RMProxyActor,
     Route,
@@ -34,6 +37,7 @@ from korral.info import (
     QueueInfo,
     UserUsageInfo,
 )
+from korral.server.metrics import CoreMetrics
 from korral.si.validate import (
     Checked,
     check_allocation_request,
@@ -52,7 +56,8 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # the core runs. A partition holds many long-lived objects (node actors, asks, allocations) and every
 # allocation creates a few short-lived ones; at the default threshold (700) full collections keep
 # traversing all of them: -35% throughput at 10,000 nodes. The previous thresholds are restored on stop.
-KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True}
+# metrics: feed YuniKorn's Prometheus metrics from the actors (False: Core.metrics stays empty).
+KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True, "metrics": True}
 GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
@@ -69,15 +74,26 @@ class Core:
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
         tune_gc = bool(settings.pop("tune_gc", KORRAL_SETTINGS["tune_gc"]))
+        measured = bool(settings.pop("metrics", KORRAL_SETTINGS["metrics"]))
         values = {**DEFAULT_SETTINGS, **settings}
         for key, value in values.items():
             if not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
-        self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
+        # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
+        self.metrics = CoreMetrics()
+        self.settings = PartitionSettings(
+            **{key: float(value) for key, value in values.items()}, metrics=self.metrics if measured else None
+        )
+        # servers serving this core (REST, gRPC): each has stop(); Core.stop() stops them first
+        self._servers: list[Any] = []
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
         self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
-        self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
+        # the partitions as the RMProxy last published them: partition_names() and queues() read it
+        self._board = PartitionBoard()
+        self._proxy: Handle = start_actor(
+            RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings, board=self._board
+        )
         self._registered: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = False
@@ -96,6 +112,10 @@ class Core:
             if self._stopped:
                 return
             self._stopped = True
+            servers, self._servers = self._servers, []
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
         # stopping must finish whatever state the actors are in
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
@@ -243,6 +263,52 @@ class Core:
     def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
         """What is tracked for the user under user/group limits, per queue path; None if unknown."""
         return self._snapshot(partition, f"user:{user}")
+
+    def partition_names(self) -> list[str]:
+        """The core's names of every partition (``[rm1]default``), sorted, as of the last registration or
+        configuration change that returned: read without a round trip through the core."""
+        return sorted(self._board.handles)
+
+    def queues(self, partition: str) -> list[QueueInfo]:
+        """Every queue of the partition, parents before children, in one snapshot, each with the usage
+        it last published (once per burst). For monitoring: asked of the partition directly, it is not
+        ordered after SI requests still on their way to it (``queue()`` is)."""
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        handle = self._board.handles.get(partition)
+        if handle is None:
+            return []
+        try:
+            result = handle.ask(Snapshot(detail="queues"), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+        except pykka.ActorDeadError:  # removed since it was published
+            return []
+        if isinstance(result, HandlerError):
+            raise SchedulerError(result.message)
+        return result
+
+    def completed_applications(self, partition: str) -> list[ApplicationInfo]:
+        """Applications of the partition that completed and left it (as YuniKorn keeps them)."""
+        return self._snapshot(partition, "completed") or []
+
+    # ---- serving -----------------------------------------------------------------------------------
+
+    def serve_rest(self, address: str = "127.0.0.1:0") -> str:
+        """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
+        returns the base URL. Needs the ``serve`` extra (aiohttp). Stopped by ``stop()``."""
+        from korral.server.rest import RestServer  # the serve extra: imported only when serving
+
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        server = RestServer(self, address)
+        url = server.start()
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._servers.append(server)
+        if stopped:  # stopped while starting: nothing may keep serving a stopped core
+            server.stop()
+            raise SchedulerError("the core is stopped")
+        return url
 
     def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
         """What is tracked for the group under user/group limits, per queue path; None if untracked."""

@@ -68,6 +68,9 @@ class QueueInfo:
     properties: dict[str, str]
     children: list[str]
     applications: list[str]
+    # the queue's effective application sorting (its own or inherited): fifo, fair, stateaware
+    sort_policy: str = "fifo"
+    priority_sorting: bool = True
 
 
 @frozen

@@ -86,9 +86,15 @@ class ApplicationActor(RetiringActor):
         completing_timeout: float,
         pool: ActorPool,
         events: bool = False,
+        metrics: Any = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
+        # the core's metrics, told of each state change; the state they last heard of
+        self.metrics = metrics
+        self._metric_state: str | None = None
+        if metrics is not None:
+            self._metric_state = metrics.app_states(app.partition, app.queue_path, None, (app.state.value,))
         self.queue = queue
         self.scheduler = scheduler
         self.partition = partition
@@ -272,6 +278,11 @@ class ApplicationActor(RetiringActor):
                 )
             )
         if effects.state_changes:
+            if self.metrics is not None:
+                app = self.owner.app
+                self._metric_state = self.metrics.app_states(
+                    app.partition, app.queue_path, self._metric_state, [s for s, _ in effects.state_changes]
+                )
             updated = [
                 si.UpdatedApplication(
                     application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from korral.actors.base import Rank, ThreadedActor, Tracker
@@ -15,17 +16,31 @@ log = logging.getLogger("korral.callbacks")
 class CallbackDispatcher(ThreadedActor):
     rank = Rank.DISPATCHER
 
-    def __init__(self, tracker: Tracker, name: str, callback: Any, closed: threading.Event) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        callback: Any,
+        closed: threading.Event,
+        observer: Callable[[str, Any], None] | None = None,
+    ) -> None:
         super().__init__(tracker, name)
         self.callback = callback
         # set by the RMProxy when the registration ends (re-registration, stop): what is still
         # queued here is dropped, not delivered to an RM that is gone
         self.closed = closed
         self.failures = 0
+        # sees everything the core delivers to this RM (the core's metrics and event log)
+        self.observer = observer
 
     def on_Deliver(self, message: Deliver) -> None:
         if self.closed.is_set():
             return
+        if self.observer is not None:
+            try:
+                self.observer(message.method, message.argument)
+            except Exception:
+                log.exception("%s: observing %s failed", self.name, message.method)
         method = getattr(self.callback, message.method, None)
         if method is None:
             return

@@ -89,6 +89,8 @@ class PartitionSettings:
     completing_timeout: float
     queue_cleanup_interval: float
     placeholder_timeout: float
+    # the core's metrics (korral.server.metrics.CoreMetrics), fed by the actors; None: not measured
+    metrics: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 class PartitionActor(ThreadedActor):
@@ -123,6 +125,7 @@ class PartitionActor(ThreadedActor):
             uuid_token=tracker.unique_token(),
             placeholder_timeout=settings.placeholder_timeout,
         )
+        self.metrics = settings.metrics
         # the view issues allocation uuids in the registry's series, so both know what is the core's
         self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
         # uuid -> application of the recovered allocations still live (their owners say when they go)
@@ -141,12 +144,16 @@ class PartitionActor(ThreadedActor):
             callback=callback,
             callback_closed=callback_closed,
             dispatcher=dispatcher,
+            metrics=settings.metrics,
             partition=self.handle,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: dict[str, ApplicationInfo] = {}
+        # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
+        # messages): each queue actor writes only its own entry, whole; this actor only reads it
+        self.published_usage: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         # node -> the application holding a reservation on it, as the scheduler last told
         self.node_reservations: dict[str, str] = {}
         self.tombstones: list[Handle] = []
@@ -160,13 +167,23 @@ class PartitionActor(ThreadedActor):
 
     def _sync_queue_actors(self, *, announce: bool) -> None:
         """Start a queue actor for every queue of the structure that has none (parents first)."""
+        created = False
         for path in sorted(self.registry.queues, key=lambda p: p.count(".")):
             if path in self.queues:
                 continue
+            created = True
             queue = self.registry.queues[path]
             parent = self.queues.get(queue.parent.path) if queue.parent is not None else None
             self.queues[path] = start_actor(
-                QueueActor, self.tracker, f"{self.name}/{path}", path, parent, pool=self.pool
+                QueueActor,
+                self.tracker,
+                f"{self.name}/{path}",
+                path,
+                parent,
+                pool=self.pool,
+                partition=self.name,
+                metrics=self.metrics,
+                published=self.published_usage,
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
@@ -175,6 +192,25 @@ class PartitionActor(ThreadedActor):
                         p, events.Change.ADD, events.Detail.QUEUE_DYNAMIC, f"dynamic queue {p} created"
                     )
                 )
+        if created:
+            self._publish_queue_limits()
+
+    def _publish_queue_limits(self) -> None:
+        """Guaranteed and max of every queue as metrics: they change only with the structure."""
+        if self.metrics is None:
+            return
+        self.registry.refresh_limits()
+        for path, queue in self.registry.queues.items():
+            self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
+            self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+
+    def _node_metric(self, previous: str | None, state: str | None) -> None:
+        if self.metrics is not None:
+            self.metrics.node_state(previous, state)
+
+    @staticmethod
+    def _node_state(schedulable: bool) -> str:
+        return "active" if schedulable else "draining"
 
     def _deliver(self, method: str, argument: Any) -> None:
         self.dispatcher.tell(Deliver(method=method, argument=argument))
@@ -218,6 +254,8 @@ class PartitionActor(ThreadedActor):
                 rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+        if message.request.nodes:
+            self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
@@ -268,6 +306,7 @@ class PartitionActor(ThreadedActor):
             else:
                 self.scheduler.tell(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
+            self._node_metric(None, self._node_state(schedulable))
             self._event(
                 lambda: events.node(
                     node_id, events.Change.ADD, events.Detail.NODE_READY, f"node {node_id} added"
@@ -293,7 +332,9 @@ class PartitionActor(ThreadedActor):
             )
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
+            was = self.registry.nodes[node_id].schedulable
             self.registry.set_node_schedulable(node_id, schedulable)
+            self._node_metric(self._node_state(was), self._node_state(schedulable))
             handle.tell(SetNodeSchedulable(schedulable=schedulable))
             self._event(
                 lambda: events.node(
@@ -304,6 +345,7 @@ class PartitionActor(ThreadedActor):
                 )
             )
         elif action == si.NodeAction.DECOMISSION:
+            self._node_metric(self._node_state(self.registry.nodes[node_id].schedulable), "decommissioned")
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
             self.node_reservations.pop(node_id, None)
@@ -406,6 +448,7 @@ class PartitionActor(ThreadedActor):
             completing_timeout=self.settings.completing_timeout,
             pool=self.pool,
             events=self.events,
+            metrics=self.metrics,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -483,6 +526,7 @@ class PartitionActor(ThreadedActor):
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         self.registry.apply_config(message.config)
         self._sync_queue_actors(announce=False)
+        self._publish_queue_limits()
         self._event(
             lambda: events.queue(
                 "root", events.Change.SET, events.Detail.QUEUE_CONFIG, "queue configuration updated"
@@ -495,6 +539,7 @@ class PartitionActor(ThreadedActor):
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))
+            self.published_usage.pop(path, None)
             self._event(
                 lambda p=path: events.queue(
                     p, events.Change.REMOVE, events.Detail.DETAILS_NONE, f"queue {p} removed"
@@ -503,6 +548,8 @@ class PartitionActor(ThreadedActor):
         self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
+            if self.metrics is not None:
+                self.metrics.forget_queues(self.name, removed)
 
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
         # ask again those that could not stop yet (a message was still on its way to them)
@@ -512,6 +559,8 @@ class PartitionActor(ThreadedActor):
         self.tombstones = alive
 
     def on_StopPartition(self, message: StopPartition) -> None:
+        for node in self.registry.nodes.values():
+            self._node_metric(self._node_state(node.schedulable), None)
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
         # Not waited for: the scheduler may be inside the RM's predicates callback, and a stop never
@@ -519,6 +568,8 @@ class PartitionActor(ThreadedActor):
         # are refused) and the RM's callbacks closed.
         self.scheduler.stop()
         self.pool.stop()
+        if self.metrics is not None:  # after the pool: no queue publishes again
+            self.metrics.forget_queues(self.name, list(self.registry.queues), with_apps=True)
         self.apps.clear()
         self.nodes.clear()
         self.queues.clear()
@@ -538,6 +589,10 @@ class PartitionActor(ThreadedActor):
             return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
         if kind == "node":
             return self._node_info(key)
+        if kind == "queues":
+            return self._queue_infos()
+        if kind == "completed":
+            return list(self.completed.values())
         if kind == "nodes":
             return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
         if kind == "scheduler":
@@ -595,6 +650,10 @@ class PartitionActor(ThreadedActor):
             return None
         self.registry.refresh_limits()
         allocated, pending = self.ask(handle, Snapshot())
+        return self._describe_queue(path, allocated, pending)
+
+    def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
+        queue = self.registry.queues[path]
         return QueueInfo(
             path=queue.path,
             is_leaf=queue.is_leaf,
@@ -608,7 +667,20 @@ class PartitionActor(ThreadedActor):
             properties=dict(queue.properties),
             children=sorted(child.path for child in queue.children.values()),
             applications=sorted(queue.applications),
+            sort_policy=queue.sort_policy,
+            priority_sorting=queue.priority_sort_enabled,
         )
+
+    def _queue_infos(self) -> list[QueueInfo]:
+        """Every queue, parents first, with the usage each queue last published: no queue is asked, so
+        the answer does not wait behind the scheduling traffic on the partition's pool."""
+        self.registry.refresh_limits()
+        published = self.published_usage
+        return [
+            self._describe_queue(path, *published.get(path, ({}, {})))
+            for path in sorted(self.registry.queues)
+            if path in self.queues
+        ]
 
     def _app_info(self, application_id: str) -> ApplicationInfo | None:
         handle = self.apps.get(application_id)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -82,14 +85,37 @@ class RegisteredRM:
     partitions: dict[str, Handle] = attrs.Factory(dict)
 
 
+class PartitionBoard:
+    """The partitions as the RMProxy last published them: a new read-only mapping after every change.
+
+    For readers that need no ordering with the requests still on their way through the RMProxy (the
+    REST API): they find a partition without a round trip through this actor's mailbox."""
+
+    def __init__(self) -> None:
+        self.handles: Mapping[str, Handle] = MappingProxyType({})
+
+
 class RMProxyActor(ThreadedActor):
     rank = Rank.RM_PROXY
 
-    def __init__(self, tracker: Tracker, name: str, timer: TimerService, settings: PartitionSettings) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        timer: TimerService,
+        settings: PartitionSettings,
+        board: PartitionBoard | None = None,
+    ) -> None:
         super().__init__(tracker, name)
         self.timer = timer
         self.settings = settings
         self.rms: dict[str, RegisteredRM] = {}
+        self.board = board if board is not None else PartitionBoard()
+
+    def _publish(self) -> None:
+        self.board.handles = MappingProxyType(
+            {name: handle for rm in self.rms.values() for name, handle in rm.partitions.items()}
+        )
 
     # ---- registration and configuration ------------------------------------------------------------
 
@@ -107,8 +133,14 @@ class RMProxyActor(ThreadedActor):
         if request.rm_id in self.rms:
             self._remove_rm(request.rm_id)
         closed = threading.Event()
+        metrics = self.settings.metrics
         dispatcher = start_actor(
-            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback, closed
+            CallbackDispatcher,
+            self.tracker,
+            f"[{request.rm_id}]callbacks",
+            message.callback,
+            closed,
+            observer=functools.partial(metrics.delivered, request.rm_id) if metrics is not None else None,
         )
         rm = RegisteredRM(
             rm_id=request.rm_id,
@@ -120,6 +152,7 @@ class RMProxyActor(ThreadedActor):
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
         self.rms[request.rm_id] = rm
+        self._publish()
         return si.RegisterResourceManagerResponse()
 
     def _start_partition(self, rm: RegisteredRM, partition_config: Any) -> None:
@@ -146,6 +179,7 @@ class RMProxyActor(ThreadedActor):
 
     def _remove_rm(self, rm_id: str) -> None:
         rm = self.rms.pop(rm_id)
+        self._publish()
         # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
         # RMs' requests (this actor routes them all) nor a stop. A callback running right now finishes;
         # nothing queued or produced later reaches this callback object.
@@ -191,6 +225,7 @@ class RMProxyActor(ThreadedActor):
                 # leave the reload half done (partitions changed, rm.config not).
                 handle.tell(ApplyConfig(config=partition_config))
         rm.config = config
+        self._publish()
         return None
 
     # ---- routing -----------------------------------------------------------------------------------
@@ -341,6 +376,7 @@ __all__ = [
     "STOP_TIMEOUT",
     "FindPartitions",
     "KorralError",
+    "PartitionBoard",
     "RMProxyActor",
     "Register",
     "Route",

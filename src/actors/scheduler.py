@@ -71,9 +71,11 @@ class SchedulerActor(ThreadedActor):
         callback_closed: threading.Event,
         dispatcher: Handle,
         partition: Handle,
+        metrics: Any = None,
     ) -> None:
         super().__init__(tracker, name)
         self.partition = partition
+        self.metrics = metrics  # the core's metrics: each batch of cycles is timed
         self.callback = callback
         self.callback_closed = callback_closed
         self.dispatcher = dispatcher
@@ -302,7 +304,8 @@ class SchedulerActor(ThreadedActor):
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
-        deadline = self.clock() + self._batch_seconds
+        started = self.clock()
+        deadline = started + self._batch_seconds
         made: list[Allocation] = []
         drained = False
         while len(made) < BATCH_ALLOCATIONS:
@@ -318,6 +321,8 @@ class SchedulerActor(ThreadedActor):
         else:
             self._batch_seconds = min(self._batch_seconds * 2, BATCH_SECONDS_MAX)
         self.cycles += 1
+        if self.metrics is not None:
+            self.metrics.scheduled(self.clock() - started)
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()

@@ -1,0 +1,419 @@
+"""The JSON of YuniKorn's REST API (yunikorn-core ``pkg/webservice/dao``) built from korral snapshots.
+
+Plain functions of ``korral.info`` snapshots: field names are YuniKorn's json tags. Where YuniKorn's
+tag has ``omitempty`` an empty value is left out; a fact korral does not keep (request times, state
+logs, placeholder data) is left out rather than made up, as YuniKorn leaves out an empty one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from korral import si
+from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.model.naming import partition_without_rm
+
+JSON = dict[str, Any]
+# the active states of an application (YuniKorn: ?status= of /applications/active)
+ACTIVE_STATES = ("new", "accepted", "running", "completing", "failing", "resuming")
+
+
+def _omit_empty(document: JSON, *keys: str) -> JSON:
+    for key in keys:
+        if not document.get(key):
+            document.pop(key, None)
+    return document
+
+
+def error(status: int, message: str) -> JSON:
+    """``dao.YAPIError``: the body of every error response."""
+    return {"status_code": status, "message": message, "description": message}
+
+
+def utilization(capacity: Mapping[str, int], used: Mapping[str, int]) -> dict[str, int]:
+    """YuniKorn's CalculateAbsUsedCapacity: used as a whole percentage of capacity, per resource."""
+    return {name: int(used.get(name, 0) * 100 / total) for name, total in capacity.items() if total > 0}
+
+
+def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], containers: int) -> JSON:
+    states = Counter(app.state for app in applications)
+    counts: dict[str, int] = dict(states)
+    counts["total"] = sum(states.values())
+    document: JSON = {
+        "clusterId": info.rm_id,
+        "name": partition_without_rm(info.name),
+        "capacity": _omit_empty(
+            {
+                "capacity": info.capacity,
+                "usedCapacity": info.allocated,
+                "utilization": utilization(info.capacity, info.allocated),
+            },
+            "capacity",
+            "usedCapacity",
+            "utilization",
+        ),
+        "nodeSortingPolicy": {"type": info.node_sort_policy},
+        "preemptionEnabled": False,
+        "totalNodes": info.node_count,
+        "applications": counts,
+        "totalContainers": containers,
+        "state": info.state,
+    }
+    return _omit_empty(document, "totalNodes", "totalContainers")
+
+
+def queue(
+    info: QueueInfo,
+    partition_name: str,
+    active_apps: int,
+    children: list[JSON] | None,
+) -> JSON:
+    """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree)."""
+    parent, _, _ = info.path.rpartition(".")
+    document = {
+        "queuename": info.path,
+        "status": info.state,
+        "partition": partition_without_rm(partition_name),
+        "pendingResource": info.pending,
+        "maxResource": info.max,
+        "guaranteedResource": info.guaranteed,
+        "allocatedResource": info.allocated,
+        "isLeaf": info.is_leaf,
+        "isManaged": info.is_managed,
+        "properties": info.properties,
+        "parent": parent,
+        "children": children,
+        "childNames": list(info.children),
+        "absUsedCapacity": utilization(info.max, info.allocated),
+        "maxRunningApps": info.max_applications,
+        "runningApps": active_apps,
+        "currentPriority": 0,
+        "sortingPolicy": info.sort_policy,
+        "prioritySorting": info.priority_sorting,
+        "preemptionEnabled": False,
+        "isPreemptionFence": False,
+    }
+    return _omit_empty(
+        document,
+        "pendingResource",
+        "maxResource",
+        "guaranteedResource",
+        "allocatedResource",
+        "properties",
+        "parent",
+        "children",
+        "childNames",
+        "absUsedCapacity",
+        "maxRunningApps",
+        "runningApps",
+        "sortingPolicy",
+    )
+
+
+def allocation(info: AllocationInfo) -> JSON:
+    """``dao.AllocationDAOInfo``."""
+    return _omit_empty(
+        {
+            "allocationKey": info.allocation_key,
+            "resource": info.resource,
+            "priority": str(info.priority),
+            "nodeId": info.node_id,
+            "applicationId": info.application_id,
+            "placeholder": info.placeholder,
+            "taskGroupName": info.task_group_name,
+        },
+        "resource",
+        "nodeId",
+        "applicationId",
+        "placeholder",
+        "taskGroupName",
+    )
+
+
+def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
+    """``dao.ApplicationDAOInfo``: its allocations, and its requests by key (korral's snapshot keeps
+    the keys of the pending asks)."""
+    return {
+        "applicationID": info.application_id,
+        "usedResource": info.allocated,
+        "pendingResource": info.pending,
+        "partition": partition_without_rm(info.partition),
+        "queueName": info.queue,
+        "requests": [
+            {"allocationKey": key, "applicationId": info.application_id} for key in info.pending_asks
+        ],
+        "allocations": [allocation(a) for a in info.allocations],
+        "applicationState": info.state,
+        "user": info.user,
+        "rejectedMessage": rejected_message,
+        "placeholderResource": info.placeholder,
+    }
+
+
+def rejected_application(application_id: str, partition_name: str, reason: str) -> JSON:
+    return {
+        "applicationID": application_id,
+        "partition": partition_without_rm(partition_name),
+        "applicationState": "Rejected",
+        "rejectedMessage": reason,
+        "requests": [],
+        "allocations": [],
+    }
+
+
+def node(info: NodeInfo) -> JSON:
+    """``dao.NodeDAOInfo``."""
+    return _omit_empty(
+        {
+            "nodeID": info.node_id,
+            "hostName": info.attributes.get(si.HOST_NAME, ""),
+            "rackName": info.attributes.get(si.RACK_NAME, ""),
+            "attributes": info.attributes,
+            "capacity": info.capacity,
+            "allocated": info.allocated,
+            "occupied": info.occupied,
+            "available": info.available,
+            "allocations": [allocation(a) for a in info.allocations],
+            "schedulable": info.schedulable,
+            "isReserved": bool(info.reservations),
+            "reservations": info.reservations,
+        },
+        "hostName",
+        "rackName",
+        "attributes",
+        "capacity",
+        "allocated",
+        "occupied",
+        "available",
+        "allocations",
+        "reservations",
+    )
+
+
+def cluster(info: PartitionInfo, start_time_ns: int) -> JSON:
+    """``dao.ClusterDAOInfo`` as yunikorn-core fills it."""
+    return {
+        "startTime": start_time_ns,
+        "rmBuildInformation": [{"rmId": info.rm_id}],
+        "partition": partition_without_rm(info.name),
+        "clusterName": "kubernetes",
+    }
+
+
+def event(event_id: int, record: si.EventRecord) -> JSON:
+    """An ``si.EventRecord`` as YuniKorn's REST API writes it (the protobuf's json names), with its id."""
+    return _omit_empty(
+        {
+            "id": event_id,
+            "type": int(record.type),
+            "objectID": record.object_id,
+            "referenceID": record.reference_id or record.group_id,
+            "message": record.message or record.reason,
+            "timestampNano": record.timestamp_nano,
+            "eventChangeType": int(record.event_change_type),
+            "eventChangeDetail": int(record.event_change_detail),
+            "resource": {"resources": {name: {"value": v} for name, v in record.resource.items()}}
+            if record.resource
+            else None,
+        },
+        "objectID",
+        "referenceID",
+        "message",
+        "resource",
+    )
+
+
+# ---- user and group usage (dao/ugm_info.go) ----------------------------------------------------------
+
+
+def _resource(resource: Mapping[str, int]) -> JSON | None:
+    """A yunikorn-core ``resources.Resource`` as encoding/json writes it (no json tags)."""
+    return {"Resources": dict(resource)} if resource else None
+
+
+def usage_tree(rows: Iterable[Any]) -> JSON | None:
+    """``dao.ResourceUsageDAOInfo``: per-queue rows (``queue_path``, ``resource``,
+    ``running_applications``, ``max_resources``, ``max_applications``) as the tree from root."""
+    documents: dict[str, JSON] = {}
+    top: JSON | None = None
+    for row in sorted(rows, key=lambda r: (r.queue_path.count("."), r.queue_path)):
+        document = _omit_empty(
+            {
+                "queuePath": row.queue_path,
+                "resourceUsage": _resource(row.resource),
+                "runningApplications": sorted(row.running_applications),
+                "maxResources": _resource(row.max_resources),
+                "maxApplications": row.max_applications,
+                "children": [],
+            },
+            "resourceUsage",
+            "runningApplications",
+            "maxResources",
+            "maxApplications",
+        )
+        documents[row.queue_path] = document
+        parent = documents.get(row.queue_path.rpartition(".")[0])
+        if parent is not None:
+            parent["children"].append(document)
+        elif top is None:
+            top = document
+    for document in documents.values():
+        _omit_empty(document, "children")
+    return top
+
+
+def user_usage(info: Any) -> JSON:
+    """``dao.UserResourceUsageDAOInfo`` of a user's usage snapshot (``user``, ``queues`` rows)."""
+    return _omit_empty({"userName": info.user, "queues": usage_tree(info.queues)}, "queues")
+
+
+def group_usage(info: Any) -> JSON:
+    """``dao.GroupResourceUsageDAOInfo`` of a group's usage snapshot (``group``, ``queues`` rows)."""
+    applications = sorted({app for row in info.queues for app in row.running_applications})
+    return _omit_empty(
+        {"groupName": info.group, "applications": applications, "queues": usage_tree(info.queues)},
+        "applications",
+        "queues",
+    )
+
+
+# ---- the health checks (yunikorn-core scheduler/health_checker.go), run on request -----------------
+
+
+def _check(succeeded: bool, name: str, description: str, message: str) -> JSON:
+    return {"Name": name, "Succeeded": succeeded, "Description": description, "DiagnosisMessage": message}
+
+
+def _negative(resource: Mapping[str, int]) -> bool:
+    return any(value < 0 for value in resource.values())
+
+
+def _sum(resources: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for resource in resources:
+        for name, value in resource.items():
+            total[name] = total.get(name, 0) + value
+    return {name: value for name, value in total.items() if value != 0}
+
+
+def _pruned(resource: Mapping[str, int]) -> dict[str, int]:
+    return {name: value for name, value in resource.items() if value != 0}
+
+
+def health(
+    scheduling_errors: int,
+    failed_nodes: int,
+    partitions: Iterable[tuple[PartitionInfo, list[NodeInfo], list[ApplicationInfo]]],
+) -> JSON:
+    """``dao.SchedulerHealthDAOInfo`` from one snapshot of each partition, its nodes and applications."""
+    negative_partitions: list[str] = []
+    negative_nodes: list[str] = []
+    allocation_mismatch: list[str] = []
+    total_mismatch: list[str] = []
+    node_total_mismatch: list[str] = []
+    node_capacity_mismatch: list[str] = []
+    ratios: list[float] = []
+    orphans_on_node: list[str] = []
+    orphans_on_app: list[str] = []
+    for info, nodes, apps in partitions:
+        if _negative(info.allocated) or _negative(info.capacity):
+            negative_partitions.append(info.name)
+        app_allocations = {app.application_id: {a.uuid for a in app.allocations} for app in apps}
+        node_allocations: dict[str, set[str]] = {}
+        reservations = 0
+        for node_info in nodes:
+            node_allocations[node_info.node_id] = {a.uuid for a in node_info.allocations}
+            reservations += len(node_info.reservations)
+            parts = _sum([node_info.allocated, node_info.occupied, node_info.available])
+            if parts != _pruned(node_info.capacity):
+                node_total_mismatch.append(node_info.node_id)
+            if any(_negative(r) for r in (node_info.allocated, node_info.available, node_info.capacity)) or (
+                _negative(node_info.occupied)
+            ):
+                negative_nodes.append(node_info.node_id)
+            if any(value > node_info.capacity.get(name, 0) for name, value in node_info.allocated.items()):
+                node_capacity_mismatch.append(node_info.node_id)
+            for alloc in node_info.allocations:
+                if alloc.uuid not in app_allocations.get(alloc.application_id, ()):
+                    orphans_on_node.append(alloc.uuid)
+        for app in apps:
+            for alloc in app.allocations:
+                if alloc.uuid not in node_allocations.get(alloc.node_id, ()):
+                    orphans_on_app.append(alloc.uuid)
+        ratios.append(reservations / len(nodes) if nodes else 0.0)
+        if _sum(n.allocated for n in nodes) != _pruned(info.allocated):
+            allocation_mismatch.append(info.name)
+        node_capacity = _sum(n.capacity for n in nodes)
+        if node_capacity and node_capacity != _pruned(info.capacity):
+            total_mismatch.append(info.name)
+    checks = [
+        _check(
+            scheduling_errors == 0,
+            "Scheduling errors",
+            "Check for scheduling error entries in metrics",
+            f"There were {scheduling_errors} scheduling errors logged in the metrics",
+        ),
+        _check(
+            failed_nodes == 0,
+            "Failed nodes",
+            "Check for failed nodes entries in metrics",
+            f"There were {failed_nodes} failed nodes logged in the metrics",
+        ),
+        _check(
+            not negative_partitions,
+            "Negative resources",
+            "Check for negative resources in the partitions",
+            f"Partitions with negative resources: {negative_partitions}",
+        ),
+        _check(
+            not negative_nodes,
+            "Negative resources",
+            "Check for negative resources in the nodes",
+            f"Nodes with negative resources: {negative_nodes}",
+        ),
+        _check(
+            not allocation_mismatch,
+            "Consistency of data",
+            "Check if a partition's allocated resource == sum of the allocated resources of its nodes",
+            f"Partitions with inconsistent data: {allocation_mismatch}",
+        ),
+        _check(
+            not total_mismatch,
+            "Consistency of data",
+            "Check if total partition resource == sum of the node resources from the partition",
+            f"Partitions with inconsistent data: {total_mismatch}",
+        ),
+        _check(
+            not node_total_mismatch,
+            "Consistency of data",
+            "Check if node total resource = allocated resource + occupied resource + available resource",
+            f"Nodes with inconsistent data: {node_total_mismatch}",
+        ),
+        _check(
+            not node_capacity_mismatch,
+            "Consistency of data",
+            "Check if node capacity >= allocated resources on the node",
+            f"Nodes with inconsistent data: {node_capacity_mismatch}",
+        ),
+        _check(
+            True,
+            "Reservation check",
+            "Check the reservation nr compared to the number of nodes",
+            f"Reservation/node nr ratio: {ratios}",
+        ),
+        _check(
+            not orphans_on_node,
+            "Orphan allocation on node check",
+            "Check if there are orphan allocations on the nodes",
+            f"Orphan allocations: {orphans_on_node}",
+        ),
+        _check(
+            not orphans_on_app,
+            "Orphan allocation on app check",
+            "Check if there are orphan allocations on the applications",
+            f"OrphanAllocations: {orphans_on_app}",
+        ),
+    ]
+    return {"Healthy": all(check["Succeeded"] for check in checks), "HealthChecks": checks}

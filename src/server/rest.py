@@ -1,0 +1,530 @@
+"""YuniKorn's REST API (``/ws/v1``, read-only) and Prometheus metrics for one core, on aiohttp.
+
+aiohttp: one well-kept dependency that is both a small HTTP server and streams responses (the event
+stream) without a separate ASGI server. The server runs its own event loop on its own thread; every
+request reads the core through its snapshot queries on a small worker pool, so neither a slow query
+blocks the loop nor a request ever touches scheduling state (a query is an ask from outside the
+actors, answered between the messages they handle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from korral.config import load_config
+from korral.config.validator import GROUP_NAME_RE, QUEUE_NAME_RE, USER_NAME_RE
+from korral.info import QueueInfo
+from korral.model.naming import partition_without_rm
+from korral.server import dao
+
+if TYPE_CHECKING:
+    from korral.core import Core
+
+log = logging.getLogger("korral.rest")
+
+WORKERS = 4
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 5.0
+# yunikorn-core configs: event.RESTResponseSize, event.maxStreams
+MAX_EVENTS_PER_RESPONSE = 10_000
+MAX_EVENT_STREAMS = 100
+STREAM_BACKLOG = 10_000  # events queued for one slow stream client before it is cut off
+
+HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Credentials": "true",
+    "Access-Control-Allow-Methods": "GET,POST,HEAD,OPTIONS",
+    "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
+}
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _json(body: Any, status: int = 200, *, encoded: str | None = None) -> web.Response:
+    return web.Response(
+        text=encoded if encoded is not None else json.dumps(body),
+        status=status,
+        content_type="application/json",
+        charset="UTF-8",
+        headers=HEADERS,
+    )
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"address must be HOST:PORT, got {address!r}")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class RestApi:
+    """The routes' answers, computed synchronously (on the server's worker threads) from the core."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.started_ns = time.time_ns()
+        self.instance_uuid = str(uuid.uuid4())
+        self._dump_lock = threading.Lock()
+
+    # ---- lookups ----------------------------------------------------------------------------------
+
+    def partition(self, name: str) -> str:
+        """The core's name of a partition given by YuniKorn's plain name or the full ``[rm1]default``."""
+        names = self.core.partition_names()
+        if name in names:
+            return name
+        owners = [full for full in names if partition_without_rm(full) == name.lower()]
+        if len(owners) > 1:
+            choices = ", ".join(owners)
+            raise HttpError(
+                400, f"Partition {name} is owned by more than one resource manager: use one of {choices}"
+            )
+        if not owners:
+            raise HttpError(404, "Partition not found")
+        return owners[0]
+
+    @staticmethod
+    def _valid_queue(path: str) -> None:
+        for part in path.split("."):
+            if not QUEUE_NAME_RE.fullmatch(part):
+                raise HttpError(
+                    400,
+                    f"problem in queue query parameter parsing as queue param {path} contains invalid "
+                    f"queue name {part}. Queue name must only have alphanumeric characters, - or _, and "
+                    "be no longer than 64 characters",
+                )
+
+    def queue(self, partition: str, path: str) -> QueueInfo:
+        self._valid_queue(path)
+        info = self.core.queue(partition, path)
+        if info is None:
+            raise HttpError(404, "Queue not found")
+        return info
+
+    def queue_tree(self, partition: str, path: str, subtree: bool) -> dict:
+        """A queue's document from one snapshot of every queue; its children's too if ``subtree``."""
+        self._valid_queue(path)
+        infos = {info.path: info for info in self.core.queues(partition)}
+        info = infos.get(path.lower())
+        if info is None:
+            raise HttpError(404, "Queue not found")
+        return self._queue_tree(partition, infos, info, subtree)[0]
+
+    def _queue_tree(
+        self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
+    ) -> tuple[dict, int]:
+        """A queue's document and its number of applications (its own and its descendants')."""
+        children: list[dict] = []
+        apps = len(info.applications)
+        for path in info.children:
+            child = infos.get(path)
+            if child is None:
+                continue
+            document, child_apps = self._queue_tree(partition, infos, child, subtree)
+            apps += child_apps
+            children.append(document)
+        return dao.queue(info, partition, apps, children if subtree else None), apps
+
+    # ---- routes -----------------------------------------------------------------------------------
+
+    def partitions(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        documents = []
+        for info in self.core.partitions():
+            apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
+            containers = sum(len(app.allocations) for app in apps)
+            rejected = [r for r in self.core.metrics.rejected_applications if r[0] == info.rm_id]
+            documents.append(dao.partition(info, apps, containers))
+            if rejected:
+                documents[-1]["applications"]["Rejected"] = len(rejected)
+                documents[-1]["applications"]["total"] += len(rejected)
+        return documents
+
+    def queues(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self.queue_tree(self.partition(params["partition"]), "root", True)
+
+    def one_queue(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self.queue_tree(self.partition(params["partition"]), params["queue"], "subtree" in query)
+
+    def nodes(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        partition = self.partition(params["partition"])
+        return [dao.node(info) for info in self.core.nodes(partition)]
+
+    def one_node(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        partition = self.partition(params["partition"])
+        info = self.core.node(partition, params["node"])
+        if info is None:
+            raise HttpError(404, "Node not found")
+        return dao.node(info)
+
+    def _rejected(self, partition: str) -> list[dict]:
+        return [
+            dao.rejected_application(app_id, partition, reason)
+            for rm_id, app_id, reason in list(self.core.metrics.rejected_applications)
+            if rm_id == rm_of(partition)
+        ]
+
+    def applications_by_state(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        partition = self.partition(params["partition"])
+        state = params["state"].lower()
+        if state == "active":
+            status = query.get("status", "").lower()
+            if status and status not in dao.ACTIVE_STATES:
+                raise HttpError(400, _active_status_message())
+            apps = self.core.applications(partition)
+            return [dao.application(a) for a in apps if not status or a.state.lower() == status]
+        if state == "rejected":
+            return self._rejected(partition)
+        if state == "completed":
+            return [dao.application(a) for a in self.core.completed_applications(partition)]
+        raise HttpError(400, "Only following application states are allowed: active, rejected, completed")
+
+    def queue_applications(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        partition = self.partition(params["partition"])
+        info = self.queue(partition, params["queue"])
+        state = params.get("state")
+        if state is not None and state.lower() != "active":
+            raise HttpError(400, "Only following application states are allowed: active")
+        status = query.get("status", "").lower() if state is not None else ""
+        if status and status not in dao.ACTIVE_STATES:
+            raise HttpError(400, _active_status_message())
+        apps = [a for a in self.core.applications(partition) if a.queue == info.path]
+        return [dao.application(a) for a in apps if not status or a.state.lower() == status]
+
+    def one_application(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        partition = self.partition(params["partition"])
+        queue_path = params.get("queue")
+        info = self.core.application(partition, params["application"])
+        if queue_path is not None:
+            queue = self.queue(partition, queue_path)
+            if info is not None and info.queue != queue.path:
+                info = None
+        if info is None:
+            raise HttpError(404, "Application not found")
+        return dao.application(info)
+
+    def _usage(self, kind: str, name: str | None, params: Mapping[str, str]) -> Any:
+        """User and group usage through the core's ``user_usage``/``group_usage`` (and the
+        ``users_usage``/``groups_usage`` lists) where the core has them; without them no user or
+        group is tracked: YuniKorn's empty list and "not found"."""
+        partition = self.partition(params["partition"])
+        convert = dao.user_usage if kind == "user" else dao.group_usage
+        if name is None:
+            lister = getattr(self.core, f"{kind}s_usage", None)
+            return [convert(u) for u in lister(partition)] if lister is not None else []
+        pattern = USER_NAME_RE if kind == "user" else GROUP_NAME_RE
+        if not pattern.fullmatch(name):
+            raise HttpError(400, f"Invalid {kind} name")
+        getter = getattr(self.core, f"{kind}_usage", None)
+        usage = getter(partition, name) if getter is not None else None
+        if usage is None:
+            raise HttpError(404, f"{kind.capitalize()} not found")
+        return convert(usage)
+
+    def users(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self._usage("user", None, params)
+
+    def user(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self._usage("user", params["user"], params)
+
+    def groups(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self._usage("group", None, params)
+
+    def group(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return self._usage("group", params["group"], params)
+
+    def clusters(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return [dao.cluster(info, self.started_ns) for info in self.core.partitions()]
+
+    def healthcheck(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        snapshots = [
+            (info, self.core.nodes(info.name), self.core.applications(info.name))
+            for info in self.core.partitions()
+        ]
+        metrics = self.core.metrics
+        errors = int(
+            metrics.value("yunikorn_scheduler_container_allocation_attempt_total", {"state": "error"})
+        )
+        failed = int(metrics.value("yunikorn_scheduler_node", {"state": "failed"}))
+        return dao.health(errors, failed, snapshots)
+
+    def events(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        count = MAX_EVENTS_PER_RESPONSE
+        if "count" in query:
+            count = min(_unsigned(query["count"]), MAX_EVENTS_PER_RESPONSE)
+            if count == 0:
+                raise HttpError(400, '0 is not a valid value for "count"')
+        start = _unsigned(query["start"]) if "start" in query else 0
+        records, lowest, highest = self.core.metrics.events.since(start, count)
+        return {
+            "InstanceUUID": self.instance_uuid,
+            "LowestID": lowest,
+            "HighestID": highest,
+            "EventRecords": [dao.event(event_id, record) for event_id, record in records],
+        }
+
+    def validate_conf(self, body: str) -> Any:
+        try:
+            load_config(body)
+        except Exception as exc:  # every reason a config is refused, as YuniKorn's reason text
+            return {"allowed": False, "reason": str(exc)}
+        return {"allowed": True, "reason": ""}
+
+    def state_dump(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        with self._dump_lock:  # one dump at a time, as YuniKorn
+            partitions = self.core.partitions()
+            applications = []
+            nodes = []
+            queues = []
+            for info in partitions:
+                apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
+                applications.extend(dao.application(a) for a in apps)
+                applications.extend(self._rejected(info.name))
+                nodes.append(
+                    {
+                        "partitionName": partition_without_rm(info.name),
+                        "nodesInfo": [dao.node(n) for n in self.core.nodes(info.name)],
+                    }
+                )
+                with contextlib.suppress(HttpError):  # a partition without a root: stopping
+                    queues.append(self.queue_tree(info.name, "root", True))
+            return {
+                "timestamp": time.time_ns(),
+                "partitions": self.partitions(params, query),
+                "applications": applications,
+                "nodes": nodes,
+                "clusterInfo": [dao.cluster(info, self.started_ns) for info in partitions],
+                "queues": queues,
+                "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
+                "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
+            }
+
+
+def rm_of(partition: str) -> str:
+    """The RM that owns a partition, from the core's name: ``[rm1]default`` -> ``rm1``."""
+    return partition[1 : partition.index("]")] if partition.startswith("[") and "]" in partition else ""
+
+
+def _active_status_message() -> str:
+    return f"Only following active statuses are allowed: {','.join(dao.ACTIVE_STATES)}"
+
+
+def _unsigned(text: str) -> int:
+    if not text.isdigit():
+        raise HttpError(400, f'strconv.ParseUint: parsing "{text}": invalid syntax')
+    return int(text)
+
+
+class RestServer:
+    """The REST API of one core on ``host:port``, on its own thread and event loop."""
+
+    def __init__(self, core: Core, address: str) -> None:
+        self.host, self.port = parse_address(address)
+        self.api = RestApi(core)
+        self.metrics = core.metrics
+        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="korral-rest")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._streams: set[asyncio.Queue] = set()
+        self.url = ""
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        self._thread = threading.Thread(target=self._serve, name="korral-rest", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(START_TIMEOUT):
+            raise TimeoutError(f"REST server on {self.host}:{self.port} did not start")
+        if self._failure is not None:
+            raise self._failure
+        return self.url
+
+    def _serve(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._start_site())
+        except BaseException as exc:
+            self._failure = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+    async def _start_site(self) -> None:
+        self._runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=STOP_TIMEOUT)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr]
+        port = sockets[0].getsockname()[1] if sockets else self.port
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{host}:{port}"
+
+    async def _shutdown(self) -> None:
+        for stream in list(self._streams):
+            stream.put_nowait(None)  # ends the stream's response
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+            thread.join(STOP_TIMEOUT * 2)
+        # a query in flight finishes (the core still runs: servers stop first); none is left behind
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    # ---- routing ----------------------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors])
+        api = self.api
+        get: list[tuple[str, Callable[..., Any]]] = [
+            ("/ws/v1/partitions", api.partitions),
+            ("/ws/v1/partition/{partition}/queues", api.queues),
+            ("/ws/v1/partition/{partition}/queue/{queue}", api.one_queue),
+            ("/ws/v1/partition/{partition}/nodes", api.nodes),
+            ("/ws/v1/partition/{partition}/node/{node}", api.one_node),
+            ("/ws/v1/partition/{partition}/applications/{state}", api.applications_by_state),
+            ("/ws/v1/partition/{partition}/queue/{queue}/applications", api.queue_applications),
+            ("/ws/v1/partition/{partition}/queue/{queue}/applications/{state}", api.queue_applications),
+            ("/ws/v1/partition/{partition}/application/{application}", api.one_application),
+            ("/ws/v1/partition/{partition}/queue/{queue}/application/{application}", api.one_application),
+            ("/ws/v1/partition/{partition}/usage/users", api.users),
+            ("/ws/v1/partition/{partition}/usage/user/{user}", api.user),
+            ("/ws/v1/partition/{partition}/usage/groups", api.groups),
+            ("/ws/v1/partition/{partition}/usage/group/{group}", api.group),
+            ("/ws/v1/clusters", api.clusters),
+            ("/ws/v1/scheduler/healthcheck", api.healthcheck),
+            ("/ws/v1/events/batch", api.events),
+            ("/ws/v1/fullstatedump", api.state_dump),
+            ("/debug/fullstatedump", api.state_dump),
+        ]
+        for path, answer in get:
+            app.router.add_get(path, self._route(answer), allow_head=False)
+        app.router.add_get("/ws/v1/metrics", self._metrics)
+        app.router.add_get("/ws/v1/events/stream", self._event_stream)
+        app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:  # unknown route or method: YuniKorn's error body
+            if exc.status < 400:
+                raise
+            return _json(dao.error(exc.status, exc.reason), exc.status)
+        except Exception as exc:  # a fault of the server's own: the client still gets an error body
+            log.exception("REST %s %s failed", request.method, request.path)
+            return _json(dao.error(500, str(exc)), 500)
+
+    def _route(self, answer: Callable[[Mapping[str, str], Mapping[str, str]], Any]) -> Callable[..., Any]:
+        async def handle(request: web.Request) -> web.Response:
+            params = dict(request.match_info)
+            query = dict(request.query)
+            return await self._answer(answer, params, query)
+
+        return handle
+
+    async def _answer(self, answer: Callable[..., Any], *args: Any) -> web.Response:
+        loop = asyncio.get_running_loop()
+
+        def encoded() -> str:  # the answer and its encoding off the loop: a big one blocks no request
+            return json.dumps(answer(*args))
+
+        try:
+            text = await loop.run_in_executor(self._executor, encoded)
+        except HttpError as exc:
+            return _json(dao.error(exc.status, exc.message), exc.status)
+        except Exception as exc:
+            log.exception("REST %s failed", getattr(answer, "__name__", answer))
+            return _json(dao.error(500, str(exc)), 500)
+        return _json(None, encoded=text)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(self._executor, self.metrics.exposition)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _validate_conf(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return _json({"allowed": False, "reason": f"the configuration is not UTF-8 text: {exc}"})
+        return await self._answer(self.api.validate_conf, body)
+
+    async def _event_stream(self, request: web.Request) -> web.StreamResponse:
+        """One JSON document per line: the instance id, then every event as it is logged."""
+        if len(self._streams) >= MAX_EVENT_STREAMS:
+            return _json(dao.error(503, "Too many streaming connections"), 503)
+        count = 0
+        if "count" in request.query:
+            try:
+                count = min(_unsigned(request.query["count"]), MAX_EVENTS_PER_RESPONSE)
+            except HttpError as exc:
+                return _json(dao.error(exc.status, exc.message), exc.status)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue(maxsize=STREAM_BACKLOG)
+
+        def deliver(batch: list[tuple[int, Any]]) -> None:
+            if queue.full():  # a client this far behind is cut off rather than queue without bound
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(None)
+            else:
+                queue.put_nowait(batch)
+
+        def listener(batch: list[tuple[int, Any]]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                loop.call_soon_threadsafe(deliver, batch)
+
+        response = web.StreamResponse(headers={**HEADERS, "Content-Type": "application/json; charset=UTF-8"})
+        await response.prepare(request)
+        self._streams.add(queue)
+        events = self.metrics.events
+        events.listen(listener)
+        try:
+            await response.write((json.dumps({"InstanceUUID": self.api.instance_uuid}) + "\n").encode())
+            backlog = events.latest(count)
+            if backlog:
+                await queue.put(backlog)
+            while True:
+                batch = await queue.get()
+                if batch is None:
+                    break
+                lines = "".join(json.dumps(dao.event(i, r)) + "\n" for i, r in batch)
+                await response.write(lines.encode())
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            events.unlisten(listener)
+            self._streams.discard(queue)
+        return response
