@@ -7,6 +7,7 @@ from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.server.client import RemoteCore, connect
 
 __all__ = [
     "AllocationInfo",
@@ -17,9 +18,11 @@ __all__ = [
     "NodeInfo",
     "PartitionInfo",
     "QueueInfo",
+    "RemoteCore",
     "ResourceManagerCallback",
     "SchedulerConfig",
     "SchedulerError",
+    "connect",
     "load_config",
     "si",
     "start",

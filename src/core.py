@@ -62,6 +62,7 @@ class Core:
         self._lock = threading.Lock()
         self._stopped = False
         self._gc_thresholds: tuple[int, int, int] | None = None
+        self._servers: list[Any] = []  # network servers in front of this core (each has close())
         if tune_gc:
             current = gc.get_threshold()
             if current[0] < GC_GENERATION0_THRESHOLD:
@@ -76,6 +77,10 @@ class Core:
             if self._stopped:
                 return
             self._stopped = True
+            servers, self._servers = self._servers, []
+        for server in servers:  # no new requests while the actors stop
+            with contextlib.suppress(Exception):
+                server.close()
         # stopping must finish whatever state the actors are in
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
@@ -191,6 +196,21 @@ class Core:
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
         return self._snapshot(partition, "scheduler")
+
+    # ---- serving -----------------------------------------------------------------------------------
+
+    def serve_grpc(self, address: str = "127.0.0.1:0") -> str:
+        """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
+        "HOST:PORT". Stopped by stop()."""
+        from korral.server.grpc_server import GrpcServer
+
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        server = GrpcServer(self, address)
+        bound = server.start()
+        with self._lock:
+            self._servers.append(server)
+        return bound
 
 
 def start(**settings: float) -> Core:
