@@ -1,4 +1,4 @@
-"""The ``korral`` command line: validate-config, simulate, bench, stress."""
+"""The ``korral`` command line: validate-config, simulate, bench, stress, serve."""
 
 from __future__ import annotations
 
@@ -279,6 +279,73 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
+
+
+DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
+
+
+@main.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="a queues.yaml: validated at start-up, then the config of an RM that registers with an empty one",
+)
+@click.option(
+    "--grpc",
+    "grpc_address",
+    default=DEFAULT_GRPC_ADDRESS,
+    show_default=True,
+    help="HOST:PORT of the gRPC SI (port 0: any free port)",
+)
+@click.option("--rest", "rest_address", default=None, help="HOST:PORT of the REST API /ws/v1 (default: off)")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_level: str) -> None:
+    """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
+    import contextlib
+    import signal
+    import threading
+
+    import korral
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    default_config = ""
+    if config is not None:
+        try:
+            default_config = _read_config(config)
+            korral.load_config(default_config)
+        except ConfigError as error:
+            click.echo(f"invalid configuration: {error}", err=True)
+            sys.exit(1)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    core = korral.start()
+    try:
+        bound = core.serve_grpc(grpc_address, default_config=default_config)
+        click.echo(f"korral: gRPC SI listening on {bound}")
+        if rest_address is not None:
+            serve_rest = getattr(core, "serve_rest", None)
+            if serve_rest is None:
+                raise click.ClickException("--rest: this korral has no REST API (core.serve_rest)")
+            click.echo(f"korral: REST API at {serve_rest(rest_address)}")
+        sys.stdout.flush()
+        while not stop.wait(1.0):
+            pass
+        click.echo("korral: stopping")
+        # deliver what the core has decided before the streams close
+        with contextlib.suppress(TimeoutError):
+            core.wait_until_idle(timeout=10.0)
+    except (OSError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        core.stop()
+    click.echo("korral: stopped")
 
 
 if __name__ == "__main__":  # pragma: no cover

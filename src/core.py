@@ -199,14 +199,15 @@ class Core:
 
     # ---- serving -----------------------------------------------------------------------------------
 
-    def serve_grpc(self, address: str = "127.0.0.1:0") -> str:
+    def serve_grpc(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
-        "HOST:PORT". Stopped by stop()."""
+        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, default_config
+        (korral.server.grpc_server.GrpcServer). Stopped by stop()."""
         from korral.server.grpc_server import GrpcServer
 
         if self._stopped:
             raise SchedulerError("the core is stopped")
-        server = GrpcServer(self, address)
+        server = GrpcServer(self, address, **options)
         bound = server.start()
         with self._lock:
             self._servers.append(server)

@@ -25,6 +25,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import attrs
 import grpc
 from google.protobuf.message import Message
 
@@ -197,8 +198,12 @@ class GrpcServer:
         max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_backlog: int = MAX_BACKLOG,
+        default_config: str = "",
     ) -> None:
+        """default_config: the queues.yaml of an RM that registers with an empty config (korral serve
+        --config); empty: the core's own default, as in-process."""
         self._core = core
+        self._default_config = default_config
         self._host, _ = _split_address(address)
         self._requested = address
         self._max_concurrent_rpcs = max_concurrent_rpcs
@@ -306,6 +311,8 @@ class GrpcServer:
             request = parse(si_pb2.RegisterResourceManagerRequest, data)
         except ConversionError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        if not request.config and self._default_config:
+            request = attrs.evolve(request, config=self._default_config)
         outbox = self._outbox(request.rm_id)
         callback = _RemoteCallback(self, outbox)
         await self._call_core(context, self._core.register_resource_manager, request, callback)
