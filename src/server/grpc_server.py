@@ -265,7 +265,8 @@ class GrpcServer:
     async def _start(self) -> int:
         server = grpc.aio.server(
             maximum_concurrent_rpcs=self._max_concurrent_rpcs,
-            options=channel_options(self._max_message_bytes),
+            # no SO_REUSEPORT: a second server on a busy port is an error, not a silent share of its calls
+            options=[*channel_options(self._max_message_bytes), ("grpc.so_reuseport", 0)],
         )
         # raw bytes in and out: decoding here turns a malformed message into INVALID_ARGUMENT with a reason
         handlers: dict[str, grpc.RpcMethodHandler] = {

@@ -1,0 +1,101 @@
+"""``korral serve`` as a user runs it: a subprocess serving gRPC, an RM connecting, SIGTERM, a clean exit."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from core_helpers import NODE, SMALL, TWO_LEAVES
+
+import korral
+from korral import testing as t
+
+KORRAL = [sys.executable, "-c", "from korral.cli import main; main()"]
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator:
+    processes: list[subprocess.Popen] = []
+
+    def start(*args: str) -> tuple[subprocess.Popen, str]:
+        process = subprocess.Popen(
+            [*KORRAL, "serve", "--grpc", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        processes.append(process)
+        line = process.stdout.readline()  # blocks until the server says where it listens (or exits)
+        found = re.search(r"gRPC SI listening on (\S+)", line)
+        assert found, line + process.stderr.read()
+        return process, found.group(1)
+
+    yield start
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_serve_schedules_for_a_remote_rm_and_stops_cleanly_on_a_signal(serve, signum: int) -> None:
+    process, address = serve("--log-level", "WARNING")
+    rm = t.RecordingRM("rm")
+    with korral.connect(address) as remote:
+        remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        remote.update_node(t.nodes("rm", ["n1"], NODE))
+        remote.update_application(t.applications("rm", {"app": "root.a"}))
+        assert rm.wait_for(lambda r: r.accepted_apps == ["app"])
+        remote.update_allocation(t.asks("rm", "app", 3, SMALL))
+        assert rm.wait_for_allocations(3)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "korral: stopping" in out and "korral: stopped" in out
+    assert "Traceback" not in err
+
+
+def test_serve_config_is_the_default_for_an_rm_that_registers_without_one(serve, tmp_path: Path) -> None:
+    config = tmp_path / "queues.yaml"
+    config.write_text(TWO_LEAVES.replace("- name: b", "- name: from-file"))
+    process, address = serve("--config", str(config))
+    rm = t.RecordingRM("rm")
+    with korral.connect(address) as remote:
+        remote.register_resource_manager(t.register("rm", ""), rm)
+        remote.update_application(t.applications("rm", {"app": "root.from-file"}))
+        assert rm.wait_for(lambda r: r.accepted_apps == ["app"] or bool(r.rejected_apps))
+        assert rm.accepted_apps == ["app"], rm.rejected_apps
+    process.terminate()
+    assert process.wait(60) == 0
+
+
+def test_serve_refuses_an_invalid_config_and_a_busy_address(tmp_path: Path) -> None:
+    config = tmp_path / "queues.yaml"
+    config.write_text("partitions: [broken")
+    failed = subprocess.run(
+        [*KORRAL, "serve", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert failed.returncode == 1 and "invalid configuration" in failed.stderr
+    with korral.start() as core:
+        busy = core.serve_grpc("127.0.0.1:0")
+        refused = subprocess.run(
+            [*KORRAL, "serve", "--grpc", busy], capture_output=True, text=True, timeout=60
+        )
+    assert refused.returncode == 1 and "cannot listen" in refused.stderr
+
+
+def test_serve_rest_without_a_rest_api_is_a_clear_error() -> None:
+    if hasattr(korral.Core, "serve_rest"):
+        pytest.skip("this korral has the REST API")
+    refused = subprocess.run(
+        [*KORRAL, "serve", "--grpc", "127.0.0.1:0", "--rest", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "no REST API" in refused.stderr
