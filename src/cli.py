@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -104,6 +105,11 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="only the sequential reference, in this fresh process (its own speed, one thread)",
 )
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="yunikorn shape with the RM in another process over gRPC, against in-process in the same run",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -114,6 +120,7 @@ def bench(
     sweep: bool,
     out: Path,
     reference_only: bool,
+    remote: bool,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
     from rich.console import Console
@@ -152,6 +159,9 @@ def bench(
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate)
+    if remote:
+        _bench_remote(console, chosen, json_file)
+        return
     if reference_only:
         reference = runner.run_reference(chosen)
         document = runner.reference_json(chosen, reference)
@@ -279,6 +289,45 @@ def stress(rms: int, duration: float, seed: int | None, checkpoint: float, fault
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
+
+
+def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
+    """korral bench --remote: the same workload in-process, then with the RM in a child process."""
+    from korral.benchmark import remote, runner
+
+    if chosen.name != "yunikorn":
+        raise click.UsageError("--remote runs YuniKorn's shape: use --workload yunikorn")
+    console.print(f"[bold]remote[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks, in-process first")
+    local = runner.run_korral(chosen)
+    over_grpc = remote.run_remote(chosen.node_count, chosen.asks)
+    ratio = over_grpc.allocations_per_second / local.allocations_per_second
+    console.print(
+        f"  in-process {local.allocations_per_second:>10,.0f} allocations/s"
+        f"  ({local.allocations:,} in {local.seconds:.3f}s)\n"
+        f"  over gRPC  {over_grpc.allocations_per_second:>10,.0f} allocations/s"
+        f"  ({over_grpc.allocations:,} in {over_grpc.seconds:.3f}s, RM in another process)\n"
+        f"  ratio      {ratio:.2f}x in-process\n"
+        f"  latency    p50 {over_grpc.latency_ms_p50:,.1f} ms, p99 {over_grpc.latency_ms_p99:,.1f} ms"
+    )
+    document = {
+        "workload": chosen.name,
+        "nodes": chosen.node_count,
+        "asks": chosen.asks,
+        "in_process": {
+            "allocations": local.allocations,
+            "seconds": local.seconds,
+            "allocations_per_second": local.allocations_per_second,
+        },
+        "remote": {
+            "allocations": over_grpc.allocations,
+            "seconds": over_grpc.seconds,
+            "allocations_per_second": over_grpc.allocations_per_second,
+            "latency_ms": {"p50": over_grpc.latency_ms_p50, "p99": over_grpc.latency_ms_p99},
+        },
+        "ratio_to_in_process": ratio,
+    }
+    if _write_json(json_file, document):
+        console.print(f"written: {json_file}")
 
 
 DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"

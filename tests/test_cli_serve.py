@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -99,3 +100,19 @@ def test_serve_rest_without_a_rest_api_is_a_clear_error() -> None:
         timeout=60,
     )
     assert refused.returncode == 1 and "no REST API" in refused.stderr
+
+
+def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from korral.cli import main
+
+    out = tmp_path / "remote.json"
+    result = CliRunner(env={"FORCE_COLOR": None, "COLUMNS": "200"}).invoke(
+        main, ["bench", "--remote", "--nodes", "20", "--asks", "400", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "over gRPC" in result.output and "x in-process" in result.output
+    document = json.loads(out.read_text())
+    assert document["in_process"]["allocations"] == document["remote"]["allocations"] == 400
+    assert document["ratio_to_in_process"] > 0
