@@ -116,3 +116,16 @@ def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None
     document = json.loads(out.read_text())
     assert document["in_process"]["allocations"] == document["remote"]["allocations"] == 400
     assert document["ratio_to_in_process"] > 0
+
+
+def test_the_documented_remote_rm_example_runs_against_a_served_core() -> None:
+    example = Path(__file__).resolve().parent.parent / "docs" / "remote-rm.py"
+    with korral.start() as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        finished = subprocess.run(
+            [sys.executable, str(example), address], capture_output=True, text=True, timeout=60
+        )
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stdout.count("allocated task-") == 4
+        core.wait_until_idle()
+        assert core.application("[demo]default", "app-1").allocated["vcore"] == 4_000
