@@ -72,6 +72,10 @@ class _Spec:
     korral_type: type
     proto_type: type[Message]
     fields: tuple[_Field, ...]
+    by_proto: dict[str, _Field] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
 
 
 _BY_KORRAL: dict[type, _Spec] = {}
@@ -187,9 +191,12 @@ def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
 
 def _read(source: Message, spec: _Spec, path: str) -> Any:
     values: dict[str, Any] = {}
-    for field in spec.fields:
+    by_proto = spec.by_proto
+    # only the fields set on the wire (absent ones take the attrs defaults, which are proto3's): the
+    # fast path for asks and allocations, which set a few of their fields
+    for descriptor, value in source.ListFields():
+        field = by_proto[descriptor.name]
         kind = field.kind
-        value = getattr(source, field.proto)
         if kind == _SCALAR:
             values[field.attr] = value
         elif kind == _ENUM:
@@ -210,7 +217,7 @@ def _read(source: Message, spec: _Spec, path: str) -> Any:
             )
         elif kind == _REPEATED_SCALAR:
             values[field.attr] = tuple(value)
-        elif source.HasField(field.proto):  # _MESSAGE
+        else:  # _MESSAGE, present
             values[field.attr] = _read(value, _BY_KORRAL[field.message], f"{path}.{field.proto}")  # type: ignore[index]
     return spec.korral_type(**values)
 
