@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, HandlerError, Rank, Tracker, start_actor
+from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import Snapshot
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
@@ -24,6 +24,12 @@ from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.errors import KorralError, SchedulerError
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
+from korral.si.validate import (
+    Checked,
+    check_allocation_request,
+    check_application_request,
+    check_node_request,
+)
 
 DEFAULT_SETTINGS: dict[str, float] = {
     "scheduling_interval": 0.1,
@@ -111,6 +117,13 @@ class Core:
     def register_resource_manager(
         self, request: si.RegisterResourceManagerRequest, callback: ResourceManagerCallback | None = None
     ) -> si.RegisterResourceManagerResponse:
+        if type(request) is not si.RegisterResourceManagerRequest:
+            raise TypeError(
+                "register_resource_manager takes a korral.si.RegisterResourceManagerRequest, "
+                f"got {type(request).__name__}"
+            )
+        if type(request.rm_id) is not str or type(request.config) is not str:
+            raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
         response = self._call(
             Register(request=request, callback=callback or ResourceManagerCallback()), REGISTRATION_TIMEOUT
         )
@@ -118,27 +131,36 @@ class Core:
             self._registered.add(request.rm_id)
         return response
 
-    def _route(self, request: Any, kind: str) -> None:
+    def _route(self, checked: Checked, kind: str) -> None:
+        """Send a checked request on: its bad items are rejected through the RM's callback."""
         if self._stopped:
             raise SchedulerError("the core is stopped")
+        rm_id = checked.request.rm_id
         with self._lock:
-            registered = request.rm_id in self._registered
+            registered = type(rm_id) is str and rm_id in self._registered
         if not registered:
-            raise SchedulerError(f'received {kind}, but RmID="{request.rm_id}" not registered')
-        self._proxy.tell(Route(request=request))
+            raise SchedulerError(f'received {kind}, but RmID="{rm_id}" not registered')
+        self._proxy.tell(Route(request=checked.request, checked=checked))
 
     def update_allocation(self, request: si.AllocationRequest) -> None:
-        self._route(request, "AllocationRequest")
+        self._route(check_allocation_request(request), "AllocationRequest")
 
     def update_application(self, request: si.ApplicationRequest) -> None:
-        self._route(request, "ApplicationRequest")
+        self._route(check_application_request(request), "ApplicationRequest")
 
     def update_node(self, request: si.NodeRequest) -> None:
-        self._route(request, "NodeRequest")
+        self._route(check_node_request(request), "NodeRequest")
 
     def update_configuration(self, request: si.UpdateConfigurationRequest) -> None:
+        if type(request) is not si.UpdateConfigurationRequest:
+            raise TypeError(
+                "update_configuration takes a korral.si.UpdateConfigurationRequest, "
+                f"got {type(request).__name__}"
+            )
+        if type(request.config) is not str:
+            raise SchedulerError("UpdateConfigurationRequest: config must be a string")
         with self._lock:
-            registered = request.rm_id in self._registered
+            registered = type(request.rm_id) is str and request.rm_id in self._registered
         if not registered:
             raise SchedulerError(
                 f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
@@ -195,6 +217,9 @@ class Core:
 
     def scheduler_stats(self, partition: str) -> dict[str, int] | None:
         """Counters of the partition's scheduler: cycles, proposals, rollbacks."""
+        if in_predicates():
+            # the scheduler is the caller, waiting on this very callback: asking it would deadlock
+            raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         return self._snapshot(partition, "scheduler")
 
     # ---- serving -----------------------------------------------------------------------------------

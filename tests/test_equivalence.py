@@ -21,10 +21,12 @@ reference scheduling the same burst in one go.
 from __future__ import annotations
 
 import random
+import re
 import threading
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
 import korral
@@ -37,6 +39,8 @@ from korral.reference import ReferenceScheduler
 
 RM = "rm"
 PARTITION = "[rm]default"
+# each life of a partition numbers its allocation uuids after a random token of its own
+UUID_TOKEN = re.compile(r"-[0-9a-f]{8}-")
 SETTINGS = {
     "completing_timeout": 3600.0,
     "queue_cleanup_interval": 0.2,
@@ -196,13 +200,25 @@ class Pair:
             self.ref.update_application(request)
             self.ref_released.extend(self.ref.take_released().released)
         else:
-            self.core.update_allocation(request)
+            self.core.update_allocation(self.with_core_uuids(request))
             response = self.ref.update_allocation(request)
             self.ref_released.extend(response.released)
             self.ref_rejected.extend(response.rejected)
         self.core.wait_until_idle()
         if schedule:
             self.ref.schedule()
+
+    def with_core_uuids(self, request: si.AllocationRequest) -> si.AllocationRequest:
+        """The request with the reference's uuids swapped for the core's: each has its own token."""
+        if request.releases is None or not any(r.uuid for r in request.releases.allocations_to_release):
+            return request
+        with self.rm.lock:
+            core_uuid = {series(uuid): uuid for uuid in self.rm.live}
+        releases = [
+            attrs.evolve(r, uuid=core_uuid.get(series(r.uuid), r.uuid))
+            for r in request.releases.allocations_to_release
+        ]
+        return attrs.evolve(request, releases=attrs.evolve(request.releases, allocations_to_release=releases))
 
     def burst(self, requests: list[Any]) -> None:
         """Several requests at once with every node closed, then one wake-up: one decision run."""
@@ -246,8 +262,10 @@ class Pair:
             got = Counter((a.allocation_key, a.node_id) for a in info.allocations)
             want = Counter((a.allocation_key, a.node_id) for a in app.allocations.values())
             assert got == want, f"{where}: {app_id} placements"
-            # same decisions in the same order: even the uuids agree
-            assert {a.uuid for a in info.allocations} == set(app.allocations), f"{where}: {app_id} uuids"
+            # same decisions in the same order: even the uuids agree, but for each partition's token
+            assert {series(a.uuid) for a in info.allocations} == {series(u) for u in app.allocations}, (
+                f"{where}: {app_id} uuids"
+            )
         for node_id, node in model.nodes.items():
             info = core.node(PARTITION, node_id)
             assert info is not None
@@ -259,16 +277,23 @@ class Pair:
         assert partition.capacity == res.prune(model.capacity)
         # the RM was told exactly what runs
         with self.rm.lock:
-            live = {uuid: a.application_id for uuid, a in self.rm.live.items()}
-            released = {r.uuid for r in self.rm.released}
+            live = {series(uuid): a.application_id for uuid, a in self.rm.live.items()}
+            released = {series(r.uuid) for r in self.rm.released}
             rejected = sorted((r.application_id, r.allocation_key) for r in self.rm.rejected_asks)
         want_live = {
-            uuid: app.application_id for app in model.applications.values() for uuid in app.allocations
+            series(uuid): app.application_id
+            for app in model.applications.values()
+            for uuid in app.allocations
         }
         assert live == want_live, f"{where}: RM's live allocations"
-        assert released == {r.uuid for r in self.ref_released}, f"{where}: releases reported"
+        assert released == {series(r.uuid) for r in self.ref_released}, f"{where}: releases reported"
         assert rejected == sorted((r.application_id, r.allocation_key) for r in self.ref_rejected)
         assert core.tracker.errors == 0
+
+
+def series(uuid: str) -> str:
+    """An allocation uuid without its partition-life token: "[rm]default-1a2b3c4d-7" -> "[rm]default-7"."""
+    return UUID_TOKEN.sub("-", uuid)
 
 
 def run_workload(seed: int, *, burst: bool) -> None:

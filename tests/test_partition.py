@@ -1500,7 +1500,7 @@ def test_recovery_brings_a_completing_application_back(make_partition):
         (recovered("app-1", "k", "ghost", {"memory": 1}), "failed to find node ghost"),
         (recovered("app-1", "k", "node-1", {"memory": 0}), "contains no resources"),
         (recovered("app-1", "k", "node-1", {"memory": -4}), "contains negative resources"),
-        (recovered("app-1", "k", "node-1", {"memory": 1}, uuid="taken"), "already exists"),
+        (recovered("app-1", "k", "node-1", {"memory": 1}, uuid="taken"), "already live"),
     ],
 )
 def test_bad_recovered_allocations_are_rejected(make_partition, allocation, reason):

@@ -506,7 +506,7 @@ def test_existing_allocations_that_cannot_be_recovered_are_reported(make_referen
     assert set(reasons) == {"ghost", "zero", "dup"}
     assert "failed to find application ghost" in reasons["ghost"]
     assert "contains no resources" in reasons["zero"]
-    assert "already exists" in reasons["dup"]
+    assert "already live" in reasons["dup"]
     assert r.partition().nodes["node-1"].allocated == {"memory": 10}
 
 

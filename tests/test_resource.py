@@ -33,9 +33,9 @@ def _unchanged(*resources):
         pytest.param({"memory": 10}, {"vcore": 5}, {"memory": 10, "vcore": 5}, id="union-of-types"),
         pytest.param({"memory": 10}, {"memory": -10}, {"memory": 0}, id="zero-result-kept"),
         pytest.param({"memory": -3}, {"memory": 1}, {"memory": -2}, id="negative"),
-        pytest.param({"memory": MAX}, {"memory": 1}, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({"memory": MAX - 1}, {"memory": MAX}, {"memory": MAX}, id="saturates-two-large"),
-        pytest.param({"memory": MIN}, {"memory": -1}, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MAX}, {"memory": 1}, {"memory": MAX + 1}, id="exact-past-max"),
+        pytest.param({"memory": MAX - 1}, {"memory": MAX}, {"memory": 2 * MAX - 1}, id="exact-two-large"),
+        pytest.param({"memory": MIN}, {"memory": -1}, {"memory": MIN - 1}, id="exact-past-min"),
         pytest.param({"memory": MAX}, {"memory": MIN}, {"memory": -1}, id="max-plus-min"),
     ],
 )
@@ -56,10 +56,10 @@ def test_add(left, right, expected):
         pytest.param({"memory": 10}, {"memory": 4}, {"memory": 6}, id="same-type"),
         pytest.param({"memory": 10}, {"vcore": 4}, {"memory": 10, "vcore": -4}, id="union-of-types"),
         pytest.param({"memory": 10}, {"memory": 10}, {"memory": 0}, id="zero-result-kept"),
-        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN}, id="saturates-at-min"),
-        pytest.param({"memory": MIN + 1}, {"memory": MAX}, {"memory": MIN}, id="saturates-large-sub"),
-        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({}, {"memory": MIN}, {"memory": MAX}, id="negating-min-saturates"),
+        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN - 1}, id="exact-past-min"),
+        pytest.param({"memory": MIN + 1}, {"memory": MAX}, {"memory": MIN + 1 - MAX}, id="exact-large-sub"),
+        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX + 1}, id="exact-past-max"),
+        pytest.param({}, {"memory": MIN}, {"memory": -MIN}, id="negating-min-exact"),
     ],
 )
 def test_sub(left, right, expected):
@@ -84,10 +84,10 @@ def test_sub(left, right, expected):
         pytest.param({"memory": 10, "vcore": 1}, {"memory": -5}, 2, {"vcore": 1}, id="times-to-zero-dropped"),
         pytest.param({}, {"memory": 0}, 1, {}, id="zero-delta-not-added"),
         pytest.param({"memory": 1}, {"memory": 5}, 0, {"memory": 1}, id="times-zero-keeps"),
-        pytest.param({"memory": MAX}, {"memory": 1}, 1, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({}, {"memory": MAX}, 3, {"memory": MAX}, id="times-saturates-at-max"),
-        pytest.param({"memory": MIN}, {"memory": -1}, 1, {"memory": MIN}, id="saturates-at-min"),
-        pytest.param({}, {"memory": MAX}, -3, {"memory": MIN}, id="negative-times-saturates-at-min"),
+        pytest.param({"memory": MAX}, {"memory": 1}, 1, {"memory": MAX + 1}, id="exact-past-max"),
+        pytest.param({}, {"memory": MAX}, 3, {"memory": 3 * MAX}, id="times-exact-past-max"),
+        pytest.param({"memory": MIN}, {"memory": -1}, 1, {"memory": MIN - 1}, id="exact-past-min"),
+        pytest.param({}, {"memory": MAX}, -3, {"memory": -3 * MAX}, id="negative-times-exact"),
     ],
 )
 def test_add_into(target, delta, times, expected):
@@ -106,9 +106,9 @@ def test_add_into(target, delta, times, expected):
         pytest.param({"memory": 10}, {"vcore": 4}, 1, {"memory": 10, "vcore": -4}, id="new-type-negative"),
         pytest.param({"memory": 10, "vcore": 2}, {"memory": 10}, 1, {"vcore": 2}, id="zero-entry-dropped"),
         pytest.param({"memory": 8}, {"memory": 4}, 2, {}, id="times-to-zero-dropped"),
-        pytest.param({"memory": MIN}, {"memory": 1}, 1, {"memory": MIN}, id="saturates-at-min"),
-        pytest.param({"memory": MAX}, {"memory": -1}, 1, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({}, {"memory": MAX}, 5, {"memory": MIN}, id="times-saturates-at-min"),
+        pytest.param({"memory": MIN}, {"memory": 1}, 1, {"memory": MIN - 1}, id="exact-past-min"),
+        pytest.param({"memory": MAX}, {"memory": -1}, 1, {"memory": MAX + 1}, id="exact-past-max"),
+        pytest.param({}, {"memory": MAX}, 5, {"memory": -5 * MAX}, id="times-exact-below-min"),
     ],
 )
 def test_sub_into(target, delta, times, expected):
@@ -161,10 +161,10 @@ def test_pending_to_allocated(pending, allocated, items, pending_after, allocate
         pytest.param({"memory": 10}, 0, {}, id="zero-factor-empty"),
         pytest.param({"memory": 10, "vcore": 0}, 2, {"memory": 20}, id="zero-entry-dropped"),
         pytest.param({"memory": 10}, -2, {"memory": -20}, id="negative-factor"),
-        pytest.param({"memory": MAX}, 2, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({"memory": MAX}, -2, {"memory": MIN}, id="saturates-at-min"),
-        pytest.param({"memory": MIN}, -1, {"memory": MAX}, id="min-times-minus-one-saturates"),
-        pytest.param({"memory": MIN}, 2, {"memory": MIN}, id="min-doubled-saturates"),
+        pytest.param({"memory": MAX}, 2, {"memory": 2 * MAX}, id="exact-past-max"),
+        pytest.param({"memory": MAX}, -2, {"memory": -2 * MAX}, id="exact-below-min"),
+        pytest.param({"memory": MIN}, -1, {"memory": -MIN}, id="min-times-minus-one-exact"),
+        pytest.param({"memory": MIN}, 2, {"memory": 2 * MIN}, id="min-doubled-exact"),
     ],
 )
 def test_multiply(resource, factor, expected):
@@ -379,8 +379,8 @@ def test_min_of_limits(left, right, expected):
         pytest.param({"memory": 10}, {"memory": 14}, {"memory": -4}, id="over-limit-negative"),
         pytest.param({"memory": 10}, {"vcore": 4}, {"memory": 10}, id="only-limit-types"),
         pytest.param({"memory": 10, "vcore": 2}, {}, {"memory": 10, "vcore": 2}, id="no-usage"),
-        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX}, id="saturates-at-max"),
-        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN}, id="saturates-at-min"),
+        pytest.param({"memory": MAX}, {"memory": -1}, {"memory": MAX + 1}, id="exact-past-max"),
+        pytest.param({"memory": MIN}, {"memory": 1}, {"memory": MIN - 1}, id="exact-past-min"),
     ],
 )
 def test_headroom(limit, usage, expected):

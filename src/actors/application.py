@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import (
     AddAsks,
     AppGone,
@@ -25,6 +25,7 @@ from korral.actors.messages import (
     Placed,
     QueueUsage,
     RecoverAllocations,
+    RecoveredGone,
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
@@ -39,7 +40,7 @@ from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
-from korral.reference import to_si_allocation, to_si_release
+from korral.model.si_convert import to_si_allocation, to_si_release
 
 
 @attrs.frozen(slots=True)
@@ -64,7 +65,7 @@ class AppFinished:
     info: ApplicationInfo
 
 
-class ApplicationActor(PoolActor):
+class ApplicationActor(RetiringActor):
     rank = Rank.APPLICATION
 
     def __init__(
@@ -148,6 +149,9 @@ class ApplicationActor(PoolActor):
     def on_FlushOut(self, message: FlushOut) -> None:
         self._flush()
 
+    def quiet(self) -> bool:
+        return self._effects is None
+
     def on_Snapshot(self, message: Snapshot) -> ApplicationInfo:
         return self._info()
 
@@ -185,12 +189,24 @@ class ApplicationActor(PoolActor):
                 by_node.setdefault(allocation.node_id, []).append(allocation)
             for node_id, allocations in by_node.items():
                 node = self.nodes.get(node_id)
-                if node is not None:
-                    node.tell(BookRecovered(allocations=tuple(allocations), app=self.handle))
+                if node is None or not node.tell(
+                    BookRecovered(allocations=tuple(allocations), app=self.handle)
+                ):
+                    # the node left and stopped before the booking reached it: release them as
+                    # its removal would have
+                    self.kick(
+                        NodeRemoved(
+                            node_id=node_id,
+                            uuids=tuple(a.uuid for a in allocations),
+                            reason=f"Node {node_id} Removed",
+                        )
+                    )
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:
                 node.tell(FreeOnNode(uuids=tuple(uuids)))
+        if effects.recovered_gone:
+            self.partition.tell(RecoveredGone(uuids=tuple(effects.recovered_gone)))
         allocated = res.prune(effects.allocated_delta)
         pending = res.prune(effects.pending_delta)
         if allocated or pending:

@@ -15,7 +15,7 @@ import contextlib
 import enum
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pykka
@@ -39,6 +39,24 @@ class Rank(enum.IntEnum):
     APPLICATION = 20
     NODE = 10
     DISPATCHER = 5
+
+
+_decision = threading.local()
+
+
+@contextlib.contextmanager
+def inside_predicates() -> Iterator[None]:
+    """Marks this thread as a scheduler waiting on the RM's ``predicates`` callback meanwhile."""
+    _decision.predicates = True
+    try:
+        yield
+    finally:
+        _decision.predicates = False
+
+
+def in_predicates() -> bool:
+    """True on a scheduler's thread while it waits on the RM's ``predicates`` callback."""
+    return getattr(_decision, "predicates", False)
 
 
 class RankViolation(RuntimeError):
@@ -83,6 +101,11 @@ class Tracker:
             self._total -= count
             if self._total == 0:
                 self._idle.notify_all()
+
+    def pending(self, actor_id: int) -> int:
+        """Messages sent to one actor and not yet handled (the one being handled included)."""
+        with self._lock:
+            return self._counts.get(actor_id, 0)
 
     def in_flight(self) -> int:
         with self._lock:
@@ -144,6 +167,25 @@ class Handle:
         return f"<Handle {self.name} ({self.rank.name})>"
 
 
+class PeriodicEntry:
+    """A periodic timer's one piece of shared state: whether its last tick is still queued."""
+
+    __slots__ = ("queued",)
+
+    def __init__(self) -> None:
+        self.queued = False
+
+
+class Periodic:
+    """A periodic tick as delivered: the message, and its timer entry to tell when it was handled."""
+
+    __slots__ = ("entry", "message")
+
+    def __init__(self, message: Any, entry: PeriodicEntry) -> None:
+        self.message = message
+        self.entry = entry
+
+
 class KorralActor(pykka.Actor):
     """Base of every korral actor: typed dispatch, counted messages, contained failures.
 
@@ -173,6 +215,9 @@ class KorralActor(pykka.Actor):
         self.handle.tell(message)
 
     def on_receive(self, message: Any) -> Any:
+        if type(message) is Periodic:
+            message.entry.queued = False
+            message = message.message
         handler = self._handlers.get(type(message))
         if handler is None:
             handler = getattr(self, f"on_{type(message).__name__}", None)
@@ -210,6 +255,36 @@ class PoolActor(KorralActor, PooledActor):
     def __init__(self, tracker: Tracker, name: str, *, pool: ActorPool) -> None:
         super().__init__(tracker, name)
         self.bind_pool(pool)
+
+
+class RetiringActor(PoolActor):
+    """A pooled owner that the partition removes while messages may still be on their way to it.
+
+    pykka drops the tells still queued when an actor stops, and a dropped ``Placed`` or ``QueueUsage``
+    would leak what it carries. So a removed actor stops itself, on its own worker thread, only when
+    nothing can reach it any more: every sender that is not on its pool has said it is done (the
+    partition by ``Retire``, the scheduler by ``SchedulerDone`` where it sends to this kind), nothing
+    is queued for it, and ``quiet()`` holds. Senders on the same pool cannot be mid-send then (one
+    thread); whatever they send afterwards finds the actor stopped and takes its refusal path. The
+    partition repeats ``Retire`` on its housekeeping tick until the actor has stopped.
+    """
+
+    # whether the scheduler sends to this kind of actor (and so must say SchedulerDone first)
+    scheduler_sends = True
+    _scheduler_done = False
+
+    def on_SchedulerDone(self, message: Any) -> None:
+        self._scheduler_done = True
+
+    def on_Retire(self, message: Any) -> None:
+        if self.scheduler_sends and not self._scheduler_done:
+            return
+        if self.tracker.pending(self.handle.actor_id) == 1 and self.quiet():
+            self._stop()  # synchronous: tells from now on return False to their senders
+
+    def quiet(self) -> bool:
+        """Nothing this actor owns is still to be passed on (subclasses say what)."""
+        return True
 
 
 class HandlerError:

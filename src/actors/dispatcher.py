@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from korral.actors.base import Rank, ThreadedActor, Tracker
@@ -14,12 +15,17 @@ log = logging.getLogger("korral.callbacks")
 class CallbackDispatcher(ThreadedActor):
     rank = Rank.DISPATCHER
 
-    def __init__(self, tracker: Tracker, name: str, callback: Any) -> None:
+    def __init__(self, tracker: Tracker, name: str, callback: Any, closed: threading.Event) -> None:
         super().__init__(tracker, name)
         self.callback = callback
+        # set by the RMProxy when the registration ends (re-registration, stop): what is still
+        # queued here is dropped, not delivered to an RM that is gone
+        self.closed = closed
         self.failures = 0
 
     def on_Deliver(self, message: Deliver) -> None:
+        if self.closed.is_set():
+            return
         method = getattr(self.callback, message.method, None)
         if method is None:
             return

@@ -255,3 +255,31 @@ class Deliver:
 
     method: str
     argument: Any
+
+
+@attrs.frozen(slots=True)
+class RecoveredGone:
+    """Application -> partition: these recovered allocations are no longer live (their uuids are free)."""
+
+    uuids: tuple[str, ...]
+
+
+@attrs.frozen(slots=True)
+class NodeReservations:
+    """Scheduler -> partition: the application holding a reservation on each of these nodes ("" = none).
+
+    The partition keeps a copy for node snapshots, so reading a node never waits on the scheduler,
+    which may be inside the RM's predicates callback that is doing the reading.
+    """
+
+    reservations: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen(slots=True)
+class SchedulerDone:
+    """Scheduler -> a removed application or node: nothing more will come from the scheduler."""
+
+
+@attrs.frozen(slots=True)
+class Retire:
+    """Partition -> a removed actor: stop once nothing more can reach you (see ``RetiringActor``)."""

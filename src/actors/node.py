@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from korral import faults
-from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import (
     BookRecovered,
     DecommissionNode,
@@ -32,7 +32,7 @@ from korral.model.allocation import Allocation
 from korral.model.node import Node
 
 
-class NodeActor(PoolActor):
+class NodeActor(RetiringActor):
     rank = Rank.NODE
 
     def __init__(

@@ -3,14 +3,14 @@
 It owns the partition's structure (the queue tree and its configuration, which applications and nodes
 exist, the partition's capacity) in a ``PartitionModel`` that tracks no allocations, places
 applications with the partition's rules, creates and retires the owner actors, and routes each RM
-request to the actor that owns what the request is about. Removed actors become tombstones, stopped
-only once nothing is in flight, so that no message to them can be dropped.
+request to the actor that owns what the request is about. A removed actor stops itself once nothing
+can reach it any more (``RetiringActor``), so that no message to it is dropped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -30,13 +30,16 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
+    NodeReservations,
     NodeSpec,
     QueueCreated,
     QueuesRemoved,
     RecoverAllocations,
+    RecoveredGone,
     ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
+    Retire,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
@@ -55,11 +58,10 @@ from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model import events
 from korral.model import resource as res
+from korral.model.allocation import recovery_rejection
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
-from korral.reference import from_si_allocation
-
-STOP_TIMEOUT = 5.0
+from korral.model.si_convert import from_si_allocation
 
 
 @attrs.frozen(slots=True)
@@ -69,7 +71,7 @@ class CleanupQueues:
 
 @attrs.frozen(slots=True)
 class RetireTombstones:
-    """Timer -> partition: stop removed actors if nothing is in flight."""
+    """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +94,7 @@ class PartitionActor(ThreadedActor):
         rm_id: str,
         config: PartitionConfig,
         callback: Any,
+        callback_closed: threading.Event,
         dispatcher: Handle,
         timer: TimerService,
         settings: PartitionSettings,
@@ -105,6 +108,10 @@ class PartitionActor(ThreadedActor):
         self.timer = timer
         self.settings = settings
         self.registry = PartitionModel(name, config, rm_id=rm_id)
+        # the view issues allocation uuids in the registry's series, so both know what is the core's
+        self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
+        # uuid -> application of the recovered allocations still live (their owners say when they go)
+        self.recovered_live: dict[str, str] = {}
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = ActorPool(name)
         self.scheduler = start_actor(
@@ -114,14 +121,19 @@ class PartitionActor(ThreadedActor):
             name,
             config,
             rm_id=rm_id,
+            uuid_token=self.registry.uuid_token,
             reservation_delay=settings.reservation_delay,
             callback=callback,
+            callback_closed=callback_closed,
             dispatcher=dispatcher,
+            partition=self.handle,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: dict[str, ApplicationInfo] = {}
+        # node -> the application holding a reservation on it, as the scheduler last told
+        self.node_reservations: dict[str, str] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
@@ -174,8 +186,10 @@ class PartitionActor(ThreadedActor):
             )
 
     def _bury(self, handle: Handle | None) -> None:
+        """The actor was removed: it stops itself once nothing can reach it (``RetiringActor``)."""
         if handle is not None:
             self.tombstones.append(handle)
+            handle.tell(Retire())
 
     # ---- nodes -------------------------------------------------------------------------------------
 
@@ -277,6 +291,7 @@ class PartitionActor(ThreadedActor):
         elif action == si.NodeAction.DECOMISSION:
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
+            self.node_reservations.pop(node_id, None)
             self.scheduler.tell(NodeGone(node_id=node_id))
             handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
             self._event(
@@ -294,32 +309,24 @@ class PartitionActor(ThreadedActor):
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
             allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
-            if allocation.application_id not in self.apps:
-                rejected.append(
-                    (
-                        existing.allocation_key,
-                        existing.application_id,
-                        f"failed to find application {existing.application_id}",
-                    )
-                )
-            elif res.is_zero(allocation.resource) or res.has_negative(allocation.resource):
-                rejected.append(
-                    (
-                        existing.allocation_key,
-                        existing.application_id,
-                        "allocation contains no resources or negative resources",
-                    )
-                )
+            app_id = allocation.application_id
+            if app_id not in self.apps:
+                reason = f"failed to find application {app_id}"
             else:
-                if not allocation.uuid:
-                    # not the scheduler's "<partition>-<n>" series: the two counters must never collide
-                    allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
-                by_app[allocation.application_id].append(
-                    allocation._replace(
-                        queue_path=self.registry.applications[allocation.application_id].queue_path,
-                        recovered=True,
-                    )
+                reason = recovery_rejection(
+                    allocation, issued_prefix=self.issued_prefix, live_recovered=self.recovered_live
                 )
+            if reason:
+                rejected.append((existing.allocation_key, app_id, reason))
+                continue
+            if allocation.uuid:
+                self.recovered_live[allocation.uuid] = app_id
+            else:
+                # not the scheduler's series: the two counters must never collide
+                allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
+            by_app[app_id].append(
+                allocation._replace(queue_path=self.registry.applications[app_id].queue_path, recovered=True)
+            )
         return by_app, rejected
 
     # ---- applications ------------------------------------------------------------------------------
@@ -398,6 +405,17 @@ class PartitionActor(ThreadedActor):
         )
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
+    def on_NodeReservations(self, message: NodeReservations) -> None:
+        for node_id, holder in message.reservations:
+            if holder and node_id in self.nodes:
+                self.node_reservations[node_id] = holder
+            else:
+                self.node_reservations.pop(node_id, None)
+
+    def on_RecoveredGone(self, message: RecoveredGone) -> None:
+        for uuid in message.uuids:
+            self.recovered_live.pop(uuid, None)
+
     def on_AppFinished(self, message: AppFinished) -> None:
         handle = self.apps.pop(message.application_id, None)
         if handle is None:
@@ -469,19 +487,19 @@ class PartitionActor(ThreadedActor):
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
 
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
-        # Only this message in flight: nothing can still be on its way to a removed actor.
-        if self.tombstones and self.tracker.in_flight() <= 1:
-            for handle in self.tombstones:
-                handle.stop()
-            self.tombstones.clear()
+        # ask again those that could not stop yet (a message was still on its way to them)
+        alive = [handle for handle in self.tombstones if handle.is_alive]
+        for handle in alive:
+            handle.tell(Retire())
+        self.tombstones = alive
 
     def on_StopPartition(self, message: StopPartition) -> None:
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
-        # wait for the scheduler: a decision in progress must not outlive the partition
-        with contextlib.suppress(Exception):
-            if self.scheduler.is_alive:
-                self.scheduler.ref.stop(block=True, timeout=STOP_TIMEOUT)
+        # Not waited for: the scheduler may be inside the RM's predicates callback, and a stop never
+        # waits on an RM. A decision still in progress finds every owner stopped (its Place messages
+        # are refused) and the RM's callbacks closed.
+        self.scheduler.stop()
         self.pool.stop()
         self.apps.clear()
         self.nodes.clear()
@@ -556,5 +574,5 @@ class PartitionActor(ThreadedActor):
         if handle is None:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
-        reservations = self.ask(self.scheduler, Snapshot(detail=f"reservations:{node_id}"))
-        return attrs.evolve(info, reservations=reservations)
+        holder = self.node_reservations.get(node_id)
+        return attrs.evolve(info, reservations=[holder] if holder else [])

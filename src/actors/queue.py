@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from korral.actors.base import Handle, PoolActor, Rank, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import QueueUsage, Snapshot
 from korral.actors.runtime import ActorPool
 from korral.model import resource as res
@@ -21,8 +21,9 @@ class FlushUsage:
     """Queue -> itself: pass the burst's usage deltas to the parent."""
 
 
-class QueueActor(PoolActor):
+class QueueActor(RetiringActor):
     rank = Rank.QUEUE
+    scheduler_sends = False
 
     def __init__(
         self, tracker: Tracker, name: str, path: str, parent: Handle | None, *, pool: ActorPool
@@ -53,6 +54,11 @@ class QueueActor(PoolActor):
             self.parent.tell(QueueUsage(allocated=self._allocated_delta, pending=self._pending_delta))
         self._allocated_delta = {}
         self._pending_delta = {}
+
+    def quiet(self) -> bool:
+        # A removed queue has no applications left, so usage can only still fall: a delta on its way
+        # here (or to the parent) keeps it until it has passed
+        return not (self.allocated or self.pending or self._allocated_delta or self._pending_delta)
 
     def on_Snapshot(self, message: Snapshot) -> tuple[Resource, Resource]:
         return res.prune(self.allocated), res.prune(self.pending)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -27,6 +28,7 @@ from korral.config.schema import SchedulerConfig
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.si.validate import Checked
 
 STOP_TIMEOUT = 5.0
 
@@ -51,7 +53,10 @@ class UpdateConfiguration:
 
 @attrs.frozen(slots=True)
 class Route:
+    """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
+
     request: Any  # si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
+    checked: Checked | None = None
 
 
 @attrs.frozen(slots=True)
@@ -72,6 +77,8 @@ class RegisteredRM:
     callback: Any
     dispatcher: Handle
     config: SchedulerConfig
+    # set when the registration ends: from then on nothing calls this RM's callback object again
+    closed: threading.Event
     partitions: dict[str, Handle] = attrs.Factory(dict)
 
 
@@ -90,17 +97,25 @@ class RMProxyActor(ThreadedActor):
         request = message.request
         if not request.rm_id:
             return SchedulerError("RegisterResourceManagerRequest needs an rm_id")
+        if "[" in request.rm_id or "]" in request.rm_id:
+            # partitions are named "[rmID]name": a bracket in the id would not round-trip
+            return SchedulerError(f"rm_id {request.rm_id!r} must not contain '[' or ']'")
         try:
             config = load_config(request.config)
         except ConfigError as error:
             return error
         if request.rm_id in self.rms:
             self._remove_rm(request.rm_id)
+        closed = threading.Event()
         dispatcher = start_actor(
-            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback
+            CallbackDispatcher, self.tracker, f"[{request.rm_id}]callbacks", message.callback, closed
         )
         rm = RegisteredRM(
-            rm_id=request.rm_id, callback=message.callback, dispatcher=dispatcher, config=config
+            rm_id=request.rm_id,
+            callback=message.callback,
+            dispatcher=dispatcher,
+            config=config,
+            closed=closed,
         )
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
@@ -116,6 +131,7 @@ class RMProxyActor(ThreadedActor):
             rm_id=rm.rm_id,
             config=partition_config,
             callback=rm.callback,
+            callback_closed=rm.closed,
             dispatcher=rm.dispatcher,
             timer=self.timer,
             settings=self.settings,
@@ -130,10 +146,13 @@ class RMProxyActor(ThreadedActor):
 
     def _remove_rm(self, rm_id: str) -> None:
         rm = self.rms.pop(rm_id)
+        # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
+        # RMs' requests (this actor routes them all) nor a stop. A callback running right now finishes;
+        # nothing queued or produced later reaches this callback object.
+        rm.closed.set()
+        rm.dispatcher.stop()
         for handle in rm.partitions.values():
             self._stop_partition(handle)
-        # callbacks already queued are delivered first; nothing reaches the RM after this
-        stop_and_wait(rm.dispatcher)
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
         request = message.request
@@ -178,12 +197,37 @@ class RMProxyActor(ThreadedActor):
         rm = self.rms.get(request.rm_id)
         if rm is None:
             return
+        checked = message.checked
+        if checked is not None:
+            self._reject_bad_items(rm, checked)
+            if checked.empty:
+                return
         if isinstance(request, si.NodeRequest):
             self._route_nodes(rm, request)
         elif isinstance(request, si.ApplicationRequest):
             self._route_applications(rm, request)
         elif isinstance(request, si.AllocationRequest):
             self._route_allocations(rm, request)
+
+    def _reject_bad_items(self, rm: RegisteredRM, checked: Checked) -> None:
+        if checked.node_rejections:
+            rm.dispatcher.tell(
+                Deliver(method="update_node", argument=si.NodeResponse(rejected=checked.node_rejections))
+            )
+        if checked.application_rejections:
+            rm.dispatcher.tell(
+                Deliver(
+                    method="update_application",
+                    argument=si.ApplicationResponse(rejected=checked.application_rejections),
+                )
+            )
+        if checked.ask_rejections:
+            rm.dispatcher.tell(
+                Deliver(
+                    method="update_allocation",
+                    argument=si.AllocationResponse(rejected=checked.ask_rejections),
+                )
+            )
 
     def _partition(self, rm: RegisteredRM, name: str) -> tuple[str, Handle | None]:
         normalized = normalize_partition_name(name, rm.rm_id)

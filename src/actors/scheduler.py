@@ -9,12 +9,13 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates
 from korral.actors.messages import (
     AppAdded,
     AppGone,
@@ -23,11 +24,13 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
+    NodeReservations,
     Place,
     QueueCreated,
     QueuesRemoved,
     RolledBack,
     RunCycle,
+    SchedulerDone,
     Snapshot,
     Tick,
 )
@@ -63,17 +66,23 @@ class SchedulerActor(ThreadedActor):
         config: PartitionConfig,
         *,
         rm_id: str,
+        uuid_token: str,
         reservation_delay: float,
         callback: Any,
+        callback_closed: threading.Event,
         dispatcher: Handle,
+        partition: Handle,
     ) -> None:
         super().__init__(tracker, name)
+        self.partition = partition
         self.callback = callback
+        self.callback_closed = callback_closed
         self.dispatcher = dispatcher
         self.view = SchedulingView(
             partition_name,
             config,
             rm_id=rm_id,
+            uuid_token=uuid_token,
             reservation_delay=reservation_delay,
             predicate=self._predicate,
         )
@@ -87,20 +96,38 @@ class SchedulerActor(ThreadedActor):
         self.cycles = 0
         self.proposals = 0
         self.rollbacks = 0
-        self.batch_sizes: list[int] = []
+        self.batches = 0
+        self.largest_batch = 0
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
     def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
         if type(self.callback).predicates is ResourceManagerCallback.predicates:
             return True  # the RM does not filter: skip the call on the hot path
-        return bool(
-            self.callback.predicates(
-                si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
+        if self.callback_closed.is_set():
+            return False  # the registration ended: its RM is not asked anything any more
+        with inside_predicates():
+            return bool(
+                self.callback.predicates(
+                    si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
+                )
             )
-        )
+
+    def _publish_reservations(self) -> None:
+        changed = self.view.reservation_changes
+        if changed:
+            nodes = self.view.nodes
+            reservations = []
+            for node_id in changed:
+                node = nodes.get(node_id)
+                holder = node.reservation[0] if node is not None and node.reservation else ""
+                reservations.append((node_id, holder))
+            changed.clear()
+            self.partition.tell(NodeReservations(reservations=tuple(reservations)))
 
     def _wake(self) -> None:
+        if self.view.reservation_changes:
+            self._publish_reservations()
         if not self._cycle_queued:
             self._cycle_queued = True
             self.kick(RunCycle())
@@ -127,7 +154,9 @@ class SchedulerActor(ThreadedActor):
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
-        self.nodes.pop(message.node_id, None)
+        handle = self.nodes.pop(message.node_id, None)
+        if handle is not None:
+            handle.tell(SchedulerDone())  # after every Place this actor sent it
         self.view.discard_node(message.node_id)
         self._wake()
 
@@ -147,7 +176,9 @@ class SchedulerActor(ThreadedActor):
         )
 
     def on_AppGone(self, message: AppGone) -> None:
-        self.apps.pop(message.application_id, None)
+        handle = self.apps.pop(message.application_id, None)
+        if handle is not None:
+            handle.tell(SchedulerDone())
         self.view.discard_application(message.application_id)
         self._wake()
 
@@ -261,8 +292,11 @@ class SchedulerActor(ThreadedActor):
             self._batch_seconds = min(self._batch_seconds * 2, BATCH_SECONDS_MAX)
         self.cycles += 1
         if not made:
+            if view.reservation_changes:
+                self._publish_reservations()
             return
-        self.batch_sizes.append(len(made))
+        self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
         by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
@@ -283,14 +317,10 @@ class SchedulerActor(ThreadedActor):
         self._wake()
 
     def on_Snapshot(self, message: Snapshot) -> Any:
-        if message.detail.startswith("reservations:"):
-            node_id = message.detail.split(":", 1)[1]
-            node = self.view.nodes.get(node_id)
-            return [node.reservation[0]] if node is not None and node.reservation else []
         return {
             "cycles": self.cycles,
             "proposals": self.proposals,
             "rollbacks": self.rollbacks,
-            "batches": len(self.batch_sizes),
-            "largest_batch": max(self.batch_sizes, default=0),
+            "batches": self.batches,
+            "largest_batch": self.largest_batch,
         }

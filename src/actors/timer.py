@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from korral.actors.base import Handle
+from korral.actors.base import Handle, Periodic, PeriodicEntry
 
 
 class TimerService:
@@ -24,8 +24,12 @@ class TimerService:
         self._push(time.monotonic() + delay, target, message, 0.0)
 
     def every(self, interval: float, target: Handle, message: Any) -> None:
-        """Tell ``message`` every ``interval`` seconds while the target lives."""
-        self._push(time.monotonic() + interval, target, message, interval)
+        """Tell ``message`` every ``interval`` seconds while the target lives.
+
+        Ticks coalesce: while the last one is still queued (a busy or blocked target), the next is
+        skipped instead of piling up in its mailbox.
+        """
+        self._push(time.monotonic() + interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def _push(self, due: float, target: Handle, message: Any, interval: float) -> None:
         with self._wake:
@@ -48,6 +52,11 @@ class TimerService:
                 if self._stopped:
                     return
                 due, _, target, message, interval = heapq.heappop(self._heap)
-            delivered = target.tell(message) if target.is_alive else False
+            if interval > 0 and message.entry.queued:
+                delivered = target.is_alive  # the last tick is still waiting: skip this one
+            else:
+                if interval > 0:
+                    message.entry.queued = True
+                delivered = target.tell(message) if target.is_alive else False
             if delivered and interval > 0:
                 self._push(max(due + interval, time.monotonic()), target, message, interval)

@@ -65,6 +65,10 @@ def validate_config(config: SchedulerConfig) -> SchedulerConfig:
 def _validate_partition(partition: PartitionConfig, seen: set[str]) -> PartitionConfig:
     # rule 1
     name = partition.name.lower() or DEFAULT_PARTITION
+    if "[" in name or "]" in name:
+        # korral's own rule: the core names a partition "[rmID]name", so a bracket would let one RM's
+        # config name (and shadow) another RM's partition
+        raise ConfigError(f"partition name {partition.name!r} must not contain '[' or ']'")
     if name in seen:
         raise ConfigError(f"duplicate partition name found with name {name}")
     seen.add(name)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import NamedTuple
 
+from korral.model import resource as res
 from korral.model.resource import Resource
 
 _NO_TAGS: dict[str, str] = {}
@@ -109,3 +111,23 @@ class Ask:
     def sort_key(self) -> tuple[int, int]:
         """Request ordering: highest priority first, then oldest first."""
         return (-self.priority, self.create_seq)
+
+
+def recovery_rejection(allocation: Allocation, *, issued_prefix: str, live_recovered: Container[str]) -> str:
+    """Why an existing allocation the RM reports cannot be recovered; "" when it can.
+
+    One rule for every driver. Recovered allocations keep the uuid the RM gives them (the RM releases
+    them by it), so a uuid must neither be live already in the partition (in any application) nor
+    belong to the core's own series of this partition's life: booked twice, it could never be freed.
+    """
+    key = allocation.allocation_key
+    if res.has_negative(allocation.resource):
+        return f"allocation {key} contains negative resources"
+    if res.is_zero(allocation.resource):
+        return f"allocation {key} contains no resources"
+    uuid = allocation.uuid
+    if uuid and uuid.startswith(issued_prefix):
+        return f"allocation {key}: uuid {uuid} was issued by this core, it is not an existing allocation"
+    if uuid in live_recovered:
+        return f"allocation {key}: uuid {uuid} is already live in the partition"
+    return ""

@@ -112,6 +112,9 @@ class AppEffects:
     view_ops: list[tuple[str, Any]] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
     recover_on_node: list[Allocation] = attrs.Factory(list)
+    # uuids of recovered allocations no longer live here (released, or refused): the partition
+    # checks recovered uuids for clashes and must learn when one is free again
+    recovered_gone: list[str] = attrs.Factory(list)
     completing: bool = False
 
 
@@ -266,6 +269,7 @@ class ApplicationOwner:
                 effects.rejected_asks.append(
                     (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
                 )
+                effects.recovered_gone.append(allocation.uuid)
                 continue
             app.add_allocation(allocation)
             res.add_into(effects.allocated_delta, allocation.resource)
@@ -292,6 +296,8 @@ class ApplicationOwner:
         if allocation is None:
             return
         res.sub_into(effects.allocated_delta, allocation.resource)
+        if allocation.recovered:
+            effects.recovered_gone.append(uuid)
         effects.released.append((allocation, termination, message))
         effects.view_ops.append(("forget", allocation))
         if free_node:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
@@ -18,7 +19,7 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig, QueueConfig
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, Ask, recovery_rejection
 from korral.model.app_owner import ask_rejection
 from korral.model.application import (
     RUNNING_STATES,
@@ -98,6 +99,7 @@ class PartitionModel:
         reservation_delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         predicate: Predicate | None = None,
+        uuid_token: str | None = None,
     ) -> None:
         self.name = name
         self.rm_id = rm_id
@@ -113,6 +115,8 @@ class PartitionModel:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # nodes whose reservation changed since the driver last looked (the actors publish them)
+        self.reservation_changes: set[str] = set()
         # nodes kept out of the node order for now (the actor view cools a node that refused a proposal)
         self.cooling: set[str] = set()
         self.node_sort_policy = "fair"
@@ -122,7 +126,13 @@ class PartitionModel:
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
         self._uuid_seq = itertools.count(1)
-        self._uuid_prefix = f"{name}-"
+        # Allocation uuids are "<partition>-<token>-<n>": the token is new for each life of a partition,
+        # so after a core restart the new series can never meet the uuids the RM recovers from the
+        # last one (YuniKorn uses random uuids for the same reason).
+        self.uuid_token = uuid_token if uuid_token is not None else secrets.token_hex(4)
+        self._uuid_prefix = f"{name}-{self.uuid_token}-"
+        # uuids of the live recovered allocations: the RM chose them, so they are checked for clashes
+        self._recovered_uuids: set[str] = set()
         self._limits_dirty = True
         # Resource shapes that fit no node; valid while nothing frees or adds node resources.
         # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
@@ -130,6 +140,8 @@ class PartitionModel:
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
+        # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
+        self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         self.apply_config(config, initial=True)
 
@@ -486,11 +498,12 @@ class PartitionModel:
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        self.state_changes.append(
-            StateChange(
-                application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+        if self.records_state_changes:
+            self.state_changes.append(
+                StateChange(
+                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+                )
             )
-        )
         return True
 
     def _maybe_complete(self, app: Application) -> None:
@@ -621,13 +634,16 @@ class PartitionModel:
         node = self.nodes.get(allocation.node_id)
         if node is None:
             raise ModelError(f"failed to find node {allocation.node_id}")
-        if res.has_negative(allocation.resource):
-            raise ModelError(f"allocation {allocation.allocation_key} contains negative resources")
-        if res.is_zero(allocation.resource):
-            raise ModelError(f"allocation {allocation.allocation_key} contains no resources")
+        rejection = recovery_rejection(
+            allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
+        )
+        if rejection:
+            raise ModelError(rejection)
         uuid = allocation.uuid or self.new_uuid()
         if uuid in app.allocations or uuid in node.allocations:
             raise ModelError(f"allocation {uuid} already exists")
+        if allocation.uuid:
+            self._recovered_uuids.add(uuid)
         recovered = allocation._replace(
             uuid=uuid,
             partition=self.name,
@@ -653,6 +669,8 @@ class PartitionModel:
         allocation = app.remove_allocation(uuid)
         if allocation is None:
             return None
+        if allocation.recovered:
+            self._recovered_uuids.discard(uuid)
         queue = self.queues.get(app.queue_path)
         if queue is not None:
             queue.add_allocated(allocation.resource, -1)
@@ -729,6 +747,7 @@ class PartitionModel:
     # ---- reservations ------------------------------------------------------------------------------
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        self.reservation_changes.add(node.node_id)
         node.reservation = (app.application_id, ask.allocation_key)
         app.reservations[ask.allocation_key] = node.node_id
         self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
@@ -742,6 +761,7 @@ class PartitionModel:
         if node_id is not None:
             node = self.nodes.get(node_id)
             if node is not None and node.reservation == (application_id, allocation_key):
+                self.reservation_changes.add(node_id)
                 node.reservation = None
                 self._reorder_node(node)
                 self._resources_changed()

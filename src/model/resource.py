@@ -3,7 +3,9 @@
 A resource is a plain ``dict[str, int]``. Two readings of a missing type matter:
 - for *fit* checks (does an ask fit a node's available resources) a missing type is 0;
 - for *quota* checks (does usage stay under a queue's max) a missing type in the limit is unlimited.
-Arithmetic saturates at the int64 bounds like YuniKorn's, so a huge quantity never wraps.
+Arithmetic is exact (Python integers): YuniKorn saturates at the int64 bounds, but a saturated total
+loses resources for good (remove a huge node and the partition's capacity loses everything). korral
+refuses SI quantities outside int64 at the door instead, and keeps every total exact.
 
 Functions returning a resource always return a new dict; the ``*_into`` variants update their first
 argument in place and exist for aggregates owned by one object (hot path, no allocation).
@@ -19,35 +21,25 @@ MAX_INT64 = (1 << 63) - 1
 MIN_INT64 = -(1 << 63)
 
 
-def _clamp(value: int) -> int:
-    if value > MAX_INT64:
-        return MAX_INT64
-    if value < MIN_INT64:
-        return MIN_INT64
-    return value
-
-
 def add(left: Mapping[str, int], right: Mapping[str, int]) -> Resource:
     result = dict(left)
     for name, quantity in right.items():
-        result[name] = _clamp(result.get(name, 0) + quantity)
+        result[name] = result.get(name, 0) + quantity
     return result
 
 
 def sub(left: Mapping[str, int], right: Mapping[str, int]) -> Resource:
     result = dict(left)
     for name, quantity in right.items():
-        result[name] = _clamp(result.get(name, 0) - quantity)
+        result[name] = result.get(name, 0) - quantity
     return result
 
 
 def add_into(target: Resource, delta: Mapping[str, int], times: int = 1) -> None:
-    """target += delta * times, dropping entries that become zero. Hot path: the clamp is inlined."""
+    """target += delta * times, dropping entries that become zero (hot path)."""
     for name, quantity in delta.items():
         value = target.get(name, 0) + quantity * times
         if value:
-            if not MIN_INT64 <= value <= MAX_INT64:
-                value = MAX_INT64 if value > 0 else MIN_INT64
             target[name] = value
         else:
             target.pop(name, None)
@@ -61,9 +53,7 @@ def pending_to_allocated(pending: Resource, allocated: Resource, items: Iterable
     """One placed repeat of an ask: its ``items`` leave ``pending`` and join ``allocated``.
 
     For the aggregates of an application and of each queue above it, once per allocation. The ask was
-    pending, so each of its (positive) types is in ``pending``; both stay pruned. The aggregates are
-    exact sums of int64-validated quantities, so unlike ``add_into`` nothing is clamped (a clamped
-    aggregate could never be subtracted back).
+    pending, so each of its (positive) types is in ``pending``; both stay pruned.
     """
     for name, quantity in items:
         left = pending[name] - quantity
@@ -78,7 +68,7 @@ def pending_to_allocated(pending: Resource, allocated: Resource, items: Iterable
 
 
 def multiply(resource: Mapping[str, int], factor: int) -> Resource:
-    return {name: _clamp(quantity * factor) for name, quantity in resource.items() if quantity * factor}
+    return {name: quantity * factor for name, quantity in resource.items() if quantity * factor}
 
 
 def prune(resource: Mapping[str, int]) -> Resource:
@@ -176,10 +166,7 @@ def headroom(limit: Mapping[str, int] | None, usage: Mapping[str, int]) -> Resou
         return None
     result: Resource = {}
     for name, maximum in limit.items():
-        value = maximum - usage.get(name, 0)
-        if not MIN_INT64 <= value <= MAX_INT64:
-            value = MAX_INT64 if value > 0 else MIN_INT64
-        result[name] = value
+        result[name] = maximum - usage.get(name, 0)
     return result
 
 

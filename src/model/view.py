@@ -22,6 +22,7 @@ from korral.model.resource import Resource
 class SchedulingView(PartitionModel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.records_state_changes = False
         # uuid -> application of allocations released here because their node left. Some were still
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
