@@ -113,6 +113,24 @@ def test_remote_config_errors_and_unregistered_rms_raise_as_in_process(served) -
         remote.update_node(t.nodes("rm", ["n"], NODE))
 
 
+def test_remote_items_of_a_bad_shape_are_rejected_one_by_one_as_in_process(served) -> None:
+    _, address = served
+    rm = t.RecordingRM("rm")
+    with korral.connect(address) as remote:
+        remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        remote.update_node(t.nodes("rm", ["n1"], NODE))
+        remote.update_application(t.applications("rm", {"app": "root.a"}))
+        assert rm.wait_for(lambda r: r.accepted_apps == ["app"])
+        good = si.AllocationAsk(
+            allocation_key="good", application_id="app", resource_ask=SMALL, max_allocations=1
+        )
+        bad = si.AllocationAsk(allocation_key="bad", application_id="app", resource_ask={"memory": "10M"})
+        remote.update_allocation(si.AllocationRequest(rm_id="rm", asks=[good, bad]))
+        assert rm.wait_for(lambda r: r.allocated_total == 1 and len(r.rejected_asks) == 1)
+        assert rm.rejected_asks[0].allocation_key == "bad" and rm.rejected_asks[0].reason
+        assert [a.allocation_key for a in rm.live.values()] == ["good"]
+
+
 def test_two_rms_over_grpc_are_isolated(served) -> None:
     core, address = served
     rm1, rm2 = t.RecordingRM("rm1"), t.RecordingRM("rm2")

@@ -23,6 +23,12 @@ from korral.errors import ConfigError, SchedulerError
 from korral.server.convert import ConversionError, parse, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
 from korral.si import si_pb2
+from korral.si.validate import (
+    Checked,
+    check_allocation_request,
+    check_application_request,
+    check_node_request,
+)
 
 log = logging.getLogger("korral.remote")
 
@@ -122,6 +128,17 @@ class _RemoteRM:
                 )
             stream.send(data)
 
+    def reject_locally(self, checked: Checked) -> None:
+        if checked.node_rejections:
+            self._deliveries.put(("update_node", si.NodeResponse(rejected=checked.node_rejections)))
+        if checked.application_rejections:
+            response = si.ApplicationResponse(rejected=checked.application_rejections)
+            self._deliveries.put(("update_application", response))
+        if checked.ask_rejections:
+            self._deliveries.put(
+                ("update_allocation", si.AllocationResponse(rejected=checked.ask_rejections))
+            )
+
     def _dispatch(self) -> None:
         while True:
             item = self._deliveries.get()
@@ -180,13 +197,13 @@ class RemoteCore:
         return si.RegisterResourceManagerResponse()
 
     def update_allocation(self, request: si.AllocationRequest) -> None:
-        self._send(ALLOCATION, request, "AllocationRequest")
+        self._send(ALLOCATION, check_allocation_request(request), "AllocationRequest")
 
     def update_application(self, request: si.ApplicationRequest) -> None:
-        self._send(APPLICATION, request, "ApplicationRequest")
+        self._send(APPLICATION, check_application_request(request), "ApplicationRequest")
 
     def update_node(self, request: si.NodeRequest) -> None:
-        self._send(NODE, request, "NodeRequest")
+        self._send(NODE, check_node_request(request), "NodeRequest")
 
     def update_configuration(self, request: si.UpdateConfigurationRequest) -> None:
         self._check_open()
@@ -195,13 +212,17 @@ class RemoteCore:
         except grpc.RpcError as error:
             raise _error(error) from None
 
-    def _send(self, kind: str, request: Any, name: str) -> None:
+    def _send(self, kind: str, checked: Checked, name: str) -> None:
+        """As in-process: items of a bad shape are rejected through the RM's callback, the rest sent."""
         self._check_open()
+        rm_id = checked.request.rm_id
         with self._lock:
-            rm = self._rms.get(request.rm_id)
+            rm = self._rms.get(rm_id) if type(rm_id) is str else None
         if rm is None:
-            raise SchedulerError(f'received {name}, but RmID="{request.rm_id}" not registered')
-        rm.send(kind, to_pb(request).SerializeToString())
+            raise SchedulerError(f'received {name}, but RmID="{rm_id}" not registered')
+        rm.reject_locally(checked)
+        if not checked.empty:
+            rm.send(kind, to_pb(checked.request).SerializeToString())
 
     def _check_open(self) -> None:
         if self._closed:
