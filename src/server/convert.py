@@ -189,7 +189,15 @@ def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
     return {name: quantity.value for name, quantity in resource.resources.items()}
 
 
-def _read(source: Message, spec: _Spec, path: str) -> Any:
+class _UnknownEnum(Exception):
+    """Raised deep in a message; each enclosing level adds its part of the field's path on the way out."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+
+
+def _read(source: Message, spec: _Spec) -> Any:
     values: dict[str, Any] = {}
     by_proto = spec.by_proto
     # only the fields set on the wire (absent ones take the attrs defaults, which are proto3's): the
@@ -203,23 +211,35 @@ def _read(source: Message, spec: _Spec, path: str) -> Any:
             try:
                 values[field.attr] = field.enum_type(value)  # type: ignore[misc]
             except ValueError:
-                raise ConversionError(
-                    f"{path}.{field.proto}: unknown {field.enum_type.__name__} value {value}"  # type: ignore[union-attr]
-                ) from None
+                reason = f"unknown {field.enum_type.__name__} value {value}"  # type: ignore[union-attr]
+                raise _UnknownEnum(f".{field.proto}", reason) from None
         elif kind == _RESOURCE:
             values[field.attr] = resource_from_pb(value)
         elif kind == _MAP:
             values[field.attr] = dict(value)
         elif kind == _REPEATED_MESSAGE:
             sub_spec = _BY_KORRAL[field.message]  # type: ignore[index]
-            values[field.attr] = tuple(
-                _read(item, sub_spec, f"{path}.{field.proto}[{index}]") for index, item in enumerate(value)
-            )
+            try:
+                values[field.attr] = tuple([_read(item, sub_spec) for item in value])
+            except _UnknownEnum as error:
+                index = next(i for i, item in enumerate(value) if _has_unknown_enum(item, sub_spec))
+                raise _UnknownEnum(f".{field.proto}[{index}]{error.path}", error.reason) from None
         elif kind == _REPEATED_SCALAR:
             values[field.attr] = tuple(value)
         else:  # _MESSAGE, present
-            values[field.attr] = _read(value, _BY_KORRAL[field.message], f"{path}.{field.proto}")  # type: ignore[index]
+            try:
+                values[field.attr] = _read(value, _BY_KORRAL[field.message])  # type: ignore[index]
+            except _UnknownEnum as error:
+                raise _UnknownEnum(f".{field.proto}{error.path}", error.reason) from None
     return spec.korral_type(**values)
+
+
+def _has_unknown_enum(message: Message, spec: _Spec) -> bool:
+    try:
+        _read(message, spec)
+    except _UnknownEnum:
+        return True
+    return False
 
 
 def from_pb(message: Message) -> Any:
@@ -227,7 +247,10 @@ def from_pb(message: Message) -> Any:
     spec = _BY_PROTO.get(type(message))
     if spec is None:
         raise TypeError(f"not an si.v1 message korral converts: {type(message).__name__}")
-    return _read(message, spec, spec.proto_type.__name__)
+    try:
+        return _read(message, spec)
+    except _UnknownEnum as error:
+        raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
 
 
 def parse(proto_type: type[Message], data: bytes) -> Any:
