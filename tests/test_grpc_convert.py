@@ -144,6 +144,23 @@ def test_an_unknown_enum_value_is_a_conversion_error_naming_the_field(proto: Any
         convert.parse(type(proto), proto.SerializeToString())
 
 
+def test_a_known_field_with_the_wrong_wire_type_is_a_conversion_error_and_an_unknown_one_is_ignored() -> None:
+    with pytest.raises(convert.ConversionError, match=r"AllocationRequest\.rmID: wrong wire type 0"):
+        convert.parse(si_pb2.AllocationRequest, b"\x18\x05")  # rmID (3) as a varint
+    two_asks = si_pb2.AllocationRequest(
+        asks=[si_pb2.AllocationAsk(), si_pb2.AllocationAsk()]
+    ).SerializeToString()
+    third_ask_bad = b"\x0a\x02\x08\x07"  # an ask whose allocationKey (1) is a varint
+    with pytest.raises(
+        convert.ConversionError, match=r"AllocationRequest\.asks\[2\]\.allocationKey: wrong wire"
+    ):
+        convert.parse(si_pb2.AllocationRequest, two_asks + third_ask_bad)
+    # field 99 is not in the SI: ignored, as proto3 ignores what a newer client adds
+    assert convert.parse(si_pb2.AllocationRequest, b"\x98\x06\x01\x1a\x02rm") == si.AllocationRequest(
+        rm_id="rm"
+    )
+
+
 @pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x05ab", b"\x1a\x80"])
 def test_garbage_and_truncated_bytes_are_a_conversion_error(data: bytes) -> None:
     with pytest.raises(convert.ConversionError, match="malformed AllocationRequest"):

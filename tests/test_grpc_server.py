@@ -365,6 +365,7 @@ def _healthy(address: str, rm_id: str) -> None:
             si_pb2.RegisterResourceManagerRequest(rmID="x", config="partitions: 7").SerializeToString(),
             "partitions",
         ),
+        ("RegisterResourceManager", b"\x08\x05", "RegisterResourceManagerRequest.rmID: wrong wire type"),
         ("UpdateConfiguration", b"\x12\x80", "malformed UpdateConfigurationRequest"),
         ("UpdateAllocation", b"\xff\xff\xff", "malformed AllocationRequest"),
         ("UpdateApplication", b"\x0a\x7f\x0a", "malformed ApplicationRequest"),

@@ -6,8 +6,9 @@ to the proto's camelCase ones (``rm_id`` <-> ``rmID``; the seed's own spellings,
 ``dict[str, int]``. The field tables are derived once from the attrs classes and the proto's descriptors
 and checked against each other at import, so a field added on one side only fails loudly, never drops.
 
-Decoding is strict where the proto is open: an enum number korral does not know raises
-:class:`ConversionError` naming the message and field (the server answers ``INVALID_ARGUMENT``).
+Decoding is strict where the proto is open: an enum number korral does not know, or a known field sent
+with the wrong wire type, raises :class:`ConversionError` naming the message and field (the server
+answers ``INVALID_ARGUMENT``). Unknown field numbers are ignored, as proto3 does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import attrs
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from korral import si
 from korral.si import si_pb2
@@ -189,8 +191,9 @@ def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
     return {name: quantity.value for name, quantity in resource.resources.items()}
 
 
-class _UnknownEnum(Exception):
-    """Raised deep in a message; each enclosing level adds its part of the field's path on the way out."""
+class _Invalid(Exception):
+    """A value korral cannot take, raised deep in a message; each enclosing level adds its part of the
+    field's path on the way out."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
@@ -200,6 +203,17 @@ class _UnknownEnum(Exception):
 def _read(source: Message, spec: _Spec) -> Any:
     values: dict[str, Any] = {}
     by_proto = spec.by_proto
+    unknown = UnknownFieldSet(source)
+    if len(unknown):
+        # proto3 keeps a field it does not know as unknown, and so a known field sent with the wrong
+        # wire type: that one is a malformed message, not a newer client's addition
+        numbers = spec.proto_type.DESCRIPTOR.fields_by_number
+        for item in unknown:
+            known = numbers.get(item.field_number)
+            if known is not None:
+                raise _Invalid(
+                    f".{known.name}", f"wrong wire type {item.wire_type} for field {item.field_number}"
+                )
     # only the fields set on the wire (absent ones take the attrs defaults, which are proto3's): the
     # fast path for asks and allocations, which set a few of their fields
     for descriptor, value in source.ListFields():
@@ -212,7 +226,7 @@ def _read(source: Message, spec: _Spec) -> Any:
                 values[field.attr] = field.enum_type(value)  # type: ignore[misc]
             except ValueError:
                 reason = f"unknown {field.enum_type.__name__} value {value}"  # type: ignore[union-attr]
-                raise _UnknownEnum(f".{field.proto}", reason) from None
+                raise _Invalid(f".{field.proto}", reason) from None
         elif kind == _RESOURCE:
             values[field.attr] = resource_from_pb(value)
         elif kind == _MAP:
@@ -221,23 +235,23 @@ def _read(source: Message, spec: _Spec) -> Any:
             sub_spec = _BY_KORRAL[field.message]  # type: ignore[index]
             try:
                 values[field.attr] = tuple([_read(item, sub_spec) for item in value])
-            except _UnknownEnum as error:
-                index = next(i for i, item in enumerate(value) if _has_unknown_enum(item, sub_spec))
-                raise _UnknownEnum(f".{field.proto}[{index}]{error.path}", error.reason) from None
+            except _Invalid as error:
+                index = next(i for i, item in enumerate(value) if _is_invalid(item, sub_spec))
+                raise _Invalid(f".{field.proto}[{index}]{error.path}", error.reason) from None
         elif kind == _REPEATED_SCALAR:
             values[field.attr] = tuple(value)
         else:  # _MESSAGE, present
             try:
                 values[field.attr] = _read(value, _BY_KORRAL[field.message])  # type: ignore[index]
-            except _UnknownEnum as error:
-                raise _UnknownEnum(f".{field.proto}{error.path}", error.reason) from None
+            except _Invalid as error:
+                raise _Invalid(f".{field.proto}{error.path}", error.reason) from None
     return spec.korral_type(**values)
 
 
-def _has_unknown_enum(message: Message, spec: _Spec) -> bool:
+def _is_invalid(message: Message, spec: _Spec) -> bool:
     try:
         _read(message, spec)
-    except _UnknownEnum:
+    except _Invalid:
         return True
     return False
 
@@ -249,7 +263,7 @@ def from_pb(message: Message) -> Any:
         raise TypeError(f"not an si.v1 message korral converts: {type(message).__name__}")
     try:
         return _read(message, spec)
-    except _UnknownEnum as error:
+    except _Invalid as error:
         raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
 
 
