@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, collect_errors, part
+from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, collect_errors, korral_threads, part
 
 import korral
 from korral import si
@@ -482,8 +482,14 @@ def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_s
 def test_stopping_the_core_stops_its_grpc_server() -> None:
     core = korral.start(**FAST)
     address = core.serve_grpc("127.0.0.1:0")
-    korral.connect(address).close()
+    remote = korral.connect(address)
+    rm = t.RecordingRM("rm")
+    remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+    remote.update_node(t.nodes("rm", ["n1"], NODE))
+    assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
     core.stop()
+    remote.close()
+    assert korral_threads() == []  # the server's loop thread and the client's threads are gone
     with pytest.raises(korral.SchedulerError, match="cannot reach"):
         korral.connect(address, connect_timeout=0.5)
     with pytest.raises(korral.SchedulerError, match="stopped"):
