@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, collect_errors, korral_threads, part
+from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, collect_errors, eventually, korral_threads, part
 
 import korral
 from korral import si
@@ -477,6 +477,31 @@ def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_s
         remote.close()
         _healthy(address, "after")
         assert core.tracker.errors == 0
+
+
+def test_a_remote_rm_hears_of_a_stream_korral_ended_with_an_error() -> None:
+    with korral.start(**FAST) as core:
+        address = core.serve_grpc("127.0.0.1:0", max_backlog=2)
+        rm = t.RecordingRM("rm")
+        with korral.connect(address) as remote:
+            remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+            for index in range(3):  # answers with no node stream to take them: past the backlog
+                core.update_node(t.nodes("rm", [f"n{index}"], NODE))
+                core.wait_until_idle()
+            remote.update_node(t.nodes("rm", ["n9"], NODE))  # korral refuses this stream
+
+            def refused() -> bool:
+                try:
+                    remote.update_node(t.nodes("rm", ["n10"], NODE))
+                except korral.SchedulerError as error:
+                    assert "register again to resync" in str(error)
+                    return True
+                return False
+
+            eventually(refused, timeout=30)
+            remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)  # resync
+            remote.update_node(t.nodes("rm", ["n11"], NODE))
+            assert rm.wait_for(lambda r: "n11" in r.accepted_nodes)
 
 
 def test_stopping_the_core_stops_its_grpc_server() -> None:

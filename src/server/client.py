@@ -44,9 +44,10 @@ _KINDS: dict[str, tuple[str, type[Message], str]] = {
 }
 
 
-def _error(error: grpc.RpcError) -> Exception:
+def _error(error: grpc.RpcError, config: bool = True) -> Exception:
+    """The korral error for a failed call: INVALID_ARGUMENT from a config-taking call is a ConfigError."""
     code, details = error.code(), error.details() or ""  # type: ignore[attr-defined]
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
+    if config and code == grpc.StatusCode.INVALID_ARGUMENT:
         return ConfigError(details)
     return SchedulerError(
         f"{code.name}: {details}" if code != grpc.StatusCode.FAILED_PRECONDITION else details
@@ -120,9 +121,15 @@ class _RemoteRM:
     def send(self, kind: str, data: bytes) -> None:
         with self._lock:
             stream = self._streams.get(kind)
-            if stream is None or not stream.alive:
-                if stream is not None:
-                    stream.close()
+            if stream is not None and not stream.alive:
+                # a stream korral ended with an error is reported once, on the next call of its kind;
+                # one that ended cleanly (korral stopping) is simply opened again
+                del self._streams[kind]
+                stream.close()
+                if stream.failed is not None:
+                    raise _error(stream.failed, config=False)
+                stream = None
+            if stream is None:
                 stream = self._streams[kind] = _RemoteStream(
                     self._channel, kind, self.rm_id, self._deliveries
                 )
