@@ -94,6 +94,11 @@ class RecordingRM(ResourceManagerCallback):
     def wait_for_allocations(self, count: int, timeout: float = 30.0) -> bool:
         return self.wait_for(lambda rm: rm.allocated_total >= count, timeout)
 
+    def rejected_asks_by_key(self) -> dict[str, str]:
+        """The reason each rejected ask (or existing allocation) was given, by allocation key."""
+        with self.lock:
+            return {r.allocation_key: r.reason for r in self.rejected_asks}
+
     def live_by_app(self) -> dict[str, dict[str, int]]:
         """Allocated resources per application, from the RM's own view."""
         totals: dict[str, dict[str, int]] = defaultdict(dict)

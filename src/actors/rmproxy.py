@@ -153,6 +153,9 @@ class RMProxyActor(ThreadedActor):
         rm.dispatcher.stop()
         for handle in rm.partitions.values():
             self._stop_partition(handle)
+        # What is still queued for the closed dispatcher will be dropped, never delivered: it must not
+        # keep the core from being idle while a callback blocks the dispatcher's thread.
+        self.tracker.forget(rm.dispatcher.actor_id)
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
         request = message.request

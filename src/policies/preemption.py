@@ -1,0 +1,259 @@
+"""Victim choice for preemption, YuniKorn 1.x's laws as a pure function (no actors, no model state).
+
+The scheduler hands over what it knows (the ask that may preempt, the queues' guarantees and usage,
+the allocations that could make room, each node's free room) and gets back a node and the victims to
+release there, or nothing. The laws (YuniKorn's design/preemption and user_guide/preemption):
+
+1. The ask's queue, and every queue above it that has a guarantee, must stay within its guarantee
+   once the ask is allocated: preemption gets a queue *to* its guarantee, never beyond.
+2. Never a victim from the ask's own application or queue (only inter-queue preemption).
+3. A victim's queue must be above its guarantee, and taking the victim must not leave it, or any
+   queue above it that the ask's queue does not share, below its guarantee.
+4. A victim's priority is at most the ask's (equal is allowed, unlike Kubernetes).
+5. A ``fence`` on a queue keeps the ask's victims inside the fenced subtree; ``disabled`` makes a
+   queue's allocations non-victims (the caller passes the effective policy of each queue).
+6. Victims come from one node: the one that needs the fewest victims (then the least resource taken,
+   then the node id). On a node: allocations that allow preemption first, then non-originators, then
+   the newest. Allocations that opted out of preemption are taken only when nothing else frees enough.
+
+Required-node asks (daemon sets) have their own rule, ``required_node_victims``: only their node
+counts, their own application's allocations may go too, and the lowest priority goes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from korral.model import resource as res
+from korral.model.resource import Resource
+
+POLICY_DEFAULT = "default"
+POLICY_FENCE = "fence"
+POLICY_DISABLED = "disabled"
+
+
+@attrs.frozen
+class QueueFacts:
+    """What preemption needs of one queue: its guarantee, usage and effective preemption policy."""
+
+    path: str
+    guaranteed: Mapping[str, int] | None
+    allocated: Mapping[str, int]
+    policy: str = POLICY_DEFAULT
+
+
+@attrs.frozen
+class Candidate:
+    """An allocation that could make room."""
+
+    uuid: str
+    application_id: str
+    queue_path: str
+    node_id: str
+    resource: Mapping[str, int]
+    priority: int = 0
+    allow_preempt_self: bool = True
+    originator: bool = False
+    # larger is newer: the allocation order of the partition
+    sequence: int = 0
+    # a required-node (daemon set) allocation is never a victim of another required-node ask
+    required_node: bool = False
+
+
+@attrs.frozen
+class Preemptor:
+    """The ask that may preempt."""
+
+    allocation_key: str
+    application_id: str
+    queue_path: str
+    resource: Mapping[str, int]
+    priority: int = 0
+
+
+@attrs.frozen
+class Plan:
+    node_id: str
+    victims: tuple[str, ...]
+
+
+def ancestors(path: str) -> list[str]:
+    """``root.a.b`` -> ``["root.a.b", "root.a", "root"]``."""
+    parts = path.split(".")
+    return [".".join(parts[:index]) for index in range(len(parts), 0, -1)]
+
+
+def _within(guaranteed: Mapping[str, int] | None, usage: Mapping[str, int]) -> bool:
+    """Usage within the guarantee, for the guarantee's own types (none set: nothing to stay within)."""
+    if not guaranteed:
+        return True
+    return all(usage.get(name, 0) <= quantity for name, quantity in guaranteed.items())
+
+
+def _above(guaranteed: Mapping[str, int] | None, usage: Mapping[str, int]) -> bool:
+    """Usage above the guarantee in some type (no guarantee: any usage is above it)."""
+    if not guaranteed:
+        return any(quantity > 0 for quantity in usage.values())
+    return any(usage.get(name, 0) > quantity for name, quantity in guaranteed.items()) or any(
+        quantity > 0 and name not in guaranteed for name, quantity in usage.items()
+    )
+
+
+def _stays_at_or_above(guaranteed: Mapping[str, int] | None, usage: Mapping[str, int]) -> bool:
+    """Usage does not drop below the guarantee in any guaranteed type."""
+    if not guaranteed:
+        return True
+    return all(usage.get(name, 0) >= quantity for name, quantity in guaranteed.items() if quantity > 0)
+
+
+def preemptor_may_preempt(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bool:
+    """Law 1: some queue on the ask's path has a guarantee, and none is exceeded once it is allocated."""
+    guaranteed_somewhere = False
+    for path in ancestors(preemptor.queue_path):
+        facts = queues.get(path)
+        if facts is None or not facts.guaranteed:
+            continue
+        guaranteed_somewhere = True
+        if not _within(facts.guaranteed, res.add(facts.allocated, preemptor.resource)):
+            return False
+    return guaranteed_somewhere
+
+
+def fence_root(queue_path: str, queues: Mapping[str, QueueFacts]) -> str:
+    """The subtree the ask's victims must come from: below the nearest fence, else the whole tree."""
+    for path in ancestors(queue_path):
+        facts = queues.get(path)
+        if facts is not None and facts.policy == POLICY_FENCE:
+            return path
+    return "root"
+
+
+def _inside(path: str, subtree: str) -> bool:
+    return path == subtree or path.startswith(subtree + ".")
+
+
+def eligible(
+    preemptor: Preemptor, candidates: Iterable[Candidate], queues: Mapping[str, QueueFacts]
+) -> list[Candidate]:
+    """Laws 2, 4 and 5, and the first half of 3 (the victim's queue is above its guarantee now)."""
+    fence = fence_root(preemptor.queue_path, queues)
+    result = []
+    for candidate in candidates:
+        if (
+            candidate.application_id == preemptor.application_id
+            or candidate.queue_path == preemptor.queue_path
+        ):
+            continue
+        if candidate.priority > preemptor.priority or not _inside(candidate.queue_path, fence):
+            continue
+        facts = queues.get(candidate.queue_path)
+        if facts is None or facts.policy == POLICY_DISABLED:
+            continue
+        if not _above(facts.guaranteed, facts.allocated):
+            continue
+        result.append(candidate)
+    return result
+
+
+def victim_order(candidate: Candidate) -> tuple[bool, bool, int]:
+    """Law 6's order on a node: preemptable first, then non-originators, then the newest."""
+    return (not candidate.allow_preempt_self, candidate.originator, -candidate.sequence)
+
+
+def _choose_on_node(
+    preemptor: Preemptor,
+    available: Mapping[str, int],
+    candidates: Sequence[Candidate],
+    queues: Mapping[str, QueueFacts],
+) -> list[Candidate] | None:
+    """The victims on one node, in order, until the ask fits; None if it never does (law 3 kept)."""
+    if res.fits_in(preemptor.resource, available):
+        return []
+    shared = set(ancestors(preemptor.queue_path))
+    taken: dict[str, Resource] = {}  # queue path -> what the victims so far take from it
+    freed: Resource = dict(available)
+    victims: list[Candidate] = []
+    for candidate in candidates:
+        # useless unless it frees a type the ask still lacks
+        if not any(
+            candidate.resource.get(name, 0) > 0 and freed.get(name, 0) < quantity
+            for name, quantity in preemptor.resource.items()
+        ):
+            continue
+        paths = [p for p in ancestors(candidate.queue_path) if p not in shared]
+        after: dict[str, Resource] = {}
+        for path in paths:
+            facts = queues.get(path)
+            if facts is None:
+                continue
+            usage = res.sub(res.sub(facts.allocated, taken.get(path, {})), candidate.resource)
+            if not _stays_at_or_above(facts.guaranteed, usage):
+                break
+            after[path] = res.add(taken.get(path, {}), candidate.resource)
+        else:
+            taken.update(after)
+            victims.append(candidate)
+            res.add_into(freed, candidate.resource)
+            if res.fits_in(preemptor.resource, freed):
+                return victims
+    return None
+
+
+def choose_victims(
+    preemptor: Preemptor,
+    candidates: Iterable[Candidate],
+    queues: Mapping[str, QueueFacts],
+    available: Mapping[str, Mapping[str, int]],
+) -> Plan | None:
+    """The node and victims that make room for ``preemptor`` by YuniKorn's laws, or None.
+
+    ``available`` is each schedulable node's free room now; nodes not in it are not considered.
+    """
+    if not preemptor_may_preempt(preemptor, queues):
+        return None
+    by_node: dict[str, list[Candidate]] = {}
+    for candidate in eligible(preemptor, candidates, queues):
+        if candidate.node_id in available:
+            by_node.setdefault(candidate.node_id, []).append(candidate)
+    for allow_opted_out in (False, True):
+        best: tuple[int, int, str, list[Candidate]] | None = None
+        for node_id, node_candidates in by_node.items():
+            pool = (
+                node_candidates if allow_opted_out else [c for c in node_candidates if c.allow_preempt_self]
+            )
+            victims = _choose_on_node(preemptor, available[node_id], sorted(pool, key=victim_order), queues)
+            if not victims:
+                continue  # None: not enough here; []: fits already, no preemption needed
+            taken = sum(sum(v.resource.values()) for v in victims)
+            key = (len(victims), taken, node_id, victims)
+            if best is None or key[:3] < best[:3]:
+                best = key
+        if best is not None:
+            return Plan(node_id=best[2], victims=tuple(v.uuid for v in best[3]))
+    return None
+
+
+def required_node_victims(
+    preemptor: Preemptor, candidates: Iterable[Candidate], node_id: str, available: Mapping[str, int]
+) -> Plan | None:
+    """Room on the one node a required-node ask must run on: its own application's allocations may go
+    too, lowest priority first (then preemptable first, then the newest); other required-node
+    allocations never. Opted-out allocations only when nothing else frees enough."""
+    on_node = [c for c in candidates if c.node_id == node_id and not c.required_node]
+    for allow_opted_out in (False, True):
+        pool = on_node if allow_opted_out else [c for c in on_node if c.allow_preempt_self]
+        pool.sort(key=lambda c: (c.priority, not c.allow_preempt_self, -c.sequence))
+        freed: Resource = dict(available)
+        victims: list[str] = []
+        for candidate in pool:
+            if res.fits_in(preemptor.resource, freed):
+                break
+            if candidate.priority > preemptor.priority:
+                continue
+            victims.append(candidate.uuid)
+            res.add_into(freed, candidate.resource)
+        if victims and res.fits_in(preemptor.resource, freed):
+            return Plan(node_id=node_id, victims=tuple(victims))
+    return None
