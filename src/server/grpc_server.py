@@ -301,12 +301,6 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace)
 
-    def _outbox(self, rm_id: str) -> _Outbox:
-        outbox = self._outboxes.get(rm_id)
-        if outbox is None:
-            outbox = self._outboxes[rm_id] = _Outbox(rm_id, self._max_backlog)
-        return outbox
-
     async def _register(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             request = parse(si_pb2.RegisterResourceManagerRequest, data)
@@ -314,9 +308,11 @@ class GrpcServer:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if not request.config and self._default_config:
             request = attrs.evolve(request, config=self._default_config)
-        outbox = self._outbox(request.rm_id)
+        # kept only once registered, so refused registrations leave nothing behind
+        outbox = self._outboxes.get(request.rm_id) or _Outbox(request.rm_id, self._max_backlog)
         callback = _RemoteCallback(self, outbox)
         await self._call_core(context, self._core.register_resource_manager, request, callback)
+        self._outboxes[request.rm_id] = outbox
         outbox.reset()
         return si_pb2.RegisterResourceManagerResponse().SerializeToString()
 
