@@ -340,6 +340,42 @@ def test_an_rm_that_does_not_take_its_responses_is_cut_off_until_it_registers_ag
         channel.close()
 
 
+def test_an_rm_that_never_reads_its_stream_does_not_hold_up_the_core() -> None:
+    with korral.start(**FAST) as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        channel = _raw_channel(address)
+        channel.unary_unary(SERVICE + "RegisterResourceManager")(
+            si_pb2.RegisterResourceManagerRequest(rmID="deaf", config=TWO_LEAVES).SerializeToString()
+        )
+        core.update_node(t.nodes("deaf", ["n1"], {"memory": 10**12, "vcore": 10**9}))
+        core.update_application(t.applications("deaf", {"app": "root.a"}))
+        core.wait_until_idle()
+        # thousands of allocations, hundreds of KB of responses, and the client reads none of them
+        asks = convert_asks("deaf", "app", 4_000)
+        call = _open_stream(channel, "UpdateAllocation", [asks])
+        local = t.RecordingRM("local")
+        core.register_resource_manager(t.register("local", TWO_LEAVES), local)
+        core.update_node(t.nodes("local", ["n1"], NODE))
+        core.update_application(t.applications("local", {"app": "root.b"}))
+        core.update_allocation(t.asks("local", "app", 3, SMALL))
+
+        def all_allocated() -> bool:  # the asks cross the network before the core sees them
+            app = core.application(part("deaf"), "app")
+            return app is not None and app.allocated.get("memory", 0) == 4_000 * SMALL["memory"]
+
+        eventually(all_allocated, timeout=60)
+        core.wait_until_idle(timeout=60)  # every callback handed over: nothing waits on the deaf RM
+        assert local.allocated_total == 3
+        call.cancel()
+        channel.close()
+
+
+def convert_asks(rm_id: str, app_id: str, count: int) -> bytes:
+    from korral.server.convert import to_pb
+
+    return to_pb(t.asks(rm_id, app_id, count, SMALL)).SerializeToString()
+
+
 # ---- hostile input ---------------------------------------------------------------------------------------
 
 
