@@ -66,8 +66,8 @@ class _RemoteStream:
         call = channel.stream_stream(f"/{SERVICE}/{method}")
         self._call = call(self._requests())
         self._reader = threading.Thread(target=self._read, name=f"korral-remote-{kind}-{rm_id}", daemon=True)
-        self._reader.start()
         self.failed: grpc.RpcError | None = None
+        self._reader.start()
 
     def _requests(self) -> Iterator[bytes]:
         while True:
