@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean proto
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +28,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .coverage
+
+# regenerate src/si/si_pb2.py and si_pb2_grpc.py from src/si/si.proto (pinned grpcio-tools)
+proto: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py

@@ -18,6 +18,7 @@ from korral.info import (
     QueueInfo,
     UserUsageInfo,
 )
+from korral.server.client import RemoteCore, connect
 
 try:
     # one source for the version: pyproject.toml, as installed
@@ -36,10 +37,12 @@ __all__ = [
     "NodeInfo",
     "PartitionInfo",
     "QueueInfo",
+    "RemoteCore",
     "ResourceManagerCallback",
     "SchedulerConfig",
     "SchedulerError",
     "UserUsageInfo",
+    "connect",
     "load_config",
     "si",
     "start",

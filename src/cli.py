@@ -1,4 +1,4 @@
-"""The ``korral`` command line: validate-config, simulate, bench, stress.
+"""The ``korral`` command line: validate-config, simulate, bench, stress, serve.
 
 What a command reports goes to stdout; errors go to stderr. Exit codes: 0 done, 1 the input or the
 run failed (an invalid config, an invariant violated), 2 a usage error (click's).
@@ -203,6 +203,11 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="scale workload: user limits on half its leaves (never reached: measures the checks' cost)",
 )
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="yunikorn shape with the RM in another process over gRPC, against in-process in the same run",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -214,6 +219,7 @@ def bench(
     out: Path,
     reference_only: bool,
     plot_only: Path | None,
+    remote: bool = False,
     user_limits: bool = False,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
@@ -256,6 +262,9 @@ def bench(
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
+    if remote:
+        _bench_remote(console, chosen, json_file)
+        return
     if workload == "gang":
         _bench_gang(console, chosen, json_file)
         return
@@ -561,6 +570,109 @@ def _stress_simulated(
     for op in minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
+
+
+def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
+    """korral bench --remote: the same workload in-process, then with the RM in a child process."""
+    from korral.benchmark import remote, runner
+
+    if chosen.name != "yunikorn":
+        raise click.UsageError("--remote runs YuniKorn's shape: use --workload yunikorn")
+    console.print(f"[bold]remote[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks, in-process first")
+    local = runner.run_korral(chosen)
+    over_grpc = remote.run_remote(chosen.node_count, chosen.asks)
+    ratio = over_grpc.allocations_per_second / local.allocations_per_second
+    console.print(
+        f"  in-process {local.allocations_per_second:>10,.0f} allocations/s"
+        f"  ({local.allocations:,} in {local.seconds:.3f}s)\n"
+        f"  over gRPC  {over_grpc.allocations_per_second:>10,.0f} allocations/s"
+        f"  ({over_grpc.allocations:,} in {over_grpc.seconds:.3f}s, RM in another process)\n"
+        f"  ratio      {ratio:.2f}x in-process\n"
+        f"  latency    p50 {over_grpc.latency_ms_p50:,.1f} ms, p99 {over_grpc.latency_ms_p99:,.1f} ms"
+    )
+    document = {
+        "workload": chosen.name,
+        "nodes": chosen.node_count,
+        "asks": chosen.asks,
+        "in_process": {
+            "allocations": local.allocations,
+            "seconds": local.seconds,
+            "allocations_per_second": local.allocations_per_second,
+        },
+        "remote": {
+            "allocations": over_grpc.allocations,
+            "seconds": over_grpc.seconds,
+            "allocations_per_second": over_grpc.allocations_per_second,
+            "latency_ms": {"p50": over_grpc.latency_ms_p50, "p99": over_grpc.latency_ms_p99},
+        },
+        "ratio_to_in_process": ratio,
+    }
+    if _write_json(json_file, document):
+        console.print(f"written: {json_file}")
+
+
+DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
+
+
+@main.command()
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="a queues.yaml: validated at start-up, then the config of an RM that registers with an empty one",
+)
+@click.option(
+    "--grpc",
+    "grpc_address",
+    default=DEFAULT_GRPC_ADDRESS,
+    show_default=True,
+    help="HOST:PORT of the gRPC SI (port 0: any free port)",
+)
+@click.option("--rest", "rest_address", default=None, help="HOST:PORT of the REST API /ws/v1 (default: off)")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_level: str) -> None:
+    """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
+    import contextlib
+    import signal
+    import threading
+
+    import korral
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    default_config = ""
+    if config is not None:
+        try:
+            default_config = _read_config(config)
+            korral.load_config(default_config)
+        except ConfigError as error:
+            click.echo(f"invalid configuration: {error}", err=True)
+            sys.exit(1)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    core = korral.start()
+    try:
+        bound = core.serve_grpc(grpc_address, default_config=default_config)
+        click.echo(f"korral: gRPC SI listening on {bound}")
+        if rest_address is not None:
+            click.echo(f"korral: REST API at {core.serve_rest(rest_address)}")
+        sys.stdout.flush()
+        while not stop.wait(1.0):
+            pass
+        click.echo("korral: stopping")
+        # deliver what the core has decided before the streams close
+        with contextlib.suppress(TimeoutError):
+            core.wait_until_idle(timeout=10.0)
+    except (OSError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        core.stop()
+    click.echo("korral: stopped")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,8 +84,6 @@ class Core:
         self.settings = PartitionSettings(
             **{key: float(value) for key, value in values.items()}, metrics=self.metrics if measured else None
         )
-        # servers serving this core (REST, gRPC): each has stop(); Core.stop() stops them first
-        self._servers: list[Any] = []
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
         self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
@@ -98,6 +96,7 @@ class Core:
         self._lock = threading.Lock()
         self._stopped = False
         self._gc_thresholds: tuple[int, int, int] | None = None
+        self._servers: list[Any] = []  # network servers in front of this core (each has close())
         if tune_gc:
             current = gc.get_threshold()
             if current[0] < GC_GENERATION0_THRESHOLD:
@@ -113,9 +112,9 @@ class Core:
                 return
             self._stopped = True
             servers, self._servers = self._servers, []
-        for server in servers:
+        for server in servers:  # no new requests while the actors stop
             with contextlib.suppress(Exception):
-                server.stop()
+                server.close()
         # stopping must finish whatever state the actors are in
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
@@ -263,6 +262,22 @@ class Core:
     def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
         """What is tracked for the user under user/group limits, per queue path; None if unknown."""
         return self._snapshot(partition, f"user:{user}")
+
+    # ---- serving -----------------------------------------------------------------------------------
+
+    def serve_grpc(self, address: str = "127.0.0.1:0", **options: Any) -> str:
+        """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
+        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, default_config
+        (korral.server.grpc_server.GrpcServer). Stopped by stop()."""
+        from korral.server.grpc_server import GrpcServer
+
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        server = GrpcServer(self, address, **options)
+        bound = server.start()
+        with self._lock:
+            self._servers.append(server)
+        return bound
 
     def partition_names(self) -> list[str]:
         """The core's names of every partition (``[rm1]default``), sorted, as of the last registration or

@@ -391,7 +391,7 @@ class RestServer:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None and thread.is_alive():
             with contextlib.suppress(RuntimeError):

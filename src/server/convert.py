@@ -1,0 +1,277 @@
+"""The one conversion between the wire's protobuf messages (korral/si/si.proto) and ``korral.si``'s.
+
+Every ``korral.si`` message class has the protobuf message of the same name; its snake_case fields map
+to the proto's camelCase ones (``rm_id`` <-> ``rmID``; the seed's own spellings, such as ``UUID``,
+``Originator`` and ``applicartionID``, are listed in ``_SPECIAL_NAMES``). A protobuf ``Resource`` is a
+``dict[str, int]``. The field tables are derived once from the attrs classes and the proto's descriptors
+and checked against each other at import, so a field added on one side only fails loudly, never drops.
+
+Decoding is strict where the proto is open: an enum number korral does not know, or a known field sent
+with the wrong wire type, raises :class:`ConversionError` naming the message and field (the server
+answers ``INVALID_ARGUMENT``). Unknown field numbers are ignored, as proto3 does.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from korral import si
+from korral.si import si_pb2
+
+__all__ = ["ConversionError", "from_pb", "parse", "resource_from_pb", "resource_to_pb", "to_pb"]
+
+
+class ConversionError(ValueError):
+    """A protobuf message korral cannot take: undecodable bytes or a value outside the SI."""
+
+
+# (korral class name, attrs field) -> proto field, where the camelCase rule does not give the seed's name
+_SPECIAL_NAMES: dict[tuple[str, str], str] = {
+    ("Allocation", "uuid"): "UUID",
+    ("AllocationRelease", "uuid"): "UUID",
+    ("AllocationAsk", "originator"): "Originator",
+    ("AllocationAsk", "execution_timeout_milliseconds"): "executionTimeoutMilliSeconds",
+    ("AddApplicationRequest", "execution_timeout_milliseconds"): "executionTimeoutMilliSeconds",
+    ("UpdateContainerSchedulingStateRequest", "application_id"): "applicartionID",
+}
+
+# The korral enum behind each proto enum, by the proto enum's full name.
+_ENUMS: dict[str, type[enum.IntEnum]] = {
+    "si.v1.TerminationType": si.TerminationType,
+    "si.v1.NodeInfo.ActionFromRM": si.NodeAction,
+    "si.v1.UpdateContainerSchedulingStateRequest.SchedulingState": si.SchedulingState,
+    "si.v1.EventRecord.Type": si.EventRecordType,
+    "si.v1.EventRecord.ChangeType": si.EventChangeType,
+    "si.v1.EventRecord.ChangeDetail": si.EventChangeDetail,
+}
+
+# field kinds
+_SCALAR, _ENUM, _RESOURCE, _MAP, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR = range(7)
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join("ID" if part == "id" else part.capitalize() for part in rest)
+
+
+@attrs.frozen
+class _Field:
+    attr: str
+    proto: str
+    kind: int
+    enum_type: type[enum.IntEnum] | None = None
+    message: type | None = None  # the korral class of a (repeated) sub-message
+
+
+@attrs.frozen
+class _Spec:
+    korral_type: type
+    proto_type: type[Message]
+    fields: tuple[_Field, ...]
+    by_proto: dict[str, _Field] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
+
+
+_BY_KORRAL: dict[type, _Spec] = {}
+_BY_PROTO: dict[type, _Spec] = {}
+
+
+def _field_kind(descriptor: FieldDescriptor) -> tuple[int, Any]:
+    message_type = descriptor.message_type
+    if descriptor.is_repeated:
+        if message_type is not None and message_type.GetOptions().map_entry:
+            return _MAP, None
+        if message_type is not None:
+            return _REPEATED_MESSAGE, message_type.name
+        return _REPEATED_SCALAR, None
+    if message_type is not None:
+        return (
+            (_RESOURCE, None) if message_type.full_name == "si.v1.Resource" else (_MESSAGE, message_type.name)
+        )
+    if descriptor.enum_type is not None:
+        return _ENUM, _ENUMS[descriptor.enum_type.full_name]
+    return _SCALAR, None
+
+
+def _build_specs() -> None:
+    for name in si.__all__:
+        korral_type = getattr(si, name)
+        if not (isinstance(korral_type, type) and attrs.has(korral_type)):
+            continue
+        proto_type = getattr(si_pb2, name)
+        by_proto_name = proto_type.DESCRIPTOR.fields_by_name
+        fields = []
+        for attribute in attrs.fields(korral_type):
+            proto_name = _SPECIAL_NAMES.get((name, attribute.name), _camel(attribute.name))
+            if proto_name not in by_proto_name:
+                raise RuntimeError(f"si.{name}.{attribute.name}: no field {proto_name} in si.proto")
+            kind, extra = _field_kind(by_proto_name[proto_name])
+            fields.append(
+                _Field(
+                    attribute.name,
+                    proto_name,
+                    kind,
+                    enum_type=extra if kind == _ENUM else None,
+                    message=getattr(si, extra) if kind in (_MESSAGE, _REPEATED_MESSAGE) else None,
+                )
+            )
+        missing = set(by_proto_name) - {field.proto for field in fields}
+        if missing:
+            raise RuntimeError(f"si.proto {name} fields without a korral field: {sorted(missing)}")
+        spec = _Spec(korral_type, proto_type, tuple(fields))
+        _BY_KORRAL[korral_type] = spec
+        _BY_PROTO[proto_type] = spec
+
+
+_build_specs()
+
+
+# ---- korral -> protobuf ----------------------------------------------------------------------------------
+
+
+def resource_to_pb(resource: si.Resource, target: si_pb2.Resource | None = None) -> si_pb2.Resource:
+    target = si_pb2.Resource() if target is None else target
+    quantities = target.resources
+    for name, value in resource.items():
+        quantities[name].value = value
+    return target
+
+
+def _fill(target: Message, message: Any, spec: _Spec) -> None:
+    for field in spec.fields:
+        value = getattr(message, field.attr)
+        kind = field.kind
+        # defaults are left unset: proto3 does not send them, and skipping them is the fast path
+        if kind in (_SCALAR, _ENUM):
+            if value:
+                setattr(target, field.proto, value)
+        elif kind == _RESOURCE:
+            if value:
+                resource_to_pb(value, getattr(target, field.proto))
+        elif kind == _MAP:
+            if value:
+                getattr(target, field.proto).update(value)
+        elif kind == _REPEATED_MESSAGE:
+            if value:
+                repeated = getattr(target, field.proto)
+                sub_spec = _BY_KORRAL[field.message]  # type: ignore[index]
+                for item in value:
+                    _fill(repeated.add(), item, sub_spec)
+        elif kind == _REPEATED_SCALAR:
+            if value:
+                getattr(target, field.proto).extend(value)
+        elif value is not None:  # _MESSAGE
+            sub = getattr(target, field.proto)
+            sub.SetInParent()  # an empty sub-message is still present, as in korral
+            _fill(sub, value, _BY_KORRAL[field.message])  # type: ignore[index]
+
+
+def to_pb(message: Any) -> Message:
+    """The protobuf message for a ``korral.si`` message (TypeError/ValueError for out-of-range values)."""
+    spec = _BY_KORRAL.get(type(message))
+    if spec is None:
+        raise TypeError(f"not a korral.si message: {type(message).__name__}")
+    target = spec.proto_type()
+    _fill(target, message, spec)
+    return target
+
+
+# ---- protobuf -> korral ----------------------------------------------------------------------------------
+
+
+def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
+    return {name: quantity.value for name, quantity in resource.resources.items()}
+
+
+class _Invalid(Exception):
+    """A value korral cannot take, raised deep in a message; each enclosing level adds its part of the
+    field's path on the way out."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+
+
+def _read(source: Message, spec: _Spec) -> Any:
+    values: dict[str, Any] = {}
+    by_proto = spec.by_proto
+    unknown = UnknownFieldSet(source)
+    if len(unknown):
+        # proto3 keeps a field it does not know as unknown, and so a known field sent with the wrong
+        # wire type: that one is a malformed message, not a newer client's addition
+        numbers = spec.proto_type.DESCRIPTOR.fields_by_number
+        for item in unknown:
+            known = numbers.get(item.field_number)
+            if known is not None:
+                raise _Invalid(
+                    f".{known.name}", f"wrong wire type {item.wire_type} for field {item.field_number}"
+                )
+    # only the fields set on the wire (absent ones take the attrs defaults, which are proto3's): the
+    # fast path for asks and allocations, which set a few of their fields
+    for descriptor, value in source.ListFields():
+        field = by_proto[descriptor.name]
+        kind = field.kind
+        if kind == _SCALAR:
+            values[field.attr] = value
+        elif kind == _ENUM:
+            try:
+                values[field.attr] = field.enum_type(value)  # type: ignore[misc]
+            except ValueError:
+                reason = f"unknown {field.enum_type.__name__} value {value}"  # type: ignore[union-attr]
+                raise _Invalid(f".{field.proto}", reason) from None
+        elif kind == _RESOURCE:
+            values[field.attr] = resource_from_pb(value)
+        elif kind == _MAP:
+            values[field.attr] = dict(value)
+        elif kind == _REPEATED_MESSAGE:
+            sub_spec = _BY_KORRAL[field.message]  # type: ignore[index]
+            try:
+                values[field.attr] = tuple([_read(item, sub_spec) for item in value])
+            except _Invalid as error:
+                index = next(i for i, item in enumerate(value) if _is_invalid(item, sub_spec))
+                raise _Invalid(f".{field.proto}[{index}]{error.path}", error.reason) from None
+        elif kind == _REPEATED_SCALAR:
+            values[field.attr] = tuple(value)
+        else:  # _MESSAGE, present
+            try:
+                values[field.attr] = _read(value, _BY_KORRAL[field.message])  # type: ignore[index]
+            except _Invalid as error:
+                raise _Invalid(f".{field.proto}{error.path}", error.reason) from None
+    return spec.korral_type(**values)
+
+
+def _is_invalid(message: Message, spec: _Spec) -> bool:
+    try:
+        _read(message, spec)
+    except _Invalid:
+        return True
+    return False
+
+
+def from_pb(message: Message) -> Any:
+    """The ``korral.si`` message for a protobuf one; ConversionError for a value korral does not know."""
+    spec = _BY_PROTO.get(type(message))
+    if spec is None:
+        raise TypeError(f"not an si.v1 message korral converts: {type(message).__name__}")
+    try:
+        return _read(message, spec)
+    except _Invalid as error:
+        raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
+
+
+def parse(proto_type: type[Message], data: bytes) -> Any:
+    """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
+    message = proto_type()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as error:
+        raise ConversionError(f"malformed {proto_type.__name__}: {error}") from None
+    return from_pb(message)
