@@ -614,12 +614,13 @@ def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
 DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
 
 
-@main.command()
+@main.command(short_help="Serve a standalone core: the SI over gRPC, optionally the REST API.")
 @click.option(
     "--config",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
     default=None,
-    help="a queues.yaml: validated at start-up, then the config of an RM that registers with an empty one",
+    help="a queues.yaml (or ConfigMap, - for stdin): validated at start-up, then the config of an RM "
+    "that registers with an empty one",
 )
 @click.option(
     "--grpc",
@@ -647,11 +648,10 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     default_config = ""
     if config is not None:
         try:
-            default_config = _read_config(config)
+            default_config, _ = read_config(config)
             korral.load_config(default_config)
         except ConfigError as error:
-            click.echo(f"invalid configuration: {error}", err=True)
-            sys.exit(1)
+            fail(f"invalid configuration: {naming(error, source_name(config))}")
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
