@@ -46,12 +46,17 @@ KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True}
 GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
 QUERY_TIMEOUT = 30.0
+ENGINES = ("threads", "ray")
 
 
 class Core:
     """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
 
-    def __init__(self, **settings: float) -> None:
+    def __init__(self, engine: str = "threads", ray_address: str | None = None, **settings: float) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        if ray_address is not None and engine != "ray":
+            raise ValueError('ray_address is only meaningful with engine="ray"')
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -62,8 +67,14 @@ class Core:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
         self.settings = PartitionSettings(**{key: float(value) for key, value in values.items()})
         self.tracker = Tracker()
+        self.engine = engine
+        self._ray: Any = None
+        if engine == "ray":
+            self._ray = _start_ray_engine(ray_address, self.tracker)
         self._timer = TimerService()
-        self._proxy: Handle = start_actor(RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings)
+        self._proxy: Handle = start_actor(
+            RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings, engine=self._ray
+        )
         self._registered: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = False
@@ -87,6 +98,8 @@ class Core:
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
         stop_and_wait(self._proxy)
         self._timer.stop()
+        if self._ray is not None:
+            self._ray.stop()
         # restore the GC thresholds we raised, unless someone changed them since
         if self._gc_thresholds is not None and gc.get_threshold()[0] == GC_GENERATION0_THRESHOLD:
             gc.set_threshold(*self._gc_thresholds)
@@ -167,6 +180,11 @@ class Core:
     def wait_until_idle(self, timeout: float = 10.0) -> None:
         """Return once everything submitted so far is processed, its callbacks delivered, and the
         scheduler has made every allocation it can make now; raise TimeoutError otherwise."""
+        if self._ray is not None:
+            # engine="ray": what is in flight here, in every partition's process, and between them
+            if not self._ray.wait_until_idle(timeout):
+                raise TimeoutError(f"korral (engine=ray) not idle after {timeout}s")
+            return
         if not self.tracker.wait_idle(timeout):
             raise TimeoutError(
                 f"korral not idle after {timeout}s: {self.tracker.in_flight()} messages in flight"
@@ -218,6 +236,19 @@ class Core:
         return self._snapshot(partition, "scheduler")
 
 
-def start(**settings: float) -> Core:
-    """Start the actor system with YuniKorn's defaults for any setting not given."""
-    return Core(**settings)
+def _start_ray_engine(ray_address: str | None, tracker: Tracker) -> Any:
+    try:
+        from korral.actors.ray_engine import RayEngine
+    except ImportError as error:
+        raise SchedulerError(f'engine="ray" needs Ray: pip install "korral[ray]" ({error})') from error
+    return RayEngine(ray_address, tracker)
+
+
+def start(engine: str = "threads", ray_address: str | None = None, **settings: float) -> Core:
+    """Start the actor system with YuniKorn's defaults for any setting not given.
+
+    engine="threads" (the default) runs every actor in this process; engine="ray" runs each partition
+    in its own Ray actor process, on a local Ray instance (``ray_address=None``, shut down on stop) or
+    on the cluster at ``ray_address`` (left running).
+    """
+    return Core(engine=engine, ray_address=ray_address, **settings)

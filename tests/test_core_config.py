@@ -20,6 +20,9 @@ import korral
 from korral import si
 from korral import testing as t
 
+# every test here runs on both engines (conftest.py: engine)
+pytestmark = pytest.mark.usefixtures("engine")
+
 P = part()
 
 BASE = """
