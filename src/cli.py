@@ -70,7 +70,9 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 
 
 @main.command()
-@click.option("--workload", type=click.Choice(["yunikorn", "scale"]), default="yunikorn", show_default=True)
+@click.option(
+    "--workload", type=click.Choice(["yunikorn", "scale", "multi-rm"]), default="yunikorn", show_default=True
+)
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
 )
@@ -104,6 +106,16 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="only the sequential reference, in this fresh process (its own speed, one thread)",
 )
+@click.option(
+    "--rms", type=click.IntRange(min=1), default=2, show_default=True, help="multi-rm: how many RMs"
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["threads", "ray", "both"]),
+    default="threads",
+    show_default=True,
+    help="multi-rm: where partitions run (both: threads, then ray, and their ratio)",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -114,8 +126,13 @@ def bench(
     sweep: bool,
     out: Path,
     reference_only: bool,
+    rms: int,
+    engine: str,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    if workload == "multi-rm":
+        _bench_multi_rm(rms, nodes or 1000, asks or 10_000, engine, json_file)
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -195,6 +212,36 @@ def bench(
         f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB"
     )
     if _write_json(json_file, result):
+        console.print(f"written: {json_file}")
+
+
+def _bench_multi_rm(rms: int, nodes: int, asks: int, engine: str, json_file: Path | None) -> None:
+    from rich.console import Console
+
+    from korral.benchmark.multi_rm import run_multi_rm
+
+    console = Console()
+    engines = ["threads", "ray"] if engine == "both" else [engine]
+    results = []
+    for chosen in engines:
+        console.print(f"multi-rm: {rms} RMs x ({nodes:,} nodes, {asks:,} asks), engine={chosen} ...")
+        result = run_multi_rm(rms, nodes, asks, engine=chosen)
+        results.append(result)
+        console.print(
+            f"  [bold]{chosen}[/bold] aggregate {result.allocations_per_second:>10,.0f} allocations/s"
+            f"  ({result.allocations:,} in {result.seconds:.3f}s)"
+        )
+        for rm in result.per_rm:
+            console.print(
+                f"    {rm.rm_id}: {rm.allocations_per_second:>10,.0f} allocations/s,"
+                f" latency p50 {rm.latency_ms_p50:,.0f} ms, p99 {rm.latency_ms_p99:,.0f} ms"
+            )
+    document: dict = {"workload": "multi-rm", "results": [r.as_json() for r in results]}
+    if len(results) == 2:
+        ratio = results[1].allocations_per_second / results[0].allocations_per_second
+        document["ray_to_threads"] = ratio
+        console.print(f"  ray / threads aggregate: {ratio:.2f}x")
+    if _write_json(json_file, document):
         console.print(f"written: {json_file}")
 
 
