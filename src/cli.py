@@ -253,6 +253,12 @@ def _bench_multi_rm(
                     f"  [bold]{chosen}[/bold] aggregate {result.allocations_per_second:>10,.0f} allocations/s"
                     f"  ({result.allocations:,} in {result.seconds:.3f}s)"
                 )
+                per_allocation = 1e6 / result.allocations
+                hosts = ", ".join(f"{cpu * per_allocation:.0f}" for cpu in result.host_cpu_seconds)
+                console.print(
+                    f"    cpu per allocation: driver {result.driver_cpu_seconds * per_allocation:.0f} us"
+                    + (f", partition processes {hosts} us" if hosts else "")
+                )
                 for rm in result.per_rm:
                     console.print(
                         f"    {rm.rm_id}: {rm.allocations_per_second:>10,.0f} allocations/s,"

@@ -29,6 +29,7 @@ from core_helpers import (
 )
 
 import korral
+from korral import si
 from korral import testing as t
 
 
@@ -160,3 +161,57 @@ def test_partitions_are_placed_on_every_node_of_a_cluster():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "partition nodes: 2" in result.stdout
+
+
+# ---- the plain parts of the engine, without a Ray instance ---------------------------------------------
+
+
+def test_outbox_keeps_callbacks_until_acknowledged_and_says_when_drained():
+    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
+    outbox = ray_engine.Outbox()
+    assert outbox.take(0, timeout=0.0) == [] and outbox.wait_drained(0.0)
+    outbox.put("a")
+    outbox.put("b")
+    assert outbox.take(0, timeout=0.0) == [(1, "a"), (2, "b")]
+    assert not outbox.wait_drained(0.0)  # taken, not yet acknowledged: a poll can fail on its way back
+    assert outbox.take(1, timeout=0.0) == [(2, "b")]
+    assert outbox.take(2, timeout=0.0) == [] and outbox.wait_drained(0.0)
+
+
+def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
+    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
+    from korral.actors.messages import (
+        Deliver,
+        RouteAllocationRequest,
+        RouteApplicationRequest,
+        RouteNodeRequest,
+    )
+
+    ledger = ray_engine.Ledger()
+    allocations = [
+        si.Allocation(allocation_key=f"k{i}", application_id="app", uuid=f"u{i}") for i in range(3)
+    ]
+    ledger.delivered(Deliver(method="update_allocation", argument=si.AllocationResponse(new=allocations)))
+    ledger.delivered(
+        Deliver(
+            method="update_allocation",
+            argument=si.AllocationResponse(released=[si.AllocationRelease(uuid="u0")]),
+        )
+    )
+    ledger.routed(RouteAllocationRequest(request=t.release("rm", "app", uuid="u1")))
+    assert set(ledger.allocations) == {"u2"}
+    ledger.delivered(
+        Deliver(method="update_node", argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n1")]))
+    )
+    ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n2", si.NodeAction.DECOMISSION)))
+    assert ledger.nodes == {"n1"}
+    ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n1", si.NodeAction.DECOMISSION)))
+    assert ledger.nodes == set()
+    accepted = si.ApplicationResponse(
+        accepted=[si.AcceptedApplication(application_id=a) for a in ("a1", "a2", "a3")]
+    )
+    ledger.delivered(Deliver(method="update_application", argument=accepted))
+    done = si.ApplicationResponse(updated=[si.UpdatedApplication(application_id="a1", state="Completed")])
+    ledger.delivered(Deliver(method="update_application", argument=done))
+    ledger.routed(RouteApplicationRequest(request=t.remove_applications("rm", ["a2"])))
+    assert ledger.applications == {"a3"}

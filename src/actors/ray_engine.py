@@ -234,6 +234,10 @@ class PartitionHost:
         """The Ray node id and process id hosting this partition."""
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
+    def cpu_seconds(self) -> float:
+        """CPU time this host's process has used (the benchmarks' cost per allocation)."""
+        return time.process_time()
+
 
 # ---- in the driver ------------------------------------------------------------------------------------
 
@@ -382,6 +386,9 @@ class RayPartition:
 
     def where(self) -> tuple[str, int]:
         return ray.get(self.host.where.remote(), timeout=CALL_TIMEOUT)
+
+    def cpu_seconds(self) -> float:
+        return ray.get(self.host.cpu_seconds.remote(), timeout=CALL_TIMEOUT)
 
     def wait_remote_idle(self, timeout: float) -> bool:
         if self.lost.is_set() or self._stopping:

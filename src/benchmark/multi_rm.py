@@ -39,6 +39,9 @@ class MultiRMResult:
     seconds: float
     allocations_per_second: float
     per_rm: tuple[RMFigures, ...]
+    # CPU time over the timed span: this process (the driver), and each partition's process (ray)
+    driver_cpu_seconds: float
+    host_cpu_seconds: tuple[float, ...]
 
     def as_json(self) -> dict:
         return attrs.asdict(self)
@@ -74,7 +77,10 @@ def run_multi_rm(
             rm_id: [_for_rm(request, rm_id) for wave in workload.waves for request in wave.requests]
             for rm_id in recorders
         }
+        hosts = core._ray.partitions() if core._ray is not None else []
+        host_cpu = [host.cpu_seconds() for host in hosts]
         submitted: dict[str, float] = {}
+        driver_cpu = time.process_time()
         start = time.perf_counter()
         # all at once: the RMs' requests interleaved, one request each in turn
         for turn in range(max(len(r) for r in requests.values())):
@@ -86,6 +92,8 @@ def run_multi_rm(
         for rm_id, rm in recorders.items():
             if not rm.done.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"{rm_id}: {len(rm.arrivals)} of {workload.asks} allocations in time")
+        driver_cpu = time.process_time() - driver_cpu
+        host_cpu = [host.cpu_seconds() - before for host, before in zip(hosts, host_cpu, strict=True)]
         core.wait_until_idle(timeout)
         if core.tracker.errors:
             raise RuntimeError(f"korral logged {core.tracker.errors} handler errors during the benchmark")
@@ -118,4 +126,6 @@ def run_multi_rm(
         seconds=seconds,
         allocations_per_second=total / seconds,
         per_rm=tuple(figures),
+        driver_cpu_seconds=driver_cpu,
+        host_cpu_seconds=tuple(host_cpu),
     )
