@@ -332,8 +332,10 @@ class RayPartition:
         if self.lost.is_set():
             self._refuse(message)
             return False
-        self.tracker.sent(self.actor_id)
         with self._lock:
+            if self._stopping:  # the sender may be gone: nothing would ever count this message done
+                return False
+            self.tracker.sent(self.actor_id)
             with self.engine.ledger_lock:
                 self.ledger.routed(message)
             self._outgoing.append(message)
