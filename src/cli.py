@@ -156,7 +156,10 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 
 @main.command(short_help="Measure korral against its sequential reference.")
 @click.option(
-    "--workload", type=click.Choice(["yunikorn", "scale", "gang"]), default="yunikorn", show_default=True
+    "--workload",
+    type=click.Choice(["yunikorn", "scale", "gang", "multi-rm"]),
+    default="yunikorn",
+    show_default=True,
 )
 @click.option(
     "--nodes", type=click.IntRange(min=1), default=None, help="default: 1,000 (yunikorn), 10,000 (scale)"
@@ -208,6 +211,19 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     is_flag=True,
     help="yunikorn shape with the RM in another process over gRPC, against in-process in the same run",
 )
+@click.option(
+    "--rms", type=click.IntRange(min=1), default=2, show_default=True, help="multi-rm: how many RMs"
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["threads", "ray", "both"]),
+    default="threads",
+    show_default=True,
+    help="multi-rm: where partitions run (both: threads, then ray, and their ratio)",
+)
+@click.option(
+    "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="multi-rm: runs per engine"
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -219,10 +235,16 @@ def bench(
     out: Path,
     reference_only: bool,
     plot_only: Path | None,
+    rms: int = 2,
+    engine: str = "threads",
+    repeat: int = 1,
     remote: bool = False,
     user_limits: bool = False,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    if workload == "multi-rm":
+        _bench_multi_rm(rms, nodes or 1000, asks or 10_000, engine, repeat, json_file)
+        return
     if plot_only is not None:
         _plot_only(plot_only, out)
         return
@@ -327,6 +349,71 @@ def _plot_only(sweep_json: Path, out: Path) -> None:
     except (OSError, ValueError, KeyError, TypeError) as error:
         fail(f"cannot plot {sweep_json}: {error}")
     click.echo(f"written: {path}")
+
+
+def _bench_multi_rm(
+    rms: int, nodes: int, asks: int, engine: str, repeat: int, json_file: Path | None
+) -> None:
+    from statistics import median
+
+    from rich.console import Console
+
+    from korral.benchmark.multi_rm import run_multi_rm
+
+    console = Console()
+    engines = ["threads", "ray"] if engine == "both" else [engine]
+    ray_started = False
+    if "ray" in engines:
+        # one local Ray instance for every run, started before the first: its start-up work must not
+        # fall inside a measurement
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray_started = True
+    results = []
+    try:
+        for run in range(repeat):
+            for chosen in engines:
+                console.print(
+                    f"multi-rm run {run + 1}/{repeat}: {rms} RMs x ({nodes:,} nodes, {asks:,} asks), "
+                    f"engine={chosen}"
+                )
+                result = run_multi_rm(rms, nodes, asks, engine=chosen)
+                results.append(result)
+                console.print(
+                    f"  [bold]{chosen}[/bold] aggregate {result.allocations_per_second:>10,.0f} allocations/s"
+                    f"  ({result.allocations:,} in {result.seconds:.3f}s)"
+                )
+                per_allocation = 1e6 / result.allocations
+                hosts = ", ".join(f"{cpu * per_allocation:.0f}" for cpu in result.host_cpu_seconds)
+                console.print(
+                    f"    cpu per allocation: driver {result.driver_cpu_seconds * per_allocation:.0f} us"
+                    + (f", partition processes {hosts} us" if hosts else "")
+                )
+                for rm in result.per_rm:
+                    console.print(
+                        f"    {rm.rm_id}: {rm.allocations_per_second:>10,.0f} allocations/s,"
+                        f" latency p50 {rm.latency_ms_p50:,.0f} ms, p99 {rm.latency_ms_p99:,.0f} ms"
+                    )
+    finally:
+        if ray_started:
+            ray.shutdown()
+    document: dict = {"workload": "multi-rm", "results": [r.as_json() for r in results]}
+    if len(engines) == 2:
+        # each ray run against the threads run just before it: the machine's load changes over time
+        ratios = [
+            results[i + 1].allocations_per_second / results[i].allocations_per_second
+            for i in range(0, len(results), 2)
+        ]
+        document["ray_to_threads"] = ratios
+        console.print(
+            "  ray / threads aggregate: "
+            + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+            + f" (median {median(ratios):.2f}x)"
+        )
+    if _write_json(json_file, document):
+        console.print(f"written: {json_file}")
 
 
 def _write_json(json_file: Path | None, document: object) -> bool:

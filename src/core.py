@@ -62,12 +62,27 @@ GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
+ENGINES = ("threads", "ray")
 
 
 class Core:
     """The scheduler core: SI calls in, RM callbacks out, read-only snapshots on demand."""
 
-    def __init__(self, *, runtime: str = "threads", seed: int = 0, **settings: Any) -> None:
+    def __init__(
+        self,
+        *,
+        engine: str = "threads",
+        ray_address: str | None = None,
+        runtime: str = "threads",
+        seed: int = 0,
+        **settings: Any,
+    ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        if ray_address is not None and engine != "ray":
+            raise ValueError('ray_address is only meaningful with engine="ray"')
+        if engine == "ray" and runtime != "threads":
+            raise ValueError('engine="ray" runs its partitions on threads in their processes: no runtime')
         # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one
         clock = settings.pop("clock", None)
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
@@ -87,10 +102,20 @@ class Core:
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
         self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
+        self.engine = engine
+        self._ray: Any = None
+        if engine == "ray":
+            self._ray = _start_ray_engine(ray_address, self.tracker)
         # the partitions as the RMProxy last published them: partition_names() and queues() read it
         self._board = PartitionBoard()
         self._proxy: Handle = start_actor(
-            RMProxyActor, self.tracker, "rmproxy", self._timer, self.settings, board=self._board
+            RMProxyActor,
+            self.tracker,
+            "rmproxy",
+            self._timer,
+            self.settings,
+            board=self._board,
+            engine=self._ray,
         )
         self._registered: set[str] = set()
         self._lock = threading.Lock()
@@ -120,6 +145,8 @@ class Core:
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
         stop_and_wait(self._proxy)
         self._timer.stop()
+        if self._ray is not None:
+            self._ray.stop()
         # restore the GC thresholds we raised, unless someone changed them since
         if self._gc_thresholds is not None and gc.get_threshold()[0] == GC_GENERATION0_THRESHOLD:
             gc.set_threshold(*self._gc_thresholds)
@@ -203,6 +230,11 @@ class Core:
         (Simulated: run the simulation to quiescence; the virtual clock does not move.)"""
         if self.simulation is not None:
             self.simulation.run_until_idle()
+            return
+        if self._ray is not None:
+            # engine="ray": what is in flight here, in every partition's process, and between them
+            if not self._ray.wait_until_idle(timeout):
+                raise TimeoutError(f"korral (engine=ray) not idle after {timeout}s")
             return
         if not self.tracker.wait_idle(timeout):
             raise TimeoutError(
@@ -385,9 +417,27 @@ class Core:
         self._full_trace = []
 
 
-def start(*, runtime: str = "threads", seed: int = 0, **settings: Any) -> Core:
+def _start_ray_engine(ray_address: str | None, tracker: Tracker) -> Any:
+    try:
+        from korral.actors.ray_engine import RayEngine
+    except ImportError as error:
+        raise SchedulerError(f'engine="ray" needs Ray: pip install "korral[ray]" ({error})') from error
+    return RayEngine(ray_address, tracker)
+
+
+def start(
+    *,
+    engine: str = "threads",
+    ray_address: str | None = None,
+    runtime: str = "threads",
+    seed: int = 0,
+    **settings: Any,
+) -> Core:
     """Start the actor system with YuniKorn's defaults for any setting not given.
 
-    ``runtime="simulated"``: every actor runs on the calling thread, in the order a ``seed``-ed RNG
-    picks, on a virtual clock (api.md, Deterministic simulation)."""
-    return Core(runtime=runtime, seed=seed, **settings)
+    engine="threads" (the default) runs every actor in this process; engine="ray" runs each partition
+    in its own Ray actor process, on a local Ray instance (``ray_address=None``, shut down on stop) or
+    on the cluster at ``ray_address`` (left running). ``runtime="simulated"``: every actor runs on the
+    calling thread, in the order a ``seed``-ed RNG picks, on a virtual clock (api.md, Deterministic
+    simulation)."""
+    return Core(engine=engine, ray_address=ray_address, runtime=runtime, seed=seed, **settings)

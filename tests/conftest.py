@@ -232,3 +232,33 @@ def make_reference(clock: FakeClock) -> Iterator[Callable[..., ReferenceSchedule
     for scheduler in made:
         for partition in scheduler.partitions.values():
             check_invariants(partition)
+
+
+# ---- engines: the end-to-end tests that make sense for both run against both ---------------------------
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One local Ray instance for the whole session (it takes seconds to start); shut down at the end."""
+    ray = pytest.importorskip("ray", reason='engine="ray" tests need Ray: pip install "korral[ray]"')
+    started = False
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        started = True
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(params=["threads", "ray"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs the test once per engine: ``core_helpers.running(...)`` starts the core on it."""
+    from core_helpers import ENGINE
+
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    ENGINE["name"] = request.param
+    try:
+        yield request.param
+    finally:
+        ENGINE["name"] = "threads"

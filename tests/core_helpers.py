@@ -67,6 +67,11 @@ partitions:
 """
 
 
+# The engine ``running(...)`` starts: "threads", or "ray" while a test runs under the ``engine`` fixture
+# (conftest.py) with its "ray" parameter.
+ENGINE: dict[str, str] = {"name": "threads"}
+
+
 def part(rm_id: str = "rm", name: str = "default") -> str:
     """The core's name of an RM's partition: ``[rm]default``."""
     return f"[{rm_id}]{name}"
@@ -108,7 +113,7 @@ def running(
 ) -> Iterator[tuple[korral.Core, t.RecordingRM]]:
     """A started core with one registered RM; checks for contained errors when the block ends."""
     rm = rm if rm is not None else t.RecordingRM(rm_id)
-    with collect_errors() as errors, korral.start(**{**FAST, **settings}) as core:
+    with collect_errors() as errors, korral.start(**{"engine": ENGINE["name"], **FAST, **settings}) as core:
         core.register_resource_manager(t.register(rm_id, config), rm)
         yield core, rm
         core.wait_until_idle()

@@ -827,3 +827,32 @@ def test_bench_scale_with_user_limits_checks_them_on_half_the_leaves(
     assert document["workload"] == "scale-user-limits"
     # set where the workload never reaches them: every ask is placed, as without limits
     assert document["korral"]["allocations"] == document["reference"]["allocations"] == asks
+
+
+def test_bench_multi_rm_reports_every_rm_on_each_engine(
+    runner: CliRunner, tmp_path: Path, engine: str
+) -> None:
+    out = tmp_path / "multi.json"
+    result = runner.invoke(
+        main,
+        [
+            "bench",
+            "--workload",
+            "multi-rm",
+            "--rms",
+            "2",
+            "--nodes",
+            "20",
+            "--asks",
+            "200",
+            "--engine",
+            engine,
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "bench-0" in result.output and "bench-1" in result.output
+    (run,) = json.loads(out.read_text())["results"]
+    assert run["engine"] == engine and run["allocations"] == 400
+    assert [rm["allocations"] for rm in run["per_rm"]] == [200, 200]

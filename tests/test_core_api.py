@@ -145,6 +145,7 @@ def test_invalid_reregistration_keeps_the_earlier_registration():
         assert [p.name for p in core.partitions()] == [part()]
 
 
+@pytest.mark.usefixtures("engine")  # both engines
 def test_reregistering_removes_everything_the_rm_owned():
     with running("") as (core, rm):
         add_nodes(core, rm, ["n1", "n2"])

@@ -355,6 +355,7 @@ class ReadingRM(t.RecordingRM):
         return True
 
 
+@pytest.mark.usefixtures("engine")  # both engines: predicates cross the process boundary
 def test_predicates_can_read_node_snapshots():
     rm = ReadingRM("rm")
     with running(SINGLE_LEAF, rm=rm, scheduling_interval=0.02) as (core, _):

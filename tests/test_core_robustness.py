@@ -6,6 +6,7 @@ import threading
 import time
 
 import pykka
+import pytest
 from core_helpers import (
     FAST,
     MB,
@@ -70,6 +71,7 @@ def test_callbacks_that_raise_do_not_stop_scheduling():
         assert core.tracker.errors == 0
 
 
+@pytest.mark.usefixtures("engine")  # both engines: predicates cross the process boundary
 def test_predicate_that_raises_means_node_not_usable():
     def predicate(args: si.PredicatesArgs) -> bool:
         if args.node_id == "n1":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from core_helpers import (
     FAST,
     MB,
@@ -22,6 +23,9 @@ from core_helpers import (
 import korral
 from korral import si
 from korral import testing as t
+
+# every test here runs on both engines (conftest.py: engine)
+pytestmark = pytest.mark.usefixtures("engine")
 
 P = part()
 

@@ -105,10 +105,13 @@ class RMProxyActor(ThreadedActor):
         timer: TimerService,
         settings: PartitionSettings,
         board: PartitionBoard | None = None,
+        engine: Any = None,
     ) -> None:
         super().__init__(tracker, name)
         self.timer = timer
         self.settings = settings
+        # engine="ray": a ``RayEngine`` that starts each partition in a Ray actor process (None: threads)
+        self.engine = engine
         self.rms: dict[str, RegisteredRM] = {}
         self.board = board if board is not None else PartitionBoard()
 
@@ -157,6 +160,17 @@ class RMProxyActor(ThreadedActor):
 
     def _start_partition(self, rm: RegisteredRM, partition_config: Any) -> None:
         name = normalize_partition_name(partition_config.name, rm.rm_id)
+        if self.engine is not None:
+            rm.partitions[name] = self.engine.start_partition(
+                name,
+                rm_id=rm.rm_id,
+                config=partition_config,
+                settings=self.settings,
+                callback=rm.callback,
+                closed=rm.closed,
+                dispatcher=rm.dispatcher,
+            )
+            return
         rm.partitions[name] = start_actor(
             PartitionActor,
             self.tracker,
@@ -172,6 +186,9 @@ class RMProxyActor(ThreadedActor):
         )
 
     def _stop_partition(self, handle: Handle) -> None:
+        if self.engine is not None:
+            handle.stop(timeout=STOP_TIMEOUT)  # the partition's host: stops it, then its process
+            return
         # a partition that cannot answer is stopped all the same
         with contextlib.suppress(Exception):
             self.ask(handle, StopPartition())

@@ -1,0 +1,217 @@
+"""engine="ray": partitions in Ray actor processes behind the same korral.Core.
+
+The tests shared with engine="threads" are the ones parametrized over the ``engine`` fixture
+(test_core_scheduling.py, test_core_config.py, the predicates tests). Here: what only the Ray engine
+has -- a partition's process that dies, placement on a multi-node cluster, and that the threads
+engine never needs Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from core_helpers import (
+    FAST,
+    NODE,
+    SMALL,
+    TWO_LEAVES,
+    add_apps,
+    add_nodes,
+    check_invariants,
+    collect_errors,
+    eventually,
+    part,
+)
+
+import korral
+from korral import si
+from korral import testing as t
+
+
+def test_threads_engine_never_imports_ray():
+    script = (
+        "import sys, korral\n"
+        "core = korral.start()\n"
+        "core.stop()\n"
+        "assert 'ray' not in sys.modules, 'engine=threads imported ray'\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
+def test_unknown_engine_and_stray_ray_address_are_refused():
+    with pytest.raises(ValueError, match="engine must be one of"):
+        korral.start(engine="processes")
+    with pytest.raises(ValueError, match="ray_address"):
+        korral.start(ray_address="127.0.0.1:6379")
+
+
+def _allocate(core: korral.Core, rm: t.RecordingRM, app: str, count: int, prefix: str) -> None:
+    before = rm.allocated_total
+    core.update_allocation(t.asks(rm.rm_id, app, count, SMALL, prefix=prefix))
+    assert rm.wait_for_allocations(before + count, timeout=60), rm.rejected_asks
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_killed_partition_process_is_reported_and_rebuilt_by_reregistration():
+    killed, other = t.RecordingRM("killed"), t.RecordingRM("other")
+    with collect_errors(), korral.start(engine="ray", **FAST) as core:
+        for rm in (killed, other):
+            core.register_resource_manager(t.register(rm.rm_id, TWO_LEAVES), rm)
+            add_nodes(core, rm, ["n1", "n2"], NODE)
+            add_apps(core, rm, {"app1": "root.a", "app2": "root.a"})
+            _allocate(core, rm, "app1", 3, "first-")
+            _allocate(core, rm, "app2", 2, "first-")
+        core.wait_until_idle(30)
+        assert len(killed.live) == 5 and len(other.live) == 5
+
+        host = next(p for p in core._ray.partitions() if p.name == part("killed"))
+        _, pid = host.where()
+        assert pid != os.getpid()
+        os.kill(pid, signal.SIGKILL)
+
+        # the killed RM is told: every live allocation released, its applications failed, nodes gone
+        assert killed.wait_for(lambda r: not r.live, timeout=60), killed.live
+        assert killed.wait_for(lambda r: {"n1", "n2"} <= set(r.rejected_nodes), timeout=30)
+        assert all(killed.app_states[app][-1] == "Failed" for app in ("app1", "app2"))
+        assert all("lost" in message for _, _, message in killed.release_reasons())
+        assert "lost" in killed.rejected_nodes["n1"]
+
+        # the other RM keeps scheduling meanwhile, and the core still becomes idle
+        _allocate(core, other, "app1", 4, "after-")
+        core.wait_until_idle(30)
+        check_invariants(core, part("other"), other)
+        # the lost partition reads as absent; its requests are rejected item by item, with the reason
+        assert core.partition(part("killed")) is None
+        assert [p.name for p in core.partitions()] == [part("other")]
+        core.update_allocation(t.asks("killed", "app1", 1, SMALL, prefix="late-"))
+        eventually(lambda: "late-0" in killed.rejected_asks_by_key(), timeout=30)
+        assert "lost" in killed.rejected_asks_by_key()["late-0"]
+
+        # re-registering the RM rebuilds its partition in a new process
+        reborn = t.RecordingRM("killed")
+        core.register_resource_manager(t.register("killed", TWO_LEAVES), reborn)
+        add_nodes(core, reborn, ["n1", "n2"], NODE)
+        add_apps(core, reborn, {"app1": "root.a"})
+        _allocate(core, reborn, "app1", 3, "again-")
+        core.wait_until_idle(30)
+        check_invariants(core, part("killed"), reborn)
+        check_invariants(core, part("other"), other)
+        assert len(reborn.live) == 3 and len(other.live) == 9
+        assert not other.released and not other.foreign and not reborn.foreign
+        new_host = next(p for p in core._ray.partitions() if p.name == part("killed"))
+        assert new_host.where()[1] != pid
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_each_rm_partition_runs_in_its_own_process_and_stop_removes_them():
+    with korral.start(engine="ray", **FAST) as core:
+        rms = [t.RecordingRM(f"rm{i}") for i in range(2)]
+        for rm in rms:
+            core.register_resource_manager(t.register(rm.rm_id, TWO_LEAVES), rm)
+        pids = {p.where()[1] for p in core._ray.partitions()}
+        assert len(pids) == 2 and os.getpid() not in pids
+        hosts = core._ray.partitions()
+    assert core._ray.partitions() == []
+    assert all(not host.is_alive for host in hosts)
+
+
+CLUSTER_SCRIPT = textwrap.dedent(
+    """
+    import korral
+    from korral import testing as t
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    config = (
+        'partitions:\\n  - name: default\\n    queues:\\n      - name: root\\n        submitacl: "*"\\n'
+        '        queues:\\n          - name: a\\n'
+    )
+    try:
+        with korral.start(engine="ray", ray_address=cluster.address) as core:
+            rms = [t.RecordingRM(f"rm{i}") for i in range(4)]
+            for rm in rms:
+                core.register_resource_manager(t.register(rm.rm_id, config), rm)
+                core.update_node(t.nodes(rm.rm_id, ["n1"], {"memory": 100, "vcore": 10}))
+                core.update_application(t.applications(rm.rm_id, {"app": "root.a"}))
+                core.update_allocation(t.asks(rm.rm_id, "app", 3, {"memory": 10, "vcore": 1}))
+            core.wait_until_idle(60)
+            assert all(len(rm.live) == 3 for rm in rms), [len(rm.live) for rm in rms]
+            nodes = {p.where()[0] for p in core._ray.partitions()}
+            print("partition nodes:", len(nodes))
+            assert len(nodes) == 2, nodes
+    finally:
+        cluster.shutdown()
+    """
+)
+
+
+@pytest.mark.slow
+def test_partitions_are_placed_on_every_node_of_a_cluster():
+    pytest.importorskip("ray", reason='engine="ray" tests need Ray: pip install "korral[ray]"')
+    # its own process: a second Ray cluster cannot share this one's driver connection
+    result = subprocess.run(
+        [sys.executable, "-c", CLUSTER_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "partition nodes: 2" in result.stdout
+
+
+# ---- the plain parts of the engine, without a Ray instance ---------------------------------------------
+
+
+def test_outbox_keeps_callbacks_until_acknowledged_and_says_when_drained():
+    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
+    outbox = ray_engine.Outbox()
+    assert outbox.take(0, timeout=0.0) == [] and outbox.wait_drained(0.0)
+    outbox.put("a")
+    outbox.put("b")
+    assert outbox.take(0, timeout=0.0) == [(1, "a"), (2, "b")]
+    assert not outbox.wait_drained(0.0)  # taken, not yet acknowledged: a poll can fail on its way back
+    assert outbox.take(1, timeout=0.0) == [(2, "b")]
+    assert outbox.take(2, timeout=0.0) == [] and outbox.wait_drained(0.0)
+
+
+def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
+    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
+    from korral.actors.messages import (
+        Deliver,
+        RouteAllocationRequest,
+        RouteApplicationRequest,
+        RouteNodeRequest,
+    )
+
+    ledger = ray_engine.Ledger()
+    allocations = [
+        si.Allocation(allocation_key=f"k{i}", application_id="app", uuid=f"u{i}") for i in range(3)
+    ]
+    ledger.delivered(Deliver(method="update_allocation", argument=si.AllocationResponse(new=allocations)))
+    ledger.delivered(
+        Deliver(
+            method="update_allocation",
+            argument=si.AllocationResponse(released=[si.AllocationRelease(uuid="u0")]),
+        )
+    )
+    ledger.routed(RouteAllocationRequest(request=t.release("rm", "app", uuid="u1")))
+    assert set(ledger.allocations) == {"u2"}
+    ledger.delivered(
+        Deliver(method="update_node", argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n1")]))
+    )
+    ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n2", si.NodeAction.DECOMISSION)))
+    assert ledger.nodes == {"n1"}
+    ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n1", si.NodeAction.DECOMISSION)))
+    assert ledger.nodes == set()
+    accepted = si.ApplicationResponse(
+        accepted=[si.AcceptedApplication(application_id=a) for a in ("a1", "a2", "a3")]
+    )
+    ledger.delivered(Deliver(method="update_application", argument=accepted))
+    done = si.ApplicationResponse(updated=[si.UpdatedApplication(application_id="a1", state="Completed")])
+    ledger.delivered(Deliver(method="update_application", argument=done))
+    ledger.routed(RouteApplicationRequest(request=t.remove_applications("rm", ["a2"])))
+    assert ledger.applications == {"a3"}
