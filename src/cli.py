@@ -701,7 +701,7 @@ def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
 DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
 
 
-@main.command(short_help="Serve a standalone core: the SI over gRPC, optionally the REST API.")
+@main.command(short_help="Serve a core: the SI over gRPC, and the REST API.")
 @click.option(
     "--config",
     type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),

@@ -749,7 +749,14 @@ class StressRun:
                 queues = {app.queue for app in state.applications if app.application_id in recovered}
                 problems.extend(invariants.check_partition(state, recovered_queues=queues))
                 states.append(state)
-                problems.extend(invariants.check_user_limits(core, state, LIMITED_GROUPS))
+                # ... and above a user's or group's limits too: the owners of recovered work are exempt
+                users = {app.user for app in state.applications if app.application_id in recovered}
+                groups = {group for user, member_of in USERS if user in users for group in member_of}
+                problems.extend(
+                    invariants.check_user_limits(
+                        core, state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
+                    )
+                )
             problems.extend(driver.check(state))
         problems.extend(invariants.check_unique_uuids(states))
         if core.tracker.errors:
@@ -776,12 +783,28 @@ class StressRun:
                             return [f"{op.description}: {type(error).__name__}: {error}"]
                     core.wait_until_idle(timeout=30.0)
                 problems: list[str] = []
+                # as in a run: the owners of recovered work may be above their limits
+                recovered = {
+                    allocation.application_id
+                    for op in ops
+                    if isinstance(op.request, si.NodeRequest)
+                    for node in op.request.nodes
+                    if isinstance(node, si.NodeInfo)
+                    for allocation in node.existing_allocations
+                    if isinstance(allocation, si.Allocation)
+                }
                 for index, rm in rms.items():
                     state = invariants.stable_collect(core, normalize_partition_name("default", f"rm{index}"))
                     if state is not None:
                         problems.extend(invariants.check_partition(state))
                         problems.extend(invariants.check_rm_view(rm, [state]))
-                        problems.extend(invariants.check_user_limits(core, state, LIMITED_GROUPS))
+                        users = {a.user for a in state.applications if a.application_id in recovered}
+                        groups = {g for user, member_of in USERS if user in users for g in member_of}
+                        problems.extend(
+                            invariants.check_user_limits(
+                                core, state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
+                            )
+                        )
                 if core.tracker.errors:
                     problems.append(f"{core.tracker.errors} actor handler(s) failed")
                 return problems

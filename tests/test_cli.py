@@ -58,7 +58,7 @@ def write_config(directory: Path, text: str, name: str = "queues.yaml") -> Path:
 def test_help_lists_every_command(runner: CliRunner) -> None:
     result = runner.invoke(main, ["--help"])
     assert result.exit_code == 0, result.output
-    for command in ("validate-config", "simulate", "bench", "stress"):
+    for command in ("validate-config", "simulate", "bench", "stress", "serve"):
         assert re.search(rf"^\s+{command}\s", result.output, re.MULTILINE), result.output
 
 
@@ -67,7 +67,7 @@ def test_help_describes_every_command_without_cutting_it_short() -> None:
     result = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["--help"], terminal_width=80)
     assert result.exit_code == 0, result.output
     commands = result.output.split("Commands:")[1].splitlines()[1:]
-    assert len(commands) == 4, result.output
+    assert len(commands) == 5, result.output
     assert all(line.rstrip().endswith(".") and "..." not in line for line in commands), result.output
 
 

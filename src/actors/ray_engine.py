@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from korral import si
 from korral.actors.base import Handle as LocalHandle
@@ -598,9 +599,10 @@ class RayEngine:
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             self.owns_ray = True
-        self._host_class = ray.remote(PartitionHost).options(
-            num_cpus=0, max_concurrency=16, scheduling_strategy="SPREAD"
-        )
+        self._host_class = ray.remote(PartitionHost)
+        # partitions go round the cluster's live nodes in turn: Ray's SPREAD is best effort, and with
+        # num_cpus=0 it often leaves every partition on the node that asked
+        self._placement = itertools.count()
         self.ledger_lock = threading.Lock()
         self._lock = threading.Lock()
         self._partitions: dict[int, RayPartition] = {}
@@ -616,7 +618,11 @@ class RayEngine:
         closed: threading.Event,
         dispatcher: LocalHandle,
     ) -> RayPartition:
-        host = self._host_class.remote(
+        nodes = sorted(node["NodeID"] for node in ray.nodes() if node.get("Alive"))
+        strategy: Any = "SPREAD"
+        if nodes:
+            strategy = NodeAffinitySchedulingStrategy(nodes[next(self._placement) % len(nodes)], soft=True)
+        host = self._host_class.options(num_cpus=0, max_concurrency=16, scheduling_strategy=strategy).remote(
             name,
             rm_id=rm_id,
             config=config,
