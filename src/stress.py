@@ -583,8 +583,11 @@ class Driver:
 def core_release_counts(drivers: list[Driver]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for driver in drivers:
-        with driver.rm.lock:
-            for release in driver.rm.released:
+        # a driver that re-registered or restarted keeps its earlier callback objects as retired
+        for rm in [*getattr(driver, "retired", ()), driver.rm]:
+            with rm.lock:
+                released = list(rm.released)
+            for release in released:
                 if release.termination_type in t.CORE_RELEASES:
                     name = release.termination_type.name
                     counts[name] = counts.get(name, 0) + 1
