@@ -580,6 +580,30 @@ class Driver:
         return problems
 
 
+def delta_debug(items: list[Op], still_fails: Callable[[list[Op]], bool], budget: float) -> list[Op]:
+    """Zeller's delta debugging: drop chunks of ``items`` while ``still_fails``, finer and finer, until
+    no single item can go or ``budget`` seconds have passed. ``items`` must fail to begin with."""
+    deadline = time.monotonic() + budget
+    chunks = 2
+    while len(items) >= 2 and time.monotonic() < deadline:
+        size = max(1, len(items) // chunks)
+        reduced = False
+        for start in range(0, len(items), size):
+            candidate = items[:start] + items[start + size :]
+            if candidate and still_fails(candidate):
+                items = candidate
+                chunks = max(chunks - 1, 2)
+                reduced = True
+                break
+            if time.monotonic() >= deadline:
+                break
+        if not reduced:
+            if size == 1:
+                break
+            chunks = min(len(items), chunks * 2)
+    return items
+
+
 def core_release_counts(drivers: list[Driver]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for driver in drivers:
@@ -836,25 +860,7 @@ class StressRun:
         ops = [op for op in self.ops if not (op.kind == "register" and op.seq <= self.rm_count)]
         if not self.replay(ops):
             return ops  # not reproducible one at a time (a timing-dependent race): report it whole
-        deadline = time.monotonic() + budget
-        chunks = 2
-        while len(ops) >= 2 and time.monotonic() < deadline:
-            size = max(1, len(ops) // chunks)
-            reduced = False
-            for start in range(0, len(ops), size):
-                candidate = ops[:start] + ops[start + size :]
-                if candidate and self.replay(candidate):
-                    ops = candidate
-                    chunks = max(chunks - 1, 2)
-                    reduced = True
-                    break
-                if time.monotonic() >= deadline:
-                    break
-            if not reduced:
-                if size == 1:
-                    break
-                chunks = min(len(ops), chunks * 2)
-        return ops
+        return delta_debug(ops, lambda candidate: bool(self.replay(candidate)), budget)
 
 
 # ---- hostile RMs: invalid input, restarts with recovery, slow and re-registering RMs ---------------------
@@ -1855,25 +1861,7 @@ class SimulatedStress:
         current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
         if not self.replay(seed, current).violations:
             return current  # the first registrations matter after all: report it whole
-        deadline = time.monotonic() + budget
-        chunks = 2
-        while len(current) >= 2 and time.monotonic() < deadline:
-            size = max(1, len(current) // chunks)
-            reduced = False
-            for start in range(0, len(current), size):
-                candidate = current[:start] + current[start + size :]
-                if candidate and self.replay(seed, candidate).violations:
-                    current = candidate
-                    chunks = max(chunks - 1, 2)
-                    reduced = True
-                    break
-                if time.monotonic() >= deadline:
-                    break
-            if not reduced:
-                if size == 1:
-                    break
-                chunks = min(len(current), chunks * 2)
-        return current
+        return delta_debug(current, lambda candidate: bool(self.replay(seed, candidate).violations), budget)
 
     def search(
         self,
