@@ -289,7 +289,7 @@ def test_reservation_holds_a_node_until_room_appears():
         victim = next(a.uuid for a in core.node(P, node.node_id).allocations)
         core.update_allocation(t.release("rm", "app-1", uuid=victim))
         core.wait_until_idle()
-        assert rm.wait_for(lambda r: "app-2" in r.live_by_app(), 5.0)
+        assert rm.wait_for(lambda r: "app-2" in r.live_by_app(), 30.0)
         core.wait_until_idle()
         [placed] = core.application(P, "app-2").allocations
         assert placed.node_id == node.node_id
