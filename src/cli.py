@@ -157,7 +157,7 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 @main.command(short_help="Measure korral against its sequential reference.")
 @click.option(
     "--workload",
-    type=click.Choice(["yunikorn", "scale", "gang", "multi-rm"]),
+    type=click.Choice(["yunikorn", "scale", "gang", "multi-rm", "preemption"]),
     default="yunikorn",
     show_default=True,
 )
@@ -224,6 +224,25 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
 @click.option(
     "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="multi-rm: runs per engine"
 )
+@click.option(
+    "--allocations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="preemption: low-priority allocations filling the cluster (default 5,000; 100,000 at scale)",
+)
+@click.option(
+    "--preemptors",
+    type=click.IntRange(min=1),
+    default=None,
+    help="preemption: urgent asks that preempt (default 200), arriving at --rate per second (default 100)",
+)
+@click.option(
+    "--preemption-delay",
+    type=click.FloatRange(min=0.001),
+    default=0.5,
+    show_default=True,
+    help="preemption: the urgent queue's preemption.delay, seconds",
+)
 def bench(
     workload: str,
     nodes: int | None,
@@ -240,8 +259,14 @@ def bench(
     repeat: int = 1,
     remote: bool = False,
     user_limits: bool = False,
+    allocations: int | None = None,
+    preemptors: int | None = None,
+    preemption_delay: float = 0.5,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    if workload == "preemption":
+        _bench_preemption(nodes, allocations, preemptors, rate, preemption_delay, json_file)
+        return
     if workload == "multi-rm":
         _bench_multi_rm(rms, nodes or 1000, asks or 10_000, engine, repeat, json_file)
         return
@@ -471,6 +496,12 @@ def _write_json(json_file: Path | None, document: object) -> bool:
 )
 @click.option("--replay", is_flag=True, help="with --simulated --seed S: re-run that seed, full trace")
 @click.option("--no-perturb", is_flag=True, help="with --simulated: no mailbox delays, no timer skew")
+@click.option(
+    "--preemption",
+    is_flag=True,
+    help="instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
+    "preemption laws checked for every victim (with --simulated: seeds on the simulated runtime)",
+)
 def stress(
     rms: int,
     duration: float,
@@ -485,6 +516,7 @@ def stress(
     operations: int = 30,
     replay: bool = False,
     no_perturb: bool = False,
+    preemption: bool = False,
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -502,6 +534,9 @@ def stress(
     console = Console(soft_wrap=True)
     if soak:
         _soak(console, cycles, duration, every)
+        return
+    if preemption:
+        _stress_preemption(console, rms, duration, seed, checkpoint, simulated, seeds, operations)
         return
     if simulated or replay:
         _stress_simulated(console, rms, duration, seed, fault, seeds, operations, replay, not no_perturb)
@@ -783,4 +818,108 @@ def _bench_gang(console: Any, chosen: Any, json_file: Path | None) -> None:
             f"  ratio {result.ratio:.2f} (replacements / allocations)"
         )
     if _write_json(json_file, runner.gang_json(chosen, korral_result, reference)):
+        console.print(f"written: {json_file}")
+
+
+def _stress_preemption(
+    console: Any,
+    rms: int,
+    duration: float,
+    seed: int | None,
+    checkpoint: float,
+    simulated: bool,
+    seeds: int,
+    operations: int,
+) -> None:
+    """``korral stress --preemption``: threads for --duration seconds, or --simulated seeds within it."""
+    import random
+    import time
+
+    from korral.stress import PreemptionResult, PreemptionStress
+
+    logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
+    if simulated:
+        first = seed if seed is not None else 1
+        console.print(
+            f"korral stress --preemption --simulated: seeds {first}..{first + seeds - 1}, "
+            f"{plural(rms, 'RM')}, {operations} operations each, at most {duration:g}s"
+        )
+        harness = PreemptionStress(rms=rms)
+        result = harness.run_seeds(range(first, first + seeds), operations=operations, budget=duration)
+        again = f"korral stress --preemption --simulated --rms {rms} --operations {operations} --seeds 1"
+    else:
+        seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
+        console.print(f"korral stress --preemption: {plural(rms, 'RM')}, {duration:g}s, seed {seed}")
+        last = [0.0]
+
+        def progress(remaining: float, so_far: PreemptionResult) -> None:
+            now = time.monotonic()
+            if now - last[0] >= 10.0 or remaining <= 0:
+                last[0] = now
+                console.print(
+                    f"  {plural(so_far.checkpoints, 'checkpoint')} passed, {so_far.victims:,} victims, "
+                    f"{so_far.preemptors_allocated:,} urgent asks allocated, {remaining:.0f}s left"
+                )
+
+        harness = PreemptionStress(rms=rms, seed=seed, checkpoint=checkpoint)
+        result = harness.run(duration, progress=progress)
+        again = f"korral stress --preemption --rms {rms}"
+    figures = (
+        f"{plural(result.operations, 'operation')}, {plural(result.checkpoints, 'checkpoint')}"
+        + (f", {plural(result.seeds, 'seed')}" if simulated else "")
+        + f"; {result.victims:,} victims in {plural(result.preemptions, 'preemption')} (RM responses "
+        f"carrying victims), {result.preemptors_allocated:,} urgent asks allocated, "
+        f"{result.required_node_allocated:,} required-node asks placed, {result.resubmitted:,} victims "
+        "submitted again"
+    )
+    if not result.violations:
+        console.print(f"[green]OK[/green]: {figures}, 0 violations")
+        return
+    console.print(f"[red]VIOLATION[/red] (seed {result.seed}): {figures}")
+    for violation in result.violations[:20]:
+        console.print(f"  - {violation}", markup=False)
+    console.print(f"replay with: {again} --seed {result.seed}", markup=False)
+    sys.exit(1)
+
+
+def _bench_preemption(
+    nodes: int | None,
+    allocations: int | None,
+    preemptors: int | None,
+    rate: float | None,
+    delay: float,
+    json_file: Path | None,
+) -> None:
+    """``korral bench --workload preemption``: a full cluster of borrowers, then urgent asks that preempt."""
+    from rich.console import Console
+
+    from korral.benchmark import runner, workloads
+
+    console = Console()
+    try:
+        chosen = workloads.preemption(
+            nodes or 500, allocations or 5000, preemptors or 200, rate=rate or 100.0, delay=delay
+        )
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
+    if json_file is not None:
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+    console.print(
+        f"[bold]preemption[/bold]: {chosen.node_count:,} nodes full with {chosen.allocations:,} low-priority "
+        f"allocations, then {len(chosen.preemptors):,} urgent asks at {chosen.rate:g}/s "
+        f"(preemption.delay {chosen.delay:g}s, {workloads.PREEMPTION_VICTIMS_PER_ASK} victims each)"
+    )
+    try:
+        result = runner.run_preemption_korral(chosen, progress=lambda line: console.print(f"  {line}"))
+    except (TimeoutError, RuntimeError) as error:
+        fail(f"preemption benchmark failed: {error}")
+    console.print(
+        f"  latency    p50 {result.latency_ms_p50:,.1f} ms, p99 {result.latency_ms_p99:,.1f} ms, max "
+        f"{result.latency_ms_max:,.1f} ms (the ask's delay expiring -> its allocation)\n"
+        f"  victims    {result.victims:,} chosen, {result.victims_per_second:,.0f}/s\n"
+        f"  urgent     {result.preemptors_allocated:,} of {result.preemptors:,} allocated in "
+        f"{result.seconds:.2f}s\n"
+        f"  memory     peak RSS {result.peak_rss_mb:,.0f} MB"
+    )
+    if _write_json(json_file, runner.preemption_json(chosen, result)):
         console.print(f"written: {json_file}")

@@ -261,3 +261,160 @@ def check_user_limits(
                     f"applications, above its maxapplications {row.max_applications}"
                 )
     return problems
+
+
+# ---- preemption (korral stress --preemption) -----------------------------------------------------------
+
+PREEMPTED = "PREEMPTED_BY_SCHEDULER"
+
+
+@attrs.frozen(kw_only=True)
+class PreemptionParty:
+    """What the laws need of a victim or a preemptor, as the RM that submitted it knows it.
+
+    ``priority`` is the effective one (the ask's priority plus the ``priority.offset`` of its queue
+    path); ``required_node`` is the node a required-node ask is pinned to ("" for others)."""
+
+    key: str
+    application_id: str
+    queue: str
+    priority: int
+    node_id: str = ""
+    required_node: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class QueueLaws:
+    """The static preemption facts of a configuration: which queues are disabled (effective) and the
+    fence root each preemptor queue's victims must stay under."""
+
+    disabled: frozenset[str] = frozenset()
+    fences: tuple[str, ...] = ()  # paths of queues with preemption.policy fence
+
+    def fence_root(self, queue: str) -> str:
+        best = "root"
+        for fence in self.fences:
+            if _inside(queue, fence) and len(fence) > len(best):
+                best = fence
+        return best
+
+    def is_disabled(self, queue: str) -> bool:
+        return any(_inside(queue, path) for path in self.disabled)
+
+
+def _inside(path: str, subtree: str) -> bool:
+    return path == subtree or path.startswith(subtree + ".")
+
+
+def victim_law_breaches(victim: PreemptionParty, preemptor: PreemptionParty, laws: QueueLaws) -> list[str]:
+    """Why ``preemptor`` could not have taken ``victim`` (empty: it could). Laws 2, 4 and 5 of
+    YuniKorn's preemption; a required-node ask only on its node, its own application included."""
+    reasons = []
+    if victim.priority > preemptor.priority:
+        reasons.append(f"victim priority {victim.priority} above the preemptor's {preemptor.priority}")
+    if preemptor.required_node:
+        if victim.node_id != preemptor.required_node:
+            reasons.append(f"victim on {victim.node_id}, the ask requires {preemptor.required_node}")
+        return reasons
+    if victim.application_id == preemptor.application_id:
+        reasons.append("victim in the preemptor's own application")
+    if victim.queue == preemptor.queue:
+        reasons.append("victim in the preemptor's own queue")
+    if laws.is_disabled(victim.queue):
+        reasons.append(f"victim queue {victim.queue} has preemption disabled")
+    fence = laws.fence_root(preemptor.queue)
+    if not _inside(victim.queue, fence):
+        reasons.append(f"victim queue {victim.queue} outside the preemptor's fence {fence}")
+    return reasons
+
+
+def check_victim_justified(
+    victim: PreemptionParty, preemptors: Iterable[PreemptionParty], laws: QueueLaws
+) -> list[str]:
+    """A victim must be one that some preemptor pending when it was chosen may take by the laws.
+    (The core does not name the preemptor to the RM, so the check is against every candidate.)"""
+    candidates = list(preemptors)
+    breaches = {p.key: victim_law_breaches(victim, p, laws) for p in candidates}
+    if any(not reasons for reasons in breaches.values()):
+        return []
+    detail = "; ".join(f"{key}: {', '.join(reasons)}" for key, reasons in sorted(breaches.items())[:4])
+    return [
+        f"victim {victim.key} ({victim.application_id} in {victim.queue}, priority {victim.priority}, "
+        f"node {victim.node_id}) taken, but no pending preemptor may take it"
+        + (f" ({len(candidates)} pending: {detail})" if candidates else " (none pending)")
+    ]
+
+
+def queue_subtree_sum(state: PartitionState, path: str, *, preempted_only: bool) -> dict[str, int]:
+    """What the applications in ``path``'s subtree hold (only victims awaiting confirmation, or all)."""
+    return _sum(
+        a.resource
+        for app in state.applications
+        if _inside(app.queue, path)
+        for a in app.allocations
+        if not preempted_only or a.releasing == PREEMPTED
+    )
+
+
+def check_guarantee_floor(
+    state: PartitionState, queues: Iterable[str], removed: dict[str, dict[str, int]]
+) -> list[str]:
+    """No preemption took a queue below its guarantee.
+
+    For each queue in ``queues`` (those that lost victims since the previous quiescent check): its
+    usage without the victims still awaiting confirmation is at least its guarantee, less what left it
+    otherwise in that time (``removed``: the RM's own releases, victims of required-node asks, which
+    may ignore guarantees). The latest preemption decision in the queue left usage minus victims at or
+    above the guarantee; since then only allocations (up) and those removals (down) moved it, and a
+    confirmation takes the same allocation off both terms."""
+    problems = []
+    for path in sorted(set(queues)):
+        queue = state.queues.get(path)
+        if queue is None or not queue.guaranteed:
+            continue
+        usage = queue_subtree_sum(state, path, preempted_only=False)
+        victims = queue_subtree_sum(state, path, preempted_only=True)
+        lost = removed.get(path, {})
+        for name, guaranteed in queue.guaranteed.items():
+            left = usage.get(name, 0) - victims.get(name, 0)
+            floor = guaranteed - lost.get(name, 0)
+            if left < floor:
+                problems.append(
+                    f"{state.info.name} queue {path}: {name} {left} without its {victims.get(name, 0)} "
+                    f"awaiting preemption, below its guarantee {guaranteed} (less {lost.get(name, 0)} "
+                    "released otherwise since the last check)"
+                )
+    return problems
+
+
+def check_victims_booked(
+    state: PartitionState, awaiting: Iterable[str], confirmed: Iterable[str]
+) -> list[str]:
+    """A victim stays booked (marked as preempted) on its node, queue and application until the RM
+    confirms its release, and is gone once the confirmation was taken in."""
+    on_apps = {a.uuid: a for app in state.applications for a in app.allocations}
+    on_nodes = {a.uuid for node in state.nodes for a in node.allocations}
+    problems = []
+    for uuid in sorted(set(awaiting)):
+        allocation = on_apps.get(uuid)
+        if allocation is None or uuid not in on_nodes:
+            problems.append(f"{state.info.name}: victim {uuid} no longer booked before the RM confirmed")
+        elif allocation.releasing != PREEMPTED:
+            problems.append(
+                f"{state.info.name}: victim {uuid} booked as {allocation.releasing or 'running'}, "
+                f"not {PREEMPTED}"
+            )
+    for uuid in sorted(set(confirmed)):
+        if uuid in on_apps or uuid in on_nodes:
+            problems.append(f"{state.info.name}: victim {uuid} still booked after the RM confirmed")
+    return problems
+
+
+def check_nodes_not_overcommitted(state: PartitionState) -> list[str]:
+    """Nothing is placed where a victim still holds the room: no node books more than its capacity."""
+    return [
+        f"{state.info.name} node {node.node_id}: allocated {node.allocated} + occupied {node.occupied} "
+        f"above capacity {node.capacity}"
+        for node in state.nodes
+        if not res.fits_in(res.add(node.allocated, node.occupied), node.capacity)
+    ]

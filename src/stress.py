@@ -1886,3 +1886,669 @@ class SimulatedStress:
             if time.monotonic() >= deadline:
                 break
         return None, count, steps
+
+
+# ---- korral stress --preemption: guaranteed queues, borrowers, urgent asks that preempt ---------------
+
+PREEMPTION_DELAY = "100ms"
+# queue -> the priority.offset of its path (the effective priority of an ask is its own plus this)
+PREEMPTION_OFFSETS = {"root.boosted": 20}
+PREEMPTION_LAWS = invariants.QueueLaws(disabled=frozenset({"root.protected"}), fences=("root.fenced",))
+# queues whose asks preempt (allow_preempt_other): they are starved below their guarantee
+PREEMPTOR_QUEUES = ("root.urgent", "root.fenced.inner1")
+# queues that borrow above their guarantee (or have none): the victims come from these
+BORROWER_QUEUES = (
+    "root.batch",
+    "root.spare",
+    "root.protected",
+    "root.boosted",
+    "root.fenced.inner2",
+    "root.urgent",
+    "root.fenced.inner1",
+)
+DAEMON_QUEUE = "root.daemon"
+PREEMPTOR_GRACE = 10.0  # seconds an allocated preemptor still justifies victims heard of late
+PREEMPTION_NODE = {"memory": 16000, "vcore": 16000}
+PREEMPTION_NODES = 6
+
+
+def preemption_config(delay: str = PREEMPTION_DELAY) -> str:
+    """Guarantees summing to less than the cluster (6 nodes x 16000 memory), a fenced parent, a queue
+    whose allocations are never victims, one whose priority offset lifts its asks above the urgent ones,
+    and a short ``preemption.delay`` on the queues that preempt."""
+    return f"""
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: urgent
+            resources:
+              guaranteed: {{memory: 32000}}
+            properties:
+              preemption.delay: {delay}
+          - name: batch
+            resources:
+              guaranteed: {{memory: 12000}}
+          - name: spare
+          - name: protected
+            properties:
+              preemption.policy: disabled
+          - name: boosted
+            properties:
+              priority.offset: "20"
+          - name: fenced
+            parent: true
+            resources:
+              guaranteed: {{memory: 24000}}
+            properties:
+              preemption.policy: fence
+            queues:
+              - name: inner1
+                resources:
+                  guaranteed: {{memory: 16000}}
+                properties:
+                  preemption.delay: {delay}
+              - name: inner2
+                resources:
+                  guaranteed: {{memory: 6000}}
+          - name: daemon
+"""
+
+
+def effective_priority(queue: str, priority: int) -> int:
+    return priority + sum(
+        offset for path, offset in PREEMPTION_OFFSETS.items() if queue == path or queue.startswith(path + ".")
+    )
+
+
+class PreemptionRM(StressRM):
+    """Checks each victim the moment it hears of it: some pending preemptor may take it by the laws;
+    and each required-node allocation lands on its node. Collects the releases to confirm."""
+
+    def __init__(self, rm_id: str, seed: int, driver: PreemptionDriver) -> None:
+        super().__init__(rm_id, seed, misbehave=False)
+        self.driver = driver
+        self.violations: list[str] = []
+        self.victims = 0
+        self.preemptions = 0  # responses carrying victims (one decision's victims travel together)
+        self.preemptors_allocated = 0
+        self.required_node_allocated = 0
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        driver = self.driver
+        with self.lock:
+            victims = [
+                (release, self.live.get(release.uuid))
+                for release in response.released
+                if release.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
+            ]
+            for allocation in response.new:
+                required = driver.required_nodes.get(allocation.allocation_key)
+                if required is not None:
+                    self.required_node_allocated += 1
+                    if allocation.node_id != required:
+                        self.violations.append(
+                            f"{self.rm_id}: required-node ask {allocation.allocation_key} placed on "
+                            f"{allocation.node_id}, not {required}"
+                        )
+                party = driver.preemptors.pop(allocation.allocation_key, None)
+                if party is not None:
+                    self.preemptors_allocated += 1
+                    # still a candidate a while: a victim chosen for it may reach this RM after its
+                    # allocation elsewhere (the two come from different application actors)
+                    driver.recently_allocated[allocation.allocation_key] = (party, driver.clock())
+            if victims:
+                self.preemptions += 1
+            for release, allocation in victims:
+                self.victims += 1
+                driver.on_victim(release, allocation, self.violations)
+        super().update_allocation(response)
+
+
+class PreemptionDriver(Driver):
+    """One RM of ``korral stress --preemption``: fills the cluster with low-priority borrowers, then keeps
+    submitting high-priority asks that may preempt in starved queues, required-node asks, and churn.
+
+    Its confirmation style is per victim: most promptly, some late (held a while), some confirmed
+    with the victim's ask submitted again (it must not take the freed room back)."""
+
+    def __init__(
+        self, index: int, seed: int, record: Callable[[Op], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(index, seed, record, misbehave=False)
+        self.clock = clock
+        self.config = preemption_config()
+        self.rm = PreemptionRM(self.rm_id, seed * 7 + index, self)
+        self.node_ids = [f"{self.rm_id}-node-{n}" for n in range(PREEMPTION_NODES)]
+        self.late_node = f"{self.rm_id}-node-late"  # required-node asks wait for it until it exists
+        self.app_queue: dict[str, str] = {}
+        self.ask_info: dict[str, tuple[int, dict[str, int]]] = {}  # key -> (priority, resource)
+        # pending asks that may preempt: key -> who they are (popped by the RM when allocated)
+        self.preemptors: dict[str, invariants.PreemptionParty] = {}
+        self.required_nodes: dict[str, str] = {}  # required-node ask -> its node
+        self.recently_allocated: dict[str, tuple[invariants.PreemptionParty, float]] = {}
+        # victims heard of, not confirmed yet: uuid -> (release, when to confirm, resubmit)
+        self.awaiting: dict[str, tuple[si.AllocationRelease, float, bool]] = {}
+        self.confirmed: set[str] = set()  # confirmed since the last check (must be gone by then)
+        self.released_by_rm: set[str] = set()
+        # since the last quiescent check: queues that lost victims, and what they lost otherwise
+        self.victim_queues: set[str] = set()
+        self.removed: dict[str, dict[str, int]] = {}
+        self.resubmitted = 0
+
+    # ---- the RM's side of a victim (called by PreemptionRM under its lock) ------------------------
+
+    def on_victim(
+        self, release: si.AllocationRelease, allocation: si.Allocation | None, violations: list[str]
+    ) -> None:
+        queue = self.app_queue.get(release.application_id, "")
+        priority = allocation.priority if allocation is not None else 0
+        if allocation is not None and allocation.allocation_key in self.ask_info:
+            priority = self.ask_info[allocation.allocation_key][0]
+        victim = invariants.PreemptionParty(
+            key=release.uuid,
+            application_id=release.application_id,
+            queue=queue,
+            priority=effective_priority(queue, priority),
+            node_id=allocation.node_id if allocation is not None else "",
+        )
+        if allocation is None:
+            if release.uuid not in self.released_by_rm:
+                violations.append(f"{self.rm_id}: victim {release.uuid} was never allocated to this RM")
+            return
+        violations.extend(
+            f"{self.rm_id}: {problem}"
+            for problem in invariants.check_victim_justified(
+                victim, self.preemptors.values(), PREEMPTION_LAWS
+            )
+        )
+        self.victim_queues.add(queue)
+        if any(
+            p.required_node == victim.node_id
+            and not invariants.victim_law_breaches(victim, p, PREEMPTION_LAWS)
+            for p in self.preemptors.values()
+        ):
+            # a required-node ask may take a queue below its guarantee (a daemon set must run)
+            self._removed(queue, allocation.resource_per_alloc)
+        roll = self.rng.random()
+        delay = 0.0 if roll < 0.6 else self.rng.uniform(0.2, 1.5)
+        self.awaiting[release.uuid] = (release, self.clock() + delay, roll > 0.85)
+
+    def _removed(self, queue: str, resource: dict[str, int]) -> None:
+        bucket = self.removed.setdefault(queue, {})
+        for name, quantity in resource.items():
+            bucket[name] = bucket.get(name, 0) + quantity
+
+    # ---- operations --------------------------------------------------------------------------------
+
+    def register(self, core: Core) -> None:
+        super().register(core)
+        with self.rm.lock:
+            self.preemptors.clear()
+            self.awaiting.clear()
+        self.required_nodes.clear()
+        self.app_queue.clear()
+        for node_id in self.node_ids:
+            self.nodes[node_id] = True
+        self._send(
+            core,
+            "nodes",
+            t.nodes(self.rm_id, self.node_ids, PREEMPTION_NODE),
+            f"create {len(self.node_ids)} nodes",
+        )
+        for queue in BORROWER_QUEUES + PREEMPTOR_QUEUES + (DAEMON_QUEUE,):
+            self._new_app(core, queue)
+
+    def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        return [
+            (25, self._add_borrowers),
+            (6, self._add_preemptors),
+            (2, self._add_required_node_ask),
+            (12, self._release_allocation),
+            (4, self._release_preemptor_allocation),
+            (3, self._release_asks),
+            (1.5, self._new_app_op),
+            (0.3, self._create_late_node),
+            (20, self._confirm_due),
+        ]
+
+    def _new_app(self, core: Core, queue: str) -> str:
+        self.app_seq += 1
+        app_id = f"{self.rm_id}-app-{self.app_seq}"
+        self.apps.add(app_id)
+        self.app_queue[app_id] = queue
+        self._send(
+            core, "apps", t.applications(self.rm_id, {app_id: queue}), f"add application {app_id} in {queue}"
+        )
+        return app_id
+
+    def _new_app_op(self, core: Core) -> None:
+        self._new_app(core, self.rng.choice(BORROWER_QUEUES + PREEMPTOR_QUEUES))
+
+    def _apps_in(self, queues: Iterable[str]) -> list[str]:
+        wanted = set(queues)
+        return sorted(app for app, queue in self.app_queue.items() if queue in wanted and app in self.apps)
+
+    def _ask(
+        self,
+        app_id: str,
+        resource: dict[str, int],
+        priority: int,
+        *,
+        preempt_other: bool | None = None,
+        preempt_self: bool = True,
+        required_node: str = "",
+    ) -> si.AllocationAsk:
+        self.ask_seq += 1
+        key = f"{app_id}-ask-{self.ask_seq}"
+        self.asks[key] = app_id
+        self.ask_info[key] = (priority, resource)
+        policy = (
+            None
+            if preempt_other is None
+            else si.PreemptionPolicy(allow_preempt_self=preempt_self, allow_preempt_other=preempt_other)
+        )
+        tags = {si.DOMAIN_YUNIKORN + si.KEY_REQUIRED_NODE: required_node} if required_node else {}
+        return si.AllocationAsk(
+            allocation_key=key,
+            application_id=app_id,
+            resource_ask=resource,
+            priority=priority,
+            preemption_policy=policy,
+            originator=self.rng.random() < 0.1,
+            tags=tags,
+        )
+
+    def _add_borrowers(self, core: Core) -> None:
+        """Low-priority work, far more than fits: queues borrow above their guarantees."""
+        apps = self._apps_in(BORROWER_QUEUES)
+        if not apps:
+            return
+        app_id = self.rng.choice(apps)
+        asks = [
+            self._ask(
+                app_id,
+                {"memory": self.rng.choice([1000, 2000, 4000]), "vcore": self.rng.choice([500, 1000])},
+                self.rng.choice([0, 0, 0, 5, 20]),
+                # most victims may be preempted; some opted out (taken only when nothing else frees enough)
+                preempt_other=False,
+                preempt_self=self.rng.random() < 0.85,
+            )
+            for _ in range(self.rng.randint(1, 4))
+        ]
+        self._send(
+            core,
+            "allocations",
+            si.AllocationRequest(rm_id=self.rm_id, asks=asks),
+            f"{len(asks)} borrowers for {app_id}",
+        )
+
+    def _add_preemptors(self, core: Core) -> None:
+        """High-priority asks in a starved queue that may preempt (some without a policy: they wait)."""
+        apps = self._apps_in(PREEMPTOR_QUEUES)
+        if not apps:
+            return
+        app_id = self.rng.choice(apps)
+        queue = self.app_queue[app_id]
+        priority = self.rng.choice([10, 10, 10, 3])
+        may_preempt = self.rng.random() < 0.85
+        asks = [
+            self._ask(
+                app_id,
+                {"memory": self.rng.choice([2000, 4000]), "vcore": 1000},
+                priority,
+                preempt_other=True if may_preempt else None,
+            )
+            for _ in range(self.rng.randint(1, 3))
+        ]
+        with self.rm.lock:
+            for ask in asks:
+                self.preemptors[ask.allocation_key] = invariants.PreemptionParty(
+                    key=ask.allocation_key,
+                    application_id=app_id,
+                    queue=queue,
+                    priority=effective_priority(queue, priority),
+                )
+        self._send(
+            core,
+            "allocations",
+            si.AllocationRequest(rm_id=self.rm_id, asks=asks),
+            f"{len(asks)} preemptors for {app_id}",
+        )
+
+    def _add_required_node_ask(self, core: Core) -> None:
+        """A daemon-set style ask pinned to one node (sometimes one that does not exist yet)."""
+        apps = self._apps_in([DAEMON_QUEUE])
+        if not apps:
+            return
+        app_id = apps[0]
+        node_id = self.late_node if self.rng.random() < 0.1 else self.rng.choice(self.node_ids)
+        priority = self.rng.choice([15, 15, 0])
+        ask = self._ask(app_id, {"memory": 1000, "vcore": 500}, priority, required_node=node_id)
+        self.required_nodes[ask.allocation_key] = node_id
+        with self.rm.lock:
+            self.preemptors[ask.allocation_key] = invariants.PreemptionParty(
+                key=ask.allocation_key,
+                application_id=app_id,
+                queue=DAEMON_QUEUE,
+                priority=effective_priority(DAEMON_QUEUE, priority),
+                required_node=node_id,
+            )
+        self._send(
+            core,
+            "allocations",
+            si.AllocationRequest(rm_id=self.rm_id, asks=[ask]),
+            f"required-node ask {ask.allocation_key} on {node_id}",
+        )
+
+    def _create_late_node(self, core: Core) -> None:
+        if self.late_node in self.nodes:
+            return
+        self.nodes[self.late_node] = True
+        self._send(
+            core, "nodes", t.nodes(self.rm_id, [self.late_node], PREEMPTION_NODE), f"create {self.late_node}"
+        )
+
+    def _release(self, core: Core, allocation: si.Allocation) -> None:
+        with self.rm.lock:
+            self.released_by_rm.add(allocation.uuid)
+            self._removed(self.app_queue.get(allocation.application_id, ""), allocation.resource_per_alloc)
+        request = t.release(self.rm_id, allocation.application_id, uuid=allocation.uuid)
+        self._send(core, "allocations", request, f"release allocation {allocation.uuid}")
+
+    def _release_allocation(self, core: Core) -> None:
+        """Borrowers finish now and then (what leaves a queue other than by preemption is counted)."""
+        with self.rm.lock:
+            live = sorted(self.rm.live.values(), key=lambda a: a.uuid)
+        if live:
+            self._release(core, self.rng.choice(live))
+
+    def _release_preemptor_allocation(self, core: Core) -> None:
+        """Urgent work finishes too, so its queue is starved again and preempts again."""
+        with self.rm.lock:
+            live = sorted(
+                (
+                    a
+                    for a in self.rm.live.values()
+                    if self.app_queue.get(a.application_id) in PREEMPTOR_QUEUES
+                ),
+                key=lambda a: a.uuid,
+            )
+        if live:
+            self._release(core, self.rng.choice(live))
+
+    def _release_asks(self, core: Core) -> None:
+        picked = self._pick_ask()
+        if picked is None:
+            return
+        key, app_id = picked
+        self.asks_released.add(key)
+        # a released preemptor stays a candidate: a victim chosen for it may be on its way already
+        self._send(core, "allocations", t.release_asks(self.rm_id, app_id, key), f"release ask {key}")
+
+    def _confirm_due(self, core: Core) -> None:
+        """Confirm the victims whose time has come; some are then submitted again (a new ask)."""
+        now = self.clock()
+        with self.rm.lock:
+            due = [(uuid, entry) for uuid, entry in self.awaiting.items() if entry[1] <= now]
+            for uuid, _ in due:
+                del self.awaiting[uuid]
+                self.confirmed.add(uuid)
+            # the RM takes its own confirmations from here, not from the recorder's list
+            self.rm.to_confirm.clear()
+        if not due:
+            return
+        releases = [release for _, (release, _, _) in due]
+        request = si.AllocationRequest(
+            rm_id=self.rm_id, releases=si.AllocationReleasesRequest(allocations_to_release=releases)
+        )
+        self._send(core, "allocations", request, f"confirm {len(releases)} victims")
+        for release, _, resubmit in (entry for _, entry in due):
+            if resubmit and release.application_id in self.apps and release.allocation_key in self.ask_info:
+                priority, resource = self.ask_info[release.allocation_key]
+                ask = self._ask(release.application_id, resource, priority, preempt_other=False)
+                self.resubmitted += 1
+                self._send(
+                    core,
+                    "allocations",
+                    si.AllocationRequest(rm_id=self.rm_id, asks=[ask]),
+                    f"victim {release.uuid} submitted again as {ask.allocation_key}",
+                )
+
+    def confirm_all(self, core: Core) -> None:
+        """At the end: every victim confirmed (late ones too), so nothing stays half released."""
+        with self.rm.lock:
+            self.awaiting = {uuid: (release, 0.0, False) for uuid, (release, _, _) in self.awaiting.items()}
+        self._confirm_due(core)
+
+    # ---- checks at a quiescent point ---------------------------------------------------------------
+
+    def take_window(self) -> PreemptionWindow:
+        """What happened since the last check, taken (and reset) before the core's state is read: a
+        victim chosen while it is read is then left for the next check, never half seen."""
+        with self.rm.lock:
+            window = PreemptionWindow(
+                awaiting=frozenset(set(self.awaiting) - self.released_by_rm),
+                confirmed=frozenset(self.confirmed),
+                victim_queues=frozenset(self.victim_queues),
+                removed={queue: dict(resource) for queue, resource in self.removed.items()},
+                violations=tuple(self.rm.violations),
+            )
+            self.rm.violations.clear()
+            self.confirmed.clear()
+            self.victim_queues.clear()
+            self.removed = {}
+        return window
+
+    def check_window(self, state: invariants.PartitionState | None, window: PreemptionWindow) -> list[str]:
+        problems = self.check(state)
+        problems.extend(window.violations)
+        if state is not None:
+            problems.extend(invariants.check_guarantee_floor(state, window.victim_queues, window.removed))
+            problems.extend(invariants.check_victims_booked(state, window.awaiting, window.confirmed))
+            problems.extend(invariants.check_nodes_not_overcommitted(state))
+        return problems
+
+
+@attrs.frozen(kw_only=True)
+class PreemptionWindow:
+    awaiting: frozenset[str]
+    confirmed: frozenset[str]
+    victim_queues: frozenset[str]
+    removed: dict[str, dict[str, int]]
+    violations: tuple[str, ...]
+
+
+@attrs.define
+class PreemptionResult:
+    seed: int
+    operations: int
+    checkpoints: int
+    violations: list[str]
+    victims: int = 0
+    preemptions: int = 0
+    preemptors_allocated: int = 0
+    required_node_allocated: int = 0
+    resubmitted: int = 0
+    seeds: int = 0  # simulated: the seeds run
+
+
+def _preemption_totals(result: PreemptionResult, drivers: Iterable[PreemptionDriver]) -> PreemptionResult:
+    for driver in drivers:
+        result.victims += driver.rm.victims
+        result.preemptions += driver.rm.preemptions
+        result.preemptors_allocated += driver.rm.preemptors_allocated
+        result.required_node_allocated += driver.rm.required_node_allocated
+        result.resubmitted += driver.resubmitted
+    return result
+
+
+class PreemptionStress:
+    """``korral stress --preemption``: RMs on threads (``run``) or seeds on the simulated runtime
+    (``run_seeds``), checking the preemption laws as each victim is heard of and at every quiescent
+    point, with the invariants of every stress run (nothing lost, nothing booked twice)."""
+
+    def __init__(self, rms: int = 2, seed: int = 1, checkpoint: float = 2.0, pause: float = 0.002) -> None:
+        self.rm_count = rms
+        self.seed = seed
+        self.checkpoint_interval = checkpoint
+        self.pause = pause  # between one RM's operations: a shim's pace, and room for the core
+        self.ops: list[Op] = []
+        self._lock = threading.Lock()
+
+    def _record(self, op: Op) -> None:
+        with self._lock:
+            self.ops.append(attrs.evolve(op, seq=len(self.ops) + 1))
+
+    def _check(self, core: Core, drivers: list[PreemptionDriver]) -> list[str]:
+        problems: list[str] = []
+        states = []
+        windows = [driver.take_window() for driver in drivers]
+        for driver, window in zip(drivers, windows, strict=True):
+            state = invariants.stable_collect(core, driver.partition)
+            if state is not None:
+                problems.extend(invariants.check_partition(state))
+                states.append(state)
+            problems.extend(driver.check_window(state, window))
+        problems.extend(invariants.check_unique_uuids(states))
+        if core.tracker.errors:
+            problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
+        return problems
+
+    def run(
+        self, duration: float, progress: Callable[[float, PreemptionResult], None] | None = None
+    ) -> PreemptionResult:
+        """RMs on threads for ``duration`` seconds, checked every ``checkpoint`` seconds and at the end."""
+        drivers = [PreemptionDriver(index, self.seed, self._record) for index in range(self.rm_count)]
+        result = PreemptionResult(seed=self.seed, operations=0, checkpoints=0, violations=[])
+        core = korral.start(**SETTINGS)
+        try:
+            for driver in drivers:
+                driver.register(core)
+            deadline = time.monotonic() + duration
+            while time.monotonic() < deadline and not result.violations:
+                until = min(deadline, time.monotonic() + self.checkpoint_interval)
+                result.violations = self._window(core, drivers, until)
+                if not result.violations:
+                    try:
+                        core.wait_until_idle(timeout=60.0)
+                        result.violations = self._check(core, drivers)
+                    except TimeoutError as error:
+                        result.violations = [f"no progress (deadlock watchdog): {error}"]
+                result.checkpoints += 1
+                if progress is not None:
+                    progress(
+                        max(0.0, deadline - time.monotonic()),
+                        _preemption_totals(attrs.evolve(result), drivers),
+                    )
+            if not result.violations:
+                # the end: every late victim confirmed; then nothing may remain awaiting
+                for driver in drivers:
+                    driver.confirm_all(core)
+                core.wait_until_idle(timeout=60.0)
+                result.violations = self._check(core, drivers)
+                result.checkpoints += 1
+        finally:
+            core.stop()
+        result.operations = len(self.ops)
+        return _preemption_totals(result, drivers)
+
+    def _window(self, core: Core, drivers: list[PreemptionDriver], until: float) -> list[str]:
+        errors: list[str] = []
+
+        def drive(driver: PreemptionDriver) -> None:
+            try:
+                while time.monotonic() < until:
+                    driver.step(core)
+                    time.sleep(self.pause)
+            except Exception as error:  # an SI call the core should have taken
+                errors.append(f"{driver.rm_id}: {type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=drive, args=(d,), name=f"preempt-{d.rm_id}") for d in drivers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return errors
+
+    def run_seed(self, seed: int, operations: int = 60) -> PreemptionResult:
+        """One seed on the simulated runtime: operations, with virtual time passing between them (so
+        preemption delays expire), checked at every quiescent point and after the victims are confirmed."""
+        self.ops = []
+        rng = random.Random(seed)
+        core = korral.start(runtime="simulated", seed=seed, **SETTINGS)
+        simulation = core.simulation
+        assert simulation is not None
+        drivers = [
+            PreemptionDriver(index, seed, self._record, clock=lambda: simulation.now)
+            for index in range(self.rm_count)
+        ]
+        result = PreemptionResult(seed=seed, operations=0, checkpoints=0, violations=[], seeds=1)
+        try:
+            simulation.perturb()
+            for driver in drivers:
+                driver.register(core)
+            for _ in range(operations):
+                try:
+                    rng.choice(drivers).step(core)
+                except Exception as error:
+                    result.violations = [f"{type(error).__name__}: {error}"]
+                    break
+                if rng.random() < 0.5:
+                    core.advance(round(rng.uniform(0.0, 0.4), 3))
+                core.wait_until_idle()  # a quiescent point: what was sent before is taken in
+                result.violations = self._check_simulated(core, drivers)
+                result.checkpoints += 1
+                if result.violations:
+                    break
+            if not result.violations:
+                for driver in drivers:
+                    driver.confirm_all(core)
+                core.advance(SIMULATED_SETTLE)
+                result.violations = self._check_simulated(core, drivers)
+                result.checkpoints += 1
+        finally:
+            core.stop()
+        result.operations = len(self.ops)
+        return _preemption_totals(result, drivers)
+
+    def _check_simulated(self, core: Core, drivers: list[PreemptionDriver]) -> list[str]:
+        problems: list[str] = []
+        states = []
+        windows = [driver.take_window() for driver in drivers]
+        for driver, window in zip(drivers, windows, strict=True):
+            state = invariants.collect(core, driver.partition)
+            if state is not None:
+                problems.extend(invariants.check_partition(state))
+                states.append(state)
+            problems.extend(driver.check_window(state, window))
+        problems.extend(invariants.check_unique_uuids(states))
+        if core.tracker.errors:
+            problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
+        return problems
+
+    def run_seeds(
+        self, seeds: Iterable[int], *, operations: int = 60, budget: float = 60.0
+    ) -> PreemptionResult:
+        """Seeds until one violates or ``budget`` wall seconds are spent; totals over the seeds run."""
+        deadline = time.monotonic() + budget
+        total = PreemptionResult(seed=0, operations=0, checkpoints=0, violations=[])
+        for seed in seeds:
+            outcome = self.run_seed(seed, operations)
+            total.seed = seed
+            total.seeds += 1
+            total.operations += outcome.operations
+            total.checkpoints += outcome.checkpoints
+            total.victims += outcome.victims
+            total.preemptions += outcome.preemptions
+            total.preemptors_allocated += outcome.preemptors_allocated
+            total.required_node_allocated += outcome.required_node_allocated
+            total.resubmitted += outcome.resubmitted
+            if outcome.violations:
+                total.violations = outcome.violations
+                break
+            if time.monotonic() >= deadline:
+                break
+        return total

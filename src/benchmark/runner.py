@@ -17,7 +17,7 @@ import attrs
 
 import korral
 from korral import si
-from korral.benchmark.workloads import Workload
+from korral.benchmark.workloads import PreemptionWorkload, Workload
 from korral.callback import ResourceManagerCallback
 from korral.reference import ReferenceScheduler
 
@@ -382,4 +382,176 @@ def gang_json(workload: Workload, korral_result: GangResult, reference: GangResu
         "asks": workload.asks,
         "korral": fields(korral_result),
         "reference": fields(reference),
+    }
+
+
+# ---- preemption: urgent asks in a starved queue, victims from a full cluster ---------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PreemptionBenchResult:
+    """Latency from an urgent ask's ``preemption.delay`` expiring to its allocation (the RM confirming
+    each victim at once), and victims chosen per second over the span in which they were chosen."""
+
+    running: int  # allocations running before the urgent asks came
+    fill_seconds: float
+    preemptors: int
+    preemptors_allocated: int
+    victims: int
+    victims_per_second: float
+    latency_ms_p50: float
+    latency_ms_p99: float
+    latency_ms_max: float
+    seconds: float  # first urgent ask submitted -> last one allocated
+    peak_rss_mb: float
+
+
+class PreemptionBenchRM(BenchRM):
+    """Records fill allocations, victims and urgent allocations apart; confirms each victim's release
+    at once, as a shim does when the preempted pod has stopped."""
+
+    def __init__(self, expected_nodes: int) -> None:
+        super().__init__(expected_nodes)
+        self.core: korral.Core | None = None
+        self.rm_id = ""
+        self.urgent: dict[str, float] = {}
+        self.urgent_target = 0
+        self.urgent_done = threading.Event()
+        self.victim_times: list[float] = []
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        now = time.perf_counter()
+        victims = [
+            r for r in response.released if r.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
+        ]
+        with self.lock:
+            for allocation in response.new:
+                if allocation.application_id == "urgent":
+                    self.urgent[allocation.allocation_key] = now
+                else:
+                    self.arrivals.append((allocation.allocation_key, now))
+            if self.target and len(self.arrivals) >= self.target:
+                self.done.set()
+            self.victim_times.extend([now] * len(victims))
+            if self.urgent_target and len(self.urgent) >= self.urgent_target:
+                self.urgent_done.set()
+        if victims and self.core is not None:
+            self.core.update_allocation(
+                si.AllocationRequest(
+                    rm_id=self.rm_id, releases=si.AllocationReleasesRequest(allocations_to_release=victims)
+                )
+            )
+
+
+def _wait_with_progress(rm: PreemptionBenchRM, timeout: float, stall: float) -> bool:
+    """Wait for every urgent allocation; give up after ``timeout``, or once nothing moved (no victim,
+    no urgent allocation) for ``stall`` seconds: a core that does not preempt fails in seconds."""
+    deadline = time.monotonic() + timeout
+    seen, moved = (-1, -1), time.monotonic()
+    while not rm.urgent_done.wait(0.25):
+        now = time.monotonic()
+        with rm.lock:
+            progress = (len(rm.urgent), len(rm.victim_times))
+        if progress != seen:
+            seen, moved = progress, now
+        if now >= deadline or now - moved >= stall:
+            return False
+    return True
+
+
+def run_preemption_korral(
+    workload: PreemptionWorkload,
+    timeout: float = 600.0,
+    progress: Callable[[str], None] | None = None,
+    stall: float = 30.0,
+) -> PreemptionBenchResult:
+    rm = PreemptionBenchRM(workload.node_count)
+    gc.collect()
+    with korral.start() as core:
+        rm.core = core
+        rm.rm_id = workload.rm_id
+        core.register_resource_manager(
+            si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
+        )
+        core.update_node(workload.nodes)
+        if not rm.nodes_done.wait(timeout):
+            raise TimeoutError("nodes were not registered in time")
+        core.update_application(workload.applications)
+        core.wait_until_idle(timeout)
+        rm.target = workload.allocations
+        fill_started = time.perf_counter()
+        for request in workload.fill:
+            core.update_allocation(request)
+        if not rm.done.wait(timeout):
+            raise TimeoutError(f"the cluster did not fill: {len(rm.arrivals):,} of {workload.allocations:,}")
+        core.wait_until_idle(timeout)
+        fill_seconds = time.perf_counter() - fill_started
+        if progress is not None:
+            progress(f"{workload.allocations:,} allocations running after {fill_seconds:.1f}s")
+        rm.urgent_target = len(workload.preemptors)
+        submitted: dict[str, float] = {}
+        start = time.perf_counter()
+        for index, ask in enumerate(workload.preemptors):
+            delay = start + index / workload.rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            submitted[ask.allocation_key] = time.perf_counter()
+            core.update_allocation(si.AllocationRequest(rm_id=workload.rm_id, asks=[ask]))
+        finished = _wait_with_progress(rm, timeout, stall)
+        core.wait_until_idle(timeout)
+        errors = core.tracker.errors
+    if errors:
+        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
+    with rm.lock:
+        urgent = dict(rm.urgent)
+        victim_times = list(rm.victim_times)
+    if not finished:
+        raise TimeoutError(
+            f"only {len(urgent):,} of {len(workload.preemptors):,} urgent asks were allocated "
+            f"({len(victim_times):,} victims chosen); nothing moved for {stall:g}s"
+        )
+    latencies = [
+        (urgent[key] - submitted[key] - workload.delay) * 1000.0 for key in urgent if key in submitted
+    ]
+    end = max(urgent.values())
+    # victims are chosen from the first delay's expiry on
+    span = max(victim_times) - (start + workload.delay) if victim_times else 0.0
+    return PreemptionBenchResult(
+        running=workload.allocations,
+        fill_seconds=fill_seconds,
+        preemptors=len(workload.preemptors),
+        preemptors_allocated=len(urgent),
+        victims=len(victim_times),
+        victims_per_second=len(victim_times) / span if span > 0 else 0.0,
+        latency_ms_p50=_percentile(latencies, 0.50),
+        latency_ms_p99=_percentile(latencies, 0.99),
+        latency_ms_max=max(latencies, default=0.0),
+        seconds=end - start,
+        peak_rss_mb=peak_rss_mb(),
+    )
+
+
+def preemption_json(workload: PreemptionWorkload, result: PreemptionBenchResult) -> dict:
+    """The JSON document of ``korral bench --workload preemption --json``."""
+    return {
+        "workload": workload.name,
+        "nodes": workload.node_count,
+        "running_allocations": result.running,
+        "preemptors": result.preemptors,
+        "rate_per_second": workload.rate,
+        "preemption_delay_seconds": workload.delay,
+        "korral": {
+            "fill_seconds": round(result.fill_seconds, 3),
+            "preemptors_allocated": result.preemptors_allocated,
+            "victims": result.victims,
+            "victims_per_second": round(result.victims_per_second, 1),
+            "latency_ms": {
+                "p50": round(result.latency_ms_p50, 2),
+                "p99": round(result.latency_ms_p99, 2),
+                "max": round(result.latency_ms_max, 2),
+            },
+            "latency_measures": "urgent ask's preemption.delay expiring -> its allocation at the RM",
+            "seconds": round(result.seconds, 3),
+            "peak_rss_mb": round(result.peak_rss_mb, 1),
+        },
     }

@@ -296,3 +296,122 @@ def build(
             nodes or 10_000, asks or 100_000, seed=seed, rate=rate or 25_000.0, user_limits=user_limits
         )
     raise ValueError(f"unknown workload {name!r} (yunikorn, scale)")
+
+
+# ---- preemption: a full cluster of low-priority borrowers, then urgent asks that preempt ---------------
+
+PREEMPTION_LOW_QUEUES = 4
+PREEMPTION_VICTIMS_PER_ASK = 2  # an urgent ask is twice a running one: two victims on one node each
+PREEMPTION_URGENT_PRIORITY = 100
+
+
+@attrs.frozen(kw_only=True)
+class PreemptionWorkload:
+    """``korral bench --workload preemption``.
+
+    ``allocations`` asks of {memory: 10, vcore: 1} at priority 0 fill ``nodes`` nodes exactly, spread
+    over root.low0..low3, each guaranteed a tenth of its share (so all of them run above their
+    guarantee, and every allocation is a possible victim). Then ``preemptors`` asks of twice that size,
+    priority 100 with ``allow_preempt_other``, arrive in root.urgent (guaranteed room for all of them,
+    holding nothing) at ``rate`` per second; each waits ``delay`` seconds (its queue's
+    ``preemption.delay``) and then needs two victims on one node."""
+
+    name: str
+    config: str
+    nodes: si.NodeRequest
+    applications: si.ApplicationRequest
+    fill: tuple[si.AllocationRequest, ...]
+    preemptors: tuple[si.AllocationAsk, ...]
+    allocations: int
+    node_count: int
+    delay: float
+    rate: float
+
+    @property
+    def rm_id(self) -> str:
+        return RM_ID
+
+
+def preemption(
+    nodes: int = 500, allocations: int = 5000, preemptors: int = 200, rate: float = 100.0, delay: float = 0.5
+) -> PreemptionWorkload:
+    per_node = max(1, allocations // nodes)
+    allocations = per_node * nodes  # exactly full
+    if preemptors * PREEMPTION_VICTIMS_PER_ASK > allocations // 2:
+        raise ValueError(
+            f"{preemptors:,} urgent asks need {preemptors * PREEMPTION_VICTIMS_PER_ASK:,} victims: more than "
+            f"half of the {allocations:,} running allocations"
+        )
+    size = {"memory": 10, "vcore": 1}
+    # the low queues' guarantees: a tenth of their share in memory units, so they stay above theirs
+    share = allocations * size["memory"] // PREEMPTION_LOW_QUEUES
+    low = "".join(
+        f"""          - name: low{index}
+            resources:
+              guaranteed: {{memory: {max(10, share // 10)}}}
+"""
+        for index in range(PREEMPTION_LOW_QUEUES)
+    )
+    urgent_room = preemptors * PREEMPTION_VICTIMS_PER_ASK * size["memory"]
+    config = f"""
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: urgent
+            resources:
+              guaranteed: {{memory: {urgent_room}, vcore: {urgent_room // 10}}}
+            properties:
+              preemption.delay: {int(delay * 1000)}ms
+{low}"""
+    apps = si.ApplicationRequest(
+        rm_id=RM_ID,
+        new=[
+            si.AddApplicationRequest(
+                application_id=app_id, queue_name=queue, ugi=si.UserGroupInformation(user="bench")
+            )
+            for app_id, queue in [
+                *((f"low-{index}", f"root.low{index}") for index in range(PREEMPTION_LOW_QUEUES)),
+                ("urgent", "root.urgent"),
+            ]
+        ],
+    )
+    fill = tuple(
+        si.AllocationRequest(
+            rm_id=RM_ID,
+            asks=[
+                si.AllocationAsk(
+                    allocation_key=f"low-{queue}-{index}",
+                    application_id=f"low-{queue}",
+                    resource_ask=dict(size),
+                    preemption_policy=si.PreemptionPolicy(allow_preempt_self=True),
+                )
+                for index in range(queue, allocations, PREEMPTION_LOW_QUEUES)
+            ],
+        )
+        for queue in range(PREEMPTION_LOW_QUEUES)
+    )
+    urgent = tuple(
+        si.AllocationAsk(
+            allocation_key=f"urgent-{index}",
+            application_id="urgent",
+            resource_ask={name: quantity * PREEMPTION_VICTIMS_PER_ASK for name, quantity in size.items()},
+            priority=PREEMPTION_URGENT_PRIORITY,
+            preemption_policy=si.PreemptionPolicy(allow_preempt_other=True),
+        )
+        for index in range(preemptors)
+    )
+    return PreemptionWorkload(
+        name="preemption",
+        config=config,
+        nodes=_identical_nodes(nodes, {"memory": 10 * per_node, "vcore": per_node}),
+        applications=apps,
+        fill=fill,
+        preemptors=urgent,
+        allocations=allocations,
+        node_count=nodes,
+        delay=delay,
+        rate=rate,
+    )
