@@ -14,6 +14,7 @@ from korral import si
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.model.allocation import Allocation
+from korral.model.app_owner import preemption_flags
 from korral.model.naming import normalize_partition_name, partition_without_rm
 from korral.model.partition import ModelError, PartitionModel, Predicate
 from korral.model.si_convert import from_si_allocation, to_si_allocation, to_si_release
@@ -200,7 +201,7 @@ class ReferenceScheduler:
                     )
                 )
                 continue
-            policy = ask.preemption_policy or si.PreemptionPolicy()
+            allow_preempt_self, allow_preempt_other = preemption_flags(ask)
             try:
                 partition.add_ask(
                     ask.application_id,
@@ -212,8 +213,8 @@ class ReferenceScheduler:
                     placeholder=ask.placeholder,
                     task_group_name=ask.task_group_name,
                     originator=ask.originator,
-                    allow_preempt_self=policy.allow_preempt_self,
-                    allow_preempt_other=policy.allow_preempt_other,
+                    allow_preempt_self=allow_preempt_self,
+                    allow_preempt_other=allow_preempt_other,
                     execution_timeout_ms=ask.execution_timeout_milliseconds,
                 )
             except ModelError as error:

@@ -316,3 +316,12 @@ class SchedulerDone:
 @attrs.frozen(slots=True)
 class Retire:
     """Partition -> a removed actor: stop once nothing more can reach you (see ``RetiringActor``)."""
+
+
+@frozen
+class Preempt:
+    """Scheduler -> application: release these allocations to the RM as PREEMPTED_BY_SCHEDULER (they
+    stay booked until it confirms); one the owner cannot preempt is handed back (``unpreempt``)."""
+
+    uuids: tuple[str, ...]
+    message: str

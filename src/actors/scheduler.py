@@ -25,6 +25,7 @@ from korral.actors.messages import (
     NodeGone,
     NodeReservations,
     Place,
+    Preempt,
     QueueCreated,
     QueuesRemoved,
     RolledBack,
@@ -35,6 +36,7 @@ from korral.actors.messages import (
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
@@ -231,6 +233,8 @@ class SchedulerActor(ThreadedActor):
                 view.swap(message.application_id, payload[0], payload[1])
             elif operation == "releasing":
                 view.mark_releasing(message.application_id, payload[0], payload[1])
+            elif operation == "unpreempt":
+                view.unpreempt(message.application_id, payload)
         if new_asks:
             view.put_asks(new_asks)
         self._wake()
@@ -323,6 +327,10 @@ class SchedulerActor(ThreadedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
+        if view.core_releases:
+            self._send_core_releases()
+        if view.preemption_events:
+            self._send_preemption_events()
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()
@@ -335,8 +343,6 @@ class SchedulerActor(ThreadedActor):
         replacing: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
         refused: list[Allocation] = []
-        if view.core_releases:
-            view.take_core_releases()  # replacements: their owners release the placeholders
         for allocation in made:
             app = apps.get(allocation.application_id)
             if app is None:
@@ -362,6 +368,37 @@ class SchedulerActor(ThreadedActor):
                 view.rollback(allocation)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
+
+    def _send_core_releases(self) -> None:
+        """Preemption victims go to their applications, which release them to the RM (the view marked
+        them releasing already); a gang replacement's placeholder is released by its owner itself."""
+        view = self.view
+        by_app: dict[str, tuple[list[str], str]] = {}
+        for allocation, termination, text in view.core_releases:
+            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+                by_app.setdefault(allocation.application_id, ([], text))[0].append(allocation.uuid)
+        view.take_core_releases()
+        for application_id, (uuids, text) in by_app.items():
+            app = self.apps.get(application_id)
+            if app is None or not app.tell(Preempt(uuids=tuple(uuids), message=text)):
+                for uuid in uuids:
+                    view.unpreempt(application_id, uuid)
+
+    def _send_preemption_events(self) -> None:
+        """Request events about preemption (YuniKorn's ask events), when the RM takes events at all."""
+        found, self.view.preemption_events = self.view.preemption_events, []
+        if (
+            type(self.callback).send_event is ResourceManagerCallback.send_event
+            or self.callback_closed.is_set()
+        ):
+            return
+        records = [
+            events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)
+            for application_id, key, text in found
+        ]
+        self.dispatcher.tell(
+            Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
+        )
 
     def on_Snapshot(self, message: Snapshot) -> Any:
         return {

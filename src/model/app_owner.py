@@ -18,7 +18,7 @@ import attrs
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import TAG_ALLOW_PREEMPTION, Allocation, Ask
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -61,7 +61,16 @@ def ask_rejection(
     return ""
 
 
-_NO_PREEMPTION_POLICY = si.PreemptionPolicy()
+def preemption_flags(request: si.AllocationAsk) -> tuple[bool, bool]:
+    """(allow_preempt_self, allow_preempt_other) of an SI ask, as YuniKorn reads them: a missing
+    policy may not preempt others and may itself be preempted, unless its allow-preemption tag says
+    "false". Shared by every driver."""
+    policy = request.preemption_policy
+    if policy is None:
+        return request.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
+    return policy.allow_preempt_self, policy.allow_preempt_other
+
+
 # states in which a new ask sets the application running again
 _RUN_ON_ASK = frozenset({ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING})
 
@@ -74,7 +83,7 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
     resource = request.resource_ask
     if 0 in resource.values():
         resource = res.prune(resource)
-    policy = request.preemption_policy or _NO_PREEMPTION_POLICY
+    allow_preempt_self, allow_preempt_other = preemption_flags(request)
     # positional, in Ask.__init__'s order: this runs once per ask received by each owner and view
     return Ask(
         request.allocation_key,
@@ -88,8 +97,8 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         request.placeholder and bool(request.task_group_name),
         request.task_group_name,
         request.originator,
-        policy.allow_preempt_self,
-        policy.allow_preempt_other,
+        allow_preempt_self,
+        allow_preempt_other,
         request.execution_timeout_milliseconds,
         generation,
     )
@@ -428,6 +437,23 @@ class ApplicationOwner:
         for event in plan.events:
             self._transition(event, now, effects)
         self._maybe_complete(now, effects)
+        return effects
+
+    def preempt(
+        self, uuids: Iterable[str], message: str, now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
+        """The scheduler chose these allocations as preemption victims: each is released to the RM
+        (PREEMPTED_BY_SCHEDULER) and stays booked until it confirms. One this owner does not hold, or
+        is releasing already, is handed back to the view (it may not have been confirmed here yet)."""
+        effects = effects if effects is not None else AppEffects()
+        app = self.app
+        termination = si.TerminationType.PREEMPTED_BY_SCHEDULER
+        for uuid in uuids:
+            allocation = None if self.removed else app.mark_releasing(uuid, termination)
+            if allocation is None:
+                effects.view_ops.append(("unpreempt", uuid))
+                continue
+            effects.released.append((allocation, termination, message))
         return effects
 
     def node_removed(

@@ -30,6 +30,7 @@ from korral.model.application import (
     advance_for_recovery,
 )
 from korral.model.node import Node
+from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import ROOT, SORT_FIFO, SORT_STATE_AWARE, Queue, QueueState
 from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
@@ -149,6 +150,8 @@ class PartitionModel:
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         # releases the core made (allocation, termination, message): booked until the RM confirms
         self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
+        # request events of preemption attempts (application, allocation key, message)
+        self.preemption_events: list[tuple[str, str, str]] = []
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
@@ -1167,13 +1170,25 @@ class PartitionModel:
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
+                if ask.allow_preempt_other:
+                    # preemption may make room (YuniKorn tries it when the headroom is short too);
+                    # time alone can make it due, so the application is never skipped as blocked
+                    only_quota_blocked = False
+                    try_preempt(self, app, queue, ask, now)
                 continue
             if user_limits is not None and self.ugm.over_limit(user_limits, ask.resource):
                 continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
+            if ask.required_node:
+                allocation = try_required_node(self, app, queue, ask, now)
+                if allocation is not None:
+                    return allocation
+                continue
             node = self._find_node(ask)
             if node is not None:
                 return self.commit(app, queue, ask, node)
+            if ask.allow_preempt_other and try_preempt(self, app, queue, ask, now):
+                continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
         if only_quota_blocked:
@@ -1246,6 +1261,11 @@ class PartitionModel:
                 not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
             ):
                 continue
+            if ask.required_node:
+                allocation = try_reserved_required_node(self, app, queue, ask, node, now)
+                if allocation is not None:
+                    return allocation
+                continue  # only its own node will do
             target: Node | None = None
             if (
                 node.schedulable
@@ -1258,6 +1278,8 @@ class PartitionModel:
             if target is not None:
                 self.unreserve(application_id, allocation_key)
                 return self.commit(app, queue, ask, target)
+            if ask.allow_preempt_other:
+                try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
         return None
 
     # ---- outputs -----------------------------------------------------------------------------------

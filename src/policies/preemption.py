@@ -139,22 +139,33 @@ def eligible(
 ) -> list[Candidate]:
     """Laws 2, 4 and 5, and the first half of 3 (the victim's queue is above its guarantee now)."""
     fence = fence_root(preemptor.queue_path, queues)
+    verdicts: dict[str, bool] = {}
     result = []
     for candidate in candidates:
-        if (
-            candidate.application_id == preemptor.application_id
-            or candidate.queue_path == preemptor.queue_path
-        ):
+        if candidate.application_id == preemptor.application_id or candidate.required_node:
+            continue  # daemon-set allocations are left to their own (required-node) rule
+        if candidate.priority > preemptor.priority:
             continue
-        if candidate.priority > preemptor.priority or not _inside(candidate.queue_path, fence):
-            continue
-        facts = queues.get(candidate.queue_path)
-        if facts is None or facts.policy == POLICY_DISABLED:
-            continue
-        if not _above(facts.guaranteed, facts.allocated):
-            continue
-        result.append(candidate)
+        path = candidate.queue_path
+        verdict = verdicts.get(path)
+        if verdict is None:
+            verdict = verdicts[path] = victim_queue_eligible(preemptor.queue_path, fence, path, queues)
+        if verdict:
+            result.append(candidate)
     return result
+
+
+def victim_queue_eligible(
+    preemptor_queue: str, fence: str, path: str, queues: Mapping[str, QueueFacts]
+) -> bool:
+    """May allocations of the queue at ``path`` be victims at all? Not the ask's own queue (law 2),
+    inside the fence, not disabled (law 5), above its guarantee now (law 3's first half)."""
+    if path == preemptor_queue or not _inside(path, fence):
+        return False
+    facts = queues.get(path)
+    if facts is None or facts.policy == POLICY_DISABLED:
+        return False
+    return _above(facts.guaranteed, facts.allocated)
 
 
 def victim_order(candidate: Candidate) -> tuple[bool, bool, int]:

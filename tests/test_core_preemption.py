@@ -1,0 +1,377 @@
+"""Preemption and required-node asks end to end through ``korral.Core`` (issue 10; reference 2.13).
+
+Time is a fake clock (``korral.start(clock=...)``, ``core.poke_timers()``): the preemption delay
+passes without waiting, and every test waits for state (callbacks, ``wait_until_idle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from core_helpers import FAST, add_apps, add_nodes, part
+
+import korral
+from korral import invariants, si
+from korral import testing as t
+from korral.model import events
+
+T = si.TerminationType
+P = part()
+NODE = {"memory": 1000, "vcore": 10}
+SMALL = {"memory": 100}
+REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
+
+
+def config(low_props: str = "", high_props: str = "", partition: str = "", low_guarantee: int = 200) -> str:
+    return f"""
+partitions:
+  - name: default
+{partition}
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: high
+            resources:
+              guaranteed: {{memory: 500}}
+            properties:
+              preemption.delay: 10s
+{high_props}
+          - name: low
+            resources:
+              guaranteed: {{memory: {low_guarantee}}}
+{low_props}
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@contextmanager
+def preempting_core(
+    config_text: str, rm: t.RecordingRM | None = None
+) -> Iterator[tuple[korral.Core, t.RecordingRM, Clock]]:
+    clock = Clock()
+    rm = rm or t.RecordingRM("rm")
+    with korral.start(**FAST, clock=clock) as core:
+        core.register_resource_manager(t.register("rm", config_text), rm)
+        yield core, rm, clock
+
+
+def advance(core: korral.Core, clock: Clock, seconds: float) -> None:
+    core.wait_until_idle()  # what was sent before is stamped with the time before
+    clock.now += seconds
+    core.poke_timers()
+    core.wait_until_idle()
+
+
+def ask(
+    app_id: str,
+    key: str,
+    resource: dict[str, int],
+    *,
+    priority: int = 0,
+    preempt_other: bool | None = None,
+    preempt_self: bool = True,
+    tags: dict[str, str] | None = None,
+) -> si.AllocationRequest:
+    policy = (
+        None
+        if preempt_other is None
+        else si.PreemptionPolicy(allow_preempt_self=preempt_self, allow_preempt_other=preempt_other)
+    )
+    return si.AllocationRequest(
+        rm_id="rm",
+        asks=[
+            si.AllocationAsk(
+                allocation_key=key,
+                application_id=app_id,
+                resource_ask=dict(resource),
+                priority=priority,
+                preemption_policy=policy,
+                tags=dict(tags or {}),
+            )
+        ],
+    )
+
+
+def preempted(rm: t.RecordingRM) -> list[si.AllocationRelease]:
+    with rm.lock:
+        return [r for r in rm.released if r.termination_type == T.PREEMPTED_BY_SCHEDULER]
+
+
+def fill_low(core: korral.Core, rm: t.RecordingRM, count: int = 10, **kwargs: object) -> None:
+    """The low queue takes the whole node with ``count`` small allocations."""
+    for index in range(count):
+        core.update_allocation(ask("low-app", f"low-{index}", SMALL, **kwargs))  # type: ignore[arg-type]
+    core.wait_until_idle()
+    assert rm.wait_for_allocations(count)
+
+
+def settle(core: korral.Core, rm: t.RecordingRM) -> list[str]:
+    state = invariants.stable_collect(core, P)
+    assert state is not None
+    return invariants.check_partition(state) + invariants.check_rm_view(rm, [state])
+
+
+def live_keys(core: korral.Core, app_id: str) -> dict[str, str]:
+    return {a.allocation_key: a.node_id for a in core.application(P, app_id).allocations}
+
+
+def test_an_ask_preempts_after_its_delay_and_not_before() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        core.wait_until_idle()
+        advance(core, clock, 9.0)
+        assert preempted(rm) == []  # 9 s of its 10 s delay
+        advance(core, clock, 1.5)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
+        releases = preempted(rm)
+        # the newest go first, each with YuniKorn's message
+        assert {r.allocation_key for r in releases} == {"low-7", "low-8", "low-9"}
+        assert all(r.message == "preempting allocations to free up resources to run ask: urgent" for r in releases)
+        assert "urgent" not in live_keys(core, "hi")
+        assert settle(core, rm) == []
+
+
+def test_victims_stay_booked_until_the_rm_confirms_then_the_preemptor_gets_their_room() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
+        # booked until confirmed: node, queue and application still count the victims
+        assert core.queue(P, "root.low").allocated == {"memory": 1000}
+        assert len(core.node(P, "n1").allocations) == 10
+        victims = {a.uuid: a for a in core.application(P, "low-app").allocations if a.releasing}
+        assert len(victims) == 3 and {a.releasing for a in victims.values()} == {"PREEMPTED_BY_SCHEDULER"}
+        # later attempts (every 15 s) do not choose more victims while these are still going
+        advance(core, clock, 16.0)
+        assert len(preempted(rm)) == 3
+        # the victims' tasks come back as new asks: the reservation keeps the room for the preemptor
+        for index in range(3):
+            core.update_allocation(ask("low-app", f"again-{index}", SMALL))
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        assert rm.wait_for(lambda r: any(a.allocation_key == "urgent" for a in r.live.values()))
+        assert live_keys(core, "hi") == {"urgent": "n1"}
+        assert core.queue(P, "root.low").allocated == {"memory": 700}
+        assert not any(key.startswith("again-") for key in live_keys(core, "low-app"))
+        # the confirmations were not reported back as new releases
+        assert len(preempted(rm)) == 3
+        assert settle(core, rm) == []
+
+
+def test_no_victim_below_its_queues_guarantee() -> None:
+    # low's guarantee is 800 of its 1000: only two victims may go, and the ask needs three
+    with preempting_core(config(low_guarantee=800)) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert preempted(rm) == []
+        # a smaller ask fits what low can give
+        core.update_allocation(ask("hi", "smaller", {"memory": 200}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 2)
+        assert settle(core, rm) == []
+
+
+def test_higher_priority_allocations_are_not_victims() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm, priority=10)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, priority=5, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert preempted(rm) == []
+        # an equal priority may preempt (unlike Kubernetes)
+        core.update_allocation(ask("hi", "equal", {"memory": 100}, priority=10, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 1)
+
+
+def test_an_ask_without_a_policy_never_preempts() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "plain", {"memory": 300}))
+        core.update_allocation(ask("hi", "opted-out", {"memory": 300}, preempt_other=False))
+        advance(core, clock, 60.0)
+        assert preempted(rm) == []
+
+
+def test_a_disabled_queue_keeps_its_allocations() -> None:
+    props = "            properties:\n              preemption.policy: disabled"
+    with preempting_core(config(low_props=props)) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 60.0)
+        assert preempted(rm) == []
+
+
+def test_the_partition_switch_turns_preemption_off() -> None:
+    switch = "    preemption:\n      enabled: false"
+    with preempting_core(config(partition=switch)) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 60.0)
+        assert preempted(rm) == []
+
+
+FENCED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: tenant
+            properties:
+              preemption.policy: fence
+            queues:
+              - name: urgent
+                resources:
+                  guaranteed: {memory: 500}
+                properties:
+                  preemption.delay: 10s
+              - name: batch
+          - name: other
+"""
+
+
+def test_a_fence_keeps_victims_inside_the_fenced_subtree() -> None:
+    with preempting_core(FENCED) as (core, rm, clock):
+        add_nodes(core, rm, ["n1", "n2"], {"memory": 500})
+        add_apps(core, rm, {"outside": "root.other", "inside": "root.tenant.batch", "hi": "root.tenant.urgent"})
+        for index in range(5):
+            core.update_allocation(ask("outside", f"out-{index}", SMALL))
+        core.wait_until_idle()
+        for index in range(5):
+            core.update_allocation(ask("inside", f"in-{index}", SMALL))
+        core.wait_until_idle()
+        assert rm.wait_for_allocations(10)
+        core.update_allocation(ask("hi", "urgent", {"memory": 200}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 2)
+        assert {r.application_id for r in preempted(rm)} == {"inside"}
+
+
+def test_opted_out_allocations_go_last() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        # the newest five opted out of preemption: the older ones that allow it go first
+        for index in range(10):
+            core.update_allocation(
+                ask("low-app", f"low-{index}", SMALL, preempt_other=False, preempt_self=index < 5)
+            )
+            core.wait_until_idle()
+        assert rm.wait_for_allocations(10)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
+        assert {r.allocation_key for r in preempted(rm)} == {"low-2", "low-3", "low-4"}
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        # only opted-out ones are left: taken when nothing else frees enough (low still over 200)
+        core.update_allocation(ask("hi", "second", {"memory": 300}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(lambda r: len(preempted(r)) == 6)
+        assert {r.allocation_key for r in preempted(rm)[3:]} == {"low-9", "low-8", "low-7"}
+
+
+# ---- required-node asks ----------------------------------------------------------------------------
+
+
+def daemon(app_id: str, key: str, node_id: str, resource: dict[str, int], priority: int = 0) -> si.AllocationRequest:
+    return ask(app_id, key, resource, priority=priority, tags={REQUIRED_NODE: node_id})
+
+
+def test_a_required_node_ask_is_placed_only_on_its_node() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1", "n2", "n3"], NODE)
+        add_apps(core, rm, {"ds": "root.low"})
+        for index in range(3):
+            core.update_allocation(daemon("ds", f"ds-{index}", "n2", SMALL))
+        core.wait_until_idle()
+        assert rm.wait_for_allocations(3)
+        assert set(live_keys(core, "ds").values()) == {"n2"}
+
+
+def test_a_required_node_ask_waits_for_its_node() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"ds": "root.low"})
+        core.update_allocation(daemon("ds", "ds-0", "later", SMALL))
+        advance(core, clock, 5.0)
+        assert live_keys(core, "ds") == {}
+        add_nodes(core, rm, ["later"], NODE)
+        assert rm.wait_for_allocations(1)
+        assert live_keys(core, "ds") == {"ds-0": "later"}
+
+
+def test_a_required_node_ask_reserves_its_node_at_once_before_other_reservations() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "other": "root.low", "ds": "root.low"})
+        fill_low(core, rm, count=9)
+        # another application's ask waits long enough to reserve the node (reservation delay: 2 s)
+        core.update_allocation(ask("other", "big", {"memory": 400}))
+        advance(core, clock, 3.0)
+        assert core.node(P, "n1").reservation[0] == "other"
+        # the daemon set's ask takes the reservation over at once
+        core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}, priority=100))
+        core.wait_until_idle()
+        assert core.node(P, "n1").reservation[0] == "ds"
+
+
+def test_a_required_node_ask_preempts_on_its_node_lowest_priority_first() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1", "n2"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "ds": "root.low"})
+        # n1: priorities 0..9, then the daemon set's own earlier allocation is there too
+        for index in range(10):
+            core.update_allocation(daemon("low-app", f"low-{index}", "n1", SMALL, priority=index))
+        core.wait_until_idle()
+        assert rm.wait_for_allocations(10)
+        core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}, priority=50))
+        core.wait_until_idle()
+        assert rm.wait_for(lambda r: len(preempted(r)) == 2)
+        assert {r.allocation_key for r in preempted(rm)} == {"low-0", "low-1"}
+        assert all("daemon set ask: ds-0" in r.message for r in preempted(rm))
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        assert rm.wait_for(lambda r: any(a.allocation_key == "ds-0" for a in r.live.values()))
+        assert live_keys(core, "ds") == {"ds-0": "n1"}
+        assert settle(core, rm) == []
+
+
+def test_victims_are_reported_as_preempted_events() -> None:
+    rm = t.RecordingRM("rm")
+    with preempting_core(config(), rm) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 100}, preempt_other=True))
+        advance(core, clock, 11.0)
+        assert rm.wait_for(
+            lambda r: any(e.event_change_detail == events.Detail.ALLOC_PREEMPT for e in r.events)
+        )
