@@ -273,12 +273,14 @@ class PreemptionParty:
     """What the laws need of a victim or a preemptor, as the RM that submitted it knows it.
 
     ``priority`` is the effective one (the ask's priority plus the ``priority.offset`` of its queue
-    path); ``required_node`` is the node a required-node ask is pinned to ("" for others)."""
+    path), ``raw_priority`` the ask's own (what YuniKorn's required-node preemptor compares);
+    ``required_node`` is the node a required-node ask is pinned to ("" for others)."""
 
     key: str
     application_id: str
     queue: str
     priority: int
+    raw_priority: int = 0
     node_id: str = ""
     required_node: str = ""
 
@@ -310,12 +312,19 @@ def victim_law_breaches(victim: PreemptionParty, preemptor: PreemptionParty, law
     """Why ``preemptor`` could not have taken ``victim`` (empty: it could). Laws 2, 4 and 5 of
     YuniKorn's preemption; a required-node ask only on its node, its own application included."""
     reasons = []
-    if victim.priority > preemptor.priority:
-        reasons.append(f"victim priority {victim.priority} above the preemptor's {preemptor.priority}")
     if preemptor.required_node:
+        if victim.raw_priority > preemptor.raw_priority:
+            reasons.append(
+                f"victim priority {victim.raw_priority} above the required-node ask's "
+                f"{preemptor.raw_priority}"
+            )
         if victim.node_id != preemptor.required_node:
             reasons.append(f"victim on {victim.node_id}, the ask requires {preemptor.required_node}")
         return reasons
+    if victim.priority > preemptor.priority:
+        reasons.append(
+            f"victim priority {victim.priority} above the preemptor's {preemptor.priority} (after offsets)"
+        )
     if victim.application_id == preemptor.application_id:
         reasons.append("victim in the preemptor's own application")
     if victim.queue == preemptor.queue:

@@ -2035,6 +2035,7 @@ class PreemptionDriver(Driver):
         self.released_by_rm: set[str] = set()
         # since the last quiescent check: queues that lost victims, and what they lost otherwise
         self.victim_queues: set[str] = set()
+        self.unbounded: set[str] = set()
         self.removed: dict[str, dict[str, int]] = {}
         self.resubmitted = 0
 
@@ -2052,26 +2053,36 @@ class PreemptionDriver(Driver):
             application_id=release.application_id,
             queue=queue,
             priority=effective_priority(queue, priority),
+            raw_priority=priority,
             node_id=allocation.node_id if allocation is not None else "",
         )
         if allocation is None:
             if release.uuid not in self.released_by_rm:
                 violations.append(f"{self.rm_id}: victim {release.uuid} was never allocated to this RM")
             return
+        now = self.clock()
+        for key, (_, allocated_at) in list(self.recently_allocated.items()):
+            if now - allocated_at > PREEMPTOR_GRACE:
+                del self.recently_allocated[key]
+        candidates = [*self.preemptors.values(), *(party for party, _ in self.recently_allocated.values())]
+        # the release names the ask it makes room for (YuniKorn's "... to run ask: KEY"): that one
+        named = release.message.rsplit(": ", 1)[-1].strip() if ": " in release.message else ""
+        exact = [party for party in candidates if party.key == named]
+        if exact:
+            candidates = exact
         violations.extend(
             f"{self.rm_id}: {problem}"
-            for problem in invariants.check_victim_justified(
-                victim, self.preemptors.values(), PREEMPTION_LAWS
-            )
+            for problem in invariants.check_victim_justified(victim, candidates, PREEMPTION_LAWS)
         )
         self.victim_queues.add(queue)
         if any(
             p.required_node == victim.node_id
             and not invariants.victim_law_breaches(victim, p, PREEMPTION_LAWS)
-            for p in self.preemptors.values()
+            for p in candidates
         ):
-            # a required-node ask may take a queue below its guarantee (a daemon set must run)
-            self._removed(queue, allocation.resource_per_alloc)
+            # a required-node ask may take a queue below its guarantee (a daemon set must run): no
+            # floor to check for this queue until the next check
+            self.unbounded.add(queue)
         roll = self.rng.random()
         delay = 0.0 if roll < 0.6 else self.rng.uniform(0.2, 1.5)
         self.awaiting[release.uuid] = (release, self.clock() + delay, roll > 0.85)
@@ -2100,6 +2111,9 @@ class PreemptionDriver(Driver):
         )
         for queue in BORROWER_QUEUES + PREEMPTOR_QUEUES + (DAEMON_QUEUE,):
             self._new_app(core, queue)
+        # the cluster full of borrowers from the start: a short scenario gets to preempting at once
+        for _ in range(12):
+            self._add_borrowers(core)
 
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
         return [
@@ -2210,6 +2224,7 @@ class PreemptionDriver(Driver):
                     application_id=app_id,
                     queue=queue,
                     priority=effective_priority(queue, priority),
+                    raw_priority=priority,
                 )
         self._send(
             core,
@@ -2234,6 +2249,7 @@ class PreemptionDriver(Driver):
                 application_id=app_id,
                 queue=DAEMON_QUEUE,
                 priority=effective_priority(DAEMON_QUEUE, priority),
+                raw_priority=priority,
                 required_node=node_id,
             )
         self._send(
@@ -2332,13 +2348,14 @@ class PreemptionDriver(Driver):
             window = PreemptionWindow(
                 awaiting=frozenset(set(self.awaiting) - self.released_by_rm),
                 confirmed=frozenset(self.confirmed),
-                victim_queues=frozenset(self.victim_queues),
+                victim_queues=frozenset(self.victim_queues - self.unbounded),
                 removed={queue: dict(resource) for queue, resource in self.removed.items()},
                 violations=tuple(self.rm.violations),
             )
             self.rm.violations.clear()
             self.confirmed.clear()
             self.victim_queues.clear()
+            self.unbounded.clear()
             self.removed = {}
         return window
 
