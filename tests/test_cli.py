@@ -858,3 +858,46 @@ def test_bench_multi_rm_reports_every_rm_on_each_engine(
     (run,) = json.loads(out.read_text())["results"]
     assert run["engine"] == engine and run["allocations"] == 400
     assert [rm["allocations"] for rm in run["per_rm"]] == [200, 200]
+
+
+# ---- bench --workload preemption (issue 10) -------------------------------------------------------------
+
+
+def test_bench_preemption_preempts_for_every_urgent_ask_and_reports_its_figures(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "preemption.json"
+    args = ["--nodes", "10", "--allocations", "100", "--preemptors", "10", "--rate", "100"]
+    result = runner.invoke(
+        main,
+        ["bench", "--workload", "preemption", *args, "--preemption-delay", "0.05", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert (document["workload"], document["nodes"], document["running_allocations"]) == (
+        "preemption",
+        10,
+        100,
+    )
+    assert document["preemptors"] == 10 and document["preemption_delay_seconds"] == 0.05
+    korral_side = document["korral"]
+    # the cluster is full: every urgent ask (twice a running allocation) got its room by preemption
+    assert korral_side["preemptors_allocated"] == 10
+    assert korral_side["victims"] == 20
+    assert korral_side["victims_per_second"] > 0
+    assert (
+        0
+        <= korral_side["latency_ms"]["p50"]
+        <= korral_side["latency_ms"]["p99"]
+        <= korral_side["latency_ms"]["max"]
+    )
+    assert "victims" in result.output and "p99" in result.output
+
+
+def test_bench_preemption_refuses_more_urgent_asks_than_the_cluster_can_give(runner: CliRunner) -> None:
+    result = runner.invoke(
+        main,
+        ["bench", "--workload", "preemption", "--nodes", "2", "--allocations", "10", "--preemptors", "5"],
+    )
+    assert result.exit_code != 0
+    assert "more than half" in result.output

@@ -187,25 +187,48 @@ def quiet_core():
     logger.setLevel(level)
 
 
-@pytest.mark.timeout(120)
+def _break_priorities(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
+    honest = policy.Candidate  # type: ignore[attr-defined]
+
+    def lowest(*args: object, **kwargs: object) -> object:
+        return attrs.evolve(honest(*args, **kwargs), priority=-1000)  # every allocation looks lowest
+
+    monkeypatch.setattr(policy, "Candidate", lowest)
+
+
+def _break_guarantees(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
+    monkeypatch.setattr(policy, "_above", lambda guaranteed, usage: True)
+    monkeypatch.setattr(policy, "_stays_at_or_above", lambda guaranteed, usage: True)
+
+
+def _break_disabled(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
+    monkeypatch.setattr(policy, "POLICY_DISABLED", "no such policy")
+
+
+def _break_fence(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
+    monkeypatch.setattr(policy, "_inside", lambda path, subtree: True)
+
+
+@pytest.mark.timeout(180)
 @pytest.mark.usefixtures("quiet_core")
-def test_stress_preemption_simulated_seeds_catch_a_core_ignoring_priorities(monkeypatch) -> None:
-    """The laws are checked for real: with the victim policy's priority law switched off, seeds on
-    the simulated runtime find a victim above its preemptor's priority."""
+@pytest.mark.parametrize(
+    ("breakage", "caught"),
+    [
+        (_break_priorities, "above the preemptor"),
+        (_break_guarantees, "below its guarantee"),
+        (_break_disabled, "has preemption disabled"),
+        (_break_fence, "outside the preemptor's fence"),
+    ],
+)
+def test_stress_preemption_catches_a_core_breaking_a_law(monkeypatch, breakage, caught: str) -> None:
+    """The laws are checked for real: with one law of the victim policy switched off, seeds on the
+    simulated runtime find a victim (or a queue) that shows it."""
     from korral.policies import preemption as policy
     from korral.stress import PreemptionStress
 
-    honest = policy.Candidate
-
-    def any_priority(*args: object, **kwargs: object) -> policy.Candidate:
-        candidate = honest(*args, **kwargs)  # type: ignore[arg-type]
-        return attrs.evolve(candidate, priority=-1000)  # every allocation looks lowest
-
-    monkeypatch.setattr(policy, "Candidate", any_priority)
-    result = PreemptionStress(rms=1).run_seeds(range(1, 200), operations=40, budget=60.0)
-    assert any("above the preemptor" in v or "above the required-node" in v for v in result.violations), (
-        result
-    )
+    breakage(monkeypatch, policy)
+    result = PreemptionStress(rms=1).run_seeds(range(1, 400), operations=40, budget=90.0)
+    assert any(caught in violation for violation in result.violations), (result.seeds, result.violations)
 
 
 # ---- found by korral stress --preemption ---------------------------------------------------------------

@@ -45,3 +45,24 @@ def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
     assert len(result.minimal) < result.operations
     # the shrunk sequence still reproduces the violation on a fresh core
     assert run.replay(result.minimal)
+
+
+@pytest.mark.timeout(120)
+def test_a_short_preemption_stress_run_preempts_and_keeps_every_law() -> None:
+    """korral stress --preemption for a few seconds (threads): urgent asks preempt borrowers, and no
+    victim breaks a law, no queue goes below its guarantee, every victim stays booked until confirmed."""
+    from korral.stress import PreemptionStress
+
+    result = PreemptionStress(rms=2, seed=7, checkpoint=1.0).run(6.0)
+    assert result.violations == [], result.violations
+    assert result.victims > 0 and result.preemptions > 0, result
+    assert result.preemptors_allocated > 0 and result.required_node_allocated > 0, result
+
+
+@pytest.mark.timeout(120)
+def test_preemption_stress_on_simulated_seeds_keeps_every_law() -> None:
+    from korral.stress import PreemptionStress
+
+    result = PreemptionStress(rms=2).run_seeds(range(1, 21), operations=30, budget=60.0)
+    assert result.violations == [], result.violations
+    assert result.seeds == 20 and result.victims > 0, result
