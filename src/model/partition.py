@@ -1170,7 +1170,13 @@ class PartitionModel:
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
-                if ask.allow_preempt_other:
+                if ask.required_node and over.parent is None:
+                    # the cluster's size is no limit for an ask that can only run on one node
+                    only_quota_blocked = False
+                    allocation = try_required_node(self, app, queue, ask, now)
+                    if allocation is not None:
+                        return allocation
+                elif ask.allow_preempt_other:
                     # preemption may make room (YuniKorn tries it when the headroom is short too);
                     # time alone can make it due, so the application is never skipped as blocked
                     only_quota_blocked = False
@@ -1255,8 +1261,15 @@ class PartitionModel:
                 self.unreserve(application_id, allocation_key)
                 continue
             queue = self.queues[app.queue_path]
-            if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
+            if not queue.can_run_app(app):
                 continue
+            over = queue.over_quota(ask.resource)
+            if over is not None:
+                if ask.allow_preempt_other and not ask.required_node:
+                    try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
+                if not ask.required_node or over.parent is not None:
+                    continue
+                # a required-node ask: only its node's room counts, not the cluster's size
             if app.user_limits is not None and (
                 not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
             ):
