@@ -175,7 +175,7 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         resource=ask.resource,
         priority=ask.priority + path_priority_offset(queue),
     )
-    if not policy.preemptor_may_preempt(preemptor, facts):
+    if not policy.law_1_possible(preemptor, facts):
         return False
     fence = policy.fence_root(queue.path, facts)
     candidates: list[policy.Candidate] = []
