@@ -217,7 +217,7 @@ def test_a_missing_policy_may_be_preempted_unless_its_tag_opts_out() -> None:
 
 
 def test_required_node_asks_in_the_reference() -> None:
-    scheduler, clock = build()
+    scheduler, _clock = build()
     scheduler.update_node(t.nodes("rm", ["n2"], NODE))
     scheduler.update_allocation(ask("low-app", "ds", SMALL, node="n2"))
     scheduler.update_allocation(ask("low-app", "absent", SMALL, node="n3"))

@@ -305,5 +305,5 @@ def test_victim_queue_eligible(path, expected):
 def test_victim_queue_eligible_respects_fence_and_disabled():
     facts = queues(t=QueueFacts("root.test", {"vcore": 4}, {"vcore": 10}, "disabled"))
     assert not victim_queue_eligible("root.prod", "root", "root.test", facts)
-    assert not victim_queue_eligible("root.tenant.t1", "root.tenant", "root.tenant.t2", queues()) is False
+    assert victim_queue_eligible("root.tenant.t1", "root.tenant", "root.tenant.t2", queues())
     assert not victim_queue_eligible("root.tenant.t1", "root.tenant", "root.test", queues())

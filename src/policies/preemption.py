@@ -135,9 +135,12 @@ def law_1_possible(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bo
     """Could any victims satisfy law 1? The ask's own queue gives no victims (law 2), so it must stay
     within its guarantee as it is; a parent may be brought back by victims in its other children."""
     own = queues.get(preemptor.queue_path)
-    if own is not None and own.guaranteed:
-        if not _within(own.guaranteed, res.add(own.allocated, preemptor.resource)):
-            return False
+    if (
+        own is not None
+        and own.guaranteed
+        and not _within(own.guaranteed, res.add(own.allocated, preemptor.resource))
+    ):
+        return False
     return any(
         (facts := queues.get(path)) is not None and facts.guaranteed
         for path in ancestors(preemptor.queue_path)
