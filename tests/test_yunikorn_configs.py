@@ -66,6 +66,7 @@ def test_an_rm_registering_with_a_file_yunikorn_refuses_gets_a_config_error(
     core: korral.Core, path: Path
 ) -> None:
     rm_id = f"rm-{path.stem}"
+    request = si.RegisterResourceManagerRequest(rm_id=rm_id, config=path.read_text())
     with pytest.raises(korral.ConfigError):
-        core.register_resource_manager(si.RegisterResourceManagerRequest(rm_id=rm_id, config=path.read_text()))
+        core.register_resource_manager(request)
     assert not [name for name in core.partition_names() if name.startswith(f"[{rm_id}]")]
