@@ -83,6 +83,10 @@ class PartitionSettings:
     placeholder_timeout: float
     # the core's metrics (korral.server.metrics.CoreMetrics), fed by the actors; None: not measured
     metrics: Any = attrs.field(default=None, eq=False, repr=False)
+    # the actors started for nodes and applications: the harness substitutes deliberately broken
+    # subclasses (korral.harness.faults) through korral.start
+    node_actor: type[NodeActor] = attrs.field(default=NodeActor, eq=False, repr=False)
+    application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
 
 
 class PartitionActor(PartitionQueries, ThreadedActor):
@@ -263,7 +267,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 schedulable=schedulable,
             )
             handle = start_actor(
-                NodeActor,
+                self.settings.node_actor,
                 self.tracker,
                 f"{self.name}/node/{node_id}",
                 spec,
@@ -356,7 +360,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         # The owner gets its own Application object: the registry's copy stays with this actor.
         owned = owner_copy(app, self.settings.placeholder_timeout)
         handle = start_actor(
-            ApplicationActor,
+            self.settings.application_actor,
             self.tracker,
             f"{self.name}/app/{app.application_id}",
             owned,
