@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from core_helpers import FAST, add_apps, add_nodes, eventually, part
 
 import korral
-from korral import invariants, si
+from korral import si
 from korral import testing as t
+from korral.harness import invariants
 from korral.model import events
 
 T = si.TerminationType

@@ -7,8 +7,8 @@ import pytest
 
 from korral import si
 from korral import testing as t
+from korral.harness.reference import ReferenceScheduler
 from korral.model.queue import DEFAULT_PREEMPTION_DELAY, parse_go_duration
-from korral.reference import ReferenceScheduler
 
 T = si.TerminationType
 NODE = {"memory": 1000}
