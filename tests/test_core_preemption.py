@@ -394,6 +394,10 @@ def test_a_required_node_ask_without_victims_says_so_in_an_event() -> None:
         expected = "Unschedulable request 'ds-0' with required node 'n1', no preemption victim found"
         assert rm.wait_for(lambda r: any(e.message == expected for e in r.events))
         assert preempted(rm) == []
+        # a required-node ask is never reported as outstanding: a larger cluster would not help it
+        advance(core, clock, 2.0)
+        with rm.lock:
+            assert not any(s.allocation_key == "ds-0" for s in rm.scheduling_states)
 
 
 def test_victims_are_reported_as_preempted_events() -> None:

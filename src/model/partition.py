@@ -268,15 +268,18 @@ class PartitionModel(PartitionAllocations):
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
+                if ask.required_node:
+                    # the cluster's size is no limit for an ask that can only run on one node; nor is
+                    # it outstanding (YuniKorn: a larger cluster would not help it)
+                    if over.parent is None:
+                        only_quota_blocked = False
+                        allocation = try_required_node(self, app, queue, ask, now)
+                        if allocation is not None:
+                            return allocation
+                    continue
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
-                if ask.required_node and over.parent is None:
-                    # the cluster's size is no limit for an ask that can only run on one node
-                    only_quota_blocked = False
-                    allocation = try_required_node(self, app, queue, ask, now)
-                    if allocation is not None:
-                        return allocation
-                elif ask.allow_preempt_other:
+                if ask.allow_preempt_other:
                     # preemption may make room (YuniKorn tries it when the headroom is short too);
                     # time alone can make it due, so the application is never skipped as blocked
                     only_quota_blocked = False
