@@ -411,3 +411,23 @@ def test_victims_are_reported_as_preempted_events() -> None:
         assert rm.wait_for(
             lambda r: any(e.event_change_detail == events.Detail.ALLOC_PREEMPT for e in r.events)
         )
+
+
+def test_snapshots_and_rest_documents_show_the_preemption_settings() -> None:
+    from korral.server import dao
+
+    props = "            properties:\n              preemption.policy: disabled"
+    switch = "    preemption:\n      enabled: false"
+    with preempting_core(config(low_props=props, partition=switch)) as (core, _rm, _clock):
+        partition = core.partition(P)
+        assert partition is not None and partition.preemption_enabled is False
+        assert dao.partition(partition, [], 0)["preemptionEnabled"] is False
+        low = core.queue(P, "root.low")
+        assert low is not None and low.preemption_policy == "disabled"
+        document = dao.queue(low, P, 0, None)
+        assert document["preemptionEnabled"] is False and document["isPreemptionFence"] is False
+    with preempting_core(FENCED) as (core, _rm, _clock):
+        tenant = core.queue(P, "root.tenant")
+        assert tenant is not None and tenant.preemption_policy == "fence"
+        assert dao.queue(tenant, P, 0, None)["isPreemptionFence"] is True
+        assert core.partition(P).preemption_enabled is True  # type: ignore[union-attr]

@@ -109,6 +109,7 @@ class PartitionQueries:
             node_sort_policy=self.registry.node_sort_policy,
             node_count=len(self.nodes),
             application_count=len(self.apps),
+            preemption_enabled=self.registry.config.preemption.enabled,
         )
 
     def _queue_info(self, path: str) -> QueueInfo | None:
@@ -138,6 +139,7 @@ class PartitionQueries:
             applications=sorted(queue.applications),
             sort_policy=queue.sort_policy,
             priority_sorting=queue.priority_sort_enabled,
+            preemption_policy=queue.preemption_policy,
         )
 
     def _queue_infos(self) -> list[QueueInfo]:
