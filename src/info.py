@@ -52,6 +52,8 @@ class PartitionInfo:
     node_sort_policy: str
     node_count: int
     application_count: int
+    # the partition's preemption.enabled (YuniKorn's default: on)
+    preemption_enabled: bool = True
 
 
 @frozen
@@ -71,6 +73,8 @@ class QueueInfo:
     # the queue's effective application sorting (its own or inherited): fifo, fair, stateaware
     sort_policy: str = "fifo"
     priority_sorting: bool = True
+    # the queue's effective preemption.policy: default, fence or disabled (inherited as YuniKorn does)
+    preemption_policy: str = "default"
 
 
 @frozen

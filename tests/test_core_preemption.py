@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from core_helpers import FAST, add_apps, add_nodes, part
+from core_helpers import FAST, add_apps, add_nodes, eventually, part
 
 import korral
-from korral import invariants, si
+from korral import si
 from korral import testing as t
+from korral.harness import invariants
 from korral.model import events
 
 T = si.TerminationType
@@ -64,10 +65,15 @@ def preempting_core(
         yield core, rm, clock
 
 
-def advance(core: korral.Core, clock: Clock, seconds: float) -> None:
+def advance(core: korral.Core, clock: Clock, seconds: float, *, cycle: bool = True) -> None:
+    """Move the clock on and wait until the scheduler has run a cycle at the new time (the timer
+    thread delivers the tick a moment after the poke; something waits in every test, so it runs)."""
     core.wait_until_idle()  # what was sent before is stamped with the time before
+    cycles = core.scheduler_stats(P)["cycles"]
     clock.now += seconds
     core.poke_timers()
+    if cycle:
+        eventually(lambda: core.scheduler_stats(P)["cycles"] > cycles)
     core.wait_until_idle()
 
 
@@ -138,7 +144,9 @@ def test_an_ask_preempts_after_its_delay_and_not_before() -> None:
         releases = preempted(rm)
         # the newest go first, each with YuniKorn's message
         assert {r.allocation_key for r in releases} == {"low-7", "low-8", "low-9"}
-        assert all(r.message == "preempting allocations to free up resources to run ask: urgent" for r in releases)
+        assert all(
+            r.message == "preempting allocations to free up resources to run ask: urgent" for r in releases
+        )
         assert "urgent" not in live_keys(core, "hi")
         assert settle(core, rm) == []
 
@@ -260,7 +268,9 @@ partitions:
 def test_a_fence_keeps_victims_inside_the_fenced_subtree() -> None:
     with preempting_core(FENCED) as (core, rm, clock):
         add_nodes(core, rm, ["n1", "n2"], {"memory": 500})
-        add_apps(core, rm, {"outside": "root.other", "inside": "root.tenant.batch", "hi": "root.tenant.urgent"})
+        add_apps(
+            core, rm, {"outside": "root.other", "inside": "root.tenant.batch", "hi": "root.tenant.urgent"}
+        )
         for index in range(5):
             core.update_allocation(ask("outside", f"out-{index}", SMALL))
         core.wait_until_idle()
@@ -278,35 +288,37 @@ def test_opted_out_allocations_go_last() -> None:
     with preempting_core(config()) as (core, rm, clock):
         add_nodes(core, rm, ["n1"], NODE)
         add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
-        # the newest five opted out of preemption: the older ones that allow it go first
+        # only the two oldest allow preemption; the newer eight opted out
         for index in range(10):
             core.update_allocation(
-                ask("low-app", f"low-{index}", SMALL, preempt_other=False, preempt_self=index < 5)
+                ask("low-app", f"low-{index}", SMALL, preempt_other=False, preempt_self=index < 2)
             )
             core.wait_until_idle()
         assert rm.wait_for_allocations(10)
-        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        core.update_allocation(ask("hi", "first", {"memory": 200}, preempt_other=True))
         advance(core, clock, 11.0)
-        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
-        assert {r.allocation_key for r in preempted(rm)} == {"low-2", "low-3", "low-4"}
+        assert rm.wait_for(lambda r: len(preempted(r)) == 2)
+        assert {r.allocation_key for r in preempted(rm)} == {"low-0", "low-1"}
         core.update_allocation(rm.take_confirmations())
         core.wait_until_idle()
-        # only opted-out ones are left: taken when nothing else frees enough (low still over 200)
+        # only opted-out ones are left: taken when nothing else frees enough, newest first
         core.update_allocation(ask("hi", "second", {"memory": 300}, preempt_other=True))
         advance(core, clock, 11.0)
-        assert rm.wait_for(lambda r: len(preempted(r)) == 6)
-        assert {r.allocation_key for r in preempted(rm)[3:]} == {"low-9", "low-8", "low-7"}
+        assert rm.wait_for(lambda r: len(preempted(r)) == 5)
+        assert {r.allocation_key for r in preempted(rm)[2:]} == {"low-9", "low-8", "low-7"}
 
 
 # ---- required-node asks ----------------------------------------------------------------------------
 
 
-def daemon(app_id: str, key: str, node_id: str, resource: dict[str, int], priority: int = 0) -> si.AllocationRequest:
+def daemon(
+    app_id: str, key: str, node_id: str, resource: dict[str, int], priority: int = 0
+) -> si.AllocationRequest:
     return ask(app_id, key, resource, priority=priority, tags={REQUIRED_NODE: node_id})
 
 
 def test_a_required_node_ask_is_placed_only_on_its_node() -> None:
-    with preempting_core(config()) as (core, rm, clock):
+    with preempting_core(config()) as (core, rm, _clock):
         add_nodes(core, rm, ["n1", "n2", "n3"], NODE)
         add_apps(core, rm, {"ds": "root.low"})
         for index in range(3):
@@ -321,7 +333,7 @@ def test_a_required_node_ask_waits_for_its_node() -> None:
         add_nodes(core, rm, ["n1"], NODE)
         add_apps(core, rm, {"ds": "root.low"})
         core.update_allocation(daemon("ds", "ds-0", "later", SMALL))
-        advance(core, clock, 5.0)
+        advance(core, clock, 5.0, cycle=False)  # nothing waits on time: no cycle to wait for
         assert live_keys(core, "ds") == {}
         add_nodes(core, rm, ["later"], NODE)
         assert rm.wait_for_allocations(1)
@@ -333,35 +345,59 @@ def test_a_required_node_ask_reserves_its_node_at_once_before_other_reservations
         add_nodes(core, rm, ["n1"], NODE)
         add_apps(core, rm, {"low-app": "root.low", "other": "root.low", "ds": "root.low"})
         fill_low(core, rm, count=9)
-        # another application's ask waits long enough to reserve the node (reservation delay: 2 s)
-        core.update_allocation(ask("other", "big", {"memory": 400}))
+        add_nodes(core, rm, ["tiny"], {"memory": 100})
+        # another application's ask fits the cluster but no node: after the reservation delay it
+        # reserves n1 (the only node it could ever fit)
+        core.update_allocation(ask("other", "big", {"memory": 200}))
         advance(core, clock, 3.0)
-        assert core.node(P, "n1").reservation[0] == "other"
-        # the daemon set's ask takes the reservation over at once
-        core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}, priority=100))
+        assert core.node(P, "n1").reservations == ["other"]
+        # the daemon set's ask takes the reservation over at once, without waiting for any delay
+        core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}))
         core.wait_until_idle()
-        assert core.node(P, "n1").reservation[0] == "ds"
+        assert core.node(P, "n1").reservations == ["ds"]
 
 
 def test_a_required_node_ask_preempts_on_its_node_lowest_priority_first() -> None:
     with preempting_core(config()) as (core, rm, clock):
-        add_nodes(core, rm, ["n1", "n2"], NODE)
-        add_apps(core, rm, {"low-app": "root.low", "ds": "root.low"})
-        # n1: priorities 0..9, then the daemon set's own earlier allocation is there too
-        for index in range(10):
-            core.update_allocation(daemon("low-app", f"low-{index}", "n1", SMALL, priority=index))
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "ds": "root.low", "other-ds": "root.low"})
+        # n1: the daemon set's own application holds the lowest priority, then priorities 0..7, and
+        # another daemon set's allocation (never a victim of a required-node ask), priority -5
+        core.update_allocation(ask("ds", "own", SMALL, priority=-1))
+        core.update_allocation(daemon("other-ds", "pinned", "n1", SMALL, priority=-5))
+        for index in range(8):
+            core.update_allocation(ask("low-app", f"low-{index}", SMALL, priority=index))
         core.wait_until_idle()
         assert rm.wait_for_allocations(10)
         core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}, priority=50))
-        core.wait_until_idle()
+        advance(core, clock, 0.1)  # the next cycle: the node was reserved in this one
         assert rm.wait_for(lambda r: len(preempted(r)) == 2)
-        assert {r.allocation_key for r in preempted(rm)} == {"low-0", "low-1"}
+        assert {r.allocation_key for r in preempted(rm)} == {"own", "low-0"}
         assert all("daemon set ask: ds-0" in r.message for r in preempted(rm))
         core.update_allocation(rm.take_confirmations())
         core.wait_until_idle()
         assert rm.wait_for(lambda r: any(a.allocation_key == "ds-0" for a in r.live.values()))
         assert live_keys(core, "ds") == {"ds-0": "n1"}
         assert settle(core, rm) == []
+
+
+def test_a_required_node_ask_without_victims_says_so_in_an_event() -> None:
+    with preempting_core(config()) as (core, rm, clock):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "ds": "root.low"})
+        for index in range(10):
+            core.update_allocation(ask("low-app", f"low-{index}", SMALL, priority=100))
+        core.wait_until_idle()
+        assert rm.wait_for_allocations(10)
+        core.update_allocation(daemon("ds", "ds-0", "n1", {"memory": 200}, priority=50))
+        advance(core, clock, 0.1)
+        expected = "Unschedulable request 'ds-0' with required node 'n1', no preemption victim found"
+        assert rm.wait_for(lambda r: any(e.message == expected for e in r.events))
+        assert preempted(rm) == []
+        # a required-node ask is never reported as outstanding: a larger cluster would not help it
+        advance(core, clock, 2.0)
+        with rm.lock:
+            assert not any(s.allocation_key == "ds-0" for s in rm.scheduling_states)
 
 
 def test_victims_are_reported_as_preempted_events() -> None:
@@ -375,3 +411,23 @@ def test_victims_are_reported_as_preempted_events() -> None:
         assert rm.wait_for(
             lambda r: any(e.event_change_detail == events.Detail.ALLOC_PREEMPT for e in r.events)
         )
+
+
+def test_snapshots_and_rest_documents_show_the_preemption_settings() -> None:
+    from korral.server import dao
+
+    props = "            properties:\n              preemption.policy: disabled"
+    switch = "    preemption:\n      enabled: false"
+    with preempting_core(config(low_props=props, partition=switch)) as (core, _rm, _clock):
+        partition = core.partition(P)
+        assert partition is not None and partition.preemption_enabled is False
+        assert dao.partition(partition, [], 0)["preemptionEnabled"] is False
+        low = core.queue(P, "root.low")
+        assert low is not None and low.preemption_policy == "disabled"
+        document = dao.queue(low, P, 0, None)
+        assert document["preemptionEnabled"] is False and document["isPreemptionFence"] is False
+    with preempting_core(FENCED) as (core, _rm, _clock):
+        tenant = core.queue(P, "root.tenant")
+        assert tenant is not None and tenant.preemption_policy == "fence"
+        assert dao.queue(tenant, P, 0, None)["isPreemptionFence"] is True
+        assert core.partition(P).preemption_enabled is True  # type: ignore[union-attr]

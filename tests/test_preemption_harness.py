@@ -11,10 +11,11 @@ import pytest
 from core_helpers import FAST, add_apps, add_nodes, part
 
 import korral
-from korral import invariants, si
+from korral import si
 from korral import testing as t
+from korral.harness import invariants
+from korral.harness.invariants import PreemptionParty, QueueLaws
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
-from korral.invariants import PreemptionParty, QueueLaws
 
 LAWS = QueueLaws(disabled=frozenset({"root.protected"}), fences=("root.fenced",))
 
@@ -188,12 +189,19 @@ def quiet_core():
 
 
 def _break_priorities(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
-    honest = policy.Candidate  # type: ignore[attr-defined]
+    """Every allocation is gathered as a candidate and looks lowest in priority."""
+    from korral.model import preempting
 
-    def lowest(*args: object, **kwargs: object) -> object:
-        return attrs.evolve(honest(*args, **kwargs), priority=-1000)  # every allocation looks lowest
+    honest = preempting._candidates
 
-    monkeypatch.setattr(policy, "Candidate", lowest)
+    def lowest(*args: object, **kwargs: object) -> list:
+        if len(args) > 3:
+            args = (*args[:3], 10**9, *args[4:])
+        if "max_priority" in kwargs:
+            kwargs["max_priority"] = 10**9
+        return [candidate._replace(priority=-1000) for candidate in honest(*args, **kwargs)]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(preempting, "_candidates", lowest)
 
 
 def _break_guarantees(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
@@ -223,8 +231,8 @@ def _break_fence(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
 def test_stress_preemption_catches_a_core_breaking_a_law(monkeypatch, breakage, caught: str) -> None:
     """The laws are checked for real: with one law of the victim policy switched off, seeds on the
     simulated runtime find a victim (or a queue) that shows it."""
+    from korral.harness.stress import PreemptionStress
     from korral.policies import preemption as policy
-    from korral.stress import PreemptionStress
 
     breakage(monkeypatch, policy)
     result = PreemptionStress(rms=1).run_seeds(range(1, 400), operations=40, budget=90.0)

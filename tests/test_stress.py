@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from korral.stress import StressRun
+from korral.harness.stress import StressRun
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
 def test_a_short_preemption_stress_run_preempts_and_keeps_every_law() -> None:
     """korral stress --preemption for a few seconds (threads): urgent asks preempt borrowers, and no
     victim breaks a law, no queue goes below its guarantee, every victim stays booked until confirmed."""
-    from korral.stress import PreemptionStress
+    from korral.harness.stress import PreemptionStress
 
     result = PreemptionStress(rms=2, seed=7, checkpoint=1.0).run(6.0)
     assert result.violations == [], result.violations
@@ -61,7 +61,7 @@ def test_a_short_preemption_stress_run_preempts_and_keeps_every_law() -> None:
 
 @pytest.mark.timeout(120)
 def test_preemption_stress_on_simulated_seeds_keeps_every_law() -> None:
-    from korral.stress import PreemptionStress
+    from korral.harness.stress import PreemptionStress
 
     result = PreemptionStress(rms=2).run_seeds(range(1, 21), operations=30, budget=60.0)
     assert result.violations == [], result.violations

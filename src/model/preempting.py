@@ -108,15 +108,24 @@ def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]
 
 
 def _candidates(
-    model: PartitionModel, apps: Iterable[Application], offset: int, node_id: str | None = None
+    model: PartitionModel,
+    apps: Iterable[Application],
+    offset: int,
+    max_priority: int,
+    node_id: str | None = None,
 ) -> list[policy.Candidate]:
-    """The live allocations of ``apps`` (on ``node_id`` only, if given) that are not being released."""
+    """The live allocations of ``apps`` (on ``node_id`` only, if given) that are not being released,
+    with a priority (plus ``offset``) of at most ``max_priority``: the others never qualify."""
     found = []
     # age on its node: the node books allocations in order (a dict keeps it)
     sequences: dict[str, dict[str, int]] = {}
+    limit = max_priority - offset
     for app in apps:
+        releasing = app.releasing
         for uuid, allocation in app.allocations.items():
-            if (node_id is not None and allocation.node_id != node_id) or uuid in app.releasing:
+            if allocation.priority > limit or (releasing and uuid in releasing):
+                continue
+            if node_id is not None and allocation.node_id != node_id:
                 continue
             on_node = sequences.get(allocation.node_id)
             if on_node is None:
@@ -175,7 +184,7 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         resource=ask.resource,
         priority=ask.priority + path_priority_offset(queue),
     )
-    if not policy.preemptor_may_preempt(preemptor, facts):
+    if not policy.law_1_possible(preemptor, facts):
         return False
     fence = policy.fence_root(queue.path, facts)
     candidates: list[policy.Candidate] = []
@@ -185,7 +194,8 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
             and leaf.applications
             and policy.victim_queue_eligible(queue.path, fence, path, facts)
         ):
-            candidates.extend(_candidates(model, leaf.applications.values(), path_priority_offset(leaf)))
+            offset = path_priority_offset(leaf)
+            candidates.extend(_candidates(model, leaf.applications.values(), offset, preemptor.priority))
     mine = (app.application_id, ask.allocation_key)
     available: dict[str, dict[str, int]] = {}
     for candidate in candidates:
@@ -278,7 +288,7 @@ def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, 
         for allocation in node.allocations.values()
         if allocation.application_id in applications
     }
-    candidates = _candidates(model, owners.values(), 0, node.node_id)
+    candidates = _candidates(model, owners.values(), 0, ask.priority, node.node_id)
     preemptor = policy.Preemptor(
         allocation_key=ask.allocation_key,
         application_id=app.application_id,

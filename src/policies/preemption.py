@@ -23,6 +23,7 @@ counts, their own application's allocations may go too, and the lowest priority 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -44,9 +45,9 @@ class QueueFacts:
     policy: str = POLICY_DEFAULT
 
 
-@attrs.frozen
-class Candidate:
-    """An allocation that could make room."""
+class Candidate(NamedTuple):
+    """An allocation that could make room. (A NamedTuple: one is built per live allocation of the
+    eligible queues at each attempt, and a tuple is several times cheaper to build than a frozen class.)"""
 
     uuid: str
     application_id: str
@@ -108,17 +109,43 @@ def _stays_at_or_above(guaranteed: Mapping[str, int] | None, usage: Mapping[str,
     return all(usage.get(name, 0) >= quantity for name, quantity in guaranteed.items() if quantity > 0)
 
 
-def preemptor_may_preempt(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bool:
-    """Law 1: some queue on the ask's path has a guarantee, and none is exceeded once it is allocated."""
+def preemptor_may_preempt(
+    preemptor: Preemptor,
+    queues: Mapping[str, QueueFacts],
+    relief: Mapping[str, Mapping[str, int]] | None = None,
+) -> bool:
+    """Law 1: some queue on the ask's path has a guarantee, and none is exceeded once it is allocated.
+
+    ``relief`` is what the chosen victims give back to each queue on the ask's path (victims in a
+    sibling of the ask's queue lower their common parent's usage, as YuniKorn's snapshot does)."""
     guaranteed_somewhere = False
     for path in ancestors(preemptor.queue_path):
         facts = queues.get(path)
         if facts is None or not facts.guaranteed:
             continue
         guaranteed_somewhere = True
-        if not _within(facts.guaranteed, res.add(facts.allocated, preemptor.resource)):
+        usage = res.add(facts.allocated, preemptor.resource)
+        if relief and path in relief:
+            usage = res.sub(usage, relief[path])
+        if not _within(facts.guaranteed, usage):
             return False
     return guaranteed_somewhere
+
+
+def law_1_possible(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bool:
+    """Could any victims satisfy law 1? The ask's own queue gives no victims (law 2), so it must stay
+    within its guarantee as it is; a parent may be brought back by victims in its other children."""
+    own = queues.get(preemptor.queue_path)
+    if (
+        own is not None
+        and own.guaranteed
+        and not _within(own.guaranteed, res.add(own.allocated, preemptor.resource))
+    ):
+        return False
+    return any(
+        (facts := queues.get(path)) is not None and facts.guaranteed
+        for path in ancestors(preemptor.queue_path)
+    )
 
 
 def fence_root(queue_path: str, queues: Mapping[str, QueueFacts]) -> str:
@@ -179,23 +206,31 @@ def _choose_on_node(
     candidates: Sequence[Candidate],
     queues: Mapping[str, QueueFacts],
 ) -> list[Candidate] | None:
-    """The victims on one node, in order, until the ask fits; None if it never does (law 3 kept)."""
-    if res.fits_in(preemptor.resource, available):
-        return []
+    """The victims on one node, in order, until the ask fits and law 1 holds; None if that never
+    happens (law 3 kept throughout)."""
     shared = set(ancestors(preemptor.queue_path))
+    if res.fits_in(preemptor.resource, available) and preemptor_may_preempt(preemptor, queues):
+        return []
     taken: dict[str, Resource] = {}  # queue path -> what the victims so far take from it
+    relief: dict[str, Resource] = {}  # the same for the queues the ask's queue shares with victims
     freed: Resource = dict(available)
     victims: list[Candidate] = []
     for candidate in candidates:
-        # useless unless it frees a type the ask still lacks
-        if not any(
+        fits = res.fits_in(preemptor.resource, freed)
+        victim_paths = ancestors(candidate.queue_path)
+        if fits:
+            # room enough: only a victim that brings a shared parent back within its guarantee helps
+            if not any(path in shared for path in victim_paths):
+                continue
+        elif not any(
             candidate.resource.get(name, 0) > 0 and freed.get(name, 0) < quantity
             for name, quantity in preemptor.resource.items()
         ):
-            continue
-        paths = [p for p in ancestors(candidate.queue_path) if p not in shared]
+            continue  # useless: frees no type the ask still lacks
         after: dict[str, Resource] = {}
-        for path in paths:
+        for path in victim_paths:
+            if path in shared:
+                continue
             facts = queues.get(path)
             if facts is None:
                 continue
@@ -205,9 +240,12 @@ def _choose_on_node(
             after[path] = res.add(taken.get(path, {}), candidate.resource)
         else:
             taken.update(after)
+            for path in victim_paths:
+                if path in shared:
+                    relief[path] = res.add(relief.get(path, {}), candidate.resource)
             victims.append(candidate)
             res.add_into(freed, candidate.resource)
-            if res.fits_in(preemptor.resource, freed):
+            if res.fits_in(preemptor.resource, freed) and preemptor_may_preempt(preemptor, queues, relief):
                 return victims
     return None
 
@@ -222,7 +260,7 @@ def choose_victims(
 
     ``available`` is each schedulable node's free room now; nodes not in it are not considered.
     """
-    if not preemptor_may_preempt(preemptor, queues):
+    if not law_1_possible(preemptor, queues):
         return None
     by_node: dict[str, list[Candidate]] = {}
     for candidate in eligible(preemptor, candidates, queues):
