@@ -235,7 +235,14 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     "--preemptors",
     type=click.IntRange(min=1),
     default=None,
-    help="preemption: urgent asks that preempt (default 200), arriving at --rate per second (default 100)",
+    help="preemption: urgent asks that preempt (default 50), arriving at --rate per second (default 10)",
+)
+@click.option(
+    "--burst",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="preemption: then this many urgent asks at once (victims chosen per second with a backlog)",
 )
 @click.option(
     "--preemption-delay",
@@ -263,10 +270,11 @@ def bench(
     allocations: int | None = None,
     preemptors: int | None = None,
     preemption_delay: float = 0.5,
+    burst: int = 50,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
     if workload == "preemption":
-        _bench_preemption(nodes, allocations, preemptors, rate, preemption_delay, json_file)
+        _bench_preemption(nodes, allocations, preemptors, rate, preemption_delay, burst, json_file)
         return
     if workload == "multi-rm":
         _bench_multi_rm(rms, nodes or 1000, asks or 10_000, engine, repeat, json_file)
@@ -889,6 +897,7 @@ def _bench_preemption(
     preemptors: int | None,
     rate: float | None,
     delay: float,
+    burst: int,
     json_file: Path | None,
 ) -> None:
     """``korral bench --workload preemption``: a full cluster of borrowers, then urgent asks that preempt."""
@@ -899,7 +908,7 @@ def _bench_preemption(
     console = Console()
     try:
         chosen = workloads.preemption(
-            nodes or 500, allocations or 5000, preemptors or 200, rate=rate or 100.0, delay=delay
+            nodes or 500, allocations or 5000, preemptors or 50, rate=rate or 10.0, delay=delay, burst=burst
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
@@ -907,19 +916,22 @@ def _bench_preemption(
         json_file.parent.mkdir(parents=True, exist_ok=True)
     console.print(
         f"[bold]preemption[/bold]: {chosen.node_count:,} nodes full with {chosen.allocations:,} low-priority "
-        f"allocations, then {len(chosen.preemptors):,} urgent asks at {chosen.rate:g}/s "
-        f"(preemption.delay {chosen.delay:g}s, {workloads.PREEMPTION_VICTIMS_PER_ASK} victims each)"
+        f"allocations, then {len(chosen.preemptors):,} urgent asks at {chosen.rate:g}/s and "
+        f"{len(chosen.burst):,} at once (preemption.delay {chosen.delay:g}s, "
+        f"{workloads.PREEMPTION_VICTIMS_PER_ASK} victims each)"
     )
     try:
         result = runner.run_preemption_korral(chosen, progress=lambda line: console.print(f"  {line}"))
     except (TimeoutError, RuntimeError) as error:
         fail(f"preemption benchmark failed: {error}")
     console.print(
-        f"  latency    p50 {result.latency_ms_p50:,.1f} ms, p99 {result.latency_ms_p99:,.1f} ms, max "
+        f"  paced      {result.preemptors_allocated:,} of {result.preemptors:,} allocated; latency p50 "
+        f"{result.latency_ms_p50:,.1f} ms, p99 {result.latency_ms_p99:,.1f} ms, max "
         f"{result.latency_ms_max:,.1f} ms (the ask's delay expiring -> its allocation)\n"
-        f"  victims    {result.victims:,} chosen, {result.victims_per_second:,.0f}/s\n"
-        f"  urgent     {result.preemptors_allocated:,} of {result.preemptors:,} allocated in "
-        f"{result.seconds:.2f}s\n"
+        f"  burst      {result.burst_allocated:,} of {result.burst:,} allocated in "
+        f"{result.burst_seconds:.2f}s; "
+        f"victims {result.burst_victims:,} chosen, {result.burst_victims_per_second:,.0f}/s; latency p50 "
+        f"{result.burst_latency_ms_p50:,.1f} ms, p99 {result.burst_latency_ms_p99:,.1f} ms\n"
         f"  memory     peak RSS {result.peak_rss_mb:,.0f} MB"
     )
     if _write_json(json_file, runner.preemption_json(chosen, result)):

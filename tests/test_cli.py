@@ -867,7 +867,7 @@ def test_bench_preemption_preempts_for_every_urgent_ask_and_reports_its_figures(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     out = tmp_path / "preemption.json"
-    args = ["--nodes", "10", "--allocations", "100", "--preemptors", "10", "--rate", "100"]
+    args = ["--nodes", "10", "--allocations", "100", "--preemptors", "10", "--rate", "100", "--burst", "5"]
     result = runner.invoke(
         main,
         ["bench", "--workload", "preemption", *args, "--preemption-delay", "0.05", "--json", str(out)],
@@ -891,6 +891,9 @@ def test_bench_preemption_preempts_for_every_urgent_ask_and_reports_its_figures(
         <= korral_side["latency_ms"]["p99"]
         <= korral_side["latency_ms"]["max"]
     )
+    burst = korral_side["burst"]
+    assert (burst["asks"], burst["allocated"], burst["victims"]) == (5, 5, 10)
+    assert burst["victims_per_second"] > 0
     assert "victims" in result.output and "p99" in result.output
 
 

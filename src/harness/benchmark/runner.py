@@ -403,7 +403,15 @@ class PreemptionBenchResult:
     latency_ms_p99: float
     latency_ms_max: float
     seconds: float  # first urgent ask submitted -> last one allocated
-    peak_rss_mb: float
+    # the burst: all its asks at once, after the paced ones
+    burst: int = 0
+    burst_allocated: int = 0
+    burst_victims: int = 0
+    burst_victims_per_second: float = 0.0
+    burst_latency_ms_p50: float = 0.0
+    burst_latency_ms_p99: float = 0.0
+    burst_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
 
 
 class PreemptionBenchRM(BenchRM):
@@ -488,46 +496,94 @@ def run_preemption_korral(
         fill_seconds = time.perf_counter() - fill_started
         if progress is not None:
             progress(f"{workload.allocations:,} allocations running after {fill_seconds:.1f}s")
-        rm.urgent_target = len(workload.preemptors)
-        submitted: dict[str, float] = {}
-        start = time.perf_counter()
-        for index, ask in enumerate(workload.preemptors):
-            delay = start + index / workload.rate - time.perf_counter()
+        latency = _preemption_phase(core, rm, workload, workload.preemptors, workload.rate, timeout, stall)
+        if progress is not None:
+            progress(f"{len(workload.preemptors):,} paced urgent asks allocated")
+        burst = _preemption_phase(core, rm, workload, workload.burst, 0.0, timeout, stall)
+        errors = core.tracker.errors
+    if errors:
+        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
+    return PreemptionBenchResult(
+        running=workload.allocations,
+        fill_seconds=fill_seconds,
+        preemptors=len(workload.preemptors),
+        preemptors_allocated=latency.allocated,
+        victims=latency.victims,
+        victims_per_second=latency.victims_per_second,
+        latency_ms_p50=_percentile(latency.latencies, 0.50),
+        latency_ms_p99=_percentile(latency.latencies, 0.99),
+        latency_ms_max=max(latency.latencies, default=0.0),
+        seconds=latency.seconds,
+        burst=len(workload.burst),
+        burst_allocated=burst.allocated,
+        burst_victims=burst.victims,
+        burst_victims_per_second=burst.victims_per_second,
+        burst_latency_ms_p50=_percentile(burst.latencies, 0.50),
+        burst_latency_ms_p99=_percentile(burst.latencies, 0.99),
+        burst_seconds=burst.seconds,
+        peak_rss_mb=peak_rss_mb(),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class _Phase:
+    allocated: int
+    victims: int
+    victims_per_second: float
+    latencies: list[float]
+    seconds: float
+
+
+def _preemption_phase(
+    core: korral.Core,
+    rm: PreemptionBenchRM,
+    workload: PreemptionWorkload,
+    asks: tuple[si.AllocationAsk, ...],
+    rate: float,
+    timeout: float,
+    stall: float,
+) -> _Phase:
+    """Submit ``asks`` (at ``rate`` per second, or all at once when 0) and wait for all of them."""
+    if not asks:
+        return _Phase(allocated=0, victims=0, victims_per_second=0.0, latencies=[], seconds=0.0)
+    with rm.lock:
+        rm.urgent.clear()
+        rm.victim_times.clear()
+        rm.urgent_target = len(asks)
+        rm.urgent_done.clear()
+    submitted: dict[str, float] = {}
+    start = time.perf_counter()
+    if rate > 0:
+        for index, ask in enumerate(asks):
+            delay = start + index / rate - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
             submitted[ask.allocation_key] = time.perf_counter()
             core.update_allocation(si.AllocationRequest(rm_id=workload.rm_id, asks=[ask]))
-        finished = _wait_with_progress(rm, timeout, stall)
-        core.wait_until_idle(timeout)
-        errors = core.tracker.errors
-    if errors:
-        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
+    else:
+        submitted = dict.fromkeys((ask.allocation_key for ask in asks), start)
+        core.update_allocation(si.AllocationRequest(rm_id=workload.rm_id, asks=list(asks)))
+    finished = _wait_with_progress(rm, timeout, stall)
+    core.wait_until_idle(timeout)
     with rm.lock:
         urgent = dict(rm.urgent)
         victim_times = list(rm.victim_times)
     if not finished:
         raise TimeoutError(
-            f"only {len(urgent):,} of {len(workload.preemptors):,} urgent asks were allocated "
+            f"only {len(urgent):,} of {len(asks):,} urgent asks were allocated "
             f"({len(victim_times):,} victims chosen); nothing moved for {stall:g}s"
         )
     latencies = [
         (urgent[key] - submitted[key] - workload.delay) * 1000.0 for key in urgent if key in submitted
     ]
-    end = max(urgent.values())
     # victims are chosen from the first delay's expiry on
     span = max(victim_times) - (start + workload.delay) if victim_times else 0.0
-    return PreemptionBenchResult(
-        running=workload.allocations,
-        fill_seconds=fill_seconds,
-        preemptors=len(workload.preemptors),
-        preemptors_allocated=len(urgent),
+    return _Phase(
+        allocated=len(urgent),
         victims=len(victim_times),
         victims_per_second=len(victim_times) / span if span > 0 else 0.0,
-        latency_ms_p50=_percentile(latencies, 0.50),
-        latency_ms_p99=_percentile(latencies, 0.99),
-        latency_ms_max=max(latencies, default=0.0),
-        seconds=end - start,
-        peak_rss_mb=peak_rss_mb(),
+        latencies=latencies,
+        seconds=max(urgent.values()) - start,
     )
 
 
@@ -552,6 +608,17 @@ def preemption_json(workload: PreemptionWorkload, result: PreemptionBenchResult)
             },
             "latency_measures": "urgent ask's preemption.delay expiring -> its allocation at the RM",
             "seconds": round(result.seconds, 3),
+            "burst": {
+                "asks": result.burst,
+                "allocated": result.burst_allocated,
+                "victims": result.burst_victims,
+                "victims_per_second": round(result.burst_victims_per_second, 1),
+                "latency_ms": {
+                    "p50": round(result.burst_latency_ms_p50, 2),
+                    "p99": round(result.burst_latency_ms_p99, 2),
+                },
+                "seconds": round(result.burst_seconds, 3),
+            },
             "peak_rss_mb": round(result.peak_rss_mb, 1),
         },
     }

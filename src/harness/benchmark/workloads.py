@@ -314,14 +314,16 @@ class PreemptionWorkload:
     guarantee, and every allocation is a possible victim). Then ``preemptors`` asks of twice that size,
     priority 100 with ``allow_preempt_other``, arrive in root.urgent (guaranteed room for all of them,
     holding nothing) at ``rate`` per second; each waits ``delay`` seconds (its queue's
-    ``preemption.delay``) and then needs two victims on one node."""
+    ``preemption.delay``) and then needs two victims on one node. Then ``burst`` more arrive at once:
+    how many victims the core chooses per second with a backlog of urgent asks."""
 
     name: str
     config: str
     nodes: si.NodeRequest
     applications: si.ApplicationRequest
     fill: tuple[si.AllocationRequest, ...]
-    preemptors: tuple[si.AllocationAsk, ...]
+    preemptors: tuple[si.AllocationAsk, ...]  # paced at ``rate``: the latency
+    burst: tuple[si.AllocationAsk, ...]  # then all at once: victims chosen per second under a backlog
     allocations: int
     node_count: int
     delay: float
@@ -333,13 +335,19 @@ class PreemptionWorkload:
 
 
 def preemption(
-    nodes: int = 500, allocations: int = 5000, preemptors: int = 200, rate: float = 100.0, delay: float = 0.5
+    nodes: int = 500,
+    allocations: int = 5000,
+    preemptors: int = 50,
+    rate: float = 10.0,
+    delay: float = 0.5,
+    burst: int = 50,
 ) -> PreemptionWorkload:
     per_node = max(1, allocations // nodes)
     allocations = per_node * nodes  # exactly full
-    if preemptors * PREEMPTION_VICTIMS_PER_ASK > allocations // 2:
+    total = preemptors + burst
+    if total * PREEMPTION_VICTIMS_PER_ASK > allocations // 2:
         raise ValueError(
-            f"{preemptors:,} urgent asks need {preemptors * PREEMPTION_VICTIMS_PER_ASK:,} victims: more than "
+            f"{total:,} urgent asks need {total * PREEMPTION_VICTIMS_PER_ASK:,} victims: more than "
             f"half of the {allocations:,} running allocations"
         )
     size = {"memory": 10, "vcore": 1}
@@ -352,7 +360,7 @@ def preemption(
 """
         for index in range(PREEMPTION_LOW_QUEUES)
     )
-    urgent_room = preemptors * PREEMPTION_VICTIMS_PER_ASK * size["memory"]
+    urgent_room = total * PREEMPTION_VICTIMS_PER_ASK * size["memory"]
     config = f"""
 partitions:
   - name: default
@@ -401,7 +409,7 @@ partitions:
             priority=PREEMPTION_URGENT_PRIORITY,
             preemption_policy=si.PreemptionPolicy(allow_preempt_other=True),
         )
-        for index in range(preemptors)
+        for index in range(total)
     )
     return PreemptionWorkload(
         name="preemption",
@@ -409,7 +417,8 @@ partitions:
         nodes=_identical_nodes(nodes, {"memory": 10 * per_node, "vcore": per_node}),
         applications=apps,
         fill=fill,
-        preemptors=urgent,
+        preemptors=urgent[:preemptors],
+        burst=urgent[preemptors:],
         allocations=allocations,
         node_count=nodes,
         delay=delay,
