@@ -12,8 +12,9 @@ release there, or nothing. The laws (YuniKorn's design/preemption and user_guide
 4. A victim's priority is at most the ask's (equal is allowed, unlike Kubernetes).
 5. A ``fence`` on a queue keeps the ask's victims inside the fenced subtree; ``disabled`` makes a
    queue's allocations non-victims (the caller passes the effective policy of each queue).
-6. Victims come from one node: the one that needs the fewest victims (then the least resource taken,
-   then the node id). On a node: allocations that allow preemption first, then non-originators, then
+6. Victims come from one node: the one that needs the fewest victims, the first in node-id order
+   among equals (``choose_on_nodes`` may stop looking a while after its best plan, to bound the cost
+   on large clusters). On a node: allocations that allow preemption first, then non-originators, then
    the newest. Allocations that opted out of preemption are taken only when nothing else frees enough.
 
 Required-node asks (daemon sets) have their own rule, ``required_node_victims``: only their node
