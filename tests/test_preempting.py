@@ -226,3 +226,33 @@ def test_required_node_asks_in_the_reference() -> None:
     scheduler.update_node(t.nodes("rm", ["n3"], NODE))
     made = scheduler.schedule()
     assert [(a.allocation_key, a.node_id) for a in made] == [("absent", "n3")]
+
+
+# ---- the owner's side (the application actor's plain code) ------------------------------------------
+
+
+def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None:
+    from korral.model.allocation import Allocation
+    from korral.model.app_owner import ApplicationOwner
+    from korral.model.application import Application
+
+    owner = ApplicationOwner(Application("app", partition="[rm]default", queue_path="root.low", user="u"))
+    owner.add_asks([si.AllocationAsk(allocation_key="k", application_id="app", resource_ask=SMALL)], 0.0)
+    generation = owner.app.asks["k"].generation
+    booked = Allocation("u1", "k", "app", "n1", dict(SMALL), queue_path="root.low", ask_generation=generation)
+    owner.confirm("n1", [booked], 0.0)
+    effects = owner.preempt(
+        ["u1", "unknown"], "preempting allocations to free up resources to run ask: x", 1.0
+    )
+    assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.PREEMPTED_BY_SCHEDULER)]
+    assert effects.view_ops == [("unpreempt", "unknown")]
+    assert owner.app.releasing == {"u1": T.PREEMPTED_BY_SCHEDULER}
+    # still booked until the RM confirms; a second preemption of it changes nothing
+    assert "u1" in owner.app.allocations
+    assert owner.preempt(["u1"], "again", 2.0).view_ops == [("unpreempt", "u1")]
+    confirmed = owner.release(
+        [si.AllocationRelease(application_id="app", uuid="u1", termination_type=T.PREEMPTED_BY_SCHEDULER)],
+        3.0,
+    )
+    assert confirmed.released == [] and "u1" not in owner.app.allocations  # not reported back
+    assert confirmed.free_on_node == {"n1": ["u1"]}

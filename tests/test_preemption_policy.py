@@ -11,6 +11,7 @@ from korral.policies.preemption import (
     Preemptor,
     QueueFacts,
     ancestors,
+    choose_on_nodes,
     choose_victims,
     fence_root,
     law_1_possible,
@@ -307,3 +308,16 @@ def test_victim_queue_eligible_respects_fence_and_disabled():
     assert not victim_queue_eligible("root.prod", "root", "root.test", facts)
     assert victim_queue_eligible("root.tenant.t1", "root.tenant", "root.tenant.t2", queues())
     assert not victim_queue_eligible("root.tenant.t1", "root.tenant", "root.test", queues())
+
+
+def test_patience_bounds_the_search_after_the_first_plan():
+    # n1 needs two victims, n2 one; with no patience left after n1's plan, n2 is never looked at
+    def room(node_id, candidates):
+        return (node_id, {"vcore": 0}, candidates.__iter__)
+
+    n1 = [victim("a", node="n1", vcore=1), victim("b", node="n1", vcore=1, sequence=1)]
+    n2 = [victim("c", node="n2", vcore=2)]
+    nodes = [room("n1", n1), room("n2", n2)]
+    assert choose_on_nodes(ask(2), queues(), nodes) == Plan("n2", ("c",))
+    assert choose_on_nodes(ask(2), queues(), nodes, patience=1) == Plan("n2", ("c",))
+    assert choose_on_nodes(ask(2), queues(), nodes, patience=0) == Plan("n1", ("b", "a"))

@@ -110,7 +110,8 @@ class AppEffects:
 
     ``view_ops`` keeps the changes for the scheduler's view in the order they happened (a recovery
     followed by its release must reach the view in that order): ("put_ask", (si ask, generation)),
-    ("drop_ask", (key, generation)), ("rollback" | "forget" | "recover", allocation).
+    ("drop_ask", (key, generation)), ("rollback" | "forget" | "recover", allocation),
+    ("unpreempt", uuid) for a preemption victim this owner could not release.
     """
 
     new_allocations: list[Allocation] = attrs.Factory(list)

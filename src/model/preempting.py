@@ -15,7 +15,8 @@ room is free. An ask waits for its victims before it may try again, and tries at
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from korral import si
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 PREEMPT_ATTEMPT_INTERVAL = 15.0
 # how many nodes the RM's predicates may turn down before an attempt gives up until the next one
 PREDICATE_RETRIES = 5
+# how many more nodes an attempt looks at for fewer victims once it has a plan (bounds its cost)
+SEARCH_PATIENCE = 128
 _PREEMPTED = si.TerminationType.PREEMPTED_BY_SCHEDULER
 
 
@@ -107,58 +110,62 @@ def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]
     return allocation.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
 
 
-def _candidates(
-    model: PartitionModel,
-    apps: Iterable[Application],
-    offset: int,
-    max_priority: int,
-    node_id: str | None = None,
+def _node_candidates(
+    model: PartitionModel, node: Node, allowed: Mapping[str, int] | None, offsets: Mapping[str, int]
 ) -> list[policy.Candidate]:
-    """The live allocations of ``apps`` (on ``node_id`` only, if given) that are not being released,
-    with a priority (plus ``offset``) of at most ``max_priority``: the others never qualify."""
+    """The allocations on ``node`` that could be victims, not being released: from the queues in
+    ``allowed`` with at most the priority given there (None: any queue, offsets 0, no priority cap)."""
+    applications = model.applications
     found = []
-    # age on its node: the node books allocations in order (a dict keeps it)
-    sequences: dict[str, dict[str, int]] = {}
-    limit = max_priority - offset
-    for app in apps:
-        releasing = app.releasing
-        for uuid, allocation in app.allocations.items():
-            if allocation.priority > limit or (releasing and uuid in releasing):
+    # the node books allocations in order (a dict keeps it): the index is the age on the node
+    for sequence, (uuid, allocation) in enumerate(node.allocations.items()):
+        path = allocation.queue_path
+        if allowed is not None:
+            limit = allowed.get(path)
+            if limit is None or allocation.priority > limit:
                 continue
-            if node_id is not None and allocation.node_id != node_id:
-                continue
-            on_node = sequences.get(allocation.node_id)
-            if on_node is None:
-                node = model.nodes.get(allocation.node_id)
-                if node is None:
-                    continue
-                on_node = sequences[allocation.node_id] = {u: i for i, u in enumerate(node.allocations)}
-            allow_self, originator = _victim_flags(app, allocation)
-            found.append(
-                policy.Candidate(
-                    uuid=uuid,
-                    application_id=app.application_id,
-                    queue_path=app.queue_path,
-                    node_id=allocation.node_id,
-                    resource=allocation.resource,
-                    priority=allocation.priority + offset,
-                    allow_preempt_self=allow_self,
-                    originator=originator,
-                    sequence=on_node.get(uuid, 0),
-                    required_node=bool(allocation.tags.get(TAG_REQUIRED_NODE)),
-                )
+        app = applications.get(allocation.application_id)
+        if app is None or (app.releasing and uuid in app.releasing) or uuid not in app.allocations:
+            continue
+        allow_self, originator = _victim_flags(app, allocation)
+        found.append(
+            policy.Candidate(
+                uuid,
+                app.application_id,
+                app.queue_path,
+                node.node_id,
+                allocation.resource,
+                allocation.priority + offsets.get(path, 0),
+                allow_self,
+                originator,
+                sequence,
+                bool(allocation.tags.get(TAG_REQUIRED_NODE)),
             )
+        )
     return found
 
 
-def _release_victims(
-    model: PartitionModel, ask: Ask, victims: Iterable[str], candidates: Iterable[policy.Candidate]
-) -> None:
-    owners = {candidate.uuid: candidate.application_id for candidate in candidates}
+class _NodeRooms(Sequence[policy.NodeRoom]):
+    """The nodes for the policy, each one's facts looked up only when the search reaches it."""
+
+    def __init__(self, model: PartitionModel, node_ids: list[str], load: Callable[[Node], list]) -> None:
+        self.nodes = model.nodes
+        self.node_ids = node_ids
+        self.load = load
+
+    def __len__(self) -> int:
+        return len(self.node_ids)
+
+    def __getitem__(self, index: int) -> policy.NodeRoom:  # type: ignore[override]
+        node = self.nodes[self.node_ids[index]]
+        return (node.node_id, node.available, partial(self.load, node))
+
+
+def _release_victims(model: PartitionModel, ask: Ask, node: Node, victims: Iterable[str]) -> None:
     message = preemption_message(ask)
     chosen = []
     for uuid in victims:
-        application_id = owners[uuid]
+        application_id = node.allocations[uuid].application_id
         if model.core_release(application_id, uuid, _PREEMPTED, message) is not None:
             chosen.append((application_id, uuid))
     ask.preempt_victims = tuple(chosen)
@@ -187,40 +194,44 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
     if not policy.law_1_possible(preemptor, facts):
         return False
     fence = policy.fence_root(queue.path, facts)
-    candidates: list[policy.Candidate] = []
+    # the leaf queues victims may come from, with the highest (raw) priority a victim there may have
+    offsets: dict[str, int] = {}
+    allowed: dict[str, int] = {}
     for path, leaf in model.queues.items():
         if (
             leaf.is_leaf
             and leaf.applications
             and policy.victim_queue_eligible(queue.path, fence, path, facts)
         ):
-            offset = path_priority_offset(leaf)
-            candidates.extend(_candidates(model, leaf.applications.values(), offset, preemptor.priority))
+            offsets[path] = path_priority_offset(leaf)
+            allowed[path] = preemptor.priority - offsets[path]
+    if not allowed:
+        return False
     mine = (app.application_id, ask.allocation_key)
-    available: dict[str, dict[str, int]] = {}
-    for candidate in candidates:
-        node_id = candidate.node_id
-        if node_id in available:
-            continue
-        node = model.nodes[node_id]
+
+    def load(node: Node) -> list[policy.Candidate]:
         if (
-            node.schedulable
-            and (node.reservation is None or node.reservation == mine)
-            and node.capacity_fits(ask.resource)
+            not node.allocations
+            or not node.schedulable
+            or (node.reservation is not None and node.reservation != mine)
+            or not node.capacity_fits(ask.resource)
         ):
-            available[node_id] = node.available
+            return []
+        return _node_candidates(model, node, allowed, offsets)
+
+    node_ids = sorted(model.nodes)  # the policy breaks ties by node id
     for _ in range(PREDICATE_RETRIES):
-        plan = policy.choose_victims(preemptor, candidates, facts, available)
+        plan = policy.choose_on_nodes(preemptor, facts, _NodeRooms(model, node_ids, load), SEARCH_PATIENCE)
         if plan is None:
             return False
         if model.predicate is None or model._predicate(ask.allocation_key, plan.node_id, True):
             break
-        del available[plan.node_id]  # the RM's predicates turn this node down: the next best
+        node_ids.remove(plan.node_id)  # the RM's predicates turn this node down: the next best
     else:
         return False
-    _release_victims(model, ask, plan.victims, candidates)
+    node = model.nodes[plan.node_id]
+    _release_victims(model, ask, node, plan.victims)
     if ask.preempt_victims:
-        node = model.nodes[plan.node_id]
         if ask.allocation_key in app.reservations:
             model.unreserve(app.application_id, ask.allocation_key)
         model.reserve(app, ask, node)
@@ -282,13 +293,7 @@ def try_reserved_required_node(
 def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, node: Node) -> bool:
     """YuniKorn's required-node preemptor: victims only on the ask's node, its own application's
     allocations included, lowest priority first; other daemon-set allocations never."""
-    applications = model.applications
-    owners = {
-        allocation.application_id: applications[allocation.application_id]
-        for allocation in node.allocations.values()
-        if allocation.application_id in applications
-    }
-    candidates = _candidates(model, owners.values(), 0, ask.priority, node.node_id)
+    candidates = _node_candidates(model, node, None, {})
     preemptor = policy.Preemptor(
         allocation_key=ask.allocation_key,
         application_id=app.application_id,
@@ -307,5 +312,5 @@ def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, 
             )
         )
         return False
-    _release_victims(model, ask, plan.victims, candidates)
+    _release_victims(model, ask, node, plan.victims)
     return bool(ask.preempt_victims)
