@@ -189,19 +189,18 @@ def quiet_core():
 
 
 def _break_priorities(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
-    """Every allocation is gathered as a candidate and looks lowest in priority."""
+    """Every allocation on a node is gathered as a candidate and looks lowest in priority (this
+    reaches into the product's candidate gathering: the priority cap is applied there)."""
     from korral.model import preempting
 
-    honest = preempting._candidates
+    honest = preempting._node_candidates
 
-    def lowest(*args: object, **kwargs: object) -> list:
-        if len(args) > 3:
-            args = (*args[:3], 10**9, *args[4:])
-        if "max_priority" in kwargs:
-            kwargs["max_priority"] = 10**9
-        return [candidate._replace(priority=-1000) for candidate in honest(*args, **kwargs)]  # type: ignore[arg-type]
+    def lowest(model: object, node: object, allowed: dict | None, offsets: dict) -> list:
+        if allowed is not None:
+            allowed = dict.fromkeys(allowed, 10**9)
+        return [c._replace(priority=-1000) for c in honest(model, node, allowed, offsets)]  # type: ignore[arg-type]
 
-    monkeypatch.setattr(preempting, "_candidates", lowest)
+    monkeypatch.setattr(preempting, "_node_candidates", lowest)
 
 
 def _break_guarantees(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
