@@ -1908,6 +1908,7 @@ BORROWER_QUEUES = (
     "root.fenced.inner1",
 )
 DAEMON_QUEUE = "root.daemon"
+OUTSTANDING_LIMIT = 60  # pending asks per RM before it stops adding borrowers
 PREEMPTOR_GRACE = 10.0  # seconds an allocated preemptor still justifies victims heard of late
 PREEMPTION_NODE = {"memory": 16000, "vcore": 16000}
 PREEMPTION_NODES = 6
@@ -1985,6 +1986,12 @@ class PreemptionRM(StressRM):
                 for release in response.released
                 if release.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
             ]
+            for key in (
+                *(a.allocation_key for a in response.new),
+                *(r.allocation_key for r in response.released_asks),
+                *(r.allocation_key for r in response.rejected),
+            ):
+                driver.outstanding.discard(key)
             for allocation in response.new:
                 required = driver.required_nodes.get(allocation.allocation_key)
                 if required is not None:
@@ -2030,6 +2037,9 @@ class PreemptionDriver(Driver):
         self.preemptors: dict[str, invariants.PreemptionParty] = {}
         self.required_nodes: dict[str, str] = {}  # required-node ask -> its node
         self.recently_allocated: dict[str, tuple[invariants.PreemptionParty, float]] = {}
+        # asks submitted and not yet allocated, released or rejected: the backlog stays bounded, so
+        # a long run measures the core and not an ever longer queue walk
+        self.outstanding: set[str] = set()
         # victims heard of, not confirmed yet: uuid -> (release, when to confirm, resubmit)
         self.awaiting: dict[str, tuple[si.AllocationRelease, float, bool]] = {}
         self.confirmed: set[str] = set()  # confirmed since the last check (must be gone by then)
@@ -2117,10 +2127,12 @@ class PreemptionDriver(Driver):
             self._add_borrowers(core)
 
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        with self.rm.lock:
+            backlog = len(self.outstanding)
         return [
-            (25, self._add_borrowers),
-            (6, self._add_preemptors),
-            (2, self._add_required_node_ask),
+            (25 if backlog < OUTSTANDING_LIMIT else 0, self._add_borrowers),
+            (6 if backlog < OUTSTANDING_LIMIT + 20 else 0, self._add_preemptors),
+            (2 if backlog < OUTSTANDING_LIMIT + 30 else 0, self._add_required_node_ask),
             (12, self._release_allocation),
             (4, self._release_preemptor_allocation),
             (3, self._release_asks),
@@ -2160,6 +2172,8 @@ class PreemptionDriver(Driver):
         key = f"{app_id}-ask-{self.ask_seq}"
         self.asks[key] = app_id
         self.ask_info[key] = (priority, resource)
+        with self.rm.lock:
+            self.outstanding.add(key)
         policy = (
             None
             if preempt_other is None
@@ -2302,6 +2316,8 @@ class PreemptionDriver(Driver):
             return
         key, app_id = picked
         self.asks_released.add(key)
+        with self.rm.lock:
+            self.outstanding.discard(key)
         # a released preemptor stays a candidate: a victim chosen for it may be on its way already
         self._send(core, "allocations", t.release_asks(self.rm_id, app_id, key), f"release ask {key}")
 
