@@ -1907,8 +1907,10 @@ BORROWER_QUEUES = (
     "root.urgent",
     "root.fenced.inner1",
 )
+PREEMPTOR_GUARANTEES = {"root.urgent": 32000, "root.fenced.inner1": 16000}  # memory, as in the config
 DAEMON_QUEUE = "root.daemon"
-OUTSTANDING_LIMIT = 60  # pending asks per RM before it stops adding borrowers
+# pending asks per RM and kind before it stops adding more of that kind
+OUTSTANDING_LIMITS = {"borrower": 40, "preemptor": 16, "daemon": 6}
 PREEMPTOR_GRACE = 10.0  # seconds an allocated preemptor still justifies victims heard of late
 PREEMPTION_NODE = {"memory": 16000, "vcore": 16000}
 PREEMPTION_NODES = 6
@@ -1991,7 +1993,7 @@ class PreemptionRM(StressRM):
                 *(r.allocation_key for r in response.released_asks),
                 *(r.allocation_key for r in response.rejected),
             ):
-                driver.outstanding.discard(key)
+                driver.outstanding.pop(key, None)
             for allocation in response.new:
                 required = driver.required_nodes.get(allocation.allocation_key)
                 if required is not None:
@@ -2039,7 +2041,7 @@ class PreemptionDriver(Driver):
         self.recently_allocated: dict[str, tuple[invariants.PreemptionParty, float]] = {}
         # asks submitted and not yet allocated, released or rejected: the backlog stays bounded, so
         # a long run measures the core and not an ever longer queue walk
-        self.outstanding: set[str] = set()
+        self.outstanding: dict[str, str] = {}  # key -> borrower | preemptor | daemon
         # victims heard of, not confirmed yet: uuid -> (release, when to confirm, resubmit)
         self.awaiting: dict[str, tuple[si.AllocationRelease, float, bool]] = {}
         self.confirmed: set[str] = set()  # confirmed since the last check (must be gone by then)
@@ -2128,13 +2130,29 @@ class PreemptionDriver(Driver):
 
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
         with self.rm.lock:
-            backlog = len(self.outstanding)
+            backlog = dict.fromkeys(OUTSTANDING_LIMITS, 0)
+            for kind in self.outstanding.values():
+                backlog[kind] += 1
+            used: dict[str, int] = {}
+            for allocation in self.rm.live.values():
+                queue = self.app_queue.get(allocation.application_id, "")
+                used[queue] = used.get(queue, 0) + allocation.resource_per_alloc.get("memory", 0)
+        # urgent work finishes faster once its queue nears its guarantee: the queue is starved again
+        # and must preempt to get back (above its guarantee it may not)
+        nearly_served = any(
+            used.get(queue, 0) > 0.6 * PREEMPTOR_GUARANTEES[queue] for queue in PREEMPTOR_QUEUES
+        )
         return [
-            (25 if backlog < OUTSTANDING_LIMIT else 0, self._add_borrowers),
-            (6 if backlog < OUTSTANDING_LIMIT + 20 else 0, self._add_preemptors),
-            (2 if backlog < OUTSTANDING_LIMIT + 30 else 0, self._add_required_node_ask),
+            *(
+                (weight if backlog[kind] < OUTSTANDING_LIMITS[kind] else 0, action)
+                for weight, kind, action in (
+                    (25, "borrower", self._add_borrowers),
+                    (6, "preemptor", self._add_preemptors),
+                    (2, "daemon", self._add_required_node_ask),
+                )
+            ),
             (12, self._release_allocation),
-            (4, self._release_preemptor_allocation),
+            (25 if nearly_served else 2, self._release_preemptor_allocation),
             (3, self._release_asks),
             (1.5, self._new_app_op),
             (0.3, self._create_late_node),
@@ -2173,7 +2191,9 @@ class PreemptionDriver(Driver):
         self.asks[key] = app_id
         self.ask_info[key] = (priority, resource)
         with self.rm.lock:
-            self.outstanding.add(key)
+            self.outstanding[key] = (
+                "daemon" if required_node else "preemptor" if preempt_other is not None else "borrower"
+            )
         policy = (
             None
             if preempt_other is None
@@ -2290,11 +2310,21 @@ class PreemptionDriver(Driver):
         self._send(core, "allocations", request, f"release allocation {allocation.uuid}")
 
     def _release_allocation(self, core: Core) -> None:
-        """Borrowers finish now and then (what leaves a queue other than by preemption is counted)."""
+        """Borrowers finish now and then (what leaves a queue other than by preemption is counted).
+        Half the time one no urgent ask may take (disabled, lifted by an offset, high priority): those
+        would otherwise pile up, as preemption only ever takes the others."""
         with self.rm.lock:
             live = sorted(self.rm.live.values(), key=lambda a: a.uuid)
+        kept = [a for a in live if self._never_a_victim(a)]
+        if kept and self.rng.random() < 0.5:
+            live = kept
         if live:
             self._release(core, self.rng.choice(live))
+
+    def _never_a_victim(self, allocation: si.Allocation) -> bool:
+        queue = self.app_queue.get(allocation.application_id, "")
+        priority = self.ask_info.get(allocation.allocation_key, (allocation.priority, {}))[0]
+        return PREEMPTION_LAWS.is_disabled(queue) or effective_priority(queue, priority) > 10
 
     def _release_preemptor_allocation(self, core: Core) -> None:
         """Urgent work finishes too, so its queue is starved again and preempts again."""
@@ -2311,13 +2341,16 @@ class PreemptionDriver(Driver):
             self._release(core, self.rng.choice(live))
 
     def _release_asks(self, core: Core) -> None:
-        picked = self._pick_ask()
-        if picked is None:
+        """Withdraw a pending ask (a pod deleted before it ran)."""
+        with self.rm.lock:
+            pending = sorted(self.outstanding)
+        if not pending:
             return
-        key, app_id = picked
+        key = self.rng.choice(pending)
+        app_id = self.asks[key]
         self.asks_released.add(key)
         with self.rm.lock:
-            self.outstanding.discard(key)
+            self.outstanding.pop(key, None)
         # a released preemptor stays a candidate: a victim chosen for it may be on its way already
         self._send(core, "allocations", t.release_asks(self.rm_id, app_id, key), f"release ask {key}")
 
