@@ -431,3 +431,24 @@ def test_snapshots_and_rest_documents_show_the_preemption_settings() -> None:
         assert tenant is not None and tenant.preemption_policy == "fence"
         assert dao.queue(tenant, P, 0, None)["isPreemptionFence"] is True
         assert core.partition(P).preemption_enabled is True  # type: ignore[union-attr]
+
+
+def test_preemption_on_the_simulated_runtime_and_its_virtual_clock() -> None:
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=3) as core:
+        core.register_resource_manager(t.register("rm", config()), rm)
+        core.update_node(t.nodes("rm", ["n1"], NODE))
+        core.update_application(t.applications("rm", {"low-app": "root.low", "hi": "root.high"}))
+        core.wait_until_idle()
+        for index in range(10):
+            core.update_allocation(ask("low-app", f"low-{index}", SMALL))
+        core.wait_until_idle()
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        core.wait_until_idle()
+        core.advance(9.0)
+        assert preempted(rm) == []
+        core.advance(2.0)
+        assert sorted(r.allocation_key for r in preempted(rm)) == ["low-7", "low-8", "low-9"]
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        assert live_keys(core, "hi") == {"urgent": "n1"}

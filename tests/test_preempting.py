@@ -256,3 +256,18 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
     )
     assert confirmed.released == [] and "u1" not in owner.app.allocations  # not reported back
     assert confirmed.free_on_node == {"n1": ["u1"]}
+
+
+def test_at_most_ten_asks_of_a_queue_attempt_preemption_in_one_cycle() -> None:
+    scheduler, clock = build(low_policy="disabled")  # nothing to find: every attempt fails
+    fill_low(scheduler)
+    for index in range(12):
+        scheduler.update_allocation(ask("hi", f"u{index}", {"memory": 100}, allow_preempt_other=True))
+    clock.now += 11.0
+    partition = scheduler.partition()
+    assert partition.schedule_one() is None
+    asks = partition.applications["hi"].asks
+    tried = sorted(key for key, a in asks.items() if a.preempt_checked_at == clock.now)
+    assert len(tried) == 10
+    assert partition.schedule_one() is None  # the next cycle: the other two
+    assert all(a.preempt_checked_at == clock.now for a in asks.values())

@@ -175,6 +175,8 @@ class PartitionModel(PartitionAllocations):
         if not self.root.max:
             return None
         now = self.clock()
+        if self.preempt_attempts:
+            self.preempt_attempts.clear()  # YuniKorn: at most 10 preemption attempts per queue per cycle
         if self.reservations:
             allocation = self._try_reserved(now)
             if allocation is not None:

@@ -118,6 +118,8 @@ class PartitionRegistry:
         self.released_asks: list[tuple[str, str, str]] = []
         # request events of preemption attempts (application, allocation key, message)
         self.preemption_events: list[tuple[str, str, str]] = []
+        # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
+        self.preempt_attempts: dict[str, int] = {}
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group

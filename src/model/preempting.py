@@ -30,8 +30,10 @@ from korral.policies import preemption as policy
 if TYPE_CHECKING:
     from korral.model.partition import PartitionModel
 
-# YuniKorn: an ask re-attempts preemption at most every 15 s
+# YuniKorn: an ask re-attempts preemption at most every 15 s, and at most 10 asks of a queue attempt
+# it in one scheduling cycle (so a crowd of asks due at once cannot stall a cycle)
 PREEMPT_ATTEMPT_INTERVAL = 15.0
+PREEMPT_ATTEMPTS_PER_QUEUE = 10
 # how many nodes the RM's predicates may turn down before an attempt gives up until the next one
 PREDICATE_RETRIES = 5
 # how many more nodes an attempt looks at for fewer victims once it has a plan (bounds its cost)
@@ -180,9 +182,11 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         or ask.required_node
         or now - ask.create_time < queue.preemption_delay - 1e-9
         or not model.config.preemption.enabled
+        or model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE
         or not _may_attempt(model, ask, now)
     ):
         return False
+    model.preempt_attempts[queue.path] = model.preempt_attempts.get(queue.path, 0) + 1
     facts = queue_facts(model)
     preemptor = policy.Preemptor(
         allocation_key=ask.allocation_key,
