@@ -1911,7 +1911,10 @@ PREEMPTOR_GUARANTEES = {"root.urgent": 32000, "root.fenced.inner1": 16000}  # me
 DAEMON_QUEUE = "root.daemon"
 # pending asks per RM and kind before it stops adding more of that kind
 OUTSTANDING_LIMITS = {"borrower": 40, "preemptor": 16, "daemon": 6}
-PREEMPTOR_GRACE = 10.0  # seconds an allocated preemptor still justifies victims heard of late
+PREEMPTOR_GRACE = 10.0
+FINISHED_STATES = frozenset(
+    {"Completed", "Failed", "Rejected", "Expired"}
+)  # seconds an allocated preemptor still justifies victims heard of late
 PREEMPTION_NODE = {"memory": 16000, "vcore": 16000}
 PREEMPTION_NODES = 6
 
@@ -2173,8 +2176,22 @@ class PreemptionDriver(Driver):
         self._new_app(core, self.rng.choice(BORROWER_QUEUES + PREEMPTOR_QUEUES))
 
     def _apps_in(self, queues: Iterable[str]) -> list[str]:
+        """The applications in ``queues`` that can still take asks (an application with nothing left
+        completes, and a completed one takes no more asks)."""
         wanted = set(queues)
-        return sorted(app for app, queue in self.app_queue.items() if queue in wanted and app in self.apps)
+        with self.rm.lock:
+            finished = {
+                app for app, states in self.rm.app_states.items() if states and states[-1] in FINISHED_STATES
+            } | set(self.rm.rejected_apps)
+        return sorted(
+            app
+            for app, queue in self.app_queue.items()
+            if queue in wanted and app in self.apps and app not in finished
+        )
+
+    def _apps_or_new(self, core: Core, queues: tuple[str, ...]) -> list[str]:
+        apps = self._apps_in(queues)
+        return apps or [self._new_app(core, self.rng.choice(queues))]
 
     def _ask(
         self,
@@ -2185,15 +2202,14 @@ class PreemptionDriver(Driver):
         preempt_other: bool | None = None,
         preempt_self: bool = True,
         required_node: str = "",
+        kind: str = "borrower",
     ) -> si.AllocationAsk:
         self.ask_seq += 1
         key = f"{app_id}-ask-{self.ask_seq}"
         self.asks[key] = app_id
         self.ask_info[key] = (priority, resource)
         with self.rm.lock:
-            self.outstanding[key] = (
-                "daemon" if required_node else "preemptor" if preempt_other is not None else "borrower"
-            )
+            self.outstanding[key] = kind
         policy = (
             None
             if preempt_other is None
@@ -2212,7 +2228,7 @@ class PreemptionDriver(Driver):
 
     def _add_borrowers(self, core: Core) -> None:
         """Low-priority work, far more than fits: queues borrow above their guarantees."""
-        apps = self._apps_in(BORROWER_QUEUES)
+        apps = self._apps_or_new(core, BORROWER_QUEUES)
         if not apps:
             return
         app_id = self.rng.choice(apps)
@@ -2236,7 +2252,7 @@ class PreemptionDriver(Driver):
 
     def _add_preemptors(self, core: Core) -> None:
         """High-priority asks in a starved queue that may preempt (some without a policy: they wait)."""
-        apps = self._apps_in(PREEMPTOR_QUEUES)
+        apps = self._apps_or_new(core, PREEMPTOR_QUEUES)
         if not apps:
             return
         app_id = self.rng.choice(apps)
@@ -2249,6 +2265,7 @@ class PreemptionDriver(Driver):
                 {"memory": self.rng.choice([2000, 4000]), "vcore": 1000},
                 priority,
                 preempt_other=True if may_preempt else None,
+                kind="preemptor",
             )
             for _ in range(self.rng.randint(1, 3))
         ]
@@ -2270,13 +2287,15 @@ class PreemptionDriver(Driver):
 
     def _add_required_node_ask(self, core: Core) -> None:
         """A daemon-set style ask pinned to one node (sometimes one that does not exist yet)."""
-        apps = self._apps_in([DAEMON_QUEUE])
+        apps = self._apps_or_new(core, (DAEMON_QUEUE,))
         if not apps:
             return
         app_id = apps[0]
         node_id = self.late_node if self.rng.random() < 0.1 else self.rng.choice(self.node_ids)
         priority = self.rng.choice([15, 15, 0])
-        ask = self._ask(app_id, {"memory": 1000, "vcore": 500}, priority, required_node=node_id)
+        ask = self._ask(
+            app_id, {"memory": 1000, "vcore": 500}, priority, required_node=node_id, kind="daemon"
+        )
         self.required_nodes[ask.allocation_key] = node_id
         with self.rm.lock:
             self.preemptors[ask.allocation_key] = invariants.PreemptionParty(
