@@ -32,6 +32,7 @@ from korral.actors.messages import (
     Snapshot,
     SwapOnNode,
     TimeoutsDue,
+    ViewOps,
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
@@ -43,21 +44,12 @@ from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocation, to_si_release
+from korral.model.view_ops import DropAsk, PutAsk
 
 
 @attrs.frozen(slots=True)
 class FlushOut:
     """Application -> itself: send what the last burst of messages produced."""
-
-
-@attrs.frozen(slots=True)
-class ViewOps:
-    """Application -> scheduler: changes to apply to the view, in order: (operation, payload)."""
-
-    application_id: str
-    ops: tuple[tuple[str, Any], ...]
-    # the incarnation they are about (an id removed and added again is a new one); None: the current
-    app: Handle | None = None
 
 
 @attrs.frozen(slots=True)
@@ -313,16 +305,14 @@ class ApplicationActor(RetiringActor):
         records = [
             events.app_state(app.application_id, state, app.queue_path) for state, _ in effects.state_changes
         ]
-        for operation, payload in effects.view_ops:
-            if operation == "put_ask":
+        for op in effects.view_ops:
+            if type(op) is PutAsk:
                 records.append(
-                    events.request(
-                        app.application_id, payload[0].allocation_key, events.Change.ADD, "ask added"
-                    )
+                    events.request(app.application_id, op.ask.allocation_key, events.Change.ADD, "ask added")
                 )
-            elif operation == "drop_ask":
+            elif type(op) is DropAsk:
                 records.append(
-                    events.request(app.application_id, payload[0], events.Change.REMOVE, "ask removed")
+                    events.request(app.application_id, op.allocation_key, events.Change.REMOVE, "ask removed")
                 )
         records.extend(
             events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)

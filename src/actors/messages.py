@@ -13,6 +13,7 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
+from korral.model.view_ops import ViewOp
 
 frozen = attrs.frozen(slots=True, kw_only=True)
 
@@ -258,6 +259,17 @@ class TimeoutsDue:
     """Timer -> application: a deadline of the application (placeholder or execution timeout) is due."""
 
 
+@frozen
+class ViewOps:
+    """Application -> scheduler: changes to apply to the view, in the order they happened (the
+    operations are typed, see ``korral.model.view_ops``)."""
+
+    application_id: str
+    ops: tuple[ViewOp, ...]
+    # the incarnation they are about (an id removed and added again is a new one); None: the current
+    app: Any = None  # Handle
+
+
 # ---- owners -> queues -----------------------------------------------------------------------------------
 
 
@@ -282,11 +294,27 @@ class Snapshot:
 # ---- callbacks -----------------------------------------------------------------------------------------
 
 
+# the RM callback's methods that the core calls (``ResourceManagerCallback``) other than predicates,
+# which the scheduler calls itself and waits on
+CALLBACK_METHODS = frozenset(
+    {
+        "update_allocation",
+        "update_application",
+        "update_node",
+        "send_event",
+        "update_container_scheduling_state",
+    }
+)
+
+
 @frozen
 class Deliver:
-    """-> dispatcher: call one RM callback method with one argument."""
+    """-> dispatcher: call one RM callback method with one argument.
 
-    method: str
+    A method that is not one of ``CALLBACK_METHODS`` (a misspelling) fails where the message is built,
+    rather than being dropped unseen by the dispatcher."""
+
+    method: str = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
     argument: Any
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.application import AppFinished, ApplicationActor, ViewOps
+from korral.actors.application import AppFinished, ApplicationActor
 from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor, start_pool
 from korral.actors.messages import (
     AddAsks,
@@ -48,6 +48,7 @@ from korral.actors.messages import (
     StopPartition,
     Tick,
     UpdateNode,
+    ViewOps,
 )
 from korral.actors.node import NodeActor
 from korral.actors.queue import QueueActor
@@ -70,6 +71,7 @@ from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.si_convert import from_si_allocation
 from korral.model.ugm import AppUsage
+from korral.model.view_ops import AdoptRecovered
 
 
 @attrs.frozen(slots=True)
@@ -299,7 +301,7 @@ class PartitionActor(ThreadedActor):
                 self.scheduler.tell(NodeAdded(spec=attrs.evolve(spec, schedulable=False), node=handle))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
-                        ViewOps(application_id=app_id, ops=tuple(("recover", a) for a in allocations))
+                        ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
                     )
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
