@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import random
 import secrets
 import threading
 import time
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("korral.actors")
 
 DEFAULT_ASK_TIMEOUT = 10.0
+# one handled message in this many is timed when a benchmark measures per-stage costs
+HANDLER_SAMPLING = 4
 
 
 class Rank(enum.IntEnum):
@@ -92,6 +95,15 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
+        # CPU seconds spent in handlers per message type, estimated from a random sample of one
+        # message in HANDLER_SAMPLING (reading a thread's CPU clock costs ~1 µs): None (off) unless a
+        # benchmark asks for its per-stage costs
+        self.handler_seconds: dict[str, float] | None = None
+
+    def handled(self, message_type: str, seconds: float) -> None:
+        with self._lock:
+            if self.handler_seconds is not None:
+                self.handler_seconds[message_type] = self.handler_seconds.get(message_type, 0.0) + seconds
 
     def sent(self, actor_id: int) -> None:
         with self._lock:
@@ -241,6 +253,8 @@ class KorralActor(pykka.Actor):
                 log.error("%s: no handler for %r", self.name, message)
                 return None
             self._handlers[type(message)] = handler
+        sampled = self.tracker.handler_seconds is not None and random.random() < 1.0 / HANDLER_SAMPLING
+        started = time.thread_time() if sampled else 0.0
         try:
             return handler(message)
         except Exception as error:
@@ -248,6 +262,9 @@ class KorralActor(pykka.Actor):
             log.exception("%s: handling %s failed", self.name, type(message).__name__)
             return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
         finally:
+            if sampled:
+                spent = (time.thread_time() - started) * HANDLER_SAMPLING
+                self.tracker.handled(type(message).__name__, spent)
             self.tracker.done(self.handle.actor_id)
 
     def on_stop(self) -> None:
