@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from pykka._envelope import Envelope
 
-from korral.actors.runtime import ActorPool, PooledActor
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, worker
 
 if TYPE_CHECKING:
     from korral.actors.simulated import Simulation
@@ -111,6 +111,17 @@ class Tracker:
             self._total += 1
             self.sent_total += 1
 
+    def held(self, actor_id: int) -> None:
+        """A message held in a pool's ``Outbox`` for this actor: in flight, its envelope not sent yet."""
+        with self._lock:
+            self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
+            self._total += 1
+
+    def woken(self) -> None:
+        """An outbox's envelope (one or several held messages) was sent: one more wake-up."""
+        with self._lock:
+            self.sent_total += 1
+
     def done(self, actor_id: int) -> None:
         with self._lock:
             count = self._counts.get(actor_id, 0)
@@ -161,7 +172,13 @@ class Handle:
         self._tracker = tracker
 
     def tell(self, message: Any) -> bool:
-        """Send without waiting. False when the actor has stopped (the message was not delivered)."""
+        """Send without waiting. False when the actor has stopped (the message was not delivered).
+
+        On a pool's worker thread the message is held in the pool's outbox until the worker has run
+        its ready actors (``Outbox``)."""
+        outbox = worker.outbox
+        if outbox is not None:
+            return outbox.hold(self, message)
         self._tracker.sent(self.actor_id)
         ref = self.ref
         # ActorRef.tell, inlined: the same liveness check and envelope, one call less per message
@@ -242,6 +259,11 @@ class KorralActor(pykka.Actor):
         self.handle.tell(message)
 
     def on_receive(self, message: Any) -> Any:
+        if type(message) is Bundle:
+            # held messages from a pool's outbox, each counted in flight on its own
+            for inner in message.messages:
+                self.on_receive(inner)
+            return None
         if type(message) is Periodic:
             message.entry.queued = False
             message = message.message
