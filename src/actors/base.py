@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import random
 import secrets
 import threading
 import time
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("korral.actors")
 
 DEFAULT_ASK_TIMEOUT = 10.0
-# one handled message in this many is timed when a benchmark measures per-stage costs
-HANDLER_SAMPLING = 4
 
 
 class Rank(enum.IntEnum):
@@ -95,9 +92,8 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
-        # CPU seconds spent in handlers per message type, estimated from a random sample of one
-        # message in HANDLER_SAMPLING (reading a thread's CPU clock costs ~1 µs): None (off) unless a
-        # benchmark asks for its per-stage costs
+        # CPU seconds spent in handlers per message type (reading a thread's CPU clock costs ~1 µs,
+        # twice per message): None (off) unless a benchmark asks for its per-stage costs
         self.handler_seconds: dict[str, float] | None = None
 
     def handled(self, message_type: str, seconds: float) -> None:
@@ -255,7 +251,13 @@ class KorralActor(pykka.Actor):
         return target.ask(message, caller=self.rank, timeout=timeout)
 
     def kick(self, message: Any) -> None:
-        """Send a message to ourselves (handled after everything already queued)."""
+        """Send a message to ourselves (handled after everything already queued). A pooled actor on
+        its worker handles it when the worker's run is over, by a call rather than a message."""
+        outbox = worker.outbox
+        if outbox is not None and isinstance(self, PooledActor):
+            if not self.actor_stopped.is_set():
+                outbox.at_end(self, self.handle, message)
+            return
         self.handle.tell(message)
 
     def on_receive(self, message: Any) -> Any:
@@ -275,8 +277,8 @@ class KorralActor(pykka.Actor):
                 log.error("%s: no handler for %r", self.name, message)
                 return None
             self._handlers[type(message)] = handler
-        sampled = self.tracker.handler_seconds is not None and random.random() < 1.0 / HANDLER_SAMPLING
-        started = time.thread_time() if sampled else 0.0
+        timed = self.tracker.handler_seconds is not None
+        started = time.thread_time() if timed else 0.0
         try:
             return handler(message)
         except Exception as error:
@@ -284,9 +286,8 @@ class KorralActor(pykka.Actor):
             log.exception("%s: handling %s failed", self.name, type(message).__name__)
             return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
         finally:
-            if sampled:
-                spent = (time.thread_time() - started) * HANDLER_SAMPLING
-                self.tracker.handled(type(message).__name__, spent)
+            if timed:
+                self.tracker.handled(type(message).__name__, time.thread_time() - started)
             self.tracker.done(self.handle.actor_id)
 
     def on_stop(self) -> None:

@@ -15,9 +15,11 @@ queues) only ``tell``; ``KorralActor.ask`` refuses an ask inside one pool.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import threading
+import uuid
 from collections import deque
 from typing import Any
 
@@ -61,14 +63,23 @@ class Outbox:
     already stopped refuses the tell at once, as a direct tell would.
     """
 
-    __slots__ = ("_held",)
+    __slots__ = ("_due", "_held")
 
     def __init__(self) -> None:
         # receiver's actor id -> (its handle, the messages held for it, in order)
         self._held: dict[int, tuple[Any, list[Any]]] = {}
+        # (actor, message) an actor of the pool sent itself to act once the run is over ("flush
+        # what this burst produced"): handled by a direct call at the end of the run, not a mailbox
+        # round trip through another run
+        self._due: list[tuple[PooledActor, Any, Any]] = []
 
     def __bool__(self) -> bool:
-        return bool(self._held)
+        return bool(self._held) or bool(self._due)
+
+    def at_end(self, actor: PooledActor, handle: Any, message: Any) -> None:
+        """``actor`` handles ``message`` once the worker's run is over (a self-tell, coalescing a burst)."""
+        handle._tracker.held(handle.actor_id)
+        self._due.append((actor, handle, message))
 
     def hold(self, handle: Any, message: Any) -> bool:
         if handle.ref.actor_stopped.is_set():
@@ -82,7 +93,14 @@ class Outbox:
         return True
 
     def flush(self) -> None:
-        while self._held:
+        while self._held or self._due:
+            due, self._due = self._due, []
+            for actor, handle, message in due:
+                if actor.actor_stopped.is_set():
+                    handle._tracker.done(handle.actor_id)
+                    continue
+                # the worker runs no actor now: handling it here keeps one message at a time per actor
+                actor._handle_envelope(Envelope(message))
             held, self._held = self._held, {}
             for handle, queued in held.values():
                 tracker = handle._tracker
@@ -199,11 +217,24 @@ class PooledInbox:
             self._actor.pool.schedule(self._actor)
 
 
+# Pooled actors' URNs: a random uuid's first 20 hex digits, then a serial number. pykka draws a fresh
+# uuid4 per actor, a read of the OS's random source (~10 µs here), for each of thousands of nodes.
+_URN_PREFIX = uuid.uuid4().urn[:-12]
+_URN_SERIAL = itertools.count()
+
+
 class PooledActor(pykka.Actor):
     """A pykka actor whose mailbox is served by an ``ActorPool`` instead of its own thread."""
 
     pool: ActorPool
     _started = False
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        # pykka.Actor.__init__, with a URN that is unique without a random read per actor
+        self.actor_urn = f"{_URN_PREFIX}{next(_URN_SERIAL):012x}"
+        self.actor_inbox = self._create_actor_inbox()
+        self.actor_stopped = threading.Event()
+        self._actor_ref = pykka.ActorRef(self)
 
     @staticmethod
     def _create_actor_inbox() -> Any:

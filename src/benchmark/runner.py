@@ -72,11 +72,11 @@ def stage_costs(
     allocations: int,
     scheduler_seconds: float | None = None,
 ) -> dict[str, float]:
-    """µs per allocation by stage: handlers' CPU time (sampled), the caller's own time submitting asks
-    (intake), and what is left of the process's CPU time: mailboxes, thread hand-offs, the collector.
+    """µs per allocation by stage: handlers' CPU time, the caller's own time submitting asks (intake),
+    and what is left of the process's CPU time: mailboxes, thread hand-offs, the collector.
 
-    The scheduler's batches of cycles are few and long, so a sample of them says little: when the
-    scheduler thread's own CPU time is known, the decision is that time less its other handlers'."""
+    A batch of cycles may span a collection pass or a switch of the GIL's holder; when the scheduler
+    thread's own CPU time is known, the decision is that time less its other handlers'."""
     per = 1e6 / allocations
     seconds = dict(handler_seconds)
     if scheduler_seconds is not None:
