@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 import korral
-from korral.benchmark import workloads
 from korral.cli import main
 from korral.config import QueueConfig, load_config
+from korral.harness.benchmark import workloads
 
 BUNDLED_EXAMPLE = Path(korral.__file__).with_name("examples") / "queues.yaml"
 KNOWN_FAULT = "node-keeps-released"
@@ -869,7 +869,7 @@ def test_bench_multi_rm_reports_every_rm_on_each_engine(
 
 
 def test_stage_costs_split_an_allocation_by_stage_and_leave_the_rest_to_plumbing() -> None:
-    from korral.benchmark.runner import stage_costs
+    from korral.harness.benchmark.runner import stage_costs
 
     handlers = {"AddAsks": 0.1, "ViewOps": 0.1, "RunCycle": 0.05, "Place": 0.2, "Deliver": 0.1, "Odd": 0.1}
     stages = stage_costs(

@@ -14,6 +14,7 @@ from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
 from korral.model.view_ops import ViewOp
+from korral.policies.placement import PlacementManager
 
 frozen = attrs.frozen(slots=True, kw_only=True)
 
@@ -66,6 +67,8 @@ class RouteNodeRequest:
 @frozen
 class ApplyConfig:
     config: PartitionConfig
+    # the config's placement rules, built once where the config was validated (None: build them)
+    placement: PlacementManager | None = None
 
 
 @frozen
