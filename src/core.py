@@ -317,11 +317,15 @@ class Core:
         return sorted(self._board.handles)
 
     def queues(self, partition: str) -> list[QueueInfo]:
-        """Every queue of the partition, parents before children, in one snapshot, each with the usage
-        it last published (once per burst). For monitoring: asked of the partition directly, it is not
-        ordered after SI requests still on their way to it (``queue()`` is)."""
+        """Every queue of the partition, parents before children, each with the usage it last published
+        (once per burst). For monitoring: read from what the partition published (asked of it where it
+        runs in another process), it is not ordered after SI requests still on their way to it
+        (``queue()`` is); once the core is idle it is up to date."""
         if self._stopped:
             raise SchedulerError("the core is stopped")
+        published = self.published_queues(partition)
+        if published is not None:
+            return published
         handle = self._board.handles.get(partition)
         if handle is None:
             return []
@@ -332,6 +336,12 @@ class Core:
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
         return result
+
+    def published_queues(self, partition: str) -> list[QueueInfo] | None:
+        """``queues()`` as the partition's actors last published it, read without any message or wait;
+        None when the partition publishes nothing here (unknown, or engine="ray": use ``queues()``)."""
+        board = self._board.queue_boards.get(partition)
+        return board.queues() if board is not None else None
 
     def completed_applications(self, partition: str) -> list[ApplicationInfo]:
         """Applications of the partition that completed and left it (as YuniKorn keeps them)."""

@@ -1,10 +1,13 @@
 """YuniKorn's REST API (``/ws/v1``, read-only) and Prometheus metrics for one core, on aiohttp.
 
 aiohttp: one well-kept dependency that is both a small HTTP server and streams responses (the event
-stream) without a separate ASGI server. The server runs its own event loop on its own thread; every
-request reads the core through its snapshot queries on a small worker pool, so neither a slow query
-blocks the loop nor a request ever touches scheduling state (a query is an ask from outside the
-actors, answered between the messages they handle).
+stream) without a separate ASGI server. The server runs its own event loop on its own thread. The queue
+routes, which monitoring polls, are answered on that thread from what the partitions published
+(``QueueBoard``): no actor message, no thread hand-off, so an answer does not wait behind the
+scheduler for the GIL more often than the loop itself must. Every other request reads the core through
+its snapshot queries on a small worker pool, so neither a slow query blocks the loop nor a request ever
+touches scheduling state (a query is an ask from outside the actors, answered between the messages
+they handle).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ STOP_TIMEOUT = 5.0
 MAX_EVENTS_PER_RESPONSE = 10_000
 MAX_EVENT_STREAMS = 100
 STREAM_BACKLOG = 10_000  # events queued for one slow stream client before it is cut off
+# a published queue tree larger than this is turned into JSON on a worker, not on the event loop
+INLINE_MAX_QUEUES = 2_000
 
 HEADERS = {
     "Access-Control-Allow-Origin": "*",
@@ -48,6 +53,10 @@ HEADERS = {
     "Access-Control-Allow-Methods": "GET,POST,HEAD,OPTIONS",
     "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
 }
+
+
+class WouldBlock(Exception):
+    """The answer would wait on the core (or take long): compute it on a worker thread instead."""
 
 
 class HttpError(Exception):
@@ -118,10 +127,22 @@ class RestApi:
             raise HttpError(404, "Queue not found")
         return info
 
-    def queue_tree(self, partition: str, path: str, subtree: bool) -> dict:
+    def _queue_infos(self, partition: str, wait: bool) -> list[QueueInfo]:
+        """Every queue of the partition as published; ``wait=False``: raise WouldBlock rather than ask
+        the core (nothing published in this process) or build a large answer on the caller's thread."""
+        published = self.core.published_queues(partition)
+        if published is None:
+            if not wait:
+                raise WouldBlock
+            return self.core.queues(partition)
+        if not wait and len(published) > INLINE_MAX_QUEUES:
+            raise WouldBlock
+        return published
+
+    def queue_tree(self, partition: str, path: str, subtree: bool, *, wait: bool = True) -> dict:
         """A queue's document from one snapshot of every queue; its children's too if ``subtree``."""
         self._valid_queue(path)
-        infos = {info.path: info for info in self.core.queues(partition)}
+        infos = {info.path: info for info in self._queue_infos(partition, wait)}
         info = infos.get(path.lower())
         if info is None:
             raise HttpError(404, "Queue not found")
@@ -156,11 +177,12 @@ class RestApi:
                 documents[-1]["applications"]["total"] += len(rejected)
         return documents
 
-    def queues(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        return self.queue_tree(self.partition(params["partition"]), "root", True)
+    def queues(self, params: Mapping[str, str], query: Mapping[str, str], *, wait: bool = True) -> Any:
+        return self.queue_tree(self.partition(params["partition"]), "root", True, wait=wait)
 
-    def one_queue(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        return self.queue_tree(self.partition(params["partition"]), params["queue"], "subtree" in query)
+    def one_queue(self, params: Mapping[str, str], query: Mapping[str, str], *, wait: bool = True) -> Any:
+        partition = self.partition(params["partition"])
+        return self.queue_tree(partition, params["queue"], "subtree" in query, wait=wait)
 
     def nodes(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         partition = self.partition(params["partition"])
@@ -426,8 +448,10 @@ class RestServer:
             ("/ws/v1/fullstatedump", api.state_dump),
             ("/debug/fullstatedump", api.state_dump),
         ]
+        # answered on the event loop when what they read is published (RestApi._queue_infos)
+        inline = {api.queues, api.one_queue}
         for path, answer in get:
-            app.router.add_get(path, self._route(answer), allow_head=False)
+            app.router.add_get(path, self._route(answer, inline=answer in inline), allow_head=False)
         app.router.add_get("/ws/v1/metrics", self._metrics)
         app.router.add_get("/ws/v1/events/stream", self._event_stream)
         app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
@@ -445,10 +469,17 @@ class RestServer:
             log.exception("REST %s %s failed", request.method, request.path)
             return _json(dao.error(500, str(exc)), 500)
 
-    def _route(self, answer: Callable[[Mapping[str, str], Mapping[str, str]], Any]) -> Callable[..., Any]:
+    def _route(self, answer: Callable[..., Any], *, inline: bool = False) -> Callable[..., Any]:
         async def handle(request: web.Request) -> web.Response:
             params = dict(request.match_info)
             query = dict(request.query)
+            if inline:
+                try:
+                    return _json(None, encoded=json.dumps(answer(params, query, wait=False)))
+                except WouldBlock:
+                    pass
+                except HttpError as exc:
+                    return _json(dao.error(exc.status, exc.message), exc.status)
             return await self._answer(answer, params, query)
 
         return handle
