@@ -13,7 +13,23 @@ import pykka
 
 from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
-from korral.actors.messages import Deliver, Snapshot
+from korral.actors.messages import (
+    ApplicationQuery,
+    ApplicationsQuery,
+    CompletedApplicationsQuery,
+    Deliver,
+    GroupsUsageQuery,
+    GroupUsageQuery,
+    NodeQuery,
+    NodesQuery,
+    PartitionQuery,
+    PartitionSummary,
+    QueueQuery,
+    QueueTreeQuery,
+    SchedulerStatsQuery,
+    UsersUsageQuery,
+    UserUsageQuery,
+)
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
@@ -85,6 +101,11 @@ class Core:
             raise ValueError('engine="ray" runs its partitions on threads in their processes: no runtime')
         # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one
         clock = settings.pop("clock", None)
+        # the actors a partition starts for nodes and applications (PartitionSettings): for the harness's
+        # fault injection (korral.harness.faults.start_options), not a setting of YuniKorn's
+        actor_classes = {
+            key: settings.pop(key) for key in ("node_actor", "application_actor") if key in settings
+        }
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -97,7 +118,9 @@ class Core:
         # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
         self.metrics = CoreMetrics()
         self.settings = PartitionSettings(
-            **{key: float(value) for key, value in values.items()}, metrics=self.metrics if measured else None
+            **{key: float(value) for key, value in values.items()},
+            metrics=self.metrics if measured else None,
+            **actor_classes,
         )
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
@@ -244,11 +267,11 @@ class Core:
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
         return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
 
-    def _snapshot(self, partition: str, detail: str) -> Any:
+    def _snapshot(self, partition: str, query: PartitionQuery) -> Any:
         handle = self._partition_handles(partition).get(partition)
         if handle is None:
             return None
-        result = handle.ask(Snapshot(detail=detail), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+        result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
         return result
@@ -256,28 +279,28 @@ class Core:
     def partitions(self) -> list[PartitionInfo]:
         infos = []
         for name in sorted(self._partition_handles()):
-            info = self._snapshot(name, "partition")
+            info = self._snapshot(name, PartitionSummary())
             if info is not None:
                 infos.append(info)
         return infos
 
     def partition(self, partition: str) -> PartitionInfo | None:
-        return self._snapshot(partition, "partition")
+        return self._snapshot(partition, PartitionSummary())
 
     def queue(self, partition: str, queue: str) -> QueueInfo | None:
-        return self._snapshot(partition, f"queue:{queue}")
+        return self._snapshot(partition, QueueQuery(path=queue))
 
     def application(self, partition: str, application_id: str) -> ApplicationInfo | None:
-        return self._snapshot(partition, f"app:{application_id}")
+        return self._snapshot(partition, ApplicationQuery(application_id=application_id))
 
     def applications(self, partition: str) -> list[ApplicationInfo]:
-        return self._snapshot(partition, "apps") or []
+        return self._snapshot(partition, ApplicationsQuery()) or []
 
     def node(self, partition: str, node_id: str) -> NodeInfo | None:
-        return self._snapshot(partition, f"node:{node_id}")
+        return self._snapshot(partition, NodeQuery(node_id=node_id))
 
     def nodes(self, partition: str) -> list[NodeInfo]:
-        return self._snapshot(partition, "nodes") or []
+        return self._snapshot(partition, NodesQuery()) or []
 
     def poke_timers(self) -> None:
         """The clock given to ``start(clock=...)`` moved: deliver the timers now due."""
@@ -288,12 +311,12 @@ class Core:
         if in_predicates():
             # the scheduler is the caller, waiting on this very callback: asking it would deadlock
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
-        return self._snapshot(partition, "scheduler")
+        return self._snapshot(partition, SchedulerStatsQuery())
 
     # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
     def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
         """What is tracked for the user under user/group limits, per queue path; None if unknown."""
-        return self._snapshot(partition, f"user:{user}")
+        return self._snapshot(partition, UserUsageQuery(user=user))
 
     # ---- serving -----------------------------------------------------------------------------------
 
@@ -330,7 +353,7 @@ class Core:
         if handle is None:
             return []
         try:
-            result = handle.ask(Snapshot(detail="queues"), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+            result = handle.ask(QueueTreeQuery(), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         except pykka.ActorDeadError:  # removed since it was published
             return []
         if isinstance(result, HandlerError):
@@ -345,7 +368,7 @@ class Core:
 
     def completed_applications(self, partition: str) -> list[ApplicationInfo]:
         """Applications of the partition that completed and left it (as YuniKorn keeps them)."""
-        return self._snapshot(partition, "completed") or []
+        return self._snapshot(partition, CompletedApplicationsQuery()) or []
 
     # ---- serving -----------------------------------------------------------------------------------
 
@@ -369,7 +392,15 @@ class Core:
 
     def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
         """What is tracked for the group under user/group limits, per queue path; None if untracked."""
-        return self._snapshot(partition, f"group:{group}")
+        return self._snapshot(partition, GroupUsageQuery(group=group))
+
+    def users_usage(self, partition: str) -> list[UserUsageInfo]:
+        """``user_usage`` of every user with an application in the partition, by name."""
+        return self._snapshot(partition, UsersUsageQuery()) or []
+
+    def groups_usage(self, partition: str) -> list[GroupUsageInfo]:
+        """``group_usage`` of every group tracked in the partition (a group limit applies), by name."""
+        return self._snapshot(partition, GroupsUsageQuery()) or []
 
     def _start_runtime(
         self, runtime: str, seed: int, clock: Callable[[], float] | None

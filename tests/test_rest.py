@@ -227,33 +227,56 @@ def test_errors_carry_yunikorns_status_and_body(served, path: str, status: int, 
     assert body["description"] == body["message"]
 
 
-def test_usage_without_user_tracking_is_empty(served) -> None:
-    _, _, url = served
-    assert ok(url + "/ws/v1/partition/default/usage/users") == []
+GROUP_LIMITS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: team
+            limits:
+              - limit: dev group
+                groups: [dev]
+                maxresources: {memory: 3G}
+                maxapplications: 2
+          - name: free
+"""
+
+
+def test_usage_lists_every_user_as_the_core_tracks_them(served) -> None:
+    core, _, url = served
+    users = core.users_usage(part())
+    assert [u.user for u in users] == ["user"]  # every application of the fixture runs as "user"
+    assert ok(url + "/ws/v1/partition/default/usage/users") == [dao.user_usage(u) for u in users]
+    listed = ok(url + "/ws/v1/partition/default/usage/users")[0]
+    assert listed == ok(url + "/ws/v1/partition/default/usage/user/user")
+    assert listed["userName"] == "user" and listed["queues"]["queuePath"] == "root"
+    assert listed["queues"]["runningApplications"] == ["app-1"]  # app-2 holds nothing yet
+    # no group limit in this config: no group is tracked
+    assert core.groups_usage(part()) == []
     assert ok(url + "/ws/v1/partition/default/usage/groups") == []
 
 
-def test_usage_routes_answer_from_the_cores_usage_queries() -> None:
-    """Once the core tracks users and groups (user_usage/group_usage), the routes answer from them."""
-    with running(TWO_LEAVES) as (core, _):
-        row = SimpleNamespace(
-            queue_path="root",
-            resource={"vcore": 1},
-            running_applications=["a"],
-            max_resources={},
-            max_applications=0,
-        )
-
-        def user_usage(partition: str, user: str) -> Any:
-            return SimpleNamespace(user=user, queues=[row]) if user == "bob" else None
-
-        core.user_usage = user_usage  # type: ignore[attr-defined]
-        core.group_usage = lambda partition, group: None  # type: ignore[attr-defined]
+def test_usage_lists_groups_under_a_group_limit() -> None:
+    with running(GROUP_LIMITS) as (core, rm):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"app-d": "root.team"}, user="alice", groups=["dev"])
+        add_apps(core, rm, {"app-f": "root.free"}, user="bob", groups=["ops"])
+        core.update_allocation(t.asks("rm", "app-d", 1, SMALL))
+        assert rm.wait_for_allocations(1)
+        core.wait_until_idle()
         url = core.serve_rest("127.0.0.1:0")
-        bob = ok(url + "/ws/v1/partition/default/usage/user/bob")
-        assert bob["userName"] == "bob" and bob["queues"]["resourceUsage"] == {"Resources": {"vcore": 1}}
-        assert get(url + "/ws/v1/partition/default/usage/user/eve")[0] == 404
-        assert get(url + "/ws/v1/partition/default/usage/group/devs")[0] == 404
+        groups = ok(url + "/ws/v1/partition/default/usage/groups")
+        assert groups == [dao.group_usage(g) for g in core.groups_usage(part())]
+        assert [g["groupName"] for g in groups] == ["dev"]  # ops: no limit applies, not tracked
+        assert groups[0]["applications"] == ["app-d"]
+        team = groups[0]["queues"]["children"][0]
+        assert team["queuePath"] == "root.team" and team["maxApplications"] == 2
+        assert groups[0] == ok(url + "/ws/v1/partition/default/usage/group/dev")
+        users = ok(url + "/ws/v1/partition/default/usage/users")
+        assert [u["userName"] for u in users] == ["alice", "bob"]
+        assert users == [dao.user_usage(u) for u in core.users_usage(part())]
 
 
 def test_requests_do_not_change_state(served) -> None:

@@ -242,19 +242,18 @@ class RestApi:
         return dao.application(info)
 
     def _usage(self, kind: str, name: str | None, params: Mapping[str, str]) -> Any:
-        """User and group usage through the core's ``user_usage``/``group_usage`` (and the
-        ``users_usage``/``groups_usage`` lists) where the core has them; without them no user or
-        group is tracked: YuniKorn's empty list and "not found"."""
+        """A user's or group's usage (``core.user_usage``/``group_usage``), or every one tracked in the
+        partition (``core.users_usage``/``groups_usage``)."""
         partition = self.partition(params["partition"])
         convert = dao.user_usage if kind == "user" else dao.group_usage
         if name is None:
-            lister = getattr(self.core, f"{kind}s_usage", None)
-            return [convert(u) for u in lister(partition)] if lister is not None else []
+            every = self.core.users_usage if kind == "user" else self.core.groups_usage
+            return [convert(usage) for usage in every(partition)]
         pattern = USER_NAME_RE if kind == "user" else GROUP_NAME_RE
         if not pattern.fullmatch(name):
             raise HttpError(400, f"Invalid {kind} name")
-        getter = getattr(self.core, f"{kind}_usage", None)
-        usage = getter(partition, name) if getter is not None else None
+        one = self.core.user_usage if kind == "user" else self.core.group_usage
+        usage = one(partition, name)
         if usage is None:
             raise HttpError(404, f"{kind.capitalize()} not found")
         return convert(usage)

@@ -1,0 +1,204 @@
+"""The Partition actor's read side: snapshots of the partition, its queues, applications and nodes.
+
+A mixin of ``PartitionActor`` (``korral.actors.partition``): the structure comes from the actor's
+registry, usage from the owners (asked, down the rank order) or from what the queues last published.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from korral.actors.base import Handle
+from korral.actors.messages import (
+    ApplicationQuery,
+    ApplicationsQuery,
+    CompletedApplicationsQuery,
+    GroupsUsageQuery,
+    GroupUsageQuery,
+    NodeQuery,
+    NodesQuery,
+    PartitionSummary,
+    QueueQuery,
+    QueueTreeQuery,
+    SchedulerStatsQuery,
+    Snapshot,
+    UsersUsageQuery,
+    UserUsageQuery,
+)
+from korral.actors.queue_board import QueueBoard
+from korral.info import (
+    ApplicationInfo,
+    GroupUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+    limit_usage_infos,
+)
+from korral.model import resource as res
+from korral.model.partition import UnscheduledPartition
+from korral.model.ugm import AppUsage
+
+
+class PartitionQueries:
+    """Answers the typed ``PartitionQuery`` messages for ``PartitionActor``, whose fields these are."""
+
+    name: str
+    rm_id: str
+    registry: UnscheduledPartition
+    scheduler: Handle
+    queues: dict[str, Handle]
+    apps: dict[str, Handle]
+    nodes: dict[str, Handle]
+    completed: dict[str, ApplicationInfo]
+    published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
+    queue_board: QueueBoard
+    _tree_publish_queued: bool
+    node_reservations: dict[str, str]
+
+    if TYPE_CHECKING:  # KorralActor's
+
+        def ask(self, target: Handle, message: Any, timeout: float = ...) -> Any: ...
+
+        def _publish_queue_tree(self) -> None: ...
+
+    # ---- queries -----------------------------------------------------------------------------------
+
+    def on_PartitionSummary(self, message: PartitionSummary) -> PartitionInfo:
+        return self._partition_info()
+
+    def on_QueueQuery(self, message: QueueQuery) -> QueueInfo | None:
+        return self._queue_info(message.path)
+
+    def on_QueueTreeQuery(self, message: QueueTreeQuery) -> list[QueueInfo]:
+        return self._queue_infos()
+
+    def on_ApplicationQuery(self, message: ApplicationQuery) -> ApplicationInfo | None:
+        return self._app_info(message.application_id)
+
+    def on_ApplicationsQuery(self, message: ApplicationsQuery) -> list[ApplicationInfo]:
+        return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
+
+    def on_CompletedApplicationsQuery(self, message: CompletedApplicationsQuery) -> list[ApplicationInfo]:
+        return list(self.completed.values())
+
+    def on_NodeQuery(self, message: NodeQuery) -> NodeInfo | None:
+        return self._node_info(message.node_id)
+
+    def on_NodesQuery(self, message: NodesQuery) -> list[NodeInfo]:
+        return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
+
+    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> Any:
+        return self.ask(self.scheduler, Snapshot())
+
+    def on_UserUsageQuery(self, message: UserUsageQuery) -> UserUsageInfo | None:
+        infos = self._usage_infos("user", message.user) if message.user else []
+        return infos[0] if infos else None  # type: ignore[return-value]
+
+    def on_GroupUsageQuery(self, message: GroupUsageQuery) -> GroupUsageInfo | None:
+        infos = self._usage_infos("group", message.group) if message.group else []
+        return infos[0] if infos else None  # type: ignore[return-value]
+
+    def on_UsersUsageQuery(self, message: UsersUsageQuery) -> list[UserUsageInfo]:
+        return self._usage_infos("user")  # type: ignore[return-value]
+
+    def on_GroupsUsageQuery(self, message: GroupsUsageQuery) -> list[GroupUsageInfo]:
+        return self._usage_infos("group")  # type: ignore[return-value]
+
+    def _usage_infos(self, kind: str, only: str | None = None) -> list[UserUsageInfo | GroupUsageInfo]:
+        """User or group usage as the applications' owners hold it (confirmed allocations), with the
+        limits that apply: of ``only``, or of every user (group) by name. A group is tracked where a
+        group limit applies to it (the application's limit group). The scheduler's view keeps its own
+        count for its decisions (proposals included); asking it here would wait on a scheduler that
+        may be inside the RM's predicates."""
+        reported: dict[str, list[AppUsage]] = {}
+        for app in list(self.registry.applications.values()):
+            name = app.user if kind == "user" else app.limit_group
+            if not name or (only is not None and name != only):
+                continue
+            info = self._app_info(app.application_id)
+            if info is not None:
+                reported.setdefault(name, []).append(
+                    AppUsage(
+                        application_id=app.application_id,
+                        queue_path=app.queue_path,
+                        allocated=info.allocated,
+                        running=bool(info.allocations),
+                    )
+                )
+        infos: list[UserUsageInfo | GroupUsageInfo] = []
+        for name in sorted(reported):
+            rows = self.registry.ugm.usage_rows(kind, name, reported[name])
+            if rows is None:
+                continue
+            if kind == "user":
+                infos.append(UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows)))
+            else:
+                infos.append(GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows)))
+        return infos
+
+    def _partition_info(self) -> PartitionInfo:
+        root = self.queues.get("root")
+        allocated = self.ask(root, Snapshot())[0] if root is not None else {}
+        return PartitionInfo(
+            name=self.name,
+            rm_id=self.rm_id,
+            state="Active",
+            capacity=res.prune(self.registry.capacity),
+            allocated=allocated,
+            node_sort_policy=self.registry.node_sort_policy,
+            node_count=len(self.nodes),
+            application_count=len(self.apps),
+        )
+
+    def _queue_info(self, path: str) -> QueueInfo | None:
+        path = path.lower()
+        queue = self.registry.queues.get(path)
+        handle = self.queues.get(path)
+        if queue is None or handle is None:
+            return None
+        self.registry.refresh_limits()
+        allocated, pending = self.ask(handle, Snapshot())
+        return self._describe_queue(path, allocated, pending)
+
+    def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
+        queue = self.registry.queues[path]
+        return QueueInfo(
+            path=queue.path,
+            is_leaf=queue.is_leaf,
+            is_managed=queue.is_managed,
+            state=queue.state.value,
+            guaranteed=res.prune(queue.guaranteed or {}),
+            max=dict(queue.effective_max or {}),
+            allocated=allocated,
+            pending=pending,
+            max_applications=queue.max_applications,
+            properties=dict(queue.properties),
+            children=sorted(child.path for child in queue.children.values()),
+            applications=sorted(queue.applications),
+            sort_policy=queue.sort_policy,
+            priority_sorting=queue.priority_sort_enabled,
+        )
+
+    def _queue_infos(self) -> list[QueueInfo]:
+        """Every queue, parents first, with the usage each queue last published: no queue is asked, so
+        the answer does not wait behind the scheduling traffic on the partition's pool."""
+        if self._tree_publish_queued:
+            self._publish_queue_tree()  # asked before the burst's publication: up to date all the same
+        return self.queue_board.queues()
+
+    def _app_info(self, application_id: str) -> ApplicationInfo | None:
+        handle = self.apps.get(application_id)
+        if handle is None:
+            return self.completed.get(application_id)
+        return self.ask(handle, Snapshot())
+
+    def _node_info(self, node_id: str) -> NodeInfo | None:
+        handle = self.nodes.get(node_id)
+        if handle is None:
+            return None
+        info: NodeInfo = self.ask(handle, Snapshot())
+        holder = self.node_reservations.get(node_id)
+        return attrs.evolve(info, reservations=[holder] if holder else [])
