@@ -372,21 +372,22 @@ class Core:
 
     # ---- serving -----------------------------------------------------------------------------------
 
-    def serve_rest(self, address: str = "127.0.0.1:0") -> str:
+    def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
-        returns the base URL. Needs the ``serve`` extra (aiohttp). Stopped by ``stop()``."""
+        returns the base URL. Needs the ``serve`` extra (aiohttp). options: switch_interval
+        (korral.server.rest.RestServer). Stopped by ``stop()``."""
         from korral.server.rest import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:
             raise SchedulerError("the core is stopped")
-        server = RestServer(self, address)
+        server = RestServer(self, address, **options)
         url = server.start()
         with self._lock:
             stopped = self._stopped
             if not stopped:
                 self._servers.append(server)
         if stopped:  # stopped while starting: nothing may keep serving a stopped core
-            server.stop()
+            server.close()
             raise SchedulerError("the core is stopped")
         return url
 

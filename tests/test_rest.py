@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import sys
 import threading
 import urllib.error
 import urllib.parse
@@ -26,7 +27,7 @@ import korral
 from korral import si
 from korral import testing as t
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo
-from korral.server import dao
+from korral.server import dao, rest
 
 pytest.importorskip("aiohttp")
 
@@ -277,6 +278,14 @@ def test_usage_lists_groups_under_a_group_limit() -> None:
         users = ok(url + "/ws/v1/partition/default/usage/users")
         assert [u["userName"] for u in users] == ["alice", "bob"]
         assert users == [dao.user_usage(u) for u in core.users_usage(part())]
+
+
+def test_serving_shortens_the_gil_switch_interval_until_stopped() -> None:
+    before = sys.getswitchinterval()
+    with running(TWO_LEAVES) as (core, _):
+        core.serve_rest("127.0.0.1:0")
+        assert sys.getswitchinterval() <= rest.SWITCH_INTERVAL
+    assert sys.getswitchinterval() == before  # the process's own setting is back
 
 
 def test_requests_do_not_change_state(served) -> None:
