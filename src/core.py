@@ -44,6 +44,7 @@ from korral.actors.rmproxy import (
 from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
+from korral.config.schema import SchedulerConfig
 from korral.errors import KorralError, SchedulerError
 from korral.info import (
     ApplicationInfo,
@@ -359,6 +360,10 @@ class Core:
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
         return result
+
+    def configurations(self) -> dict[str, SchedulerConfig]:
+        """The configuration each registered RM runs (as parsed and validated), by rm_id."""
+        return dict(self._board.configs)
 
     def published_queues(self, partition: str) -> list[QueueInfo] | None:
         """``queues()`` as the partition's actors last published it, read without any message or wait;

@@ -394,6 +394,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             if handle is None:
                 continue
             self.registry.remove_application(remove.application_id)
+            self.queue_board.app_states.pop(remove.application_id, None)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
@@ -417,6 +418,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             pool=self.pool,
             events=self.events,
             metrics=self.metrics,
+            app_states=self.queue_board.app_states,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -450,6 +452,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             return
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
+        self.queue_board.app_states.pop(message.application_id, None)
         self.completed[message.application_id] = message.info
         self._bury(handle)
 

@@ -161,7 +161,11 @@ class PartitionQueries:
             return None
         self.registry.refresh_limits()
         allocated, pending = self.ask(handle, Snapshot())
-        return self._describe_queue(path, allocated, pending)
+        if self._tree_publish_queued:
+            self._publish_queue_tree()
+        board = self.queue_board
+        running = board.running_applications(board.structure).get(path, 0)
+        return attrs.evolve(self._describe_queue(path, allocated, pending), running_applications=running)
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]

@@ -97,6 +97,8 @@ class PartitionBoard:
         self.handles: Mapping[str, Handle] = MappingProxyType({})
         # each partition's queue tree as its actors publish it (partitions in this process only)
         self.queue_boards: Mapping[str, QueueBoard] = MappingProxyType({})
+        # the configuration each registered RM runs, by rm_id
+        self.configs: Mapping[str, SchedulerConfig] = MappingProxyType({})
 
 
 class RMProxyActor(ThreadedActor):
@@ -126,6 +128,7 @@ class RMProxyActor(ThreadedActor):
         self.board.queue_boards = MappingProxyType(
             {name: board for rm in self.rms.values() for name, board in rm.queue_boards.items()}
         )
+        self.board.configs = MappingProxyType({rm_id: rm.config for rm_id, rm in self.rms.items()})
 
     # ---- registration and configuration ------------------------------------------------------------
 

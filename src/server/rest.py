@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -31,6 +32,7 @@ from korral.config import load_config
 from korral.config.validator import GROUP_NAME_RE, QUEUE_NAME_RE, USER_NAME_RE
 from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
+from korral.policies.placement import PlacementManager
 from korral.server import dao
 
 if TYPE_CHECKING:
@@ -182,22 +184,20 @@ class RestApi:
         info = infos.get(path.lower())
         if info is None:
             raise HttpError(404, "Queue not found")
-        return self._queue_tree(partition, infos, info, subtree)[0]
+        return self._queue_tree(partition, infos, info, subtree)
 
     def _queue_tree(
         self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
-    ) -> tuple[dict, int]:
-        """A queue's document and its number of applications (its own and its descendants')."""
-        children: list[dict] = []
-        apps = len(info.applications)
-        for path in info.children:
-            child = infos.get(path)
-            if child is None:
-                continue
-            document, child_apps = self._queue_tree(partition, infos, child, subtree)
-            apps += child_apps
-            children.append(document)
-        return dao.queue(info, partition, apps, children if subtree else None), apps
+    ) -> dict:
+        """A queue's document, with its children's if ``subtree``."""
+        if not subtree:
+            return dao.queue(info, partition, None)
+        children = [
+            self._queue_tree(partition, infos, infos[path], subtree)
+            for path in info.children
+            if path in infos
+        ]
+        return dao.queue(info, partition, children)
 
     # ---- routes -----------------------------------------------------------------------------------
 
@@ -305,6 +305,23 @@ class RestApi:
 
     def group(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         return self._usage("group", params["group"], params)
+
+    def placement_rules(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        """The partition's placement rules as its placement manager runs them (recovery last)."""
+        partition = self.partition(params["partition"])
+        config = self.core.configurations().get(rm_of(partition))
+        partition_config = config.partition(partition_without_rm(partition)) if config is not None else None
+        if partition_config is None:  # removed since its name was looked up
+            raise HttpError(404, "Partition not found")
+        return PlacementManager.build(partition_config.placement_rules).describe()
+
+    def config(self, accept_json: bool) -> tuple[str, str]:
+        """``/ws/v1/config``: (body, content type); YAML unless the client accepts exactly JSON."""
+        configs = self.core.configurations()
+        if accept_json:
+            return json.dumps(dao.config(configs, yaml_keys=False)), "application/json"
+        text = yaml.safe_dump(dao.config(configs, yaml_keys=True), sort_keys=False)
+        return text, "application/x-yaml"
 
     def clusters(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         return [dao.cluster(info, self.started_ns) for info in self.core.partitions()]
@@ -473,6 +490,7 @@ class RestServer:
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
             ("/ws/v1/partitions", api.partitions),
+            ("/ws/v1/partition/{partition}/placementrules", api.placement_rules),
             ("/ws/v1/partition/{partition}/queues", api.queues),
             ("/ws/v1/partition/{partition}/queue/{queue}", api.one_queue),
             ("/ws/v1/partition/{partition}/nodes", api.nodes),
@@ -497,6 +515,7 @@ class RestServer:
         for path, answer in get:
             app.router.add_get(path, self._route(answer, inline=answer in inline), allow_head=False)
         app.router.add_get("/ws/v1/metrics", self._metrics)
+        app.router.add_get("/ws/v1/config", self._config)
         app.router.add_get("/ws/v1/events/stream", self._event_stream)
         app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
         return app
@@ -542,6 +561,11 @@ class RestServer:
             log.exception("REST %s failed", getattr(answer, "__name__", answer))
             return _json(dao.error(500, str(exc)), 500)
         return _json(None, encoded=text)
+
+    async def _config(self, request: web.Request) -> web.Response:
+        # read from what the RMProxy published: no wait, answered on the loop
+        body, content_type = self.api.config(request.headers.get("Accept") == "application/json")
+        return web.Response(text=body, content_type=content_type, charset="UTF-8", headers=HEADERS)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
