@@ -36,7 +36,7 @@ from korral.actors.messages import (
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
-from korral.info import AllocationInfo, ApplicationInfo
+from korral.info import AllocationInfo, ApplicationInfo, AskInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -45,6 +45,17 @@ from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocation, to_si_release
 from korral.model.view_ops import DropAsk, PutAsk
+
+# once in one of these an application no longer counts anywhere (its board entry goes)
+TERMINAL_STATES = frozenset(
+    state.value
+    for state in (
+        ApplicationState.COMPLETED,
+        ApplicationState.FAILED,
+        ApplicationState.REJECTED,
+        ApplicationState.EXPIRED,
+    )
+)
 
 
 @attrs.frozen(slots=True)
@@ -79,9 +90,13 @@ class ApplicationActor(RetiringActor):
         pool: ActorPool,
         events: bool = False,
         metrics: Any = None,
+        app_states: dict[str, str] | None = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
+        # the partition's board of application states (QueueBoard.app_states): this entry is ours
+        self.app_states = app_states
+        self._publish_state(app.state.value)
         # the core's metrics, told of each state change; the state they last heard of
         self.metrics = metrics
         self._metric_state: str | None = None
@@ -97,6 +112,7 @@ class ApplicationActor(RetiringActor):
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.clock
+        self._wall_offset_ns: int | None = None
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -185,7 +201,40 @@ class ApplicationActor(RetiringActor):
                 for a in app.allocations.values()
             ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
+            asks=self._ask_infos(),
         )
+
+    def _publish_state(self, state: str) -> None:
+        if self.app_states is not None:
+            app_id = self.owner.app.application_id
+            if state in TERMINAL_STATES:
+                self.app_states.pop(app_id, None)
+            else:
+                self.app_states[app_id] = state
+
+    def _ask_infos(self) -> list[AskInfo]:
+        # an ask's create_time is on the core's clock: its wall time is that long before now (the
+        # offset between the clocks taken once, so that every snapshot gives the same time)
+        if self._wall_offset_ns is None:
+            self._wall_offset_ns = self.tracker.wall_clock_ns() - int(self.clock() * 1e9)
+        offset_ns = self._wall_offset_ns
+        return [
+            AskInfo(
+                allocation_key=ask.allocation_key,
+                application_id=ask.application_id,
+                resource=res.prune(ask.resource),
+                pending=ask.pending,
+                priority=ask.priority,
+                tags=dict(ask.tags),
+                required_node=ask.tags.get(si.KEY_REQUIRED_NODE, ""),
+                placeholder=ask.placeholder,
+                task_group_name=ask.task_group_name,
+                originator=ask.originator,
+                request_time_ns=offset_ns + int(ask.create_time * 1e9),
+            )
+            for ask in self.owner.app.asks.values()
+            if ask.pending > 0
+        ]
 
     # ---- effects ----------------------------------------------------------------------------------
 
@@ -268,6 +317,7 @@ class ApplicationActor(RetiringActor):
                 )
             )
         if effects.state_changes:
+            self._publish_state(effects.state_changes[-1][0])
             if self.metrics is not None:
                 app = self.owner.app
                 self._metric_state = self.metrics.app_states(

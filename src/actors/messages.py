@@ -289,9 +289,91 @@ class QueueUsage:
 
 @frozen
 class Snapshot:
-    """Ask an actor for a consistent snapshot of what it owns."""
+    """Ask an owner (queue, application, node) or the scheduler for a consistent snapshot of what it
+    owns. A partition is asked with the typed queries below."""
 
-    detail: str = ""
+
+# ---- queries: what korral.Core asks a partition, each answered with korral.info snapshots ------------
+
+
+@frozen
+class PartitionQuery:
+    """Base of the read-only questions a partition answers (never changes scheduling state)."""
+
+
+@frozen
+class PartitionSummary(PartitionQuery):
+    """-> PartitionInfo"""
+
+
+@frozen
+class QueueQuery(PartitionQuery):
+    """-> QueueInfo | None, with the queue's usage asked of it (ordered after what it was sent)."""
+
+    path: str
+
+
+@frozen
+class QueueTreeQuery(PartitionQuery):
+    """-> list[QueueInfo], parents first, with the usage each queue last published."""
+
+
+@frozen
+class ApplicationQuery(PartitionQuery):
+    """-> ApplicationInfo | None (a completed one as it left)."""
+
+    application_id: str
+
+
+@frozen
+class ApplicationsQuery(PartitionQuery):
+    """-> list[ApplicationInfo] of the partition's live applications."""
+
+
+@frozen
+class CompletedApplicationsQuery(PartitionQuery):
+    """-> list[ApplicationInfo] of the applications that completed and left."""
+
+
+@frozen
+class NodeQuery(PartitionQuery):
+    """-> NodeInfo | None"""
+
+    node_id: str
+
+
+@frozen
+class NodesQuery(PartitionQuery):
+    """-> list[NodeInfo]"""
+
+
+@frozen
+class SchedulerStatsQuery(PartitionQuery):
+    """-> dict of the partition's scheduler counters."""
+
+
+@frozen
+class UserUsageQuery(PartitionQuery):
+    """-> UserUsageInfo | None"""
+
+    user: str
+
+
+@frozen
+class GroupUsageQuery(PartitionQuery):
+    """-> GroupUsageInfo | None"""
+
+    group: str
+
+
+@frozen
+class UsersUsageQuery(PartitionQuery):
+    """-> list[UserUsageInfo] of every user with an application in the partition, by name."""
+
+
+@frozen
+class GroupsUsageQuery(PartitionQuery):
+    """-> list[GroupUsageInfo] of every group usage is tracked for (a group limit applies), by name."""
 
 
 # ---- callbacks -----------------------------------------------------------------------------------------
