@@ -424,12 +424,12 @@ def test_snapshots_and_rest_documents_show_the_preemption_settings() -> None:
         assert dao.partition(partition, [], 0)["preemptionEnabled"] is False
         low = core.queue(P, "root.low")
         assert low is not None and low.preemption_policy == "disabled"
-        document = dao.queue(low, P, 0, None)
+        document = dao.queue(low, P, None)
         assert document["preemptionEnabled"] is False and document["isPreemptionFence"] is False
     with preempting_core(FENCED) as (core, _rm, _clock):
         tenant = core.queue(P, "root.tenant")
         assert tenant is not None and tenant.preemption_policy == "fence"
-        assert dao.queue(tenant, P, 0, None)["isPreemptionFence"] is True
+        assert dao.queue(tenant, P, None)["isPreemptionFence"] is True
         assert core.partition(P).preemption_enabled is True  # type: ignore[union-attr]
 
 

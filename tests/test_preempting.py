@@ -235,6 +235,7 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
     from korral.model.allocation import Allocation
     from korral.model.app_owner import ApplicationOwner
     from korral.model.application import Application
+    from korral.model.view_ops import Unpreempt
 
     owner = ApplicationOwner(Application("app", partition="[rm]default", queue_path="root.low", user="u"))
     owner.add_asks([si.AllocationAsk(allocation_key="k", application_id="app", resource_ask=SMALL)], 0.0)
@@ -245,11 +246,11 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
         ["u1", "unknown"], "preempting allocations to free up resources to run ask: x", 1.0
     )
     assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.PREEMPTED_BY_SCHEDULER)]
-    assert effects.view_ops == [("unpreempt", "unknown")]
+    assert effects.view_ops == [Unpreempt("unknown")]
     assert owner.app.releasing == {"u1": T.PREEMPTED_BY_SCHEDULER}
     # still booked until the RM confirms; a second preemption of it changes nothing
     assert "u1" in owner.app.allocations
-    assert owner.preempt(["u1"], "again", 2.0).view_ops == [("unpreempt", "u1")]
+    assert owner.preempt(["u1"], "again", 2.0).view_ops == [Unpreempt("u1")]
     confirmed = owner.release(
         [si.AllocationRelease(application_id="app", uuid="u1", termination_type=T.PREEMPTED_BY_SCHEDULER)],
         3.0,
