@@ -2049,6 +2049,7 @@ class PreemptionDriver(Driver):
         self.awaiting: dict[str, tuple[si.AllocationRelease, float, bool]] = {}
         self.confirmed: set[str] = set()  # confirmed since the last check (must be gone by then)
         self.released_by_rm: set[str] = set()
+        self.victims_seen: set[str] = set()
         # since the last quiescent check: queues that lost victims, and what they lost otherwise
         self.victim_queues: set[str] = set()
         self.unbounded: set[str] = set()
@@ -2073,9 +2074,15 @@ class PreemptionDriver(Driver):
             node_id=allocation.node_id if allocation is not None else "",
         )
         if allocation is None:
-            if release.uuid not in self.released_by_rm:
+            if release.uuid in self.victims_seen:
+                violations.append(
+                    f"{self.rm_id}: victim {release.uuid} released as {invariants.PREEMPTED} a second time "
+                    f"({release.message})"
+                )
+            elif release.uuid not in self.released_by_rm:
                 violations.append(f"{self.rm_id}: victim {release.uuid} was never allocated to this RM")
             return
+        self.victims_seen.add(release.uuid)
         now = self.clock()
         for key, (_, allocated_at) in list(self.recently_allocated.items()):
             if now - allocated_at > PREEMPTOR_GRACE:
