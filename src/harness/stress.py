@@ -2050,6 +2050,7 @@ class PreemptionDriver(Driver):
         self.confirmed: set[str] = set()  # confirmed since the last check (must be gone by then)
         self.released_by_rm: set[str] = set()
         self.victims_seen: set[str] = set()
+        self.required_node_asks = True
         # since the last quiescent check: queues that lost victims, and what they lost otherwise
         self.victim_queues: set[str] = set()
         self.unbounded: set[str] = set()
@@ -2158,7 +2159,7 @@ class PreemptionDriver(Driver):
                 for weight, kind, action in (
                     (25, "borrower", self._add_borrowers),
                     (6, "preemptor", self._add_preemptors),
-                    (2, "daemon", self._add_required_node_ask),
+                    (2 if self.required_node_asks else 0, "daemon", self._add_required_node_ask),
                 )
             ),
             (12, self._release_allocation),
@@ -2483,7 +2484,15 @@ class PreemptionStress:
     (``run_seeds``), checking the preemption laws as each victim is heard of and at every quiescent
     point, with the invariants of every stress run (nothing lost, nothing booked twice)."""
 
-    def __init__(self, rms: int = 2, seed: int = 1, checkpoint: float = 2.0, pause: float = 0.002) -> None:
+    def __init__(
+        self,
+        rms: int = 2,
+        seed: int = 1,
+        checkpoint: float = 2.0,
+        pause: float = 0.002,
+        required_node_asks: bool = True,
+    ) -> None:
+        self.required_node_asks = required_node_asks
         self.rm_count = rms
         self.seed = seed
         self.checkpoint_interval = checkpoint
@@ -2515,6 +2524,8 @@ class PreemptionStress:
     ) -> PreemptionResult:
         """RMs on threads for ``duration`` seconds, checked every ``checkpoint`` seconds and at the end."""
         drivers = [PreemptionDriver(index, self.seed, self._record) for index in range(self.rm_count)]
+        for driver in drivers:
+            driver.required_node_asks = self.required_node_asks
         result = PreemptionResult(seed=self.seed, operations=0, checkpoints=0, violations=[])
         core = korral.start(**SETTINGS)
         try:
@@ -2578,6 +2589,8 @@ class PreemptionStress:
             PreemptionDriver(index, seed, self._record, clock=lambda: simulation.now)
             for index in range(self.rm_count)
         ]
+        for driver in drivers:
+            driver.required_node_asks = self.required_node_asks
         result = PreemptionResult(seed=seed, operations=0, checkpoints=0, violations=[], seeds=1)
         try:
             simulation.perturb()
