@@ -142,6 +142,8 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
+        # while a node request is handled: each node state's net change, published at its end
+        self._node_metric_deltas: dict[str, int] | None = None
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
@@ -239,8 +241,17 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         )
 
     def _node_metric(self, previous: str | None, state: str | None) -> None:
-        if self.metrics is not None:
+        if self.metrics is None:
+            return
+        deltas = self._node_metric_deltas
+        if deltas is None:
             self.metrics.node_state(previous, state)
+            return
+        # within a node request: summed, and the gauges moved once per state at its end
+        if previous is not None:
+            deltas[previous] = deltas.get(previous, 0) - 1
+        if state is not None:
+            deltas[state] = deltas.get(state, 0) + 1
 
     @staticmethod
     def _node_state(schedulable: bool) -> str:
@@ -281,11 +292,17 @@ class PartitionActor(PartitionQueries, ThreadedActor):
     def on_RouteNodeRequest(self, message: RouteNodeRequest) -> None:
         accepted: list[si.AcceptedNode] = []
         rejected: list[si.RejectedNode] = []
-        for info in message.request.nodes:
-            try:
-                self._node_action(info, accepted)
-            except ModelError as error:
-                rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        self._node_metric_deltas = {}
+        try:
+            for info in message.request.nodes:
+                try:
+                    self._node_action(info, accepted)
+                except ModelError as error:
+                    rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        finally:
+            deltas, self._node_metric_deltas = self._node_metric_deltas, None
+            if self.metrics is not None and deltas:
+                self.metrics.node_states(deltas)
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
         if message.request.nodes:
