@@ -31,6 +31,7 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     NodeSpec,
     PartitionQuery,
     QueueCreated,
@@ -144,6 +145,8 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         self.metrics = settings.metrics
         # while a node request is handled: each node state's net change, published at its end
         self._node_metric_deltas: dict[str, int] | None = None
+        # while a node request is handled: its new nodes, told to the scheduler as one NodesAdded
+        self._nodes_added: list[NodeAdded] = []
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
@@ -300,6 +303,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 except ModelError as error:
                     rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
         finally:
+            self._flush_nodes_added()
             deltas, self._node_metric_deltas = self._node_metric_deltas, None
             if self.metrics is not None and deltas:
                 self.metrics.node_states(deltas)
@@ -309,9 +313,18 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
+    def _flush_nodes_added(self) -> None:
+        """Tell the scheduler of the new nodes held so far: before anything else this request tells
+        the scheduler or a node (whose NodeChanged must find the node in the scheduler's view)."""
+        if self._nodes_added:
+            added, self._nodes_added = tuple(self._nodes_added), []
+            self.scheduler.tell(NodesAdded(added=added))
+
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
         action = info.action
         node_id = info.node_id
+        if action != si.NodeAction.CREATE or info.existing_allocations:
+            self._flush_nodes_added()
         if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
             schedulable = action == si.NodeAction.CREATE
             self.registry.add_node(
@@ -355,7 +368,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
             else:
-                self.scheduler.tell(NodeAdded(spec=spec, node=handle))
+                self._nodes_added.append(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
             self._event(lambda: events.node_added(node_id))
