@@ -385,3 +385,40 @@ def test_recovered_allocations_without_uuid_never_collide_with_scheduled_ones() 
         uuids = [a.uuid for a in info.allocations]
         assert len(uuids) == 4 and len(set(uuids)) == 4, uuids
         check_invariants(core, part("rm"), rm)
+
+
+def test_one_request_that_creates_then_changes_its_nodes_acts_in_order():
+    """A request's new nodes reach the scheduler together; a later entry about one of them (update,
+    drain, removal) still acts on it after it was added, and the node gauges count each once."""
+    big = {"memory": 300 * MB, "vcore": 60_000}
+
+    def entry(node_id: str, action: si.NodeAction, **fields: object) -> si.NodeInfo:
+        return si.NodeInfo(node_id=node_id, action=action, **fields)  # type: ignore[arg-type]
+
+    with running(SINGLE_LEAF) as (core, rm):
+        core.update_node(
+            si.NodeRequest(
+                rm_id="rm",
+                nodes=[
+                    entry("n1", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n2", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n3", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n2", si.NodeAction.UPDATE, schedulable_resource=big),
+                    entry("n3", si.NodeAction.DRAIN_NODE),
+                    entry("n1", si.NodeAction.DECOMISSION),
+                ],
+            )
+        )
+        core.wait_until_idle()
+        assert sorted(n.node_id for n in core.nodes(P)) == ["n2", "n3"]
+        assert core.node(P, "n2").capacity == big and not core.node(P, "n3").schedulable
+        value = core.metrics.value
+        assert value("yunikorn_scheduler_node", {"state": "active"}) == 1
+        assert value("yunikorn_scheduler_node", {"state": "draining"}) == 1
+        assert value("yunikorn_scheduler_node", {"state": "decommissioned"}) == 1
+        # the scheduler's view has n2 at its new size: an ask bigger than NODE lands there
+        add_apps(core, rm, {"app1": LEAF})
+        core.update_allocation(t.asks("rm", "app1", 1, {"memory": 120 * MB, "vcore": 1_000}))
+        core.wait_until_idle()
+        assert rm.allocated_total == 1 and [a.node_id for a in core.node(P, "n2").allocations] == ["n2"]
+        check_invariants(core, P, rm)

@@ -188,6 +188,13 @@ class NodeAdded:
 
 
 @frozen
+class NodesAdded:
+    """A node request's new nodes (without recovered allocations), in order: one message, one wake."""
+
+    added: tuple[NodeAdded, ...]
+
+
+@frozen
 class NodeChanged:
     spec: NodeSpec
 

@@ -31,6 +31,7 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     NodeSpec,
     PartitionQuery,
     QueueCreated,
@@ -142,6 +143,10 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
+        # while a node request is handled: each node state's net change, published at its end
+        self._node_metric_deltas: dict[str, int] | None = None
+        # while a node request is handled: its new nodes, told to the scheduler as one NodesAdded
+        self._nodes_added: list[NodeAdded] = []
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
@@ -239,8 +244,17 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         )
 
     def _node_metric(self, previous: str | None, state: str | None) -> None:
-        if self.metrics is not None:
+        if self.metrics is None:
+            return
+        deltas = self._node_metric_deltas
+        if deltas is None:
             self.metrics.node_state(previous, state)
+            return
+        # within a node request: summed, and the gauges moved once per state at its end
+        if previous is not None:
+            deltas[previous] = deltas.get(previous, 0) - 1
+        if state is not None:
+            deltas[state] = deltas.get(state, 0) + 1
 
     @staticmethod
     def _node_state(schedulable: bool) -> str:
@@ -281,20 +295,36 @@ class PartitionActor(PartitionQueries, ThreadedActor):
     def on_RouteNodeRequest(self, message: RouteNodeRequest) -> None:
         accepted: list[si.AcceptedNode] = []
         rejected: list[si.RejectedNode] = []
-        for info in message.request.nodes:
-            try:
-                self._node_action(info, accepted)
-            except ModelError as error:
-                rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        self._node_metric_deltas = {}
+        try:
+            for info in message.request.nodes:
+                try:
+                    self._node_action(info, accepted)
+                except ModelError as error:
+                    rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        finally:
+            self._flush_nodes_added()
+            deltas, self._node_metric_deltas = self._node_metric_deltas, None
+            if self.metrics is not None and deltas:
+                self.metrics.node_states(deltas)
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
         if message.request.nodes:
             self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
+    def _flush_nodes_added(self) -> None:
+        """Tell the scheduler of the new nodes held so far: before anything else this request tells
+        the scheduler or a node (whose NodeChanged must find the node in the scheduler's view)."""
+        if self._nodes_added:
+            added, self._nodes_added = tuple(self._nodes_added), []
+            self.scheduler.tell(NodesAdded(added=added))
+
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
         action = info.action
         node_id = info.node_id
+        if action != si.NodeAction.CREATE or info.existing_allocations:
+            self._flush_nodes_added()
         if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
             schedulable = action == si.NodeAction.CREATE
             self.registry.add_node(
@@ -338,7 +368,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
             else:
-                self.scheduler.tell(NodeAdded(spec=spec, node=handle))
+                self._nodes_added.append(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
             self._event(lambda: events.node_added(node_id))

@@ -24,6 +24,7 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     Place,
     Preempt,
     QueueCreated,
@@ -151,6 +152,15 @@ class SchedulerActor(ThreadedActor):
     # ---- view updates ------------------------------------------------------------------------------
 
     def on_NodeAdded(self, message: NodeAdded) -> None:
+        self._add_node(message)
+        self._wake()
+
+    def on_NodesAdded(self, message: NodesAdded) -> None:
+        for added in message.added:
+            self._add_node(added)
+        self._wake()
+
+    def _add_node(self, message: NodeAdded) -> None:
         spec = message.spec
         self.nodes[spec.node_id] = message.node
         if spec.node_id not in self.view.nodes:
@@ -161,7 +171,6 @@ class SchedulerActor(ThreadedActor):
                 attributes=spec.attributes,
                 schedulable=spec.schedulable,
             )
-        self._wake()
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
