@@ -385,3 +385,38 @@ def test_recovered_allocations_without_uuid_never_collide_with_scheduled_ones() 
         uuids = [a.uuid for a in info.allocations]
         assert len(uuids) == 4 and len(set(uuids)) == 4, uuids
         check_invariants(core, part("rm"), rm)
+
+
+CAPPED_LEAF = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: capped
+            resources:
+              max: {vcore: 4}
+"""
+
+
+def test_recovered_allocations_without_uuid_count_against_the_queue_max() -> None:
+    """A uuid-less existing allocation gets its uuid from the partition; the scheduler must count it
+    like any other recovered allocation: the queue's max leaves room for one more ask, not two."""
+    with running(CAPPED_LEAF) as (core, rm):
+        add_apps(core, rm, {"app-1": "root.capped"})
+        existing = si.Allocation(
+            allocation_key="running-0",
+            application_id="app-1",
+            node_id="n1",
+            resource_per_alloc={"vcore": 3000},
+        )
+        core.update_node(t.nodes("rm", ["n1"], NODE, existing=[existing]))
+        add_nodes(core, rm, ["n2"])
+        core.update_allocation(t.asks("rm", "app-1", 2, {"vcore": 1000}))
+        core.wait_until_idle()
+        info = core.application(P, "app-1")
+        assert len(info.allocations) == 2  # the recovered one and one of the two asks
+        assert info.pending == {"vcore": 1000}
+        assert core.queue(P, "root.capped").allocated == {"vcore": 4000}
+        check_invariants(core, P, rm)

@@ -19,6 +19,7 @@ import attrs
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -62,8 +63,6 @@ def ask_rejection(
 
 
 _NO_PREEMPTION_POLICY = si.PreemptionPolicy()
-# states in which a new ask sets the application running again
-_RUN_ON_ASK = frozenset({ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING})
 
 
 def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generation: int = 0) -> Ask:
@@ -154,13 +153,10 @@ class ApplicationOwner:
         app = self.app
         if self.removed:
             return  # the RM removed it: late releases must not report Completing / Completed
-        if app.is_idle() and app.state in (
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RUNNING,
-        ):
-            self._transition(ApplicationEvent.COMPLETE, now, effects)
-        elif app.may_fail_finally() and self._transition(ApplicationEvent.FAIL, now, effects):
+        event = settle_event(app)
+        if event is ApplicationEvent.COMPLETE:
+            self._transition(event, now, effects)
+        elif event is ApplicationEvent.FAIL and self._transition(event, now, effects):
             effects.failed = True
 
     def completing_timeout(self, now: float, timeout: float, effects: AppEffects | None = None) -> AppEffects:
@@ -208,7 +204,7 @@ class ApplicationOwner:
             for name, quantity in ask.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
             view_op(("put_ask", (request, ask.generation)))
-            if app.state in _RUN_ON_ASK:
+            if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
         return effects

@@ -14,6 +14,7 @@ from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.app_owner import ask_rejection
+from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
 from korral.model.queue import SORT_FIFO, Queue, QueueState
@@ -221,13 +222,10 @@ class PartitionApplications(PartitionRegistry):
         return True
 
     def _maybe_complete(self, app: Application) -> None:
-        if app.is_idle() and app.state in (
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RUNNING,
-        ):
-            self._transition(app, ApplicationEvent.COMPLETE)
-        elif app.may_fail_finally():
+        event = settle_event(app)
+        if event is ApplicationEvent.COMPLETE:
+            self._transition(app, event)
+        elif event is ApplicationEvent.FAIL:
             # Failing with nothing left: Failed, and the application leaves the partition
             self._transition(app, ApplicationEvent.FAIL)
             self.remove_application(app.application_id)
@@ -321,7 +319,7 @@ class PartitionApplications(PartitionRegistry):
         else:
             for name, quantity in ask.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
-        if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
+        if app.state in RUN_ON_ASK:
             self._transition(app, ApplicationEvent.RUN)
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
