@@ -63,7 +63,7 @@ class PartitionQueries:
         if kind == "completed":
             return list(self.completed.values())
         if kind == "nodes":
-            return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
+            return [node for node_id in list(self.nodes) if (node := self._node_info(node_id)) is not None]
         if kind == "scheduler":
             return self.ask(self.scheduler, Snapshot(detail=""))
         if kind in ("user", "group"):
@@ -163,4 +163,5 @@ class PartitionQueries:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
         holder = self.node_reservations.get(node_id)
-        return attrs.evolve(info, reservations=[holder] if holder else [])
+        # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
+        return attrs.evolve(info, reservations=[holder] if holder else [])  # type: ignore[misc]

@@ -116,7 +116,7 @@ def _validate_partition(partition: PartitionConfig, seen: set[str]) -> Partition
 # --- resource arithmetic: korral.model.resource, with YuniKorn's semantics for sparse resources ---
 
 
-def format_resource(resource: Resource | None) -> str:
+def format_resource(resource: Resource) -> str:
     return "{" + ", ".join(f"{key}:{value}" for key, value in sorted(resource.items())) + "}"
 
 

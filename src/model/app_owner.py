@@ -11,7 +11,7 @@ node must free it again and the scheduler's view must undo it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -42,7 +42,7 @@ LIVE_FOR_ASKS = frozenset(
 
 
 def ask_rejection(
-    app: Application, allocation_key: str, resource: dict[str, int], max_allocations: int
+    app: Application, allocation_key: str, resource: Mapping[str, int], max_allocations: int
 ) -> str:
     """Why an ask cannot be accepted for ``app``; "" when it can. Shared by every driver."""
     if not allocation_key:

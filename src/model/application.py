@@ -6,6 +6,7 @@ The state machine they follow is ``korral.model.app_state``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -104,7 +105,7 @@ class PendingKeys:
     def __init__(self) -> None:
         self.items: dict[str, Ask] = {}
 
-    def add_new(self, name: str, item: Ask, key: tuple) -> None:
+    def add_new(self, name: str, item: Ask, key: tuple[Any, ...]) -> None:
         self.items[name] = item
 
     update = add_new
@@ -472,9 +473,9 @@ class Application:
             for uuid, deadline in list(self.allocation_deadlines.items()):
                 if now >= deadline - 1e-9:
                     del self.allocation_deadlines[uuid]
-                    allocation = self.allocations.get(uuid)
-                    if allocation is not None and uuid not in self.releasing:
-                        release[uuid] = allocation
+                    expiring = self.allocations.get(uuid)
+                    if expiring is not None and uuid not in self.releasing:
+                        release[uuid] = expiring
                         if not reasons:
                             reasons.append(f"execution timeout of allocation {uuid}")
         return TimeoutPlan(

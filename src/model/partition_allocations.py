@@ -63,8 +63,7 @@ class PartitionAllocations(PartitionApplications):
         uuid = allocation.uuid or self.recovered_uuid()
         if uuid in app.allocations or uuid in node.allocations:
             raise ModelError(f"allocation {uuid} already exists")
-        if allocation.uuid:
-            self._recovered_uuids.add(uuid)
+        self._recovered_uuids.add(uuid)
         recovered = allocation._replace(
             uuid=uuid,
             partition=self.name,
@@ -101,10 +100,9 @@ class PartitionAllocations(PartitionApplications):
             if reason:
                 rejected.append((existing.allocation_key, app_id, reason))
                 continue
-            if allocation.uuid:
-                self._recovered_uuids.add(allocation.uuid)
-            else:
+            if not allocation.uuid:
                 allocation = allocation._replace(uuid=self.recovered_uuid())
+            self._recovered_uuids.add(allocation.uuid)  # a uuid given here is live just the same
             by_app[app_id].append(
                 allocation._replace(queue_path=self.applications[app_id].queue_path, recovered=True)
             )
@@ -277,7 +275,7 @@ class PartitionAllocations(PartitionApplications):
         """A replacement its owner refused: the placeholder is free again and the ask gets its repeat."""
         app = self.applications.get(real.application_id)
         recorded = app.replacements.get(real.replaces) if app is not None else None
-        if recorded is None or recorded.uuid != real.uuid:
+        if app is None or recorded is None or recorded.uuid != real.uuid:
             return  # undone already, or a later replacement of the same placeholder
         app.drop_replacement(real.replaces)
         if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:

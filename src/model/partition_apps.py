@@ -17,10 +17,11 @@ from korral.model.app_owner import ask_rejection
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
-from korral.model.queue import SORT_FIFO, Queue, QueueState
+from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage
 from korral.policies.placement import Placement, PlacementError, PlacementRequest
+from korral.policies.sorting import SORT_FIFO
 
 TAG_RESOURCE_QUOTA = "namespace.resourcequota"
 TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
@@ -62,8 +63,9 @@ class PartitionApplications(PartitionRegistry):
             if not forced:
                 raise ModelError(f"application {application_id} rejected: empty user cannot resolve")
             user, groups = "nobody", ("nogroup",)
+        groups = tuple(groups)
         request = PlacementRequest(
-            application_id=application_id, queue_name=queue_name, user=user, groups=tuple(groups), tags=tags
+            application_id=application_id, queue_name=queue_name, user=user, groups=groups, tags=tags
         )
         try:
             placement: Placement = self.placement.place(request, self)

@@ -27,7 +27,7 @@ Decisions where YuniKorn is ambiguous or quirky (see the module tests for each):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import attrs
@@ -85,12 +85,16 @@ class QueueLookup(Protocol):
     def get_queue(self, path: str) -> PlacementQueue | None: ...
 
 
+def _names(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class PlacementRequest:
     application_id: str
     queue_name: str  # as submitted: "" or a short name or a fully qualified path
     user: str
-    groups: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    groups: tuple[str, ...] = attrs.field(default=(), converter=_names)
     tags: Mapping[str, str] = attrs.field(factory=dict)
 
 
