@@ -131,7 +131,7 @@ def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None
 
 
 def test_the_documented_remote_rm_example_runs_against_a_served_core() -> None:
-    example = Path(__file__).resolve().parent.parent / "docs" / "remote-rm.py"
+    example = Path(__file__).resolve().parents[2] / "docs" / "remote-rm.py"
     with korral.start() as core:
         address = core.serve_grpc("127.0.0.1:0")
         finished = subprocess.run(

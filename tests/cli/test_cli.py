@@ -494,7 +494,7 @@ def test_bench_without_json_only_prints(
 
 
 def test_bench_plot_only_redraws_the_sweep_chart_from_its_json(runner: CliRunner, tmp_path: Path) -> None:
-    sweep_json = Path(__file__).parents[1] / "bench" / "results" / "sweep.json"
+    sweep_json = Path(__file__).parents[2] / "bench" / "results" / "sweep.json"
     out = tmp_path / "charts"
     result = runner.invoke(main, ["bench", "--plot-only", str(sweep_json), "--out", str(out)])
     assert result.exit_code == 0, result.output
