@@ -76,6 +76,7 @@ def test_serve_config_is_the_default_for_an_rm_that_registers_without_one(serve,
     assert process.wait(60) == 0
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_invalid_config_and_a_busy_address(tmp_path: Path) -> None:
     config = tmp_path / "queues.yaml"
     config.write_text("partitions: [broken")

@@ -155,6 +155,7 @@ def _explain(problems: list[str]) -> str:
     return "\n".join(problems[:20])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @PROFILE
 @given(plan=steps)
