@@ -38,10 +38,11 @@ from korral.actors.base import HandlerError, Rank, RankViolation, Tracker, in_pr
 from korral.actors.messages import (
     ApplyConfig,
     Deliver,
+    PartitionQuery,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
-    Snapshot,
+    SchedulerStatsQuery,
     StopPartition,
 )
 from korral.actors.partition import PartitionActor, PartitionSettings
@@ -350,7 +351,7 @@ class RayPartition:
             )
         if self.lost.is_set():
             return self._lost_answer(message)
-        if type(message) is Snapshot and message.detail == "scheduler" and in_predicates():
+        if type(message) is SchedulerStatsQuery and in_predicates():
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         answer: Future = Future()
         with self._lock:
@@ -577,7 +578,7 @@ class RayPartition:
             log.warning("%s: %s dropped: %s", self.name, type(message).__name__, reason)
 
     def _lost_answer(self, message: Any) -> Any:
-        if type(message) is Snapshot:
+        if isinstance(message, PartitionQuery):
             return None  # a lost partition reads as absent until its RM re-registers
         if type(message) is StopPartition:
             return None
