@@ -13,6 +13,7 @@ import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -58,9 +59,7 @@ from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
-from korral.info import (
-    ApplicationInfo,
-)
+from korral.info import ApplicationInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
@@ -205,7 +204,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
-                self._event(lambda p=path: events.queue_created(p))
+                self._event(partial(events.queue_created, path))
         if created:
             self._publish_queue_limits()
 
@@ -360,7 +359,8 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 # then of the recovered allocations, and only then that the node is schedulable; all
                 # from this actor, so in this order. (The applications' own "recover" view updates
                 # that follow find them already adopted.)
-                self.scheduler.tell(NodeAdded(spec=attrs.evolve(spec, schedulable=False), node=handle))
+                unschedulable = attrs.evolve(spec, schedulable=False)  # type: ignore[misc]  # (see ``frozen``)
+                self.scheduler.tell(NodeAdded(spec=unschedulable, node=handle))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
                         ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
@@ -376,9 +376,10 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
             self._reject_asks(rejected)
             return
-        handle = self.nodes.get(node_id)
-        if handle is None:
+        node_handle = self.nodes.get(node_id)
+        if node_handle is None:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
+        handle = node_handle
         if action == si.NodeAction.UPDATE:
             capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
             occupied = dict(info.occupied_resource) if info.occupied_resource else None
@@ -415,12 +416,12 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 app = self.registry.add_si_application(add)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
-                self._event(lambda a=add, e=error: events.app_rejected(a.application_id, str(e)))
+                self._event(partial(events.app_rejected, add.application_id, str(error)))
                 continue
             self._sync_queue_actors(announce=True)
             self._start_application(app)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
-            self._event(lambda a=app: events.app_state(a.application_id, "New", a.queue_path))
+            self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             if handle is None:
@@ -538,7 +539,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         for path in removed:
             self._bury(self.queues.pop(path, None))
             self.published_usage.pop(path, None)
-            self._event(lambda p=path: events.queue_removed(p))
+            self._event(partial(events.queue_removed, path))
         self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
