@@ -228,33 +228,32 @@ class SchedulerActor(ThreadedActor):
         application_id = message.application_id
         new_asks: list[Ask] = []
         for op in message.ops:
-            kind = type(op)  # (dispatch on the exact type: mypy does not narrow ``op`` by ``kind``)
-            if kind is PutAsk:
-                new_asks.append(op.ask)  # type: ignore[union-attr]  # the owner's copy: the view takes it over
+            if isinstance(op, PutAsk):
+                new_asks.append(op.ask)  # the owner's copy: the view takes it over
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
                 new_asks = []
-            if kind is DropAsk:
-                view.drop_ask(application_id, op.allocation_key, op.generation)  # type: ignore[union-attr]
-            elif kind is RollBack:
-                view.rollback(op.allocation)  # type: ignore[union-attr]
+            if isinstance(op, DropAsk):
+                view.drop_ask(application_id, op.allocation_key, op.generation)
+            elif isinstance(op, RollBack):
+                view.rollback(op.allocation)
                 self.rollbacks += 1
-            elif kind is Forget:
-                view.forget_allocation(op.allocation)  # type: ignore[union-attr]
-            elif kind is AdoptRecovered:
+            elif isinstance(op, Forget):
+                view.forget_allocation(op.allocation)
+            elif isinstance(op, AdoptRecovered):
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
-                view.adopt_recovered(op.allocation)  # type: ignore[union-attr]
-            elif kind is UndoReplacement:
-                view.undo_replacement(op.allocation)  # type: ignore[union-attr]
+                view.adopt_recovered(op.allocation)
+            elif isinstance(op, UndoReplacement):
+                view.undo_replacement(op.allocation)
                 self.rollbacks += 1
-            elif kind is Swap:
-                view.swap(application_id, op.placeholder_uuid, op.real)  # type: ignore[union-attr]
-            elif kind is MarkReleasing:
-                view.mark_releasing(application_id, op.uuid, op.termination)  # type: ignore[union-attr]
-            elif kind is Unpreempt:
-                view.unpreempt(application_id, op.uuid)  # type: ignore[union-attr]
+            elif isinstance(op, Swap):
+                view.swap(application_id, op.placeholder_uuid, op.real)
+            elif isinstance(op, MarkReleasing):
+                view.mark_releasing(application_id, op.uuid, op.termination)
+            elif isinstance(op, Unpreempt):
+                view.unpreempt(application_id, op.uuid)
             else:
                 raise TypeError(f"unknown view operation {op!r}")
         if new_asks:
