@@ -5,13 +5,21 @@ Each is consistent for the object it describes; resources are plain dicts with z
 
 from __future__ import annotations
 
+from typing import TypeVar, dataclass_transform
+
 import attrs
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.ugm import QueueUsage
 
-frozen = attrs.frozen(kw_only=True)
+_T = TypeVar("_T")
+
+
+# attrs.frozen(kw_only=True) under a short name; dataclass_transform tells type checkers what it makes
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    return attrs.frozen(kw_only=True)(cls)
 
 
 @frozen

@@ -166,7 +166,8 @@ class PartitionQueries:
             self._publish_queue_tree()
         board = self.queue_board
         running = board.running_applications(board.structure).get(path, 0)
-        return attrs.evolve(self._describe_queue(path, allocated, pending), running_applications=running)
+        described = self._describe_queue(path, allocated, pending)
+        return attrs.evolve(described, running_applications=running)  # type: ignore[misc]  # (``frozen``)
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]
@@ -207,4 +208,5 @@ class PartitionQueries:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
         holder = self.node_reservations.get(node_id)
-        return attrs.evolve(info, reservations=[holder] if holder else [])
+        # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
+        return attrs.evolve(info, reservations=[holder] if holder else [])  # type: ignore[misc]

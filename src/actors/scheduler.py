@@ -24,6 +24,7 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     Place,
     Preempt,
     QueueCreated,
@@ -151,6 +152,15 @@ class SchedulerActor(ThreadedActor):
     # ---- view updates ------------------------------------------------------------------------------
 
     def on_NodeAdded(self, message: NodeAdded) -> None:
+        self._add_node(message)
+        self._wake()
+
+    def on_NodesAdded(self, message: NodesAdded) -> None:
+        for added in message.added:
+            self._add_node(added)
+        self._wake()
+
+    def _add_node(self, message: NodeAdded) -> None:
         spec = message.spec
         self.nodes[spec.node_id] = message.node
         if spec.node_id not in self.view.nodes:
@@ -161,7 +171,6 @@ class SchedulerActor(ThreadedActor):
                 attributes=spec.attributes,
                 schedulable=spec.schedulable,
             )
-        self._wake()
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
@@ -219,32 +228,31 @@ class SchedulerActor(ThreadedActor):
         application_id = message.application_id
         new_asks: list[Ask] = []
         for op in message.ops:
-            kind = type(op)
-            if kind is PutAsk:
+            if isinstance(op, PutAsk):
                 new_asks.append(op.ask)  # the owner's copy: the view takes it over
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
                 new_asks = []
-            if kind is DropAsk:
+            if isinstance(op, DropAsk):
                 view.drop_ask(application_id, op.allocation_key, op.generation)
-            elif kind is RollBack:
+            elif isinstance(op, RollBack):
                 view.rollback(op.allocation)
                 self.rollbacks += 1
-            elif kind is Forget:
+            elif isinstance(op, Forget):
                 view.forget_allocation(op.allocation)
-            elif kind is AdoptRecovered:
+            elif isinstance(op, AdoptRecovered):
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
                 view.adopt_recovered(op.allocation)
-            elif kind is UndoReplacement:
+            elif isinstance(op, UndoReplacement):
                 view.undo_replacement(op.allocation)
                 self.rollbacks += 1
-            elif kind is Swap:
+            elif isinstance(op, Swap):
                 view.swap(application_id, op.placeholder_uuid, op.real)
-            elif kind is MarkReleasing:
+            elif isinstance(op, MarkReleasing):
                 view.mark_releasing(application_id, op.uuid, op.termination)
-            elif kind is Unpreempt:
+            elif isinstance(op, Unpreempt):
                 view.unpreempt(application_id, op.uuid)
             else:
                 raise TypeError(f"unknown view operation {op!r}")

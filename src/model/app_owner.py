@@ -11,13 +11,14 @@ node must free it again and the scheduler's view must undo it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import TAG_ALLOW_PREEMPTION, Allocation, Ask
+from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -52,7 +53,7 @@ LIVE_FOR_ASKS = frozenset(
 
 
 def ask_rejection(
-    app: Application, allocation_key: str, resource: dict[str, int], max_allocations: int
+    app: Application, allocation_key: str, resource: Mapping[str, int], max_allocations: int
 ) -> str:
     """Why an ask cannot be accepted for ``app``; "" when it can. Shared by every driver."""
     if not allocation_key:
@@ -80,10 +81,6 @@ def preemption_flags(request: si.AllocationAsk) -> tuple[bool, bool]:
     if policy is None:
         return request.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
     return policy.allow_preempt_self, policy.allow_preempt_other
-
-
-# states in which a new ask sets the application running again
-_RUN_ON_ASK = frozenset({ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING})
 
 
 def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generation: int = 0) -> Ask:
@@ -173,13 +170,10 @@ class ApplicationOwner:
         app = self.app
         if self.removed:
             return  # the RM removed it: late releases must not report Completing / Completed
-        if app.is_idle() and app.state in (
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RUNNING,
-        ):
-            self._transition(ApplicationEvent.COMPLETE, now, effects)
-        elif app.may_fail_finally() and self._transition(ApplicationEvent.FAIL, now, effects):
+        event = settle_event(app)
+        if event is ApplicationEvent.COMPLETE:
+            self._transition(event, now, effects)
+        elif event is ApplicationEvent.FAIL and self._transition(event, now, effects):
             effects.failed = True
 
     def completing_timeout(self, now: float, timeout: float, effects: AppEffects | None = None) -> AppEffects:
@@ -227,7 +221,7 @@ class ApplicationOwner:
             for name, quantity in ask.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
             view_op(PutAsk(ask.copy()))
-            if app.state in _RUN_ON_ASK:
+            if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
         return effects

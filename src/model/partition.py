@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import islice
+from typing import Any, cast
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
@@ -28,6 +29,7 @@ from korral.model.application import (
     advance_after_allocation,
 )
 from korral.model.node import Node
+from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import (
     TAG_CREATE_FORCE,
@@ -37,7 +39,8 @@ from korral.model.partition_apps import (
 )
 from korral.model.partition_registry import ModelError, Predicate, StateChange, UnschedulableAsk
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
-from korral.model.queue import SORT_STATE_AWARE, Queue, QueueState
+from korral.model.queue import Queue, QueueState
+from korral.policies.sorting import SORT_STATE_AWARE
 
 __all__ = [
     "TAG_CREATE_FORCE",
@@ -198,7 +201,7 @@ class PartitionModel(PartitionAllocations):
             order = queue.order
             apps = order.items
             if queue.sort_policy == SORT_STATE_AWARE:
-                walk: Iterable[tuple] = self._state_aware_entries(queue)
+                walk: Iterable[tuple[Any, ...]] = self._state_aware_entries(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
                 # order.live_entries(), inlined here and in the loops below; walked lazily, which is
@@ -235,7 +238,7 @@ class PartitionModel(PartitionAllocations):
         return None
 
     @staticmethod
-    def _state_aware_entries(queue: Queue) -> list[tuple]:
+    def _state_aware_entries(queue: Queue) -> list[tuple[Any, ...]]:
         """The order's entries of the applications stateaware admits: all Running ones, plus one
         Starting one, or else one Accepted one."""
         starting = [a for a in queue.applications.values() if a.state is ApplicationState.STARTING]
@@ -258,7 +261,7 @@ class PartitionModel(PartitionAllocations):
             return None
         only_quota_blocked = True
         user_limits = app.user_limits
-        pending_asks = app.pending_asks
+        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # the model's apps order their asks
         asks = pending_asks.items
         entries = pending_asks.entries
         for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:

@@ -12,7 +12,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Mapping, Set
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -105,7 +105,7 @@ class PartitionRegistry:
         self._limits_dirty = True
         # Resource shapes that fit no node; valid while nothing frees or adds node resources.
         # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
-        self._unfit_shapes: set[tuple] = set()
+        self._unfit_shapes: set[tuple[Any, ...]] = set()
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []

@@ -150,7 +150,9 @@ def _node_candidates(
 class _NodeRooms(Sequence[policy.NodeRoom]):
     """The nodes for the policy, each one's facts looked up only when the search reaches it."""
 
-    def __init__(self, model: PartitionModel, node_ids: list[str], load: Callable[[Node], list]) -> None:
+    def __init__(
+        self, model: PartitionModel, node_ids: list[str], load: Callable[[Node], list[policy.Candidate]]
+    ) -> None:
         self.nodes = model.nodes
         self.node_ids = node_ids
         self.load = load

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterator
+from typing import Any, cast
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
 from korral.model import resource as res
@@ -119,7 +120,7 @@ class Queue:
     def __init__(self, name: str, parent: Queue | None = None, *, leaf: bool, managed: bool) -> None:
         self.name = name.lower()
         self.parent = parent
-        self.path = self.name if parent is None else f"{parent.path}.{self.name}"
+        self.path: str = self.name if parent is None else f"{parent.path}.{self.name}"
         self.is_leaf = leaf
         self.is_managed = managed
         self.state = QueueState.ACTIVE
@@ -139,7 +140,8 @@ class Queue:
         # the partition's resource epoch at which everything pending below was over a limit (-1: not)
         self.quota_blocked_at = -1
         self.priority = MIN_PRIORITY
-        self.order: IncrementalOrder = IncrementalOrder()
+        # a leaf orders its applications, a parent its children
+        self.order: IncrementalOrder[Any] = IncrementalOrder()
         # Effective max (own max limited by every ancestor's; root's is the cluster capacity) and the
         # limit used for fair shares of types without a guarantee. Refreshed by refresh_limits().
         self.effective_max: Resource | None = None
@@ -327,7 +329,7 @@ class Queue:
     app_key = sorting.app_key
     child_entry = sorting.child_entry
 
-    def child_key(self, child: Queue) -> tuple:
+    def child_key(self, child: Queue) -> tuple[Any, ...]:
         """(priority, dominant share, larger pending first); with priority sorting disabled the share
         comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
         return self.child_entry(child)[:-1]
@@ -350,7 +352,7 @@ class Queue:
         has the placed ask's priority: then only this queue's usage moved, so only its place among its
         siblings can change.
         """
-        pending_asks = app.pending_asks
+        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # ordered: the scheduler's apps
         if (
             self.sort_policy != SORT_FAIR
             and pending_asks.items

@@ -8,11 +8,19 @@ builds them.
 
 from __future__ import annotations
 
+from typing import TypeVar, dataclass_transform
+
 import attrs
 
 from korral.model.allocation import Allocation, Ask
 
-frozen = attrs.frozen(slots=True)
+_T = TypeVar("_T")
+
+
+# attrs.frozen(slots=True), short; dataclass_transform tells type checkers what it makes
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    return attrs.frozen(slots=True)(cls)
 
 
 @frozen
