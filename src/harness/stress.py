@@ -2017,9 +2017,9 @@ class PreemptionRM(StressRM):
                     driver.recently_allocated[allocation.allocation_key] = (party, driver.clock())
             if victims:
                 self.preemptions += 1
-            for release, allocation in victims:
+            for release, victim in victims:
                 self.victims += 1
-                driver.on_victim(release, allocation, self.violations)
+                driver.on_victim(release, victim, self.violations)
         super().update_allocation(response)
 
 
@@ -2036,7 +2036,7 @@ class PreemptionDriver(Driver):
         super().__init__(index, seed, record, misbehave=False)
         self.clock = clock
         self.config = preemption_config()
-        self.rm = PreemptionRM(self.rm_id, seed * 7 + index, self)
+        self.rm: PreemptionRM = PreemptionRM(self.rm_id, seed * 7 + index, self)
         self.node_ids = [f"{self.rm_id}-node-{n}" for n in range(PREEMPTION_NODES)]
         self.late_node = f"{self.rm_id}-node-late"  # required-node asks wait for it until it exists
         self.app_queue: dict[str, str] = {}
