@@ -394,12 +394,13 @@ class SchedulerActor(ThreadedActor):
         """Preemption victims go to their applications, which release them to the RM (the view marked
         them releasing already); a gang replacement's placeholder is released by its owner itself."""
         view = self.view
-        by_app: dict[str, tuple[list[str], str]] = {}
+        # one Preempt per application and preemptor: each victim's release names the ask it makes room for
+        by_app: dict[tuple[str, str], list[str]] = {}
         for allocation, termination, text in view.core_releases:
             if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
-                by_app.setdefault(allocation.application_id, ([], text))[0].append(allocation.uuid)
+                by_app.setdefault((allocation.application_id, text), []).append(allocation.uuid)
         view.take_core_releases()
-        for application_id, (uuids, text) in by_app.items():
+        for (application_id, text), uuids in by_app.items():
             app = self.apps.get(application_id)
             if app is None or not app.tell(Preempt(uuids=tuple(uuids), message=text)):
                 for uuid in uuids:

@@ -253,11 +253,6 @@ partitions:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open product bug (/work/helpers/PREEMPT-BUGS.md 1): SchedulerActor._send_core_releases groups "
-    "victims by application with the first message; strict: remove this mark once it passes",
-)
 def test_each_victim_release_names_the_ask_it_makes_room_for() -> None:
     """Two required-node asks preempt in the same batch, each on its own node, their victims in one
     application: each victim's release must name the ask on its node (YuniKorn's message), not the

@@ -55,9 +55,7 @@ def test_a_short_preemption_stress_run_preempts_and_keeps_every_law() -> None:
     victim breaks a law, no queue goes below its guarantee, every victim stays booked until confirmed."""
     from korral.harness.stress import PreemptionStress
 
-    # without required-node asks for now: two of them preempting in one batch hit the open bug
-    # PREEMPT-BUGS.md 1 (pinned by test_preemption_harness.py); the simulated seeds below have them
-    result = PreemptionStress(rms=2, seed=7, checkpoint=1.0, required_node_asks=False).run(6.0)
+    result = PreemptionStress(rms=2, seed=7, checkpoint=1.0).run(6.0)
     assert result.violations == [], result.violations
     assert result.victims > 0 and result.preemptions > 0, result
     assert result.preemptors_allocated > 0, result
