@@ -167,8 +167,8 @@ def test_partitions_are_placed_on_every_node_of_a_cluster():
 
 
 def test_outbox_keeps_callbacks_until_acknowledged_and_says_when_drained():
-    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
-    outbox = ray_engine.Outbox()
+    ray_host = pytest.importorskip("korral.actors.ray_host", reason="needs Ray: pip install korral[ray]")
+    outbox = ray_host.Outbox()
     assert outbox.take(0, timeout=0.0) == [] and outbox.wait_drained(0.0)
     outbox.put("a")
     outbox.put("b")
@@ -179,15 +179,15 @@ def test_outbox_keeps_callbacks_until_acknowledged_and_says_when_drained():
 
 
 def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
-    ray_engine = pytest.importorskip("korral.actors.ray_engine", reason="needs Ray: pip install korral[ray]")
     from korral.actors.messages import (
         Deliver,
         RouteAllocationRequest,
         RouteApplicationRequest,
         RouteNodeRequest,
     )
+    from korral.actors.ray_ledger import Ledger
 
-    ledger = ray_engine.Ledger()
+    ledger = Ledger()
     allocations = [
         si.Allocation(allocation_key=f"k{i}", application_id="app", uuid=f"u{i}") for i in range(3)
     ]
@@ -215,3 +215,67 @@ def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
     ledger.delivered(Deliver(method="update_application", argument=done))
     ledger.routed(RouteApplicationRequest(request=t.remove_applications("rm", ["a2"])))
     assert ledger.applications == {"a3"}
+
+
+def test_the_wire_carries_asks_and_allocations_as_records_and_rebuilds_them_equal():
+    from korral.actors.messages import ApplyConfig, Deliver, RouteAllocationRequest, RouteNodeRequest
+    from korral.actors.ray_wire import decode_callbacks, decode_tells, encode_callbacks, encode_tells
+
+    asks = [
+        si.AllocationAsk(
+            allocation_key=f"k{i}",
+            application_id="app",
+            partition_name="default",
+            resource_ask={"memory": 10 + i, "vcore": 1},
+            max_allocations=1 + i,
+            priority=-i,
+            execution_timeout_milliseconds=i * 1000,
+            tags={"kubernetes.io/meta/namespace": f"ns{i}"},
+            task_group_name="tg" if i else "",
+            placeholder=bool(i % 2),
+            originator=not i % 2,
+            preemption_policy=si.PreemptionPolicy(allow_preempt_self=True) if i else None,
+        )
+        for i in range(3)
+    ]
+    releases = si.AllocationReleasesRequest(
+        allocations_to_release=[si.AllocationRelease(application_id="app", uuid="u9")]
+    )
+    config = ApplyConfig(config=None)  # type: ignore[arg-type]
+    tells = [
+        RouteNodeRequest(request=t.node_action("rm", "n1", si.NodeAction.DRAIN_NODE)),
+        RouteAllocationRequest(request=si.AllocationRequest(asks=asks, releases=releases, rm_id="rm")),
+        config,
+        RouteAllocationRequest(request=si.AllocationRequest(releases=releases, rm_id="rm")),
+    ]
+    rebuilt = decode_tells(encode_tells(tells))
+    assert rebuilt == tells
+    assert all(type(a) is si.AllocationAsk for a in rebuilt[1].request.asks)
+    assert rebuilt[1].request.asks[1].resource_ask == {"memory": 11, "vcore": 1}
+
+    allocations = [
+        si.Allocation(
+            allocation_key=f"k{i}",
+            allocation_tags={"a": str(i)},
+            uuid=f"u{i}",
+            resource_per_alloc={"memory": 10},
+            priority=i,
+            node_id="n1",
+            application_id="app",
+            partition_name="[rm]default",
+            task_group_name="tg",
+            placeholder=bool(i),
+        )
+        for i in range(2)
+    ]
+    response = si.AllocationResponse(
+        new=allocations,
+        released=[si.AllocationRelease(uuid="u7", termination_type=si.TerminationType.TIMEOUT)],
+        rejected=[si.RejectedAllocationAsk(allocation_key="k9", reason="no")],
+    )
+    callbacks = [
+        (1, Deliver(method="update_allocation", argument=response)),
+        (2, Deliver(method="update_allocation", argument=si.AllocationResponse(rejected=response.rejected))),
+        (3, Deliver(method="update_node", argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n")]))),
+    ]
+    assert decode_callbacks(encode_callbacks(callbacks)) == callbacks
