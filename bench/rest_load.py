@@ -24,8 +24,8 @@ from typing import Any
 
 import korral
 from korral import si
-from korral.benchmark import workloads
-from korral.benchmark.runner import BenchRM
+from korral.harness.benchmark import workloads
+from korral.harness.benchmark.runner import BenchRM
 
 QUEUES = "/ws/v1/partition/default/queues"
 

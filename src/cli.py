@@ -17,6 +17,7 @@ import yaml
 
 import korral
 from korral.errors import ConfigError
+from korral.harness import faults
 
 # the key under which YuniKorn's Kubernetes shim keeps queues.yaml in its ConfigMap (yunikorn-configs)
 CONFIGMAP_KEY = "queues.yaml"
@@ -142,7 +143,7 @@ def naming(error: ConfigError, source: str) -> str:
 )
 def simulate(config: Path | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
     """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job)."""
-    from korral.simulate import simulate as run
+    from korral.harness.simulate import simulate as run
 
     source = source_name(config) if config is not None else "the bundled example"
     try:
@@ -251,8 +252,8 @@ def bench(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from korral.benchmark import runner, workloads
-    from korral.benchmark import sweep as sweeps
+    from korral.harness.benchmark import runner, workloads
+    from korral.harness.benchmark import sweep as sweeps
 
     console = Console()
     # where the results go must exist before a run of minutes, not only after it
@@ -337,7 +338,7 @@ def bench(
 
 
 def _plot_only(sweep_json: Path, out: Path) -> None:
-    from korral.benchmark import sweep as sweeps
+    from korral.harness.benchmark import sweep as sweeps
 
     try:
         results = json.loads(sweep_json.read_text(encoding="utf-8"))
@@ -358,7 +359,7 @@ def _bench_multi_rm(
 
     from rich.console import Console
 
-    from korral.benchmark.multi_rm import run_multi_rm
+    from korral.harness.benchmark.multi_rm import run_multi_rm
 
     console = Console()
     engines = ["threads", "ray"] if engine == "both" else [engine]
@@ -444,7 +445,7 @@ def _write_json(json_file: Path | None, document: object) -> bool:
 @click.option(
     "--inject-fault",
     "fault",
-    type=click.Choice(sorted(__import__("korral.faults").faults.KNOWN)),
+    type=click.Choice(sorted(faults.KNOWN)),
     default=None,
     help="test only: break an invariant on purpose; the run must catch it",
 )
@@ -496,7 +497,7 @@ def stress(
 
     from rich.console import Console
 
-    from korral.stress import StressRun
+    from korral.harness.stress import StressRun
 
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
     console = Console(soft_wrap=True)
@@ -561,7 +562,7 @@ def stress(
 
 def _soak(console: object, cycles: int | None, duration: float, every: int) -> None:
     """``korral stress --soak``: one line per sample, so a person sees whether anything grows."""
-    from korral.stress import SoakSample, soak
+    from korral.harness.stress import SoakSample, soak
 
     print_ = console.print  # type: ignore[attr-defined]
     limit = f"{cycles:,} cycles or {duration:g}s" if cycles is not None else f"{duration:g}s"
@@ -597,7 +598,7 @@ def _stress_simulated(
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on; ``--replay``: one seed."""
     import time
 
-    from korral.stress import SimulatedStress
+    from korral.harness.stress import SimulatedStress
 
     harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
     first = seed if seed is not None else 1
@@ -661,7 +662,7 @@ def _stress_simulated(
 
 def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
     """korral bench --remote: the same workload in-process, then with the RM in a child process."""
-    from korral.benchmark import remote, runner
+    from korral.harness.benchmark import remote, runner
 
     if chosen.name != "yunikorn":
         raise click.UsageError("--remote runs YuniKorn's shape: use --workload yunikorn")
@@ -768,7 +769,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 def _bench_gang(console: Any, chosen: Any, json_file: Path | None) -> None:
     """``korral bench --workload gang``: placeholders, then all of them replaced; korral and reference."""
-    from korral.benchmark import runner
+    from korral.harness.benchmark import runner
 
     console.print(
         f"[bold]gang[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} placeholders, "

@@ -85,6 +85,11 @@ class Core:
             raise ValueError('engine="ray" runs its partitions on threads in their processes: no runtime')
         # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one
         clock = settings.pop("clock", None)
+        # the actors a partition starts for nodes and applications (PartitionSettings): for the harness's
+        # fault injection (korral.harness.faults.start_options), not a setting of YuniKorn's
+        actor_classes = {
+            key: settings.pop(key) for key in ("node_actor", "application_actor") if key in settings
+        }
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -97,7 +102,9 @@ class Core:
         # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
         self.metrics = CoreMetrics()
         self.settings = PartitionSettings(
-            **{key: float(value) for key, value in values.items()}, metrics=self.metrics if measured else None
+            **{key: float(value) for key, value in values.items()},
+            metrics=self.metrics if measured else None,
+            **actor_classes,
         )
         self.tracker = Tracker()
         self.simulation: Simulation | None = None

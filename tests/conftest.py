@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from korral.config import load_config
+from korral.harness.reference import ReferenceScheduler
 from korral.model import resource as res
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
-from korral.model.partition import PartitionModel, node_usage_score
+from korral.model.partition import PartitionModel
 from korral.model.queue import Queue, QueueState
-from korral.reference import ReferenceScheduler
+from korral.policies.sorting import node_usage_score
 
 
 class FakeClock:

@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 import korral
-from korral.benchmark import workloads
 from korral.cli import main
 from korral.config import QueueConfig, load_config
+from korral.harness.benchmark import workloads
 
 BUNDLED_EXAMPLE = Path(korral.__file__).with_name("examples") / "queues.yaml"
 KNOWN_FAULT = "node-keeps-released"

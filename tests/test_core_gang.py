@@ -10,8 +10,9 @@ from __future__ import annotations
 from core_helpers import FAST, add_nodes, check_invariants, eventually, part, running, wait_app_state
 
 import korral
-from korral import invariants, si
+from korral import si
 from korral import testing as t
+from korral.harness import invariants
 from korral.model import events
 
 T = si.TerminationType

@@ -34,8 +34,8 @@ from korral import si
 from korral import testing as t
 from korral.config import load_config
 from korral.errors import ConfigError
+from korral.harness.reference import ReferenceScheduler
 from korral.model import resource as res
-from korral.reference import ReferenceScheduler
 
 RM = "rm"
 PARTITION = "[rm]default"

@@ -6,8 +6,8 @@ updated / released, allocations released, config reloads valid and invalid, re-r
 and extreme items (wrong types, None among the items, quantities 2**63-1, 2**64, floats, bools, strings),
 wrong message types, names into the other RM's namespace, both RMs at once from two threads, and core
 restarts with recovery (stop, start a new core, re-register, re-add applications, re-add nodes with the
-allocations the RM believes live). At every restart and at the end it checks ``korral.invariants`` plus
-what the RMs were told: every accepted ask is pending, allocated, released or rejected; every invalid
+allocations the RM believes live). At every restart and at the end it checks ``korral.harness.invariants``
+plus what the RMs were told: every accepted ask is pending, allocated, released or rejected; every invalid
 item was rejected with a reason; no uuid is booked twice or told twice; each RM's view equals the core's;
 neither RM ever hears of the other's objects.
 
@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import korral
-from korral import faults, invariants
-from korral.stress import SETTINGS, HostileDriver, StressRun, Violation
+from korral.harness import faults, invariants
+from korral.harness.stress import SETTINGS, HostileDriver, StressRun, Violation
 
 PROFILES = {
     "ci": settings(
@@ -115,7 +115,7 @@ def run_steps(plan: list[tuple]) -> list[str]:
         HostileDriver(0, 1, record, misbehave=False, rm_count=2),
         HostileDriver(1, 1, record, misbehave=True, slow=True, rm_count=2),
     ]
-    core = korral.start(**SETTINGS)
+    core = korral.start(**SETTINGS, **faults.start_options())
     try:
         for driver in drivers:
             driver.register(core)
@@ -165,7 +165,7 @@ def test_two_hostile_rms_never_lose_cross_or_double_book(plan: list[tuple]) -> N
 
 def test_the_invariants_see_a_uuid_booked_twice() -> None:
     """The duplicate check itself can fail: the same allocation on two applications is reported."""
-    with korral.start(**SETTINGS) as core:
+    with korral.start(**SETTINGS, **faults.start_options()) as core:
         run = StressRun(rms=1, duration=0.0, seed=1)
         driver = HostileDriver(0, 1, run._record, misbehave=False, rm_count=1)
         driver.register(core)

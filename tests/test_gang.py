@@ -14,10 +14,10 @@ import pytest
 
 from korral import si
 from korral import testing as t
+from korral.harness.reference import ReferenceScheduler
 from korral.model.allocation import Allocation
 from korral.model.app_owner import ApplicationOwner
 from korral.model.application import Application, ApplicationState
-from korral.reference import ReferenceScheduler
 
 T = si.TerminationType
 S = ApplicationState

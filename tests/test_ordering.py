@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from korral.policies import ordering
-from korral.policies.ordering import INSERTED, MOVED, UNCHANGED, IncrementalOrder
+from korral.model import order as ordering
+from korral.model.order import INSERTED, MOVED, UNCHANGED, IncrementalOrder
 
 
 def build(*entries: tuple[str, tuple]) -> IncrementalOrder[str]:

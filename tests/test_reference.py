@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from korral import si
+from korral.harness.reference import ReferenceScheduler
 from korral.model.application import ApplicationState
-from korral.reference import ReferenceScheduler
 
 S = ApplicationState
 NA = si.NodeAction

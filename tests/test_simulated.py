@@ -13,12 +13,13 @@ import pytest
 from pykka import Timeout
 
 import korral
-from korral import faults, si
+from korral import si
 from korral import testing as t
 from korral.actors.base import Rank
 from korral.actors.simulated import Pending
 from korral.errors import SchedulerError
-from korral.stress import SimulatedStress
+from korral.harness import faults
+from korral.harness.stress import SimulatedStress
 
 RM = "rm"
 PARTITION = "[rm]default"
@@ -250,7 +251,7 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
 REPLAY_IN_A_PROCESS = """
 import hashlib, logging
 logging.disable(logging.CRITICAL)
-from korral.stress import SimulatedStress
+from korral.harness.stress import SimulatedStress
 harness = SimulatedStress(rms=1, operations=30, fault="removed-app-keeps-placed")
 for seed in (3, 9, 21):
     outcome = harness.run_seed(seed, full_trace=True)

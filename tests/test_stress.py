@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from korral.stress import StressRun
+from korral.harness.stress import StressRun
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from korral import faults, si
+from korral import si
 from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import (
     AddAsks,
@@ -133,8 +133,6 @@ class ApplicationActor(RetiringActor):
         self.owner.expire(self.clock(), self._collect())
 
     def on_Placed(self, message: Placed) -> None:
-        if faults.active and "removed-app-keeps-placed" in faults.active and self.owner.removed:
-            return  # deliberately broken (test only): the booking is never handed back
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
         self.owner.confirm(node_id, message.allocations, self.clock(), self._collect())

@@ -13,6 +13,7 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
+from korral.policies.placement import PlacementManager
 
 frozen = attrs.frozen(slots=True, kw_only=True)
 
@@ -65,6 +66,8 @@ class RouteNodeRequest:
 @frozen
 class ApplyConfig:
     config: PartitionConfig
+    # the config's placement rules, built once where the config was validated (None: build them)
+    placement: PlacementManager | None = None
 
 
 @frozen

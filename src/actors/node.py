@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from korral import faults
 from korral.actors.base import Handle, Rank, RetiringActor, Tracker
 from korral.actors.messages import (
     BookRecovered,
@@ -115,8 +114,6 @@ class NodeActor(RetiringActor):
 
     def on_FreeOnNode(self, message: FreeOnNode) -> None:
         for uuid in message.uuids:
-            if faults.active and "node-keeps-released" in faults.active and uuid.endswith("0"):
-                continue  # deliberately broken (test only): an orphan allocation stays on the node
             self.node.remove_allocation(uuid)
             self.owners.pop(uuid, None)
 

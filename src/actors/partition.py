@@ -44,32 +44,24 @@ from korral.actors.messages import (
     RouteApplicationRequest,
     RouteNodeRequest,
     SetNodeSchedulable,
-    Snapshot,
     StopPartition,
     Tick,
     UpdateNode,
 )
 from korral.actors.node import NodeActor
+from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
 from korral.info import (
     ApplicationInfo,
-    GroupUsageInfo,
-    NodeInfo,
-    PartitionInfo,
-    QueueInfo,
-    UserUsageInfo,
-    limit_usage_infos,
 )
 from korral.model import events
 from korral.model import resource as res
-from korral.model.allocation import recovery_rejection
+from korral.model.app_owner import owner_copy
 from korral.model.application import Application
-from korral.model.partition import ModelError, PartitionModel
-from korral.model.si_convert import from_si_allocation
-from korral.model.ugm import AppUsage
+from korral.model.partition import ModelError, UnscheduledPartition
 
 
 @attrs.frozen(slots=True)
@@ -91,9 +83,13 @@ class PartitionSettings:
     placeholder_timeout: float
     # the core's metrics (korral.server.metrics.CoreMetrics), fed by the actors; None: not measured
     metrics: Any = attrs.field(default=None, eq=False, repr=False)
+    # the actors started for nodes and applications: the harness substitutes deliberately broken
+    # subclasses (korral.harness.faults) through korral.start
+    node_actor: type[NodeActor] = attrs.field(default=NodeActor, eq=False, repr=False)
+    application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
 
 
-class PartitionActor(ThreadedActor):
+class PartitionActor(PartitionQueries, ThreadedActor):
     rank = Rank.PARTITION
 
     def __init__(
@@ -117,7 +113,7 @@ class PartitionActor(ThreadedActor):
         self.dispatcher = dispatcher
         self.timer = timer
         self.settings = settings
-        self.registry = PartitionModel(
+        self.registry = UnscheduledPartition(
             name,
             config,
             rm_id=rm_id,
@@ -126,10 +122,6 @@ class PartitionActor(ThreadedActor):
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
-        # the view issues allocation uuids in the registry's series, so both know what is the core's
-        self.issued_prefix = f"{name}-{self.registry.uuid_token}-"
-        # uuid -> application of the recovered allocations still live (their owners say when they go)
-        self.recovered_live: dict[str, str] = {}
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
@@ -187,11 +179,7 @@ class PartitionActor(ThreadedActor):
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
-                self._event(
-                    lambda p=path: events.queue(
-                        p, events.Change.ADD, events.Detail.QUEUE_DYNAMIC, f"dynamic queue {p} created"
-                    )
-                )
+                self._event(lambda p=path: events.queue_created(p))
         if created:
             self._publish_queue_limits()
 
@@ -279,7 +267,7 @@ class PartitionActor(ThreadedActor):
                 schedulable=schedulable,
             )
             handle = start_actor(
-                NodeActor,
+                self.settings.node_actor,
                 self.tracker,
                 f"{self.name}/node/{node_id}",
                 spec,
@@ -288,7 +276,7 @@ class PartitionActor(ThreadedActor):
                 pool=self.pool,
             )
             self.nodes[node_id] = handle
-            recovered, rejected = self._recovered(info)
+            recovered, rejected = self.registry.sort_recovered(info)
             if recovered:
                 # YuniKorn adds a node and what already runs on it in one step. The scheduler must
                 # never see this node empty: it would place asks where the recovered allocations
@@ -307,11 +295,7 @@ class PartitionActor(ThreadedActor):
                 self.scheduler.tell(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
-            self._event(
-                lambda: events.node(
-                    node_id, events.Change.ADD, events.Detail.NODE_READY, f"node {node_id} added"
-                )
-            )
+            self._event(lambda: events.node_added(node_id))
             for app_id, allocations in recovered.items():
                 self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
             self._reject_asks(rejected)
@@ -325,25 +309,14 @@ class PartitionActor(ThreadedActor):
             attributes = dict(info.attributes) if info.attributes else None
             self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
             handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
-            self._event(
-                lambda: events.node(
-                    node_id, events.Change.SET, events.Detail.NODE_CAPACITY, f"node {node_id} updated"
-                )
-            )
+            self._event(lambda: events.node_updated(node_id))
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
             was = self.registry.nodes[node_id].schedulable
             self.registry.set_node_schedulable(node_id, schedulable)
             self._node_metric(self._node_state(was), self._node_state(schedulable))
             handle.tell(SetNodeSchedulable(schedulable=schedulable))
-            self._event(
-                lambda: events.node(
-                    node_id,
-                    events.Change.SET,
-                    events.Detail.NODE_SCHEDULABLE,
-                    f"node {node_id} schedulable: {schedulable}",
-                )
-            )
+            self._event(lambda: events.node_schedulable(node_id, schedulable))
         elif action == si.NodeAction.DECOMISSION:
             self._node_metric(self._node_state(self.registry.nodes[node_id].schedulable), "decommissioned")
             self.registry.remove_node(node_id)
@@ -351,40 +324,10 @@ class PartitionActor(ThreadedActor):
             self.node_reservations.pop(node_id, None)
             self.scheduler.tell(NodeGone(node_id=node_id))
             handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
-            self._event(
-                lambda: events.node(
-                    node_id, events.Change.REMOVE, events.Detail.NODE_DECOMISSION, f"node {node_id} removed"
-                )
-            )
+            self._event(lambda: events.node_removed(node_id))
             self._bury(handle)
         else:
             raise ModelError(f"node {node_id}: unknown action {int(action)}")
-
-    def _recovered(self, info: si.NodeInfo) -> tuple[dict[str, list], list[tuple[str, str, str]]]:
-        """The node's existing allocations to recover, by application, and those rejected."""
-        by_app: dict[str, list] = defaultdict(list)
-        rejected: list[tuple[str, str, str]] = []
-        for existing in info.existing_allocations:
-            allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
-            app_id = allocation.application_id
-            if app_id not in self.apps:
-                reason = f"failed to find application {app_id}"
-            else:
-                reason = recovery_rejection(
-                    allocation, issued_prefix=self.issued_prefix, live_recovered=self.recovered_live
-                )
-            if reason:
-                rejected.append((existing.allocation_key, app_id, reason))
-                continue
-            if allocation.uuid:
-                self.recovered_live[allocation.uuid] = app_id
-            else:
-                # not the scheduler's series: the two counters must never collide
-                allocation = allocation._replace(uuid=f"{self.registry.new_uuid()}-recovered")
-            by_app[app_id].append(
-                allocation._replace(queue_path=self.registry.applications[app_id].queue_path, recovered=True)
-            )
-        return by_app, rejected
 
     # ---- applications ------------------------------------------------------------------------------
 
@@ -396,11 +339,7 @@ class PartitionActor(ThreadedActor):
                 app = self.registry.add_si_application(add)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
-                self._event(
-                    lambda a=add, e=error: events.record(
-                        events.Kind.APP, a.application_id, str(e), events.Change.ADD, events.Detail.APP_REJECT
-                    )
-                )
+                self._event(lambda a=add, e=error: events.app_rejected(a.application_id, str(e)))
                 continue
             self._sync_queue_actors(announce=True)
             self._start_application(app)
@@ -419,24 +358,9 @@ class PartitionActor(ThreadedActor):
 
     def _start_application(self, app: Application) -> None:
         # The owner gets its own Application object: the registry's copy stays with this actor.
-        owned = Application(
-            app.application_id,
-            partition=self.name,
-            queue_path=app.queue_path,
-            user=app.user,
-            groups=app.groups,
-            tags=app.tags,
-            submission_seq=app.submission_seq,
-            submission_time=app.submission_time,
-            placeholder_ask=app.placeholder_ask,
-            execution_timeout_ms=app.execution_timeout_ms,
-            gang_scheduling_style=app.gang_scheduling_style,
-            ordered_asks=False,  # the owner never walks its asks in order: only the scheduler's view does
-            placeholder_timeout=self.settings.placeholder_timeout,
-        )
-        owned.limit_group = app.limit_group
+        owned = owner_copy(app, self.settings.placeholder_timeout)
         handle = start_actor(
-            ApplicationActor,
+            self.settings.application_actor,
             self.tracker,
             f"{self.name}/app/{app.application_id}",
             owned,
@@ -474,8 +398,7 @@ class PartitionActor(ThreadedActor):
                 self.node_reservations.pop(node_id, None)
 
     def on_RecoveredGone(self, message: RecoveredGone) -> None:
-        for uuid in message.uuids:
-            self.recovered_live.pop(uuid, None)
+        self.registry.forget_recovered(message.uuids)
 
     def on_AppFinished(self, message: AppFinished) -> None:
         handle = self.apps.pop(message.application_id, None)
@@ -524,14 +447,10 @@ class PartitionActor(ThreadedActor):
     # ---- configuration and housekeeping -----------------------------------------------------------
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
-        self.registry.apply_config(message.config)
+        self.registry.apply_config(message.config, placement=message.placement)
         self._sync_queue_actors(announce=False)
         self._publish_queue_limits()
-        self._event(
-            lambda: events.queue(
-                "root", events.Change.SET, events.Detail.QUEUE_CONFIG, "queue configuration updated"
-            )
-        )
+        self._event(events.queue_config_updated)
         self._send_events()
         self.scheduler.tell(ApplyConfig(config=message.config))
 
@@ -540,11 +459,7 @@ class PartitionActor(ThreadedActor):
         for path in removed:
             self._bury(self.queues.pop(path, None))
             self.published_usage.pop(path, None)
-            self._event(
-                lambda p=path: events.queue(
-                    p, events.Change.REMOVE, events.Detail.DETAILS_NONE, f"queue {p} removed"
-                )
-            )
+            self._event(lambda p=path: events.queue_removed(p))
         self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))
@@ -574,124 +489,3 @@ class PartitionActor(ThreadedActor):
         self.nodes.clear()
         self.queues.clear()
         self.tombstones.clear()
-
-    # ---- queries -----------------------------------------------------------------------------------
-
-    def on_Snapshot(self, message: Snapshot) -> Any:
-        kind, _, key = message.detail.partition(":")
-        if kind == "partition":
-            return self._partition_info()
-        if kind == "queue":
-            return self._queue_info(key)
-        if kind == "app":
-            return self._app_info(key)
-        if kind == "apps":
-            return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
-        if kind == "node":
-            return self._node_info(key)
-        if kind == "queues":
-            return self._queue_infos()
-        if kind == "completed":
-            return list(self.completed.values())
-        if kind == "nodes":
-            return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
-        if kind == "scheduler":
-            return self.ask(self.scheduler, Snapshot(detail=""))
-        if kind in ("user", "group"):
-            return self._user_group_info(kind, key)
-        raise ValueError(f"unknown snapshot {message.detail!r}")
-
-    def _user_group_info(self, kind: str, name: str) -> UserUsageInfo | GroupUsageInfo | None:
-        """User or group usage as the applications' owners hold it (confirmed allocations), with the
-        limits that apply. The scheduler's view keeps its own count for its decisions (proposals
-        included); asking it here would wait on a scheduler that may be inside the RM's predicates."""
-        if not name:
-            return None
-        reported = []
-        for app in list(self.registry.applications.values()):
-            if (app.user if kind == "user" else app.limit_group) != name:
-                continue
-            info = self._app_info(app.application_id)
-            if info is not None:
-                reported.append(
-                    AppUsage(
-                        application_id=app.application_id,
-                        queue_path=app.queue_path,
-                        allocated=info.allocated,
-                        running=bool(info.allocations),
-                    )
-                )
-        rows = self.registry.ugm.usage_rows(kind, name, reported)
-        if rows is None:
-            return None
-        if kind == "user":
-            return UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows))
-        return GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows))
-
-    def _partition_info(self) -> PartitionInfo:
-        root = self.queues.get("root")
-        allocated = self.ask(root, Snapshot())[0] if root is not None else {}
-        return PartitionInfo(
-            name=self.name,
-            rm_id=self.rm_id,
-            state="Active",
-            capacity=res.prune(self.registry.capacity),
-            allocated=allocated,
-            node_sort_policy=self.registry.node_sort_policy,
-            node_count=len(self.nodes),
-            application_count=len(self.apps),
-        )
-
-    def _queue_info(self, path: str) -> QueueInfo | None:
-        path = path.lower()
-        queue = self.registry.queues.get(path)
-        handle = self.queues.get(path)
-        if queue is None or handle is None:
-            return None
-        self.registry.refresh_limits()
-        allocated, pending = self.ask(handle, Snapshot())
-        return self._describe_queue(path, allocated, pending)
-
-    def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
-        queue = self.registry.queues[path]
-        return QueueInfo(
-            path=queue.path,
-            is_leaf=queue.is_leaf,
-            is_managed=queue.is_managed,
-            state=queue.state.value,
-            guaranteed=res.prune(queue.guaranteed or {}),
-            max=dict(queue.effective_max or {}),
-            allocated=allocated,
-            pending=pending,
-            max_applications=queue.max_applications,
-            properties=dict(queue.properties),
-            children=sorted(child.path for child in queue.children.values()),
-            applications=sorted(queue.applications),
-            sort_policy=queue.sort_policy,
-            priority_sorting=queue.priority_sort_enabled,
-        )
-
-    def _queue_infos(self) -> list[QueueInfo]:
-        """Every queue, parents first, with the usage each queue last published: no queue is asked, so
-        the answer does not wait behind the scheduling traffic on the partition's pool."""
-        self.registry.refresh_limits()
-        published = self.published_usage
-        return [
-            self._describe_queue(path, *published.get(path, ({}, {})))
-            for path in sorted(self.registry.queues)
-            if path in self.queues
-        ]
-
-    def _app_info(self, application_id: str) -> ApplicationInfo | None:
-        handle = self.apps.get(application_id)
-        if handle is None:
-            return self.completed.get(application_id)
-        return self.ask(handle, Snapshot())
-
-    def _node_info(self, node_id: str) -> NodeInfo | None:
-        handle = self.nodes.get(node_id)
-        if handle is None:
-            return None
-        info: NodeInfo = self.ask(handle, Snapshot())
-        holder = self.node_reservations.get(node_id)
-        return attrs.evolve(info, reservations=[holder] if holder else [])

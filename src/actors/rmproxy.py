@@ -222,9 +222,12 @@ class RMProxyActor(ThreadedActor):
         if config.checksum == rm.config.checksum:
             return None
         # Everything that could still fail is checked before anything changes.
+        placements: dict[str, PlacementManager] = {}
         for partition_config in config.partitions:
             try:
-                PlacementManager.build(partition_config.placement_rules)
+                placements[normalize_partition_name(partition_config.name, rm.rm_id)] = (
+                    PlacementManager.build(partition_config.placement_rules)
+                )
             except PlacementRuleError as error:
                 return ConfigError(f"partition {partition_config.name}: placement rules rejected: {error}")
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
@@ -240,7 +243,7 @@ class RMProxyActor(ThreadedActor):
                 # Told, not asked: validated above, it cannot fail, and the partition applies it in
                 # order with the requests before it. An ask could time out behind a long backlog and
                 # leave the reload half done (partitions changed, rm.config not).
-                handle.tell(ApplyConfig(config=partition_config))
+                handle.tell(ApplyConfig(config=partition_config, placement=placements[name]))
         rm.config = config
         self._publish()
         return None

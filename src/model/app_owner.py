@@ -447,3 +447,25 @@ class ApplicationOwner:
             self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=True)
         self.removed = True
         return effects
+
+
+def owner_copy(app: Application, placeholder_timeout: float) -> Application:
+    """A fresh Application for the application's owner, from the one the partition placed: each
+    keeps its own object. The owner never walks its asks in order (only the scheduler's view does)."""
+    owned = Application(
+        app.application_id,
+        partition=app.partition,
+        queue_path=app.queue_path,
+        user=app.user,
+        groups=app.groups,
+        tags=app.tags,
+        submission_seq=app.submission_seq,
+        submission_time=app.submission_time,
+        placeholder_ask=app.placeholder_ask,
+        execution_timeout_ms=app.execution_timeout_ms,
+        gang_scheduling_style=app.gang_scheduling_style,
+        ordered_asks=False,
+        placeholder_timeout=placeholder_timeout,
+    )
+    owned.limit_group = app.limit_group
+    return owned

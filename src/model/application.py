@@ -10,9 +10,9 @@ import attrs
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.order import IncrementalOrder
 from korral.model.resource import Resource
 from korral.model.ugm import AppTracking
-from korral.policies.ordering import IncrementalOrder
 
 MIN_PRIORITY = -(1 << 31)
 MAX_PRIORITY = (1 << 31) - 1

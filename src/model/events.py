@@ -158,3 +158,38 @@ def user_group_usage(
             )
         )
     return records
+
+
+# ---- the partition's records of its structure -------------------------------------------------------
+
+
+def node_added(node_id: str) -> si.EventRecord:
+    return node(node_id, Change.ADD, Detail.NODE_READY, f"node {node_id} added")
+
+
+def node_updated(node_id: str) -> si.EventRecord:
+    return node(node_id, Change.SET, Detail.NODE_CAPACITY, f"node {node_id} updated")
+
+
+def node_schedulable(node_id: str, schedulable: bool) -> si.EventRecord:
+    return node(node_id, Change.SET, Detail.NODE_SCHEDULABLE, f"node {node_id} schedulable: {schedulable}")
+
+
+def node_removed(node_id: str) -> si.EventRecord:
+    return node(node_id, Change.REMOVE, Detail.NODE_DECOMISSION, f"node {node_id} removed")
+
+
+def queue_created(path: str) -> si.EventRecord:
+    return queue(path, Change.ADD, Detail.QUEUE_DYNAMIC, f"dynamic queue {path} created")
+
+
+def queue_removed(path: str) -> si.EventRecord:
+    return queue(path, Change.REMOVE, Detail.DETAILS_NONE, f"queue {path} removed")
+
+
+def queue_config_updated() -> si.EventRecord:
+    return queue("root", Change.SET, Detail.QUEUE_CONFIG, "queue configuration updated")
+
+
+def app_rejected(application_id: str, reason: str) -> si.EventRecord:
+    return record(Kind.APP, application_id, reason, Change.ADD, Detail.APP_REJECT)

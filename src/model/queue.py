@@ -10,9 +10,11 @@ from korral.config.schema import ChildTemplateConfig, QueueConfig
 from korral.model import resource as res
 from korral.model.allocation import Ask
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
+from korral.model.order import INSERTED, UNCHANGED, IncrementalOrder
 from korral.model.resource import Resource
+from korral.policies import sorting
 from korral.policies.acl import ACL
-from korral.policies.ordering import INSERTED, UNCHANGED, IncrementalOrder
+from korral.policies.sorting import SORT_FAIR, SORT_FIFO, SORT_STATE_AWARE
 
 ROOT = "root"
 
@@ -21,10 +23,6 @@ APPLICATION_SORT_PRIORITY = "application.sort.priority"
 PRIORITY_POLICY = "priority.policy"
 PRIORITY_OFFSET = "priority.offset"
 PREEMPTION_POLICY = "preemption.policy"
-
-SORT_FIFO = "fifo"
-SORT_FAIR = "fair"
-SORT_STATE_AWARE = "stateaware"
 
 
 class QueueState(enum.StrEnum):
@@ -287,39 +285,14 @@ class Queue:
 
     # ---- ordering ----------------------------------------------------------------------------------
 
-    def app_key(self, app: Application) -> tuple:
-        """fifo: (priority, submission); fair: (priority, usage ratio, submission). With priority sorting
-        disabled the priority only breaks ties of the usage ratio (YuniKorn's sortApplications)."""
-        if self.sort_policy == SORT_FAIR:
-            total = self.guaranteed or self.effective_max
-            ratio = res.usage_ratio_key(app.allocated, total, total or ())
-            if self.priority_sort_enabled:
-                return (-app.priority, ratio, app.submission_seq)
-            return (0, ratio, -app.priority, app.submission_seq)
-        return (-app.priority if self.priority_sort_enabled else 0, app.submission_seq)
+    # the sort keys are the ordering policies (korral.policies.sorting), bound as methods
+    app_key = sorting.app_key
+    child_entry = sorting.child_entry
 
     def child_key(self, child: Queue) -> tuple:
         """(priority, dominant share, larger pending first); with priority sorting disabled the share
         comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
         return self.child_entry(child)[:-1]
-
-    def child_entry(self, child: Queue) -> tuple:
-        """``child_key`` + (name,): the child's entry in this queue's order, built in one go because a
-        queue is re-keyed in its parent once per allocation."""
-        # res.dominant_share(child.allocated, child.guaranteed, child.effective_max), inlined with the
-        # denominators merged ahead
-        share = 0.0
-        base = child.share_base
-        for name, quantity in child.allocated.items():
-            if quantity > 0:
-                denominator = base.get(name)
-                if denominator is not None:
-                    part = quantity / denominator if denominator > 0 else 1.0
-                    if part > share:
-                        share = part
-        if self.priority_sort_enabled:
-            return (-child.priority, share, -sum(child.pending.values()), child.name)
-        return (share, -child.priority, -sum(child.pending.values()), child.name)
 
     def update_app(self, app: Application) -> None:
         """Re-key an application of this leaf after its pending, allocation or priority changed."""

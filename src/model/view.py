@@ -21,9 +21,13 @@ from korral.model.resource import Resource
 
 
 class SchedulingView(PartitionModel):
+    places_applications = False  # the partition actor places applications: see ``insert_application``
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.records_state_changes = False
+        # nodes kept out of the node order until the next tick: they refused a proposal (``cool_node``)
+        self.cooling: set[str] = set()
         # uuid -> application of allocations released here because their node left. Some were still
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.

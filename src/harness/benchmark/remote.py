@@ -1,10 +1,10 @@
 """``korral bench --remote``: YuniKorn's shape with the RM in another process, talking gRPC to the core.
 
 The bench process runs the core and serves gRPC on loopback; a child process (``python -m
-korral.benchmark.remote ADDRESS NODES ASKS``) is the RM: it connects with ``korral.connect``, registers,
-creates the nodes and applications, then sends the asks (one AllocationRequest per application, as in
-the in-process run) and times, like the in-process run, from just before the asks are sent until its
-callback has received the last allocation. It prints its figures as one JSON line.
+korral.harness.benchmark.remote ADDRESS NODES ASKS``) is the RM: it connects with ``korral.connect``,
+registers, creates the nodes and applications, then sends the asks (one AllocationRequest per
+application, as in the in-process run) and times, like the in-process run, from just before the asks
+are sent until its callback has received the last allocation. It prints its figures as one JSON line.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import attrs
 
 import korral
 from korral import si
-from korral.benchmark import workloads
-from korral.benchmark.runner import BenchRM, _percentile
+from korral.harness.benchmark import workloads
+from korral.harness.benchmark.runner import BenchRM, _percentile
 
 TIMEOUT = 600.0
 
@@ -93,7 +93,7 @@ def run_remote(nodes: int, asks: int, timeout: float = TIMEOUT) -> RemoteResult:
     with korral.start() as core:
         address = core.serve_grpc("127.0.0.1:0")
         child = subprocess.run(
-            [sys.executable, "-m", "korral.benchmark.remote", address, str(nodes), str(asks)],
+            [sys.executable, "-m", "korral.harness.benchmark.remote", address, str(nodes), str(asks)],
             capture_output=True,
             text=True,
             timeout=timeout,

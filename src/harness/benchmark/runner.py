@@ -17,9 +17,9 @@ import attrs
 
 import korral
 from korral import si
-from korral.benchmark.workloads import Workload
 from korral.callback import ResourceManagerCallback
-from korral.reference import ReferenceScheduler
+from korral.harness.benchmark.workloads import Workload
+from korral.harness.reference import ReferenceScheduler
 
 Progress = Callable[[int, int], None]
 

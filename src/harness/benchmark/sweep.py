@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from korral.benchmark import runner, workloads
+from korral.harness.benchmark import runner, workloads
 
 SWEEP_NODES = (500, 1000, 2000, 5000, 10_000)
 SWEEP_ASKS = (10_000, 50_000, 100_000)

@@ -16,8 +16,8 @@ import attrs
 
 import korral
 from korral import si
-from korral.benchmark.runner import BenchRM, _percentile
-from korral.benchmark.workloads import yunikorn
+from korral.harness.benchmark.runner import BenchRM, _percentile
+from korral.harness.benchmark.workloads import yunikorn
 
 
 @attrs.frozen(kw_only=True)

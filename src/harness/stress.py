@@ -5,7 +5,7 @@ node create / update / drain / decommission, application add / remove, asks adde
 released, allocations released, configuration reloads (valid and invalid), re-registration, and a
 callback that sometimes raises or is slow. Every ``checkpoint`` seconds all RMs pause, the core is
 waited on (a watchdog: no progress in time is a deadlock), and the invariants of
-``korral.invariants`` are checked, plus per-RM ones: every ask is pending, allocated, released or
+``korral.harness.invariants`` are checked, plus per-RM ones: every ask is pending, allocated, released or
 rejected; no RM ever saw another RM's allocation.
 
 The RMs are hostile (``HostileDriver``): they also send wrong-typed and extreme items, wrong message
@@ -29,10 +29,11 @@ from typing import Any
 import attrs
 
 import korral
-from korral import faults, invariants, si
+from korral import si
 from korral import testing as t
 from korral.core import Core
 from korral.errors import ConfigError
+from korral.harness import faults, invariants
 from korral.model.naming import normalize_partition_name
 
 SETTINGS = {
@@ -670,7 +671,7 @@ class StressRun:
         drivers = self._drivers()
         checkpoints = 0
         violations: list[str] = []
-        core = korral.start(**SETTINGS)
+        core = korral.start(**SETTINGS, **faults.start_options())
         try:
             for driver in drivers:
                 driver.register(core)
@@ -725,7 +726,7 @@ class StressRun:
         for driver in drivers:
             # a stopped core delivers nothing more: a callback entered from now on is a violation
             driver.rm.retired = True
-        core = korral.start(**SETTINGS)
+        core = korral.start(**SETTINGS, **faults.start_options())
         believed = {driver.rm_id: driver.recover(core) for driver in drivers}
         problems: list[str] = []
         try:
@@ -799,7 +800,7 @@ class StressRun:
             faults.enable(self.fault)
         rms = {index: t.RecordingRM(f"rm{index}") for index in range(self.rm_count)}
         try:
-            with korral.start(**SETTINGS) as core:
+            with korral.start(**SETTINGS, **faults.start_options()) as core:
                 for index, rm in rms.items():
                     core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
                 for op in ops:
@@ -1621,7 +1622,7 @@ def soak(
     stop = threading.Event()
     busy_rounds = [0]
     failure: list[BaseException] = []
-    core = korral.start(**SETTINGS)
+    core = korral.start(**SETTINGS, **faults.start_options())
     try:
         soaker, busy = LeanRM("soak"), LeanRM("busy")
         for rm in (soaker, busy):
@@ -1702,7 +1703,7 @@ class SimulatedStress:
     The seed drives everything: the RMs' operations (``Driver``), when the test lets the core run a
     few steps, to quiescence or for some virtual time between them, and the order the simulation
     delivers messages in (with perturbation: mailboxes held back, timers skewed). Every quiescent
-    point is checked: the invariants of ``korral.invariants`` and the RMs' own ledgers.
+    point is checked: the invariants of ``korral.harness.invariants`` and the RMs' own ledgers.
     """
 
     def __init__(
@@ -1714,7 +1715,7 @@ class SimulatedStress:
         self.perturb = perturb
 
     def _start(self, seed: int, full_trace: bool) -> Core:
-        core = korral.start(runtime="simulated", seed=seed, **SETTINGS)
+        core = korral.start(runtime="simulated", seed=seed, **SETTINGS, **faults.start_options())
         assert core.simulation is not None
         if self.perturb:
             core.simulation.perturb()

@@ -1,0 +1,59 @@
+"""Test-only fault injection: deliberately broken behaviour that ``korral stress`` must catch.
+
+Nothing is enabled unless a test or ``korral stress --inject-fault`` turns it on. A fault is a broken
+subclass of a product actor; the harness hands it to the core it starts (``start_options``), and the
+partition starts it in place of the real one. The product itself never looks at faults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from korral.actors.application import ApplicationActor
+from korral.actors.messages import FreeOnNode, Placed
+from korral.actors.node import NodeActor
+
+KNOWN = {
+    # the node keeps an allocation its application released: an orphan on the node
+    "node-keeps-released": "a node ignores the release of every allocation whose uuid ends in 0",
+    # one rare message order only: a Placed that reaches an application after its removal did. The
+    # allocation stays booked on the node, owned by nobody (korral stress --simulated must find it)
+    "removed-app-keeps-placed": "a removed application neither confirms nor hands back a placement",
+}
+
+active: set[str] = set()
+
+
+def enable(name: str) -> None:
+    if name not in KNOWN:
+        raise ValueError(f"unknown fault {name!r}; known: {', '.join(sorted(KNOWN))}")
+    active.add(name)
+
+
+def disable_all() -> None:
+    active.clear()
+
+
+def start_options() -> dict[str, Any]:
+    """Keyword arguments for ``korral.start`` that put the enabled faults in the core ({} if none)."""
+    options: dict[str, Any] = {}
+    if "node-keeps-released" in active:
+        options["node_actor"] = NodeKeepsReleased
+    if "removed-app-keeps-placed" in active:
+        options["application_actor"] = RemovedAppKeepsPlaced
+    return options
+
+
+class NodeKeepsReleased(NodeActor):
+    """node-keeps-released: an orphan allocation stays on the node."""
+
+    def on_FreeOnNode(self, message: FreeOnNode) -> None:
+        super().on_FreeOnNode(FreeOnNode(uuids=tuple(u for u in message.uuids if not u.endswith("0"))))
+
+
+class RemovedAppKeepsPlaced(ApplicationActor):
+    """removed-app-keeps-placed: the booking a removed application gets is never handed back."""
+
+    def on_Placed(self, message: Placed) -> None:
+        if not self.owner.removed:
+            super().on_Placed(message)

@@ -1,0 +1,309 @@
+"""A partition's allocation bookkeeping: recovery, releases, gang replacement and reservations.
+
+The third layer of ``PartitionModel`` (see ``korral.model.partition``): what an allocation, a release
+or a reservation changes on the application, its queues and its node. The scheduling walk that makes
+the decisions (and books new allocations, ``commit``) is the top layer, in ``partition``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from korral import si
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask, recovery_rejection
+from korral.model.application import (
+    Application,
+    ApplicationEvent,
+    ApplicationState,
+    advance_after_allocation,
+    advance_for_recovery,
+)
+from korral.model.node import Node
+from korral.model.partition_apps import PartitionApplications
+from korral.model.partition_registry import ModelError
+from korral.model.si_convert import from_si_allocation
+
+_new_tuple = tuple.__new__
+
+
+class PartitionAllocations(PartitionApplications):
+    # ---- allocations -------------------------------------------------------------------------------
+
+    def new_uuid(self) -> str:
+        return f"{self._uuid_prefix}{next(self._uuid_seq)}"
+
+    def recover_allocation(self, allocation: Allocation) -> Allocation:
+        """Add an allocation the RM already runs (registration/recovery): no fit or quota check."""
+        app = self.applications.get(allocation.application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {allocation.application_id}")
+        node = self.nodes.get(allocation.node_id)
+        if node is None:
+            raise ModelError(f"failed to find node {allocation.node_id}")
+        rejection = recovery_rejection(
+            allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
+        )
+        if rejection:
+            raise ModelError(rejection)
+        uuid = allocation.uuid or self.new_uuid()
+        if uuid in app.allocations or uuid in node.allocations:
+            raise ModelError(f"allocation {uuid} already exists")
+        if allocation.uuid:
+            self._recovered_uuids.add(uuid)
+        recovered = allocation._replace(
+            uuid=uuid,
+            partition=self.name,
+            queue_path=app.queue_path,
+            resource=res.prune(allocation.resource),
+            recovered=True,
+        )
+        queue = self.queues[app.queue_path]
+        app.add_allocation(recovered)
+        if recovered.placeholder:
+            app.after_booking(recovered, 0, self.clock())
+            self.replace_candidates[app.application_id] = app
+        queue.add_allocated(recovered.resource)
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
+        node.add_allocation(recovered)
+        self._reorder_node(node)
+        advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
+        queue.update_app(app)
+        return recovered
+
+    def sort_recovered(
+        self, info: si.NodeInfo
+    ) -> tuple[dict[str, list[Allocation]], list[tuple[str, str, str]]]:
+        """A new node's existing allocations to recover, by application, and those rejected as
+        (allocation key, application, reason): for a driver whose owners book them (the Partition
+        actor). The uuids accepted stay live here until ``forget_recovered``."""
+        by_app: dict[str, list[Allocation]] = defaultdict(list)
+        rejected: list[tuple[str, str, str]] = []
+        for existing in info.existing_allocations:
+            allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
+            app_id = allocation.application_id
+            if app_id not in self.applications:
+                reason = f"failed to find application {app_id}"
+            else:
+                reason = recovery_rejection(
+                    allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
+                )
+            if reason:
+                rejected.append((existing.allocation_key, app_id, reason))
+                continue
+            if allocation.uuid:
+                self._recovered_uuids.add(allocation.uuid)
+            else:
+                # not the scheduler's series: the two counters must never collide
+                allocation = allocation._replace(uuid=f"{self.new_uuid()}-recovered")
+            by_app[app_id].append(
+                allocation._replace(queue_path=self.applications[app_id].queue_path, recovered=True)
+            )
+        return by_app, rejected
+
+    def forget_recovered(self, uuids: Iterable[str]) -> None:
+        """These recovered allocations are gone (their owner says so): their uuids are free again."""
+        self._recovered_uuids.difference_update(uuids)
+
+    def release_allocation(
+        self, application_id: str, uuid: str, *, complete: bool = True
+    ) -> Allocation | None:
+        app = self.applications.get(application_id)
+        if app is None:
+            return None
+        allocation = app.remove_allocation(uuid)
+        if allocation is None:
+            return None
+        if app.user_limits is not None:
+            self.ugm.released(app.user_limits, allocation.resource)
+        if allocation.recovered:
+            self._recovered_uuids.discard(uuid)
+        queue = self.queues.get(app.queue_path)
+        if queue is not None:
+            queue.add_allocated(allocation.resource, -1)
+            queue.update_app(app)
+        node = self.nodes.get(allocation.node_id)
+        if node is not None:
+            node.remove_allocation(uuid)
+            self._reorder_node(node)
+        self._resources_changed()
+        if app.replacements:
+            real = app.drop_replacement(uuid)
+            if real is not None:
+                self._return_repeat(app, real)  # the placeholder went another way: the ask waits again
+        if complete:
+            self._maybe_complete(app)
+        return allocation
+
+    def release_allocations(
+        self,
+        application_id: str,
+        *,
+        uuid: str = "",
+        allocation_key: str = "",
+        termination: si.TerminationType = si.TerminationType.STOPPED_BY_RM,
+    ) -> list[Allocation]:
+        """RM releases by uuid, else every allocation of the key, else all of the application's.
+
+        A release of an allocation the core is releasing, with the same termination type, is the RM's
+        confirmation: the allocation goes (and a waiting replacement comes in) but is not returned, as
+        the RM is not told again. A second confirmation finds nothing.
+        """
+        app = self.applications.get(application_id)
+        if app is None:
+            return []
+        if uuid:
+            targets = [uuid] if uuid in app.allocations else []
+        elif allocation_key:
+            targets = [a.uuid for a in app.allocations_for_key(allocation_key)]
+        else:
+            targets = list(app.allocations)
+        released: list[Allocation] = []
+        for target in targets:
+            if app.releasing and app.is_confirmation(target, termination):
+                self.confirm_release(app, target)
+                continue
+            done = self.release_allocation(application_id, target, complete=False)
+            if done is not None:
+                released.append(done)
+        if application_id in self.applications:
+            self._maybe_complete(app)
+        return released
+
+    def confirm_release(self, app: Application, uuid: str) -> None:
+        """The RM confirmed a release the core made: free it, or swap in the replacement waiting on it."""
+        real = app.drop_replacement(uuid) if app.replacements else None
+        if real is None:
+            self.release_allocation(app.application_id, uuid, complete=False)
+        else:
+            self.swap_in(app, uuid, real)
+
+    def swap_in(self, app: Application, placeholder_uuid: str, real: Allocation) -> Allocation | None:
+        """Replace an allocated placeholder by the real allocation on its node: node, queue and
+        application usage move by the difference. Returns the real allocation (None: nothing done)."""
+        ask = app.asks.get(real.allocation_key)
+        timeout_ms = ask.execution_timeout_ms if ask is not None else 0
+        placeholder = app.swap_in(placeholder_uuid, real, self.clock(), timeout_ms)
+        if placeholder is None:
+            return None
+        queue = self.queues.get(app.queue_path)
+        if queue is not None:
+            queue.add_allocated(placeholder.resource, -1)
+            queue.add_allocated(real.resource)
+            queue.update_app(app)
+        node = self.nodes.get(real.node_id)
+        if node is not None:
+            node.remove_allocation(placeholder_uuid)
+            node.add_allocation(real)
+            self._reorder_node(node)
+        self._resources_changed()
+        if app.state is _ACCEPTED or app.state is _STARTING:
+            advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
+        self.swapped_in.append(real)
+        return real
+
+    def _return_repeat(self, app: Application, allocation: Allocation) -> None:
+        """The repeat an undone allocation or replacement took goes back to its ask (same generation)."""
+        ask = app.asks.get(allocation.allocation_key)
+        if ask is None or ask.generation != allocation.ask_generation:
+            return
+        app.return_pending(ask)
+        queue = self.queues[app.queue_path]
+        queue.add_pending(ask.resource)
+        queue.update_app(app)
+        if ask.task_group_name and app.placeholders:
+            self.replace_candidates[app.application_id] = app
+        # the returned repeat is new work: drop what the walk learnt while it was away
+        self._resources_changed()
+
+    def core_release(
+        self, application_id: str, uuid: str, termination: si.TerminationType, message: str
+    ) -> Allocation | None:
+        """The core releases an allocation (TIMEOUT, PLACEHOLDER_REPLACED, preemption): it is reported
+        to the RM and stays booked on node, queue and application until the RM confirms."""
+        app = self.applications.get(application_id)
+        allocation = app.mark_releasing(uuid, termination) if app is not None else None
+        if allocation is not None:
+            self.core_releases.append((allocation, termination, message))
+        return allocation
+
+    # ---- gang replacement --------------------------------------------------------------------------
+
+    def replace(self, app: Application, ask: Ask, placeholder: Allocation) -> Allocation:
+        """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
+        placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
+        queue = self.queues[app.queue_path]
+        real = _new_tuple(
+            Allocation,
+            (
+                f"{self._uuid_prefix}{next(self._uuid_seq)}",
+                ask.allocation_key,
+                app.application_id,
+                placeholder.node_id,
+                ask.resource,
+                self.name,
+                queue.path,
+                ask.priority,
+                False,
+                ask.task_group_name,
+                ask.tags,
+                ask.generation,
+                False,
+                placeholder.uuid,
+            ),
+        )
+        app.take_pending(ask)
+        queue.add_pending(ask.resource, -1)
+        if ask.failed_since is not None:
+            ask.failed_since = None
+            self.unschedulable.pop((app.application_id, ask.allocation_key), None)
+        app.begin_replacement(placeholder, real)
+        self.core_releases.append(
+            (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
+        )
+        queue.update_app(app)
+        return real
+
+    def undo_replacement(self, real: Allocation) -> None:
+        """A replacement its owner refused: the placeholder is free again and the ask gets its repeat."""
+        app = self.applications.get(real.application_id)
+        recorded = app.replacements.get(real.replaces) if app is not None else None
+        if recorded is None or recorded.uuid != real.uuid:
+            return  # undone already, or a later replacement of the same placeholder
+        app.drop_replacement(real.replaces)
+        if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:
+            app.unmark_releasing(real.replaces)
+        self._return_repeat(app, real)
+
+    # ---- reservations ------------------------------------------------------------------------------
+
+    def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        self.reservation_changes.add(node.node_id)
+        node.reservation = (app.application_id, ask.allocation_key)
+        app.reservations[ask.allocation_key] = node.node_id
+        self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
+        self._reorder_node(node)
+
+    def unreserve(self, application_id: str, allocation_key: str) -> None:
+        node_id = self.reservations.pop((application_id, allocation_key), None)
+        app = self.applications.get(application_id)
+        if app is not None:
+            app.reservations.pop(allocation_key, None)
+        if node_id is not None:
+            node = self.nodes.get(node_id)
+            if node is not None and node.reservation == (application_id, allocation_key):
+                self.reservation_changes.add(node_id)
+                node.reservation = None
+                self._reorder_node(node)
+                self._resources_changed()
+
+    def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:
+        if allocation_key in app.reservations:
+            self.unreserve(app.application_id, allocation_key)
+
+
+# enum members read per allocation: a module global is several times cheaper than Enum.MEMBER
+_ACCEPTED = ApplicationState.ACCEPTED
+_STARTING = ApplicationState.STARTING

@@ -1,0 +1,380 @@
+"""A partition's applications and asks: placement, admission, state transitions and timeouts.
+
+The second layer of ``PartitionModel`` (see ``korral.model.partition``), on the structure and
+registry of ``partition_registry``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from korral import si
+from korral.model import resource as res
+from korral.model.allocation import Allocation, Ask
+from korral.model.app_owner import ask_rejection
+from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
+from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
+from korral.model.queue import SORT_FIFO, Queue, QueueState
+from korral.model.resource import Resource
+from korral.model.ugm import AppUsage, QueueUsage
+from korral.policies.placement import Placement, PlacementError, PlacementRequest
+
+TAG_RESOURCE_QUOTA = "namespace.resourcequota"
+TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
+TAG_RESOURCE_MAX_APPS = "namespace.resourcemaxapps"
+TAG_CREATE_FORCE = "application.create.force"
+
+
+class PartitionApplications(PartitionRegistry):
+    if TYPE_CHECKING:  # defined by the layer above (partition_allocations)
+
+        def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None: ...
+
+        def core_release(
+            self, application_id: str, uuid: str, termination: si.TerminationType, message: str
+        ) -> Allocation | None: ...
+
+    # ---- applications ------------------------------------------------------------------------------
+
+    def add_application(
+        self,
+        application_id: str,
+        *,
+        queue_name: str = "",
+        user: str = "",
+        groups: Iterable[str] = (),
+        tags: Mapping[str, str] | None = None,
+        placeholder_ask: Mapping[str, int] | None = None,
+        execution_timeout_ms: int = 0,
+        gang_scheduling_style: str = "",
+    ) -> Application:
+        """Place and add an application; raises ModelError with the rejection reason."""
+        if not application_id:
+            raise ModelError("application ID must not be empty")
+        if application_id in self.applications:
+            raise ModelError(f"application {application_id} already exists in partition {self.name}")
+        tags = dict(tags or {})
+        forced = tags.get(TAG_CREATE_FORCE, "").lower() == "true"
+        if not user:
+            if not forced:
+                raise ModelError(f"application {application_id} rejected: empty user cannot resolve")
+            user, groups = "nobody", ("nogroup",)
+        request = PlacementRequest(
+            application_id=application_id, queue_name=queue_name, user=user, groups=tuple(groups), tags=tags
+        )
+        try:
+            placement: Placement = self.placement.place(request, self)
+        except PlacementError as error:
+            raise ModelError(str(error)) from error
+        queue = self.queues.get(placement.queue_path)
+        if queue is None:
+            queue = self.create_queue(placement.queue_path)
+        if not queue.is_leaf:
+            raise ModelError(f"application {application_id} rejected: queue {queue.path} is not a leaf queue")
+        if queue.state is not QueueState.ACTIVE:
+            raise ModelError(
+                f"application {application_id} rejected: queue {queue.path} is {queue.state.value}"
+            )
+        if not queue.is_managed:
+            self._apply_namespace_tags(queue, tags)
+        self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
+        now = self.clock()
+        app = Application(
+            application_id,
+            partition=self.name,
+            queue_path=queue.path,
+            user=user,
+            groups=tuple(groups),
+            tags=tags,
+            submission_seq=next(self._app_seq),
+            submission_time=now,
+            placeholder_ask=dict(placeholder_ask or {}),
+            execution_timeout_ms=execution_timeout_ms,
+            gang_scheduling_style=gang_scheduling_style,
+            placeholder_timeout=self.placeholder_timeout,
+        )
+        self.applications[application_id] = app
+        queue.applications[application_id] = app
+        self.track_user(app)
+        return app
+
+    def _check_gang_admission(self, application_id: str, queue: Queue, placeholder_ask: Resource) -> None:
+        """A gang (an application with a placeholder ask) only goes to a FIFO leaf whose max along the
+        path holds the whole placeholder ask (YuniKorn's partition AddApplication, its reasons)."""
+        if not placeholder_ask:
+            return
+        if queue.sort_policy != SORT_FIFO:
+            raise ModelError(
+                f"queue {queue.path} cannot run application {application_id} with task group request: "
+                "unsupported sort type"
+            )
+        self.refresh_limits()
+        limit = queue.effective_max
+        if limit is not None and not res.fits_in_max(placeholder_ask, limit):
+            raise ModelError(
+                f"queue {queue.path} cannot fit application {application_id}: task group request "
+                f"{res.to_string(placeholder_ask)} larger than max queue allocation {res.to_string(limit)}"
+            )
+
+    def track_user(self, app: Application, group: str | None = None, *, resolve: bool = True) -> None:
+        """Start tracking the application's usage for its user and for its group, resolved here
+        from the limits on its queue path unless given (``resolve=False``)."""
+        if resolve:
+            group = self.ugm.resolve_group(app.queue_path, app.groups)
+        app.limit_group = group or ""
+        app.user_limits = self.ugm.add_application(app.application_id, app.queue_path, app.user, group)
+
+    def user_group_usage(self, kind: str, name: str) -> list[QueueUsage] | None:
+        """What ``name`` (kind "user" or "group") uses per queue path of its applications, with the
+        limits that apply there; None if no application here is its."""
+        return self.ugm.usage_rows(
+            kind,
+            name,
+            [
+                AppUsage(
+                    application_id=app.application_id,
+                    queue_path=app.queue_path,
+                    allocated=app.allocated,
+                    running=bool(app.allocations),
+                )
+                for app in self.applications.values()
+                if (app.user if kind == "user" else app.limit_group) == name
+            ],
+        )
+
+    def add_si_application(self, request: si.AddApplicationRequest) -> Application:
+        """``add_application`` for an SI request (every driver's entry point)."""
+        ugi = request.ugi or si.UserGroupInformation()
+        return self.add_application(
+            request.application_id,
+            queue_name=request.queue_name,
+            user=ugi.user,
+            groups=ugi.groups,
+            tags=request.tags,
+            placeholder_ask=request.placeholder_ask,
+            execution_timeout_ms=request.execution_timeout_milliseconds,
+            gang_scheduling_style=request.gang_scheduling_style,
+        )
+
+    def _apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
+        """Quota tags on an application set limits on its queue when that queue is dynamic."""
+        quota = _parse_resource_tag(tags.get(TAG_RESOURCE_QUOTA))
+        guaranteed = _parse_resource_tag(tags.get(TAG_RESOURCE_GUARANTEED))
+        if quota:
+            queue.max = quota
+        if guaranteed:
+            queue.guaranteed = guaranteed
+        max_apps = tags.get(TAG_RESOURCE_MAX_APPS)
+        if max_apps and max_apps.isdigit():
+            queue.max_applications = int(max_apps)
+        if quota or guaranteed:
+            self._limits_dirty = True
+
+    def application(self, application_id: str) -> Application:
+        app = self.applications.get(application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {application_id}")
+        return app
+
+    def remove_application(self, application_id: str) -> list[Allocation]:
+        """Remove an application: asks removed, reservations cancelled, allocations released (returned)."""
+        app = self.application(application_id)
+        for key in list(app.asks):
+            self.remove_ask(application_id, key, complete=False)
+        released = [
+            a
+            for a in (
+                self.release_allocation(application_id, uuid, complete=False)
+                for uuid in list(app.allocations)
+            )
+            if a is not None
+        ]
+        queue = self.queues.get(app.queue_path)
+        if app.state in RUNNING_STATES and queue is not None:
+            queue.add_running_app(-1)
+        if queue is not None:
+            queue.applications.pop(application_id, None)
+            queue.update_app(app)
+        del self.applications[application_id]
+        self.replace_candidates.pop(application_id, None)
+        self.ugm.remove_application(application_id)
+        return released
+
+    def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
+        was_running = app.state in RUNNING_STATES
+        now = self.clock()
+        if not app.try_handle(event, now):
+            return False
+        running = app.state in RUNNING_STATES
+        if running != was_running:
+            queue = self.queues.get(app.queue_path)
+            if queue is not None:
+                queue.add_running_app(1 if running else -1)
+        if self.records_state_changes:
+            self.state_changes.append(
+                StateChange(
+                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
+                )
+            )
+        return True
+
+    def _maybe_complete(self, app: Application) -> None:
+        if app.is_idle() and app.state in (
+            ApplicationState.ACCEPTED,
+            ApplicationState.STARTING,
+            ApplicationState.RUNNING,
+        ):
+            self._transition(app, ApplicationEvent.COMPLETE)
+        elif app.may_fail_finally():
+            # Failing with nothing left: Failed, and the application leaves the partition
+            self._transition(app, ApplicationEvent.FAIL)
+            self.remove_application(app.application_id)
+
+    def expire_completing(self, completing_timeout: float) -> list[str]:
+        """Completing applications idle for ``completing_timeout`` become Completed and leave their queue."""
+        now = self.clock()
+        done: list[str] = []
+        for app in list(self.applications.values()):
+            if app.state is ApplicationState.COMPLETING and now - app.state_time >= completing_timeout:
+                self._transition(app, ApplicationEvent.COMPLETE)
+                queue = self.queues.get(app.queue_path)
+                if queue is not None:
+                    queue.applications.pop(app.application_id, None)
+                    queue.update_app(app)
+                del self.applications[app.application_id]
+                self.ugm.remove_application(app.application_id)
+                done.append(app.application_id)
+        return done
+
+    # ---- asks --------------------------------------------------------------------------------------
+
+    def add_ask(
+        self,
+        application_id: str,
+        allocation_key: str,
+        resource: Mapping[str, int],
+        *,
+        max_allocations: int = 1,
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        placeholder: bool = False,
+        task_group_name: str = "",
+        originator: bool = False,
+        allow_preempt_self: bool = False,
+        allow_preempt_other: bool = False,
+        execution_timeout_ms: int = 0,
+    ) -> Ask:
+        """Add or replace an ask; raises ModelError with the rejection reason."""
+        app = self.applications.get(application_id)
+        if app is None:
+            raise ModelError(f"failed to find application {application_id}")
+        reason = ask_rejection(app, allocation_key, resource, max_allocations)
+        if reason:
+            raise ModelError(reason)
+        queue = self.queues[app.queue_path]
+        ask = Ask(
+            allocation_key,
+            application_id,
+            res.prune(resource),
+            max_allocations=max_allocations or 1,
+            priority=priority,
+            create_seq=next(self._ask_seq),
+            create_time=self.clock(),
+            tags=dict(tags or {}),
+            placeholder=placeholder and bool(task_group_name),
+            task_group_name=task_group_name,
+            originator=originator,
+            allow_preempt_self=allow_preempt_self,
+            allow_preempt_other=allow_preempt_other,
+            execution_timeout_ms=execution_timeout_ms,
+        )
+        self._insert_ask(app, queue, ask)
+        queue.update_app(app)
+        return ask
+
+    def _insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
+        """Add or replace an ask; the caller re-keys the application once for a whole batch.
+
+        With ``pending`` given, the queue's pending increase is collected there for the caller to
+        apply once, instead of a walk up the queue path per ask.
+        """
+        allocation_key = ask.allocation_key
+        old = app.asks.get(allocation_key)
+        if old is not None:
+            self._drop_ask_reservation(app, allocation_key)
+            if old.pending > 0:
+                queue.add_pending(old.resource, -old.pending)
+            # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
+            self.unschedulable.pop((app.application_id, allocation_key), None)
+        app.add_ask(ask)
+        if ask.task_group_name and not ask.placeholder and app.placeholders:
+            self.replace_candidates[app.application_id] = app
+        app.quota_blocked_at = -1  # a new ask may fit where the others did not
+        q: Queue | None = queue
+        while q is not None:  # every ancestor: one may be marked while a child below is not
+            q.quota_blocked_at = -1
+            q = q.parent
+        if pending is None:
+            queue.add_pending(ask.resource, ask.pending)
+        else:
+            for name, quantity in ask.resource_items:
+                pending[name] = pending.get(name, 0) + quantity * ask.pending
+        if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
+            self._transition(app, ApplicationEvent.RUN)
+
+    def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
+        app = self.applications.get(application_id)
+        if app is None:
+            return None
+        ask = app.asks.get(allocation_key)
+        if ask is None:
+            return None
+        self._drop_ask_reservation(app, allocation_key)
+        queue = self.queues[app.queue_path]
+        if ask.pending > 0:
+            queue.add_pending(ask.resource, -ask.pending)
+        app.remove_ask(allocation_key)
+        self.unschedulable.pop((application_id, allocation_key), None)
+        queue.update_app(app)
+        if complete:
+            self._maybe_complete(app)
+        return ask
+
+    # ---- timeouts ----------------------------------------------------------------------------------
+
+    def expire_timeouts(self) -> None:
+        """Apply every timeout due now (placeholder, application and allocation execution timeouts).
+
+        The reference calls this; the actors run each application's timers on the core's timer
+        service and apply the same ``Application.due_timeouts`` plan in the application's owner."""
+        now = self.clock()
+        for app in list(self.applications.values()):
+            deadline = app.next_deadline()
+            if deadline is None or now < deadline - 1e-9:
+                continue
+            plan = app.due_timeouts(now)
+            for allocation in plan.release:
+                self.core_release(
+                    app.application_id, allocation.uuid, si.TerminationType.TIMEOUT, plan.reason
+                )
+            for key in plan.remove_asks:
+                if self.remove_ask(app.application_id, key, complete=False) is not None:
+                    self.released_asks.append((app.application_id, key, plan.reason))
+            for event in plan.events:
+                self._transition(app, event, plan.reason)
+            self._maybe_complete(app)
+
+
+def _parse_resource_tag(value: str | None) -> Resource | None:
+    """Tag values are JSON si.Resource: {"resources": {"memory": {"value": 1000}}}; bad JSON is ignored."""
+    if not value:
+        return None
+    try:
+        data = json.loads(value)
+        quantities = data.get("resources", data)
+        parsed = {name: int(q["value"] if isinstance(q, dict) else q) for name, q in quantities.items()}
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
+    return res.prune(parsed) or None

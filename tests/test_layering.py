@@ -1,0 +1,122 @@
+"""The layering of the package, checked on the source: what may import what.
+
+- The product (``korral`` outside ``korral.harness``) never imports the harness; only the command line
+  (``korral.cli``, ``korral.__main__``), which fronts ``korral stress`` and ``korral bench``, may.
+- ``korral.model`` and ``korral.policies`` are plain synchronous code: no actors, no pykka, no core.
+
+Every import form counts: ``import a.b``, ``from a import b`` (also a submodule ``a.b``), relative
+imports, and ``__import__`` / ``importlib.import_module`` with a literal name, at any depth (inside
+functions too).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import korral
+
+SRC = Path(korral.__file__).parent
+HARNESS = "korral.harness"
+COMMAND_LINE = {"korral.cli", "korral.__main__"}
+PLAIN = ("korral.model", "korral.policies")
+NOT_IN_PLAIN = ("korral.actors", "pykka", "korral.core", "korral.server", HARNESS)
+
+
+def module_name(path: Path) -> str:
+    parts = ("korral", *path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every module name ``source`` (the text of ``module``) may import."""
+    names: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join([*base_parts, node.module] if node.module else base_parts)
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)  # may be a submodule
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
+            if called in ("__import__", "import_module") and isinstance(node.args[0].value, str):
+                names.add(node.args[0].value)
+    return names
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def violations(module: str, imports: set[str]) -> list[str]:
+    found: list[str] = []
+    if not within(module, HARNESS) and module not in COMMAND_LINE:
+        found += [f"{module} imports the harness: {name}" for name in imports if within(name, HARNESS)]
+    if any(within(module, plain) for plain in PLAIN):
+        found += [
+            f"{module} (plain code) imports {name}"
+            for name in imports
+            if any(within(name, banned) for banned in NOT_IN_PLAIN)
+        ]
+    return sorted(set(found))
+
+
+def source_modules() -> list[tuple[str, Path]]:
+    return sorted((module_name(path), path) for path in SRC.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def test_the_source_tree_is_where_the_check_looks() -> None:
+    modules = dict(source_modules())
+    assert {"korral.core", "korral.model.partition", "korral.harness.stress", "korral.cli"} <= set(modules)
+
+
+@pytest.mark.parametrize(("module", "path"), source_modules(), ids=lambda value: str(value))
+def test_module_respects_the_layering(module: str, path: Path) -> None:
+    imports = imported_modules(path.read_text(), module, is_package=path.name == "__init__.py")
+    assert violations(module, imports) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("korral.actors.node", "from korral.harness import faults", "imports the harness"),
+        ("korral.actors.node", "from ..harness.faults import KNOWN", "imports the harness"),
+        ("korral.core", "def f():\n    import korral.harness.stress", "imports the harness"),
+        ("korral.core", "__import__('korral.harness.faults')", "imports the harness"),
+        ("korral.model.queue", "import pykka", "(plain code) imports pykka"),
+        ("korral.policies.placement", "from korral.actors.messages import Tick", "(plain code) imports"),
+        ("korral.model.view", "from ..actors import base", "(plain code) imports korral.actors"),
+    ],
+)
+def test_the_check_catches_a_forbidden_import(module: str, source: str, expected: str) -> None:
+    found = violations(module, imported_modules(source, module))
+    assert found and all(expected in problem for problem in found), found
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("korral.cli", "from korral.harness.stress import StressRun"),
+        ("korral.harness.stress", "from korral.harness import faults\nimport pykka"),
+        ("korral.model.queue", "from korral.policies.sorting import SORT_FIFO"),
+        ("korral.actors.node", "import pykka\nfrom korral.model.node import Node"),
+    ],
+)
+def test_the_check_allows_what_the_layering_allows(module: str, source: str) -> None:
+    assert violations(module, imported_modules(source, module)) == []

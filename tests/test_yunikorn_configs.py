@@ -1,0 +1,72 @@
+"""korral agrees with YuniKorn on 71 real queues.yaml files taken from YuniKorn's own repositories.
+
+Each file in tests/data/yunikorn-configs says where it comes from and what YuniKorn makes of it
+(`# yunikorn expects: valid|invalid (...)`); the folder it sits in says the same. korral must give the
+same verdict, in its validator and when an RM registers with the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import korral
+from korral import si
+from korral.config import load_config
+
+CONFIGS = Path(__file__).parent / "data" / "yunikorn-configs"
+VALID = sorted((CONFIGS / "valid").glob("*.yaml"))
+INVALID = sorted((CONFIGS / "invalid").glob("*.yaml"))
+
+
+def verdict_in_file(path: Path) -> str:
+    for line in path.read_text().splitlines()[:5]:
+        if line.startswith("# yunikorn expects:"):
+            return line.split(":", 1)[1].split()[0]
+    raise AssertionError(f"{path.name} does not say what YuniKorn expects")
+
+
+def test_the_folder_holds_the_71_files_each_filed_under_its_own_verdict() -> None:
+    assert len(VALID) + len(INVALID) == 71
+    assert [p.name for p in VALID if verdict_in_file(p) != "valid"] == []
+    assert [p.name for p in INVALID if verdict_in_file(p) != "invalid"] == []
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_the_validator_accepts_what_yunikorn_accepts(path: Path) -> None:
+    load_config(path.read_text())
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_the_validator_refuses_what_yunikorn_refuses_and_says_why(path: Path) -> None:
+    with pytest.raises(korral.ConfigError) as refused:
+        load_config(path.read_text())
+    assert str(refused.value).strip()
+
+
+@pytest.fixture(scope="module")
+def core() -> korral.Core:
+    started = korral.start()
+    yield started
+    started.stop()
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_an_rm_registers_with_every_file_yunikorn_accepts(core: korral.Core, path: Path) -> None:
+    text = path.read_text()
+    rm_id = f"rm-{path.stem}"
+    core.register_resource_manager(si.RegisterResourceManagerRequest(rm_id=rm_id, config=text))
+    expected = {f"[{rm_id}]{p.name}" for p in load_config(text).partitions}
+    assert expected <= set(core.partition_names())
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_an_rm_registering_with_a_file_yunikorn_refuses_gets_a_config_error(
+    core: korral.Core, path: Path
+) -> None:
+    rm_id = f"rm-{path.stem}"
+    request = si.RegisterResourceManagerRequest(rm_id=rm_id, config=path.read_text())
+    with pytest.raises(korral.ConfigError):
+        core.register_resource_manager(request)
+    assert not [name for name in core.partition_names() if name.startswith(f"[{rm_id}]")]
