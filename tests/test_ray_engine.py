@@ -120,6 +120,29 @@ def test_each_rm_partition_runs_in_its_own_process_and_stop_removes_them():
     assert all(not host.is_alive for host in hosts)
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_predicates_cross_to_the_driver_once_per_decision_with_every_candidate_node():
+    asked: list[str] = []
+
+    def only_n6(args: si.PredicatesArgs) -> bool:
+        asked.append(args.node_id)
+        return args.node_id == "n6"
+
+    rm = t.RecordingRM("rm", predicate=only_n6)
+    with collect_errors() as errors, korral.start(engine="ray", **FAST) as core:
+        core.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        add_nodes(core, rm, [f"n{i}" for i in range(8)], NODE)
+        add_apps(core, rm, {"app1": "root.a"})
+        _allocate(core, rm, "app1", 1, "x-")
+        core.wait_until_idle(60)
+        host = core._ray.partitions()[0]
+        # one decision, one round trip; behind it the RM was asked node by node up to the one it took
+        assert host.predicates_calls == 1
+        assert asked[-1] == "n6" and len(set(asked)) == len(asked), asked
+        assert [a.node_id for a in rm.live.values()] == ["n6"]
+        assert errors.messages() == []
+
+
 CLUSTER_SCRIPT = textwrap.dedent(
     """
     import korral

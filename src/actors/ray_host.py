@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -32,16 +33,20 @@ from korral.config.schema import PartitionConfig
 
 log = logging.getLogger("korral.ray")
 
-PREDICATES_TIMEOUT = 10.0  # a predicates call the driver has not answered by then counts as False
+PREDICATES_TIMEOUT = 30.0  # a predicates call the driver has not answered by then refuses its nodes
 GC_GENERATION0_THRESHOLD = 10_000  # as korral.core's tune_gc, in the host's process
 
 
 @attrs.frozen(slots=True)
 class PredicatesCall:
-    """Host -> driver: ask the RM's ``predicates`` callback; answered through ``PartitionHost.answer``."""
+    """Host -> driver: the RM's ``predicates`` on the candidate nodes of one scheduling decision, in
+    order (with ``first``: up to the first accepted); answered through ``PartitionHost.answer``."""
 
     call_id: int
-    args: si.PredicatesArgs
+    allocation_key: str
+    node_ids: tuple[str, ...]
+    allocate: bool
+    first: bool
 
 
 class Outbox:
@@ -95,37 +100,61 @@ class OutboxHandle:
 
 
 class ForwardedPredicates(ResourceManagerCallback):
-    """The RM's ``predicates`` seen from the host: each call goes to the driver and waits for its answer."""
+    """The RM's ``predicates`` seen from the host. The scheduler puts all the candidate nodes of one
+    decision to it at once (``predicates_for_nodes``): one round trip through the driver, where the RM
+    is asked node by node as with threads. An answer not back within ``PREDICATES_TIMEOUT`` refuses
+    the nodes (the ask waits for a later decision)."""
+
+    # the scheduler's view gathers this many candidates for its first call of a decision, then twice
+    # as many each call: one round trip for most decisions, a few for an RM that refuses most nodes
+    candidates_per_call = 64
 
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._waiting: dict[int, tuple[threading.Event, list[bool]]] = {}
+        self._waiting: dict[int, tuple[threading.Event, list[tuple[bool, ...]]]] = {}
 
     def predicates(self, args: si.PredicatesArgs) -> bool:
+        answers = self.predicates_for_nodes(args.allocation_key, (args.node_id,), args.allocate, True)
+        return bool(answers) and answers[0]
+
+    def predicates_for_nodes(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> tuple[bool, ...]:
         call_id = next(self._ids)
         answered = threading.Event()
-        answer: list[bool] = []
+        answer: list[tuple[bool, ...]] = []
         with self._lock:
             self._waiting[call_id] = (answered, answer)
-        self.outbox.put(PredicatesCall(call_id=call_id, args=args))
+        self.outbox.put(
+            PredicatesCall(
+                call_id=call_id,
+                allocation_key=allocation_key,
+                node_ids=tuple(node_ids),
+                allocate=allocate,
+                first=first,
+            )
+        )
         try:
             if not answered.wait(PREDICATES_TIMEOUT):
                 log.warning(
-                    "predicates call %d not answered in %.0fs: node refused", call_id, PREDICATES_TIMEOUT
+                    "predicates call %d (%d nodes) not answered in %.0fs: nodes refused",
+                    call_id,
+                    len(node_ids),
+                    PREDICATES_TIMEOUT,
                 )
-                return False
+                return ()
             return answer[0]
         finally:
             with self._lock:
                 self._waiting.pop(call_id, None)
 
-    def answer(self, call_id: int, result: bool) -> None:
+    def answer(self, call_id: int, answers: tuple[bool, ...]) -> None:
         with self._lock:
             waiting = self._waiting.get(call_id)
         if waiting is not None:
-            waiting[1].append(result)
+            waiting[1].append(answers)
             waiting[0].set()
 
 
@@ -180,9 +209,9 @@ class PartitionHost:
     def poll(self, acked: int, timeout: float) -> bytes:
         return encode_callbacks(self.outbox.take(acked, timeout))
 
-    def answer(self, call_id: int, result: bool) -> None:
+    def answer(self, call_id: int, answers: tuple[bool, ...]) -> None:
         if self.forwarded is not None:
-            self.forwarded.answer(call_id, result)
+            self.forwarded.answer(call_id, answers)
 
     def idle(self, timeout: float) -> tuple[bool, int]:
         """Whether nothing is in flight here and the driver has taken every callback; handler errors."""

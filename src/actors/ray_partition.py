@@ -78,6 +78,7 @@ class RayPartition:
         self.tell_calls = 0
         self.polls = 0
         self.callbacks = 0
+        self.predicates_calls = 0  # round trips for the RM's predicates: one per scheduling decision
         self._ledger_lock = threading.Lock()
         self._lock = threading.Condition()
         self._outgoing: deque[Any] = deque()
@@ -242,9 +243,18 @@ class RayPartition:
                 return
             for seq, item in items:
                 if type(item) is PredicatesCall:
-                    result = answer_predicates(self.callback, self.closed, item.args, self.name)
+                    self.predicates_calls += 1
+                    answers = answer_predicates(
+                        self.callback,
+                        self.closed,
+                        item.allocation_key,
+                        item.node_ids,
+                        item.allocate,
+                        item.first,
+                        self.name,
+                    )
                     with contextlib.suppress(RayError):
-                        self.host.answer.remote(item.call_id, result)
+                        self.host.answer.remote(item.call_id, answers)
                 elif not self.closed.is_set():
                     self.callbacks += 1
                     with self._ledger_lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from korral import si
@@ -79,6 +80,10 @@ class SchedulerActor(ThreadedActor):
         self.callback = callback
         self.callback_closed = callback_closed
         self.dispatcher = dispatcher
+        filters = type(callback).predicates is not ResourceManagerCallback.predicates
+        # a callback that takes many candidate nodes in one call (the RM's predicates in another
+        # process: engine="ray"); the view then puts a decision's candidates to it together
+        for_nodes = getattr(callback, "predicates_for_nodes", None) if filters else None
         self.view = SchedulingView(
             partition_name,
             config,
@@ -86,7 +91,10 @@ class SchedulerActor(ThreadedActor):
             uuid_token=uuid_token,
             reservation_delay=reservation_delay,
             clock=tracker.clock,
-            predicate=self._predicate,
+            # an RM that does not filter is not asked at all (nothing to skip on the hot path)
+            predicate=self._predicate if filters and for_nodes is None else None,
+            nodes_predicate=self._predicates_for_nodes if for_nodes is not None else None,
+            candidates_per_call=getattr(callback, "candidates_per_call", 1),
         )
         self.clock = tracker.clock
         self.nodes: dict[str, Handle] = {}
@@ -105,8 +113,6 @@ class SchedulerActor(ThreadedActor):
     # ---- plumbing ----------------------------------------------------------------------------------
 
     def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
-        if type(self.callback).predicates is ResourceManagerCallback.predicates:
-            return True  # the RM does not filter: skip the call on the hot path
         if self.callback_closed.is_set():
             return False  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
@@ -115,6 +121,14 @@ class SchedulerActor(ThreadedActor):
                     si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
                 )
             )
+
+    def _predicates_for_nodes(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> Sequence[bool]:
+        if self.callback_closed.is_set():
+            return ()  # the registration ended: its RM is not asked anything any more
+        with inside_predicates():
+            return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
 
     def _publish_reservations(self) -> None:
         changed = self.view.reservation_changes
