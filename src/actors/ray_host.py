@@ -27,6 +27,7 @@ from korral.actors.base import Handle, Rank, Tracker
 from korral.actors.messages import Deliver
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.ray_wire import decode_tells, encode_callbacks
+from korral.actors.scheduler import PredicatesForNodes
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
@@ -99,7 +100,7 @@ class OutboxHandle:
         return True
 
 
-class ForwardedPredicates(ResourceManagerCallback):
+class ForwardedPredicates(PredicatesForNodes):
     """The RM's ``predicates`` seen from the host. The scheduler puts all the candidate nodes of one
     decision to it at once (``predicates_for_nodes``): one round trip through the driver, where the RM
     is asked node by node as with threads. An answer not back within ``PREDICATES_TIMEOUT`` refuses

@@ -55,6 +55,20 @@ REFUSALS_BEFORE_COOLING = 3
 OUTSTANDING_REPORT_INTERVAL = 1.0
 
 
+class PredicatesForNodes(ResourceManagerCallback):
+    """A callback that answers the RM's predicates for many candidate nodes of one decision in one
+    call (engine="ray": the RM is a process away). ``candidates_per_call`` is how many the view
+    gathers for its first call; it doubles each call while every node is refused."""
+
+    candidates_per_call = 1
+
+    def predicates_for_nodes(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> Sequence[bool]:
+        """Whether each node may take the ask, in order; with ``first``, up to the first accepted."""
+        raise NotImplementedError
+
+
 class SchedulerActor(ThreadedActor):
     rank = Rank.SCHEDULER
 
@@ -81,9 +95,8 @@ class SchedulerActor(ThreadedActor):
         self.callback_closed = callback_closed
         self.dispatcher = dispatcher
         filters = type(callback).predicates is not ResourceManagerCallback.predicates
-        # a callback that takes many candidate nodes in one call (the RM's predicates in another
-        # process: engine="ray"); the view then puts a decision's candidates to it together
-        for_nodes = getattr(callback, "predicates_for_nodes", None) if filters else None
+        # the RM's predicates in another process (engine="ray"): a decision's candidates go together
+        for_nodes = isinstance(callback, PredicatesForNodes)
         self.view = SchedulingView(
             partition_name,
             config,
@@ -92,9 +105,9 @@ class SchedulerActor(ThreadedActor):
             reservation_delay=reservation_delay,
             clock=tracker.clock,
             # an RM that does not filter is not asked at all (nothing to skip on the hot path)
-            predicate=self._predicate if filters and for_nodes is None else None,
-            nodes_predicate=self._predicates_for_nodes if for_nodes is not None else None,
-            candidates_per_call=getattr(callback, "candidates_per_call", 1),
+            predicate=self._predicate if filters and not for_nodes else None,
+            nodes_predicate=self._predicates_for_nodes if for_nodes else None,
+            candidates_per_call=callback.candidates_per_call if for_nodes else 1,
         )
         self.clock = tracker.clock
         self.nodes: dict[str, Handle] = {}
