@@ -66,7 +66,7 @@ def test_a_killed_partition_process_is_reported_and_rebuilt_by_reregistration():
             add_apps(core, rm, {"app1": "root.a", "app2": "root.a"})
             _allocate(core, rm, "app1", 3, "first-")
             _allocate(core, rm, "app2", 2, "first-")
-        core.wait_until_idle(30)
+        core.wait_until_idle(60)
         assert len(killed.live) == 5 and len(other.live) == 5
 
         host = next(p for p in core._ray.partitions() if p.name == part("killed"))
@@ -76,20 +76,20 @@ def test_a_killed_partition_process_is_reported_and_rebuilt_by_reregistration():
 
         # the killed RM is told: every live allocation released, its applications failed, nodes gone
         assert killed.wait_for(lambda r: not r.live, timeout=60), killed.live
-        assert killed.wait_for(lambda r: {"n1", "n2"} <= set(r.rejected_nodes), timeout=30)
+        assert killed.wait_for(lambda r: {"n1", "n2"} <= set(r.rejected_nodes), timeout=60)
         assert all(killed.app_states[app][-1] == "Failed" for app in ("app1", "app2"))
         assert all("lost" in message for _, _, message in killed.release_reasons())
         assert "lost" in killed.rejected_nodes["n1"]
 
         # the other RM keeps scheduling meanwhile, and the core still becomes idle
         _allocate(core, other, "app1", 4, "after-")
-        core.wait_until_idle(30)
+        core.wait_until_idle(60)
         check_invariants(core, part("other"), other)
         # the lost partition reads as absent; its requests are rejected item by item, with the reason
         assert core.partition(part("killed")) is None
         assert [p.name for p in core.partitions()] == [part("other")]
         core.update_allocation(t.asks("killed", "app1", 1, SMALL, prefix="late-"))
-        eventually(lambda: "late-0" in killed.rejected_asks_by_key(), timeout=30)
+        eventually(lambda: "late-0" in killed.rejected_asks_by_key(), timeout=60)
         assert "lost" in killed.rejected_asks_by_key()["late-0"]
 
         # re-registering the RM rebuilds its partition in a new process
@@ -98,7 +98,7 @@ def test_a_killed_partition_process_is_reported_and_rebuilt_by_reregistration():
         add_nodes(core, reborn, ["n1", "n2"], NODE)
         add_apps(core, reborn, {"app1": "root.a"})
         _allocate(core, reborn, "app1", 3, "again-")
-        core.wait_until_idle(30)
+        core.wait_until_idle(60)
         check_invariants(core, part("killed"), reborn)
         check_invariants(core, part("other"), other)
         assert len(reborn.live) == 3 and len(other.live) == 9
