@@ -8,11 +8,16 @@
 and runs the shape three ways, alternating: nobody asking, one request per second, and requests back to
 back; the client is another process (as a real one would be), and only the requests that started while
 the core was scheduling count. Medians over the rounds; the machine is shared, so look at the ratios.
+Also reported: the process's CPU time per allocation (less sensitive than the rate to what else the
+machine runs), the garbage collector's pauses in the scheduling window (they stop every thread), the
+requests' p99 without those that overlapped a pause, and the same client against the idle core just
+before (what the machine itself adds).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -28,6 +33,7 @@ from korral.harness.benchmark import workloads
 from korral.harness.benchmark.runner import BenchRM
 
 QUEUES = "/ws/v1/partition/default/queues"
+IDLE_SECONDS = 5.0
 
 
 def schedule(
@@ -38,6 +44,30 @@ def schedule(
     **settings: Any,
 ) -> dict[str, Any]:
     """Run the workload (all asks at once); returns allocations/s and the wall-clock window."""
+    pauses: list[tuple[float, float]] = []  # (wall start, seconds) of every collection
+    began: list[float] = []
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began.append(time.time())
+        elif began:
+            start_time = began.pop()
+            pauses.append((start_time, time.time() - start_time))
+
+    gc.callbacks.append(collected)
+    try:
+        return _schedule(workload, serve, client, pauses, **settings)
+    finally:
+        gc.callbacks.remove(collected)
+
+
+def _schedule(
+    workload: workloads.Workload,
+    serve: bool,
+    client: Callable[[str], Any] | None,
+    pauses: list[tuple[float, float]],
+    **settings: Any,
+) -> dict[str, Any]:
     rm = BenchRM(workload.node_count)
     with korral.start(**settings) as core:
         core.register_resource_manager(
@@ -49,10 +79,12 @@ def schedule(
         core.wait_until_idle(120)
         url = core.serve_rest("127.0.0.1:0") if serve else ""
         process = client(url) if client is not None else None
+        idle_start = time.time()
         if process is not None:
-            time.sleep(1.5)  # the client is up and asking before the asks go in
+            time.sleep(IDLE_SECONDS)  # the client is up, asking the idle core, before the asks go in
         rm.target = workload.asks
         wall_start = time.time()
+        cpu_start = time.process_time()
         start = time.perf_counter()
         for wave in workload.waves:
             for request in wave.requests:
@@ -61,17 +93,29 @@ def schedule(
         with rm.lock:
             end = max(arrived for _, arrived in rm.arrivals)
             made = len(rm.arrivals)
+        cpu = time.process_time() - cpu_start
         wall_end = wall_start + (end - start)
-        latencies: list[float] = []
+        samples: list[tuple[float, float]] = []
         if process is not None:
             process.terminate()
             output, _ = process.communicate(timeout=30)
-            samples = json.loads(output or "[]")
-            latencies = [ms for began, ms in samples if wall_start <= began <= wall_end]
+            samples = [(sent, ms) for sent, ms in json.loads(output or "[]")]
+    window = [(at, seconds) for at, seconds in pauses if wall_start <= at <= wall_end]
+
+    def paused(sent: float, ms: float) -> bool:  # the request overlapped a collection of >= 10 ms
+        return any(at < sent + ms / 1000 and at + s > sent for at, s in pauses if s >= 0.010)
+
     return {
         "allocations_per_second": made / (end - start),
         "seconds": end - start,
-        "latencies_ms": latencies,
+        "cpu_us_per_allocation": cpu * 1e6 / made,
+        "latencies_ms": [ms for sent, ms in samples if wall_start <= sent <= wall_end],
+        "unpaused_latencies_ms": [
+            ms for sent, ms in samples if wall_start <= sent <= wall_end and not paused(sent, ms)
+        ],
+        "idle_latencies_ms": [ms for sent, ms in samples if idle_start + 0.5 <= sent < wall_start],
+        "gc_seconds": sum(seconds for _, seconds in window),
+        "gc_max_ms": max((seconds for _, seconds in window), default=0.0) * 1000,
     }
 
 
@@ -147,18 +191,29 @@ def load(nodes: int, asks: int, rounds: int) -> None:
         for name, starter in modes.items():
             results[name].append(schedule(workload, serve=True, client=starter))
     baseline = statistics.median(r["allocations_per_second"] for r in results["no requests"])
+    base_cpu = statistics.median(r["cpu_us_per_allocation"] for r in results["no requests"])
     print(f"yunikorn shape, {nodes:,} nodes, {asks:,} asks, REST served, {rounds} rounds alternating")
     for name, runs in results.items():
         rate = statistics.median(r["allocations_per_second"] for r in runs)
-        latencies = [ms for r in runs for ms in r["latencies_ms"]]
-        line = f"  {name:<13} {rate:>9,.0f} allocations/s ({rate / baseline:.3f}x)"
-        if latencies:
-            line += (
-                f"  GET {QUEUES}: {len(latencies)} requests while scheduling,"
-                f" p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms,"
-                f" max {max(latencies):.1f} ms"
-            )
-        print(line)
+        cpu = statistics.median(r["cpu_us_per_allocation"] for r in runs)
+        gc_share = sum(r["gc_seconds"] for r in runs) / sum(r["seconds"] for r in runs)
+        gc_max = max(r["gc_max_ms"] for r in runs)
+        print(
+            f"  {name:<13} {rate:>9,.0f} allocations/s ({rate / baseline:.3f}x), CPU {cpu:.1f} us/allocation"
+            f" ({cpu / base_cpu:.3f}x); GC {gc_share:.0%} of the window, longest pause {gc_max:.0f} ms"
+        )
+        for label, key in (
+            ("while scheduling", "latencies_ms"),
+            ("  of which overlapping no GC pause >= 10 ms", "unpaused_latencies_ms"),
+            ("idle core, same client, just before", "idle_latencies_ms"),
+        ):
+            latencies = [ms for r in runs for ms in r[key]]
+            if latencies:
+                print(
+                    f"      GET {QUEUES} {label}: {len(latencies)} requests,"
+                    f" p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms,"
+                    f" max {max(latencies):.1f} ms"
+                )
 
 
 def main() -> None:

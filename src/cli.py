@@ -331,7 +331,9 @@ def bench(
         " (ask submitted -> allocation received)\n"
         f"  messages   {k['messages_per_allocation']:.2f} per allocation\n"
         f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
-        f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB"
+        f"  memory     peak RSS {k['peak_rss_mb']:,.0f} MB\n"
+        "  CPU µs per allocation: "
+        + ", ".join(f"{stage} {us:.1f}" for stage, us in k["cpu_us_per_allocation"].items())
     )
     if _write_json(json_file, result):
         console.print(f"written: {json_file}")

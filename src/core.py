@@ -13,7 +13,23 @@ import pykka
 
 from korral import si
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
-from korral.actors.messages import Deliver, Snapshot
+from korral.actors.messages import (
+    ApplicationQuery,
+    ApplicationsQuery,
+    CompletedApplicationsQuery,
+    Deliver,
+    GroupsUsageQuery,
+    GroupUsageQuery,
+    NodeQuery,
+    NodesQuery,
+    PartitionQuery,
+    PartitionSummary,
+    QueueQuery,
+    QueueTreeQuery,
+    SchedulerStatsQuery,
+    UsersUsageQuery,
+    UserUsageQuery,
+)
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
@@ -28,6 +44,7 @@ from korral.actors.rmproxy import (
 from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
+from korral.config.schema import SchedulerConfig
 from korral.errors import KorralError, SchedulerError
 from korral.info import (
     ApplicationInfo,
@@ -251,11 +268,11 @@ class Core:
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
         return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
 
-    def _snapshot(self, partition: str, detail: str) -> Any:
+    def _snapshot(self, partition: str, query: PartitionQuery) -> Any:
         handle = self._partition_handles(partition).get(partition)
         if handle is None:
             return None
-        result = handle.ask(Snapshot(detail=detail), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+        result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
         return result
@@ -263,28 +280,28 @@ class Core:
     def partitions(self) -> list[PartitionInfo]:
         infos = []
         for name in sorted(self._partition_handles()):
-            info = self._snapshot(name, "partition")
+            info = self._snapshot(name, PartitionSummary())
             if info is not None:
                 infos.append(info)
         return infos
 
     def partition(self, partition: str) -> PartitionInfo | None:
-        return self._snapshot(partition, "partition")
+        return self._snapshot(partition, PartitionSummary())
 
     def queue(self, partition: str, queue: str) -> QueueInfo | None:
-        return self._snapshot(partition, f"queue:{queue}")
+        return self._snapshot(partition, QueueQuery(path=queue))
 
     def application(self, partition: str, application_id: str) -> ApplicationInfo | None:
-        return self._snapshot(partition, f"app:{application_id}")
+        return self._snapshot(partition, ApplicationQuery(application_id=application_id))
 
     def applications(self, partition: str) -> list[ApplicationInfo]:
-        return self._snapshot(partition, "apps") or []
+        return self._snapshot(partition, ApplicationsQuery()) or []
 
     def node(self, partition: str, node_id: str) -> NodeInfo | None:
-        return self._snapshot(partition, f"node:{node_id}")
+        return self._snapshot(partition, NodeQuery(node_id=node_id))
 
     def nodes(self, partition: str) -> list[NodeInfo]:
-        return self._snapshot(partition, "nodes") or []
+        return self._snapshot(partition, NodesQuery()) or []
 
     def poke_timers(self) -> None:
         """The clock given to ``start(clock=...)`` moved: deliver the timers now due."""
@@ -295,12 +312,12 @@ class Core:
         if in_predicates():
             # the scheduler is the caller, waiting on this very callback: asking it would deadlock
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
-        return self._snapshot(partition, "scheduler")
+        return self._snapshot(partition, SchedulerStatsQuery())
 
     # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
     def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
         """What is tracked for the user under user/group limits, per queue path; None if unknown."""
-        return self._snapshot(partition, f"user:{user}")
+        return self._snapshot(partition, UserUsageQuery(user=user))
 
     # ---- serving -----------------------------------------------------------------------------------
 
@@ -324,49 +341,72 @@ class Core:
         return sorted(self._board.handles)
 
     def queues(self, partition: str) -> list[QueueInfo]:
-        """Every queue of the partition, parents before children, in one snapshot, each with the usage
-        it last published (once per burst). For monitoring: asked of the partition directly, it is not
-        ordered after SI requests still on their way to it (``queue()`` is)."""
+        """Every queue of the partition, parents before children, each with the usage it last published
+        (once per burst). For monitoring: read from what the partition published (asked of it where it
+        runs in another process), it is not ordered after SI requests still on their way to it
+        (``queue()`` is); once the core is idle it is up to date."""
         if self._stopped:
             raise SchedulerError("the core is stopped")
+        published = self.published_queues(partition)
+        if published is not None:
+            return published
         handle = self._board.handles.get(partition)
         if handle is None:
             return []
         try:
-            result = handle.ask(Snapshot(detail="queues"), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+            result = handle.ask(QueueTreeQuery(), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         except pykka.ActorDeadError:  # removed since it was published
             return []
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
         return result
 
+    def configurations(self) -> dict[str, SchedulerConfig]:
+        """The configuration each registered RM runs (as parsed and validated), by rm_id."""
+        return dict(self._board.configs)
+
+    def published_queues(self, partition: str) -> list[QueueInfo] | None:
+        """``queues()`` as the partition's actors last published it, read without any message or wait;
+        None when the partition publishes nothing here (unknown, or engine="ray": use ``queues()``)."""
+        board = self._board.queue_boards.get(partition)
+        return board.queues() if board is not None else None
+
     def completed_applications(self, partition: str) -> list[ApplicationInfo]:
         """Applications of the partition that completed and left it (as YuniKorn keeps them)."""
-        return self._snapshot(partition, "completed") or []
+        return self._snapshot(partition, CompletedApplicationsQuery()) or []
 
     # ---- serving -----------------------------------------------------------------------------------
 
-    def serve_rest(self, address: str = "127.0.0.1:0") -> str:
+    def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
-        returns the base URL. Needs the ``serve`` extra (aiohttp). Stopped by ``stop()``."""
+        returns the base URL. Needs the ``serve`` extra (aiohttp). options: switch_interval
+        (korral.server.rest.RestServer). Stopped by ``stop()``."""
         from korral.server.rest import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:
             raise SchedulerError("the core is stopped")
-        server = RestServer(self, address)
+        server = RestServer(self, address, **options)
         url = server.start()
         with self._lock:
             stopped = self._stopped
             if not stopped:
                 self._servers.append(server)
         if stopped:  # stopped while starting: nothing may keep serving a stopped core
-            server.stop()
+            server.close()
             raise SchedulerError("the core is stopped")
         return url
 
     def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
         """What is tracked for the group under user/group limits, per queue path; None if untracked."""
-        return self._snapshot(partition, f"group:{group}")
+        return self._snapshot(partition, GroupUsageQuery(group=group))
+
+    def users_usage(self, partition: str) -> list[UserUsageInfo]:
+        """``user_usage`` of every user with an application in the partition, by name."""
+        return self._snapshot(partition, UsersUsageQuery()) or []
+
+    def groups_usage(self, partition: str) -> list[GroupUsageInfo]:
+        """``group_usage`` of every group tracked in the partition (a group limit applies), by name."""
+        return self._snapshot(partition, GroupsUsageQuery()) or []
 
     def _start_runtime(
         self, runtime: str, seed: int, clock: Callable[[], float] | None

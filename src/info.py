@@ -71,6 +71,25 @@ class QueueInfo:
     # the queue's effective application sorting (its own or inherited): fifo, fair, stateaware
     sort_policy: str = "fifo"
     priority_sorting: bool = True
+    # applications in state Running in the queue and its descendants (YuniKorn's runningApps)
+    running_applications: int = 0
+
+
+@frozen
+class AskInfo:
+    """An ask with allocations still to make, as its application holds it."""
+
+    allocation_key: str
+    application_id: str
+    resource: dict[str, int]  # of each allocation
+    pending: int  # allocations still to make
+    priority: int = 0
+    tags: dict[str, str] = attrs.field(factory=dict)
+    required_node: str = ""
+    placeholder: bool = False
+    task_group_name: str = ""
+    originator: bool = False
+    request_time_ns: int = 0  # when the core took it in (epoch nanoseconds)
 
 
 @frozen
@@ -85,6 +104,7 @@ class ApplicationInfo:
     placeholder: dict[str, int]
     allocations: list[AllocationInfo]
     pending_asks: list[str]
+    asks: list[AskInfo] = attrs.field(factory=list)  # pending_asks in full, in the same order
 
 
 @frozen

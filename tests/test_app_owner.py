@@ -13,7 +13,7 @@ import pytest
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation
+from korral.model.allocation import Allocation, Ask
 from korral.model.app_owner import AppEffects, ApplicationOwner, ask_rejection
 from korral.model.application import (
     STATE_AWARE_DISABLE_TAG,
@@ -21,6 +21,7 @@ from korral.model.application import (
     ApplicationEvent,
     ApplicationState,
 )
+from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, PutAsk, RollBack
 
 S = ApplicationState
 E = ApplicationEvent
@@ -124,14 +125,17 @@ def pruned(resource: dict[str, int]) -> dict[str, int]:
 def ops(effects: AppEffects) -> list[tuple[str, object]]:
     """view_ops with allocations shown by uuid and asks by (key, generation): readable comparisons."""
     shown: list[tuple[str, object]] = []
-    for operation, payload in effects.view_ops:
-        if operation == "put_ask":
-            shown.append((operation, (payload[0].allocation_key, payload[1])))
-        elif operation == "drop_ask":
-            shown.append((operation, tuple(payload)))
+    for op in effects.view_ops:
+        if isinstance(op, PutAsk):
+            shown.append(("put_ask", (op.ask.allocation_key, op.ask.generation)))
+        elif isinstance(op, DropAsk):
+            shown.append(("drop_ask", (op.allocation_key, op.generation)))
         else:
-            shown.append((operation, payload.uuid))
+            shown.append((VIEW_OP_NAMES[type(op)], op.allocation.uuid))
     return shown
+
+
+VIEW_OP_NAMES = {RollBack: "rollback", Forget: "forget", AdoptRecovered: "recover"}
 
 
 @pytest.mark.parametrize("state", list(S), ids=lambda s: s.value)
@@ -178,10 +182,12 @@ def test_add_asks_accepted_become_put_ask_ops(asks, expected_ops, expected_pendi
 
     assert effects.rejected_asks == []
     assert ops(effects) == expected_ops
-    # the payload is the SI ask itself (immutable) with the generation the owner gave it
-    for (operation, (request, generation)), sent in zip(effects.view_ops, asks, strict=True):
-        assert operation == "put_ask" and request is sent
-        assert owner.app.asks[sent.allocation_key].generation == generation
+    # the payload is a copy of the owner's ask (built once from the SI ask), for the view to own
+    for op, sent in zip(effects.view_ops, asks, strict=True):
+        assert isinstance(op, PutAsk)
+        owned = owner.app.asks[sent.allocation_key]
+        assert op.ask is not owned and op.ask.generation == owned.generation
+        assert op.ask.resource == owned.resource and op.ask.pending == owned.pending
     assert pruned(effects.pending_delta) == expected_pending
     assert res.equals(owner.app.pending, expected_pending)
     assert effects.allocated_delta == {} and effects.new_allocations == []
@@ -529,7 +535,7 @@ def test_confirm_refused_is_freed_on_its_node_and_rolled_back(meanwhile):
     effects = owner.confirm("n5", [allocation], 2.0)
 
     assert effects.free_on_node == {"n5": ["late"]}
-    assert effects.view_ops == [("rollback", allocation)]
+    assert effects.view_ops == [RollBack(allocation)]
     assert effects.new_allocations == [] and effects.state_changes == []
     assert pruned(effects.allocated_delta) == {} and pruned(effects.pending_delta) == {}
     assert owner.app.allocations == allocations_before and owner.app.pending == pending_before
@@ -855,7 +861,7 @@ def test_view_ops_recover_then_release_keep_their_order():
     recovered = existing("r1")
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
-    assert effects.view_ops == [("recover", recovered), ("forget", recovered)]
+    assert effects.view_ops == [AdoptRecovered(recovered), Forget(recovered)]
     assert effects.recover_on_node == [recovered]
     assert effects.free_on_node == {"n1": ["r1"]}
     assert pruned(effects.allocated_delta) == {}
@@ -889,3 +895,13 @@ def test_view_ops_in_the_order_things_happened():
     assert pruned(effects.allocated_delta) == {}
     assert pruned(effects.pending_delta) == {}
     assert owner.app.state is S.COMPLETING
+
+
+def test_an_ask_copy_has_every_field_and_its_own_count() -> None:
+    ask = Ask("k", "app", {"vcore": 2}, 3, 5, 7, 1.5, {"t": "v"}, True, "tg", True, True, False, 90, 4)
+    ask.pending = 2
+    ask.failed_since = 3.0
+    twin = ask.copy()
+    assert all(getattr(twin, name) == getattr(ask, name) for name in Ask.__slots__)
+    twin.pending -= 1
+    assert ask.pending == 2

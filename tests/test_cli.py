@@ -346,6 +346,14 @@ def test_bench_yunikorn_writes_the_documented_json_and_prints_both_schedulers(
     assert 0 <= ours["latency_ms"]["p50"] <= ours["latency_ms"]["p99"]
     assert ours["messages_per_allocation"] > 0
     assert ours["seconds"] > 0 and reference["seconds"] > 0
+    assert ours["node_registrations_per_second"] > 0
+    # the cost of an allocation by stage, in CPU µs: each one there, the total is their sum
+    stages = ours["cpu_us_per_allocation"]
+    assert {"intake", "decision", "confirmation", "delivery", "plumbing and gc", "total"} <= set(stages)
+    assert all(value >= 0 for value in stages.values())
+    parts = sum(value for stage, value in stages.items() if stage != "total")
+    assert parts == pytest.approx(stages["total"], abs=0.1) or parts > stages["total"]
+    assert "CPU µs per allocation: intake" in result.output
 
     lines = result.output.splitlines()
     assert any(re.match(r"^yunikorn: 20 nodes, 400 asks$", line) for line in lines), result.output
@@ -858,3 +866,21 @@ def test_bench_multi_rm_reports_every_rm_on_each_engine(
     (run,) = json.loads(out.read_text())["results"]
     assert run["engine"] == engine and run["allocations"] == 400
     assert [rm["allocations"] for rm in run["per_rm"]] == [200, 200]
+
+
+def test_stage_costs_split_an_allocation_by_stage_and_leave_the_rest_to_plumbing() -> None:
+    from korral.harness.benchmark.runner import stage_costs
+
+    handlers = {"AddAsks": 0.1, "ViewOps": 0.1, "RunCycle": 0.05, "Place": 0.2, "Deliver": 0.1, "Odd": 0.1}
+    stages = stage_costs(
+        handlers, submit_seconds=0.1, process_seconds=1.0, allocations=1000, scheduler_seconds=0.4
+    )
+    # per allocation: the scheduler's thread less its ViewOps is the decision (the sample of RunCycle
+    # is replaced by it)
+    assert stages["decision"] == pytest.approx(300.0)
+    assert stages["intake"] == pytest.approx(300.0)  # AddAsks + ViewOps + the caller's submission
+    assert stages["confirmation"] == pytest.approx(200.0)
+    assert stages["delivery"] == pytest.approx(100.0)
+    assert stages["other handlers"] == pytest.approx(100.0)
+    assert stages["plumbing and gc"] == pytest.approx(0.0)
+    assert stages["total"] == pytest.approx(1000.0)

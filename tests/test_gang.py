@@ -18,6 +18,7 @@ from korral.harness.reference import ReferenceScheduler
 from korral.model.allocation import Allocation
 from korral.model.app_owner import ApplicationOwner
 from korral.model.application import Application, ApplicationState
+from korral.model.view_ops import Swap, UndoReplacement
 
 T = si.TerminationType
 S = ApplicationState
@@ -520,7 +521,7 @@ def test_the_owner_confirms_or_hands_back_a_replacement(change, accepted) -> Non
         assert effects.pending_delta == {"memory": -100, "vcore": -100}
         assert effects.view_ops == []
     else:
-        assert effects.released == [] and [op for op, _ in effects.view_ops] == ["unreplace"]
+        assert effects.released == [] and [type(op) for op in effects.view_ops] == [UndoReplacement]
 
 
 def test_the_owner_swaps_on_confirmation_once() -> None:
@@ -532,7 +533,7 @@ def test_the_owner_swaps_on_confirmation_once() -> None:
     assert effects.swap_on_node == [("u1", real)]
     assert effects.new_allocations == [real] and effects.released == []
     assert effects.allocated_delta == {"memory": -60, "vcore": -100}
-    assert [op for op, _ in effects.view_ops] == ["swap"]
+    assert [type(op) for op in effects.view_ops] == [Swap]
     assert owner.app.placeholder_allocated == {} and owner.app.allocated == {"memory": 40}
     again = owner.release([echo], 3.0)
     assert again.swap_on_node == [] and again.new_allocations == [] and again.view_ops == []

@@ -9,7 +9,9 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +21,7 @@ from typing import Any
 
 import attrs
 import pytest
+import yaml
 from core_helpers import NODE, SMALL, TWO_LEAVES, add_apps, add_nodes, eventually, part, running
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,7 +29,7 @@ import korral
 from korral import si
 from korral import testing as t
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo
-from korral.server import dao
+from korral.server import dao, rest
 
 pytest.importorskip("aiohttp")
 
@@ -140,7 +143,12 @@ def test_queue_tree_and_one_queue(served) -> None:
     assert by_name["root.a"]["guaranteedResource"] == {"memory": 50_000_000, "vcore": 5_000}
     assert by_name["root.a"]["absUsedCapacity"] == {"memory": 20, "vcore": 20}
     assert by_name["root.a"]["parent"] == "root"
-    assert root["runningApps"] == 2  # app-1 and app-2 (app-done left its queue)
+    # YuniKorn's runningApps: applications in state Running in the queue's subtree (app-2, Accepted
+    # with nothing allocated, does not count; app-done has left)
+    assert root["runningApps"] == by_name["root.a"]["runningApps"] == 1
+    assert "runningApps" not in by_name["root.b"]
+    assert core.queue(part(), "root").running_applications == 1
+    assert [q.running_applications for q in core.queues(part())] == [1, 1, 0]
     one = ok(url + "/ws/v1/partition/default/queue/root.a")
     assert "children" not in one and one["queuename"] == "root.a"
     assert "children" not in ok(url + "/ws/v1/partition/default/queue/root")
@@ -191,7 +199,19 @@ def test_applications_by_state_queue_and_id(served) -> None:
     )
     waiting = ok(base + "/queue/root.b/application/app-2")
     assert waiting["pendingResource"] == {"memory": 10**12}
-    assert [r["allocationKey"] for r in waiting["requests"]] == core.application(part(), "app-2").pending_asks
+    waiting_snapshot = core.application(part(), "app-2")
+    assert [r["allocationKey"] for r in waiting["requests"]] == waiting_snapshot.pending_asks
+    (request,) = waiting["requests"]
+    (ask,) = waiting_snapshot.asks
+    assert request == {
+        "allocationKey": ask.allocation_key,
+        "requestTime": ask.request_time_ns,
+        "resource": {"memory": 10**12},
+        "pendingCount": 1,
+        "priority": "0",
+        "applicationId": "app-2",
+    }
+    assert time.time_ns() - 600 * 10**9 < ask.request_time_ns <= time.time_ns()  # taken in by this test
     assert [d["applicationID"] for d in ok(base + "/queue/root.a/applications")] == ["app-1"]
     assert [d["applicationID"] for d in ok(base + "/queue/root.b/applications/active?status=accepted")] == [
         "app-2"
@@ -227,33 +247,64 @@ def test_errors_carry_yunikorns_status_and_body(served, path: str, status: int, 
     assert body["description"] == body["message"]
 
 
-def test_usage_without_user_tracking_is_empty(served) -> None:
-    _, _, url = served
-    assert ok(url + "/ws/v1/partition/default/usage/users") == []
+GROUP_LIMITS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: team
+            limits:
+              - limit: dev group
+                groups: [dev]
+                maxresources: {memory: 3G}
+                maxapplications: 2
+          - name: free
+"""
+
+
+def test_usage_lists_every_user_as_the_core_tracks_them(served) -> None:
+    core, _, url = served
+    users = core.users_usage(part())
+    assert [u.user for u in users] == ["user"]  # every application of the fixture runs as "user"
+    assert ok(url + "/ws/v1/partition/default/usage/users") == [dao.user_usage(u) for u in users]
+    listed = ok(url + "/ws/v1/partition/default/usage/users")[0]
+    assert listed == ok(url + "/ws/v1/partition/default/usage/user/user")
+    assert listed["userName"] == "user" and listed["queues"]["queuePath"] == "root"
+    assert listed["queues"]["runningApplications"] == ["app-1"]  # app-2 holds nothing yet
+    # no group limit in this config: no group is tracked
+    assert core.groups_usage(part()) == []
     assert ok(url + "/ws/v1/partition/default/usage/groups") == []
 
 
-def test_usage_routes_answer_from_the_cores_usage_queries() -> None:
-    """Once the core tracks users and groups (user_usage/group_usage), the routes answer from them."""
-    with running(TWO_LEAVES) as (core, _):
-        row = SimpleNamespace(
-            queue_path="root",
-            resource={"vcore": 1},
-            running_applications=["a"],
-            max_resources={},
-            max_applications=0,
-        )
-
-        def user_usage(partition: str, user: str) -> Any:
-            return SimpleNamespace(user=user, queues=[row]) if user == "bob" else None
-
-        core.user_usage = user_usage  # type: ignore[attr-defined]
-        core.group_usage = lambda partition, group: None  # type: ignore[attr-defined]
+def test_usage_lists_groups_under_a_group_limit() -> None:
+    with running(GROUP_LIMITS) as (core, rm):
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"app-d": "root.team"}, user="alice", groups=["dev"])
+        add_apps(core, rm, {"app-f": "root.free"}, user="bob", groups=["ops"])
+        core.update_allocation(t.asks("rm", "app-d", 1, SMALL))
+        assert rm.wait_for_allocations(1)
+        core.wait_until_idle()
         url = core.serve_rest("127.0.0.1:0")
-        bob = ok(url + "/ws/v1/partition/default/usage/user/bob")
-        assert bob["userName"] == "bob" and bob["queues"]["resourceUsage"] == {"Resources": {"vcore": 1}}
-        assert get(url + "/ws/v1/partition/default/usage/user/eve")[0] == 404
-        assert get(url + "/ws/v1/partition/default/usage/group/devs")[0] == 404
+        groups = ok(url + "/ws/v1/partition/default/usage/groups")
+        assert groups == [dao.group_usage(g) for g in core.groups_usage(part())]
+        assert [g["groupName"] for g in groups] == ["dev"]  # ops: no limit applies, not tracked
+        assert groups[0]["applications"] == ["app-d"]
+        team = groups[0]["queues"]["children"][0]
+        assert team["queuePath"] == "root.team" and team["maxApplications"] == 2
+        assert groups[0] == ok(url + "/ws/v1/partition/default/usage/group/dev")
+        users = ok(url + "/ws/v1/partition/default/usage/users")
+        assert [u["userName"] for u in users] == ["alice", "bob"]
+        assert users == [dao.user_usage(u) for u in core.users_usage(part())]
+
+
+def test_serving_shortens_the_gil_switch_interval_until_stopped() -> None:
+    before = sys.getswitchinterval()
+    with running(TWO_LEAVES) as (core, _):
+        core.serve_rest("127.0.0.1:0")
+        assert sys.getswitchinterval() <= rest.SWITCH_INTERVAL
+    assert sys.getswitchinterval() == before  # the process's own setting is back
 
 
 def test_requests_do_not_change_state(served) -> None:
@@ -590,3 +641,108 @@ def test_health_counts_scheduling_errors_and_failed_nodes() -> None:
         "Check for scheduling error entries in metrics",
         "Check for failed nodes entries in metrics",
     ]
+
+
+RULES = """
+partitions:
+  - name: default
+    placementrules:
+      - name: tag
+        value: Namespace
+        create: true
+        parent:
+          name: fixed
+          value: root.apps
+      - name: provided
+        filter:
+          type: deny
+          users: [bob, eve]
+          groups: ["^ops-.*"]
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: apps
+            parent: true
+            resources:
+              guaranteed: {memory: 50M, vcore: 500m}
+          - name: b
+            maxapplications: 3
+            properties: {application.sort.policy: fair}
+            limits:
+              - limit: one
+                users: [alice]
+                maxresources: {vcore: 2}
+"""
+
+
+def test_placement_rules_as_the_partition_runs_them() -> None:
+    with running(RULES) as (core, _):
+        url = core.serve_rest("127.0.0.1:0")
+        assert ok(url + "/ws/v1/partition/default/placementrules") == [
+            {
+                "name": "tag",
+                "parameters": {"tagName": "namespace", "create": "true"},
+                "parentRule": {
+                    "name": "fixed",
+                    "parameters": {"queue": "root.apps", "create": "false", "qualified": "true"},
+                },
+            },
+            {
+                "name": "provided",
+                "parameters": {"create": "false"},
+                "filter": {"type": "deny", "userList": ["bob", "eve"], "groupExp": "^ops-.*"},
+            },
+            {"name": "recovery"},
+        ]
+        assert get(url + "/ws/v1/partition/nope/placementrules")[0] == 404
+
+
+def test_placement_rules_default_to_provided(served) -> None:
+    _, _, url = served
+    assert ok(url + "/ws/v1/partition/default/placementrules") == [
+        {"name": "provided", "parameters": {"create": "false"}},
+        {"name": "recovery"},
+    ]
+
+
+def test_config_as_yaml_reads_back_as_the_running_config() -> None:
+    with running(RULES) as (core, _):
+        url = core.serve_rest("127.0.0.1:0")
+        with urllib.request.urlopen(url + "/ws/v1/config", timeout=30) as response:
+            assert response.headers["Content-Type"].startswith("application/x-yaml")
+            text = response.read().decode()
+        running_config = core.configurations()["rm"]
+        assert yaml_keys(text)["checksum"] == running_config.checksum
+        again = korral.load_config(text)  # YuniKorn's field names, quantities that parse back the same
+        assert again.partitions == running_config.partitions
+
+
+def yaml_keys(text: str) -> dict:
+    return yaml.safe_load(text)
+
+
+def test_config_as_json_has_go_field_names() -> None:
+    with running(RULES) as (core, _):
+        url = core.serve_rest("127.0.0.1:0")
+        request = urllib.request.Request(url + "/ws/v1/config", headers={"Accept": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.headers["Content-Type"].startswith("application/json")
+            document = json.loads(response.read())
+        assert document["Checksum"] == core.configurations()["rm"].checksum
+        (partition,) = document["Partitions"]
+        assert partition["Name"] == "default"
+        assert partition["NodeSortPolicy"]["Type"] == "fair"
+        assert [r["Name"] for r in partition["PlacementRules"]] == ["tag", "provided"]
+        assert partition["PlacementRules"][0]["Parent"] == {
+            "Name": "fixed",
+            "Filter": {"Type": ""},
+            "Value": "root.apps",
+        }
+        (root,) = partition["Queues"]
+        apps, b = root["Queues"]
+        assert apps["Parent"] is True and apps["Resources"]["Guaranteed"] == {
+            "memory": "50000000",
+            "vcore": "500m",
+        }
+        assert b["MaxApplications"] == 3 and b["Limits"][0]["MaxResources"] == {"vcore": "2000m"}

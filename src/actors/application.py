@@ -32,10 +32,11 @@ from korral.actors.messages import (
     Snapshot,
     SwapOnNode,
     TimeoutsDue,
+    ViewOps,
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
-from korral.info import AllocationInfo, ApplicationInfo
+from korral.info import AllocationInfo, ApplicationInfo, AskInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -43,21 +44,23 @@ from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocation, to_si_release
+from korral.model.view_ops import DropAsk, PutAsk
+
+# once in one of these an application no longer counts anywhere (its board entry goes)
+TERMINAL_STATES = frozenset(
+    state.value
+    for state in (
+        ApplicationState.COMPLETED,
+        ApplicationState.FAILED,
+        ApplicationState.REJECTED,
+        ApplicationState.EXPIRED,
+    )
+)
 
 
 @attrs.frozen(slots=True)
 class FlushOut:
     """Application -> itself: send what the last burst of messages produced."""
-
-
-@attrs.frozen(slots=True)
-class ViewOps:
-    """Application -> scheduler: changes to apply to the view, in order: (operation, payload)."""
-
-    application_id: str
-    ops: tuple[tuple[str, Any], ...]
-    # the incarnation they are about (an id removed and added again is a new one); None: the current
-    app: Handle | None = None
 
 
 @attrs.frozen(slots=True)
@@ -87,9 +90,13 @@ class ApplicationActor(RetiringActor):
         pool: ActorPool,
         events: bool = False,
         metrics: Any = None,
+        app_states: dict[str, str] | None = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
+        # the partition's board of application states (QueueBoard.app_states): this entry is ours
+        self.app_states = app_states
+        self._publish_state(app.state.value)
         # the core's metrics, told of each state change; the state they last heard of
         self.metrics = metrics
         self._metric_state: str | None = None
@@ -105,6 +112,7 @@ class ApplicationActor(RetiringActor):
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.clock
+        self._wall_offset_ns: int | None = None
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -193,7 +201,40 @@ class ApplicationActor(RetiringActor):
                 for a in app.allocations.values()
             ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
+            asks=self._ask_infos(),
         )
+
+    def _publish_state(self, state: str) -> None:
+        if self.app_states is not None:
+            app_id = self.owner.app.application_id
+            if state in TERMINAL_STATES:
+                self.app_states.pop(app_id, None)
+            else:
+                self.app_states[app_id] = state
+
+    def _ask_infos(self) -> list[AskInfo]:
+        # an ask's create_time is on the core's clock: its wall time is that long before now (the
+        # offset between the clocks taken once, so that every snapshot gives the same time)
+        if self._wall_offset_ns is None:
+            self._wall_offset_ns = self.tracker.wall_clock_ns() - int(self.clock() * 1e9)
+        offset_ns = self._wall_offset_ns
+        return [
+            AskInfo(
+                allocation_key=ask.allocation_key,
+                application_id=ask.application_id,
+                resource=res.prune(ask.resource),
+                pending=ask.pending,
+                priority=ask.priority,
+                tags=dict(ask.tags),
+                required_node=ask.tags.get(si.KEY_REQUIRED_NODE, ""),
+                placeholder=ask.placeholder,
+                task_group_name=ask.task_group_name,
+                originator=ask.originator,
+                request_time_ns=offset_ns + int(ask.create_time * 1e9),
+            )
+            for ask in self.owner.app.asks.values()
+            if ask.pending > 0
+        ]
 
     # ---- effects ----------------------------------------------------------------------------------
 
@@ -276,6 +317,7 @@ class ApplicationActor(RetiringActor):
                 )
             )
         if effects.state_changes:
+            self._publish_state(effects.state_changes[-1][0])
             if self.metrics is not None:
                 app = self.owner.app
                 self._metric_state = self.metrics.app_states(
@@ -311,16 +353,14 @@ class ApplicationActor(RetiringActor):
         records = [
             events.app_state(app.application_id, state, app.queue_path) for state, _ in effects.state_changes
         ]
-        for operation, payload in effects.view_ops:
-            if operation == "put_ask":
+        for op in effects.view_ops:
+            if type(op) is PutAsk:
                 records.append(
-                    events.request(
-                        app.application_id, payload[0].allocation_key, events.Change.ADD, "ask added"
-                    )
+                    events.request(app.application_id, op.ask.allocation_key, events.Change.ADD, "ask added")
                 )
-            elif operation == "drop_ask":
+            elif type(op) is DropAsk:
                 records.append(
-                    events.request(app.application_id, payload[0], events.Change.REMOVE, "ask removed")
+                    events.request(app.application_id, op.allocation_key, events.Change.REMOVE, "ask removed")
                 )
         records.extend(
             events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)

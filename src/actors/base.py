@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from pykka._envelope import Envelope
 
-from korral.actors.runtime import ActorPool, PooledActor
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, worker
 
 if TYPE_CHECKING:
     from korral.actors.simulated import Simulation
@@ -92,11 +92,30 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
+        # CPU seconds spent in handlers per message type (reading a thread's CPU clock costs ~1 µs,
+        # twice per message): None (off) unless a benchmark asks for its per-stage costs
+        self.handler_seconds: dict[str, float] | None = None
+
+    def handled(self, message_type: str, seconds: float) -> None:
+        with self._lock:
+            if self.handler_seconds is not None:
+                self.handler_seconds[message_type] = self.handler_seconds.get(message_type, 0.0) + seconds
 
     def sent(self, actor_id: int) -> None:
         with self._lock:
             self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
             self._total += 1
+            self.sent_total += 1
+
+    def held(self, actor_id: int) -> None:
+        """A message held in a pool's ``Outbox`` for this actor: in flight, its envelope not sent yet."""
+        with self._lock:
+            self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
+            self._total += 1
+
+    def woken(self) -> None:
+        """An outbox's envelope (one or several held messages) was sent: one more wake-up."""
+        with self._lock:
             self.sent_total += 1
 
     def done(self, actor_id: int) -> None:
@@ -149,7 +168,13 @@ class Handle:
         self._tracker = tracker
 
     def tell(self, message: Any) -> bool:
-        """Send without waiting. False when the actor has stopped (the message was not delivered)."""
+        """Send without waiting. False when the actor has stopped (the message was not delivered).
+
+        On a pool's worker thread the message is held in the pool's outbox until the worker has run
+        its ready actors (``Outbox``)."""
+        outbox = worker.outbox
+        if outbox is not None:
+            return outbox.hold(self, message)
         self._tracker.sent(self.actor_id)
         ref = self.ref
         # ActorRef.tell, inlined: the same liveness check and envelope, one call less per message
@@ -226,10 +251,21 @@ class KorralActor(pykka.Actor):
         return target.ask(message, caller=self.rank, timeout=timeout)
 
     def kick(self, message: Any) -> None:
-        """Send a message to ourselves (handled after everything already queued)."""
+        """Send a message to ourselves (handled after everything already queued). A pooled actor on
+        its worker handles it when the worker's run is over, by a call rather than a message."""
+        outbox = worker.outbox
+        if outbox is not None and isinstance(self, PooledActor):
+            if not self.actor_stopped.is_set():
+                outbox.at_end(self, self.handle, message)
+            return
         self.handle.tell(message)
 
     def on_receive(self, message: Any) -> Any:
+        if type(message) is Bundle:
+            # held messages from a pool's outbox, each counted in flight on its own
+            for inner in message.messages:
+                self.on_receive(inner)
+            return None
         if type(message) is Periodic:
             message.entry.queued = False
             message = message.message
@@ -241,6 +277,8 @@ class KorralActor(pykka.Actor):
                 log.error("%s: no handler for %r", self.name, message)
                 return None
             self._handlers[type(message)] = handler
+        timed = self.tracker.handler_seconds is not None
+        started = time.thread_time() if timed else 0.0
         try:
             return handler(message)
         except Exception as error:
@@ -248,6 +286,8 @@ class KorralActor(pykka.Actor):
             log.exception("%s: handling %s failed", self.name, type(message).__name__)
             return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
         finally:
+            if timed:
+                self.tracker.handled(type(message).__name__, time.thread_time() - started)
             self.tracker.done(self.handle.actor_id)
 
     def on_stop(self) -> None:

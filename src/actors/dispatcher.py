@@ -30,6 +30,7 @@ class CallbackDispatcher(ThreadedActor):
         # queued here is dropped, not delivered to an RM that is gone
         self.closed = closed
         self.failures = 0
+        self.missing: set[str] = set()
         # sees everything the core delivers to this RM (the core's metrics and event log)
         self.observer = observer
 
@@ -43,6 +44,10 @@ class CallbackDispatcher(ThreadedActor):
                 log.exception("%s: observing %s failed", self.name, message.method)
         method = getattr(self.callback, message.method, None)
         if method is None:
+            # an RM callback that is not a ResourceManagerCallback and lacks this method: said once
+            if message.method not in self.missing:
+                self.missing.add(message.method)
+                log.warning("%s: the RM callback has no %s: not delivered", self.name, message.method)
             return
         try:
             method(message.argument)

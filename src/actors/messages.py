@@ -13,6 +13,7 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
+from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 
 frozen = attrs.frozen(slots=True, kw_only=True)
@@ -261,6 +262,17 @@ class TimeoutsDue:
     """Timer -> application: a deadline of the application (placeholder or execution timeout) is due."""
 
 
+@frozen
+class ViewOps:
+    """Application -> scheduler: changes to apply to the view, in the order they happened (the
+    operations are typed, see ``korral.model.view_ops``)."""
+
+    application_id: str
+    ops: tuple[ViewOp, ...]
+    # the incarnation they are about (an id removed and added again is a new one); None: the current
+    app: Any = None  # Handle
+
+
 # ---- owners -> queues -----------------------------------------------------------------------------------
 
 
@@ -277,19 +289,117 @@ class QueueUsage:
 
 @frozen
 class Snapshot:
-    """Ask an actor for a consistent snapshot of what it owns."""
+    """Ask an owner (queue, application, node) or the scheduler for a consistent snapshot of what it
+    owns. A partition is asked with the typed queries below."""
 
-    detail: str = ""
+
+# ---- queries: what korral.Core asks a partition, each answered with korral.info snapshots ------------
+
+
+@frozen
+class PartitionQuery:
+    """Base of the read-only questions a partition answers (never changes scheduling state)."""
+
+
+@frozen
+class PartitionSummary(PartitionQuery):
+    """-> PartitionInfo"""
+
+
+@frozen
+class QueueQuery(PartitionQuery):
+    """-> QueueInfo | None, with the queue's usage asked of it (ordered after what it was sent)."""
+
+    path: str
+
+
+@frozen
+class QueueTreeQuery(PartitionQuery):
+    """-> list[QueueInfo], parents first, with the usage each queue last published."""
+
+
+@frozen
+class ApplicationQuery(PartitionQuery):
+    """-> ApplicationInfo | None (a completed one as it left)."""
+
+    application_id: str
+
+
+@frozen
+class ApplicationsQuery(PartitionQuery):
+    """-> list[ApplicationInfo] of the partition's live applications."""
+
+
+@frozen
+class CompletedApplicationsQuery(PartitionQuery):
+    """-> list[ApplicationInfo] of the applications that completed and left."""
+
+
+@frozen
+class NodeQuery(PartitionQuery):
+    """-> NodeInfo | None"""
+
+    node_id: str
+
+
+@frozen
+class NodesQuery(PartitionQuery):
+    """-> list[NodeInfo]"""
+
+
+@frozen
+class SchedulerStatsQuery(PartitionQuery):
+    """-> dict of the partition's scheduler counters."""
+
+
+@frozen
+class UserUsageQuery(PartitionQuery):
+    """-> UserUsageInfo | None"""
+
+    user: str
+
+
+@frozen
+class GroupUsageQuery(PartitionQuery):
+    """-> GroupUsageInfo | None"""
+
+    group: str
+
+
+@frozen
+class UsersUsageQuery(PartitionQuery):
+    """-> list[UserUsageInfo] of every user with an application in the partition, by name."""
+
+
+@frozen
+class GroupsUsageQuery(PartitionQuery):
+    """-> list[GroupUsageInfo] of every group usage is tracked for (a group limit applies), by name."""
 
 
 # ---- callbacks -----------------------------------------------------------------------------------------
 
 
+# the RM callback's methods that the core calls (``ResourceManagerCallback``) other than predicates,
+# which the scheduler calls itself and waits on
+CALLBACK_METHODS = frozenset(
+    {
+        "update_allocation",
+        "update_application",
+        "update_node",
+        "send_event",
+        "update_container_scheduling_state",
+    }
+)
+
+
 @frozen
 class Deliver:
-    """-> dispatcher: call one RM callback method with one argument."""
+    """-> dispatcher: call one RM callback method with one argument.
 
-    method: str
+    A method that is not one of ``CALLBACK_METHODS`` (a misspelling) fails where the message is built,
+    rather than being dropped unseen by the dispatcher."""
+
+    method: str = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
     argument: Any
 
 

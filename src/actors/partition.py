@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.application import AppFinished, ApplicationActor, ViewOps
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor, start_pool
+from korral.actors.application import AppFinished, ApplicationActor
+from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, Tracker, start_actor, start_pool
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -32,6 +32,7 @@ from korral.actors.messages import (
     NodeGone,
     NodeReservations,
     NodeSpec,
+    PartitionQuery,
     QueueCreated,
     QueuesRemoved,
     RecoverAllocations,
@@ -47,10 +48,12 @@ from korral.actors.messages import (
     StopPartition,
     Tick,
     UpdateNode,
+    ViewOps,
 )
 from korral.actors.node import NodeActor
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
+from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
@@ -62,6 +65,7 @@ from korral.model import resource as res
 from korral.model.app_owner import owner_copy
 from korral.model.application import Application
 from korral.model.partition import ModelError, UnscheduledPartition
+from korral.model.view_ops import AdoptRecovered
 
 
 @attrs.frozen(slots=True)
@@ -72,6 +76,18 @@ class CleanupQueues:
 @attrs.frozen(slots=True)
 class RetireTombstones:
     """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
+
+
+@attrs.frozen(slots=True)
+class PublishQueueTree:
+    """Partition -> itself: publish the queue tree's structure on the board, once per burst of changes."""
+
+
+# messages that never change the queue tree (what a queue is, its limits, its applications): no new
+# publication after them, nor after a query (PartitionQuery). Anything else may, and is followed by one.
+TREE_UNCHANGED: frozenset[type] = frozenset(
+    {PublishQueueTree, RetireTombstones, NodeReservations, RecoveredGone, RouteAllocationRequest}
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -105,8 +121,12 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         timer: TimerService,
         settings: PartitionSettings,
         events: bool = False,
+        queue_board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
+        # the queue tree for readers that must not wait on this actor (QueueBoard)
+        self.queue_board = queue_board if queue_board is not None else QueueBoard()
+        self._tree_publish_queued = False
         self.events = events
         self._records: list[si.EventRecord] = []
         self.rm_id = rm_id
@@ -145,12 +165,13 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         self.completed: dict[str, ApplicationInfo] = {}
         # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
-        self.published_usage: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        self.published_usage = self.queue_board.usage
         # node -> the application holding a reservation on it, as the scheduler last told
         self.node_reservations: dict[str, str] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
+        self._publish_queue_tree()
         timer.every(settings.scheduling_interval, self.scheduler, Tick())
         timer.every(settings.queue_cleanup_interval, self.handle, CleanupQueues())
         timer.every(1.0, self.handle, RetireTombstones())
@@ -191,6 +212,31 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         for path, queue in self.registry.queues.items():
             self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
             self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+
+    def on_receive(self, message: Any) -> Any:
+        try:
+            return super().on_receive(message)
+        finally:
+            # whatever may have changed the queue tree is published once its burst has been handled
+            kind = type(message.message if type(message) is Periodic else message)
+            if (
+                not self._tree_publish_queued
+                and kind not in TREE_UNCHANGED
+                and not issubclass(kind, PartitionQuery)
+            ):
+                self._tree_publish_queued = True
+                self.kick(PublishQueueTree())
+
+    def on_PublishQueueTree(self, message: PublishQueueTree) -> None:
+        self._tree_publish_queued = False
+        self._publish_queue_tree()
+
+    def _publish_queue_tree(self) -> None:
+        """Every queue's structure on the board (usage left empty: each queue publishes its own)."""
+        self.registry.refresh_limits()
+        self.queue_board.structure = tuple(
+            self._describe_queue(path, {}, {}) for path in sorted(self.registry.queues) if path in self.queues
+        )
 
     def _node_metric(self, previous: str | None, state: str | None) -> None:
         if self.metrics is not None:
@@ -287,7 +333,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 self.scheduler.tell(NodeAdded(spec=attrs.evolve(spec, schedulable=False), node=handle))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
-                        ViewOps(application_id=app_id, ops=tuple(("recover", a) for a in allocations))
+                        ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
                     )
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
@@ -350,6 +396,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             if handle is None:
                 continue
             self.registry.remove_application(remove.application_id)
+            self.queue_board.app_states.pop(remove.application_id, None)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
@@ -373,6 +420,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             pool=self.pool,
             events=self.events,
             metrics=self.metrics,
+            app_states=self.queue_board.app_states,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -406,6 +454,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             return
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
+        self.queue_board.app_states.pop(message.application_id, None)
         self.completed[message.application_id] = message.info
         self._bury(handle)
 

@@ -11,7 +11,23 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from korral.actors.base import Handle
-from korral.actors.messages import Snapshot
+from korral.actors.messages import (
+    ApplicationQuery,
+    ApplicationsQuery,
+    CompletedApplicationsQuery,
+    GroupsUsageQuery,
+    GroupUsageQuery,
+    NodeQuery,
+    NodesQuery,
+    PartitionSummary,
+    QueueQuery,
+    QueueTreeQuery,
+    SchedulerStatsQuery,
+    Snapshot,
+    UsersUsageQuery,
+    UserUsageQuery,
+)
+from korral.actors.queue_board import QueueBoard
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -27,7 +43,7 @@ from korral.model.ugm import AppUsage
 
 
 class PartitionQueries:
-    """Answers ``Snapshot`` for ``PartitionActor``, whose fields these are."""
+    """Answers the typed ``PartitionQuery`` messages for ``PartitionActor``, whose fields these are."""
 
     name: str
     rm_id: str
@@ -38,51 +54,73 @@ class PartitionQueries:
     nodes: dict[str, Handle]
     completed: dict[str, ApplicationInfo]
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
+    queue_board: QueueBoard
+    _tree_publish_queued: bool
     node_reservations: dict[str, str]
 
     if TYPE_CHECKING:  # KorralActor's
 
         def ask(self, target: Handle, message: Any, timeout: float = ...) -> Any: ...
 
+        def _publish_queue_tree(self) -> None: ...
+
     # ---- queries -----------------------------------------------------------------------------------
 
-    def on_Snapshot(self, message: Snapshot) -> Any:
-        kind, _, key = message.detail.partition(":")
-        if kind == "partition":
-            return self._partition_info()
-        if kind == "queue":
-            return self._queue_info(key)
-        if kind == "app":
-            return self._app_info(key)
-        if kind == "apps":
-            return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
-        if kind == "node":
-            return self._node_info(key)
-        if kind == "queues":
-            return self._queue_infos()
-        if kind == "completed":
-            return list(self.completed.values())
-        if kind == "nodes":
-            return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
-        if kind == "scheduler":
-            return self.ask(self.scheduler, Snapshot(detail=""))
-        if kind in ("user", "group"):
-            return self._user_group_info(kind, key)
-        raise ValueError(f"unknown snapshot {message.detail!r}")
+    def on_PartitionSummary(self, message: PartitionSummary) -> PartitionInfo:
+        return self._partition_info()
 
-    def _user_group_info(self, kind: str, name: str) -> UserUsageInfo | GroupUsageInfo | None:
+    def on_QueueQuery(self, message: QueueQuery) -> QueueInfo | None:
+        return self._queue_info(message.path)
+
+    def on_QueueTreeQuery(self, message: QueueTreeQuery) -> list[QueueInfo]:
+        return self._queue_infos()
+
+    def on_ApplicationQuery(self, message: ApplicationQuery) -> ApplicationInfo | None:
+        return self._app_info(message.application_id)
+
+    def on_ApplicationsQuery(self, message: ApplicationsQuery) -> list[ApplicationInfo]:
+        return [info for app_id in list(self.apps) if (info := self._app_info(app_id)) is not None]
+
+    def on_CompletedApplicationsQuery(self, message: CompletedApplicationsQuery) -> list[ApplicationInfo]:
+        return list(self.completed.values())
+
+    def on_NodeQuery(self, message: NodeQuery) -> NodeInfo | None:
+        return self._node_info(message.node_id)
+
+    def on_NodesQuery(self, message: NodesQuery) -> list[NodeInfo]:
+        return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
+
+    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> Any:
+        return self.ask(self.scheduler, Snapshot())
+
+    def on_UserUsageQuery(self, message: UserUsageQuery) -> UserUsageInfo | None:
+        infos = self._usage_infos("user", message.user) if message.user else []
+        return infos[0] if infos else None  # type: ignore[return-value]
+
+    def on_GroupUsageQuery(self, message: GroupUsageQuery) -> GroupUsageInfo | None:
+        infos = self._usage_infos("group", message.group) if message.group else []
+        return infos[0] if infos else None  # type: ignore[return-value]
+
+    def on_UsersUsageQuery(self, message: UsersUsageQuery) -> list[UserUsageInfo]:
+        return self._usage_infos("user")  # type: ignore[return-value]
+
+    def on_GroupsUsageQuery(self, message: GroupsUsageQuery) -> list[GroupUsageInfo]:
+        return self._usage_infos("group")  # type: ignore[return-value]
+
+    def _usage_infos(self, kind: str, only: str | None = None) -> list[UserUsageInfo | GroupUsageInfo]:
         """User or group usage as the applications' owners hold it (confirmed allocations), with the
-        limits that apply. The scheduler's view keeps its own count for its decisions (proposals
-        included); asking it here would wait on a scheduler that may be inside the RM's predicates."""
-        if not name:
-            return None
-        reported = []
+        limits that apply: of ``only``, or of every user (group) by name. A group is tracked where a
+        group limit applies to it (the application's limit group). The scheduler's view keeps its own
+        count for its decisions (proposals included); asking it here would wait on a scheduler that
+        may be inside the RM's predicates."""
+        reported: dict[str, list[AppUsage]] = {}
         for app in list(self.registry.applications.values()):
-            if (app.user if kind == "user" else app.limit_group) != name:
+            name = app.user if kind == "user" else app.limit_group
+            if not name or (only is not None and name != only):
                 continue
             info = self._app_info(app.application_id)
             if info is not None:
-                reported.append(
+                reported.setdefault(name, []).append(
                     AppUsage(
                         application_id=app.application_id,
                         queue_path=app.queue_path,
@@ -90,12 +128,16 @@ class PartitionQueries:
                         running=bool(info.allocations),
                     )
                 )
-        rows = self.registry.ugm.usage_rows(kind, name, reported)
-        if rows is None:
-            return None
-        if kind == "user":
-            return UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows))
-        return GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows))
+        infos: list[UserUsageInfo | GroupUsageInfo] = []
+        for name in sorted(reported):
+            rows = self.registry.ugm.usage_rows(kind, name, reported[name])
+            if rows is None:
+                continue
+            if kind == "user":
+                infos.append(UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows)))
+            else:
+                infos.append(GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows)))
+        return infos
 
     def _partition_info(self) -> PartitionInfo:
         root = self.queues.get("root")
@@ -119,7 +161,11 @@ class PartitionQueries:
             return None
         self.registry.refresh_limits()
         allocated, pending = self.ask(handle, Snapshot())
-        return self._describe_queue(path, allocated, pending)
+        if self._tree_publish_queued:
+            self._publish_queue_tree()
+        board = self.queue_board
+        running = board.running_applications(board.structure).get(path, 0)
+        return attrs.evolve(self._describe_queue(path, allocated, pending), running_applications=running)
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]
@@ -143,13 +189,9 @@ class PartitionQueries:
     def _queue_infos(self) -> list[QueueInfo]:
         """Every queue, parents first, with the usage each queue last published: no queue is asked, so
         the answer does not wait behind the scheduling traffic on the partition's pool."""
-        self.registry.refresh_limits()
-        published = self.published_usage
-        return [
-            self._describe_queue(path, *published.get(path, ({}, {})))
-            for path in sorted(self.registry.queues)
-            if path in self.queues
-        ]
+        if self._tree_publish_queued:
+            self._publish_queue_tree()  # asked before the burst's publication: up to date all the same
+        return self.queue_board.queues()
 
     def _app_info(self, application_id: str) -> ApplicationInfo | None:
         handle = self.apps.get(application_id)

@@ -23,7 +23,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 
 from korral.actors.base import Handle, HandlerError, Rank, RankViolation, Tracker, in_predicates
-from korral.actors.messages import ApplyConfig, Snapshot, StopPartition
+from korral.actors.messages import ApplyConfig, PartitionQuery, SchedulerStatsQuery, StopPartition
 from korral.actors.ray_host import PredicatesCall
 from korral.actors.ray_ledger import ROUTED, Ledger, loss_notices, refusal
 from korral.actors.ray_predicates import answer_predicates
@@ -113,7 +113,7 @@ class RayPartition:
             )
         if self.lost.is_set():
             return self._lost_answer(message)
-        if type(message) is Snapshot and message.detail == "scheduler" and in_predicates():
+        if type(message) is SchedulerStatsQuery and in_predicates():
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         answer: Future = Future()
         with self._lock:
@@ -294,7 +294,7 @@ class RayPartition:
             log.warning("%s: %s dropped: %s", self.name, type(message).__name__, reason)
 
     def _lost_answer(self, message: Any) -> Any:
-        if type(message) is Snapshot or type(message) is StopPartition:
+        if isinstance(message, PartitionQuery) or type(message) is StopPartition:
             return None  # a lost partition reads as absent until its RM re-registers
         return HandlerError(self.loss_reason)
 

@@ -24,6 +24,7 @@ from korral.actors.messages import (
     StopPartition,
 )
 from korral.actors.partition import PartitionActor, PartitionSettings
+from korral.actors.queue_board import QueueBoard
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
@@ -83,6 +84,7 @@ class RegisteredRM:
     # set when the registration ends: from then on nothing calls this RM's callback object again
     closed: threading.Event
     partitions: dict[str, Handle] = attrs.Factory(dict)
+    queue_boards: dict[str, QueueBoard] = attrs.Factory(dict)
 
 
 class PartitionBoard:
@@ -93,6 +95,10 @@ class PartitionBoard:
 
     def __init__(self) -> None:
         self.handles: Mapping[str, Handle] = MappingProxyType({})
+        # each partition's queue tree as its actors publish it (partitions in this process only)
+        self.queue_boards: Mapping[str, QueueBoard] = MappingProxyType({})
+        # the configuration each registered RM runs, by rm_id
+        self.configs: Mapping[str, SchedulerConfig] = MappingProxyType({})
 
 
 class RMProxyActor(ThreadedActor):
@@ -119,6 +125,10 @@ class RMProxyActor(ThreadedActor):
         self.board.handles = MappingProxyType(
             {name: handle for rm in self.rms.values() for name, handle in rm.partitions.items()}
         )
+        self.board.queue_boards = MappingProxyType(
+            {name: board for rm in self.rms.values() for name, board in rm.queue_boards.items()}
+        )
+        self.board.configs = MappingProxyType({rm_id: rm.config for rm_id, rm in self.rms.items()})
 
     # ---- registration and configuration ------------------------------------------------------------
 
@@ -171,6 +181,7 @@ class RMProxyActor(ThreadedActor):
                 dispatcher=rm.dispatcher,
             )
             return
+        queue_board = rm.queue_boards[name] = QueueBoard()
         rm.partitions[name] = start_actor(
             PartitionActor,
             self.tracker,
@@ -183,6 +194,7 @@ class RMProxyActor(ThreadedActor):
             timer=self.timer,
             settings=self.settings,
             events=type(rm.callback).send_event is not ResourceManagerCallback.send_event,
+            queue_board=queue_board,
         )
 
     def _stop_partition(self, handle: Handle) -> None:
@@ -235,6 +247,7 @@ class RMProxyActor(ThreadedActor):
             if name not in wanted:
                 self._stop_partition(handle)
                 del rm.partitions[name]
+                rm.queue_boards.pop(name, None)
         for name, partition_config in wanted.items():
             handle = rm.partitions.get(name)
             if handle is None:

@@ -15,14 +15,17 @@ queues) only ``tell``; ``KorralActor.ask`` refuses an ask inside one pool.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import threading
+import uuid
 from collections import deque
 from typing import Any
 
 import pykka
 from pykka import ActorDeadError, ActorRegistry, messages
+from pykka._envelope import Envelope
 
 log = logging.getLogger("korral.runtime")
 
@@ -32,6 +35,91 @@ _PYKKA_MESSAGES = frozenset(
 
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64
+# Slices a worker runs before it delivers what its actors sent meanwhile, if it is not idle before.
+FLUSH_AFTER_SLICES = 128
+
+
+class Bundle:
+    """Several messages for one actor in one envelope, handled one after the other in their order:
+    what a pool's actors sent that actor during one run of the worker (see ``Outbox``)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: tuple[Any, ...]) -> None:
+        self.messages = messages
+
+    def __repr__(self) -> str:
+        return f"Bundle({len(self.messages)} messages)"
+
+
+class Outbox:
+    """What a pool's actors send, held on the worker until it has run its ready actors, then delivered
+    as one envelope per receiver (a ``Bundle`` when there are several).
+
+    A thousand node actors confirming placements of one application then wake it once, not a thousand
+    times. Order is kept per receiver, and every tell of the worker's thread goes through here, so a
+    sender's messages still reach each receiver in the order sent. A held message counts as in flight
+    for its receiver (``Tracker``), so a retiring receiver cannot stop before it has arrived; a receiver
+    already stopped refuses the tell at once, as a direct tell would.
+    """
+
+    __slots__ = ("_due", "_held")
+
+    def __init__(self) -> None:
+        # receiver's actor id -> (its handle, the messages held for it, in order)
+        self._held: dict[int, tuple[Any, list[Any]]] = {}
+        # (actor, message) an actor of the pool sent itself to act once the run is over ("flush
+        # what this burst produced"): handled by a direct call at the end of the run, not a mailbox
+        # round trip through another run
+        self._due: list[tuple[PooledActor, Any, Any]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._held) or bool(self._due)
+
+    def at_end(self, actor: PooledActor, handle: Any, message: Any) -> None:
+        """``actor`` handles ``message`` once the worker's run is over (a self-tell, coalescing a burst)."""
+        handle._tracker.held(handle.actor_id)
+        self._due.append((actor, handle, message))
+
+    def hold(self, handle: Any, message: Any) -> bool:
+        if handle.ref.actor_stopped.is_set():
+            return False
+        handle._tracker.held(handle.actor_id)
+        entry = self._held.get(handle.actor_id)
+        if entry is None:
+            self._held[handle.actor_id] = (handle, [message])
+        else:
+            entry[1].append(message)
+        return True
+
+    def flush(self) -> None:
+        while self._held or self._due:
+            due, self._due = self._due, []
+            for actor, handle, message in due:
+                if actor.actor_stopped.is_set():
+                    handle._tracker.done(handle.actor_id)
+                    continue
+                # the worker runs no actor now: handling it here keeps one message at a time per actor
+                actor._handle_envelope(Envelope(message))
+            held, self._held = self._held, {}
+            for handle, queued in held.values():
+                tracker = handle._tracker
+                ref = handle.ref
+                if ref.actor_stopped.is_set():
+                    # stopped the hard way meanwhile (its partition stopped): nobody handles them
+                    for _ in queued:
+                        tracker.done(handle.actor_id)
+                    continue
+                tracker.woken()
+                ref.actor_inbox.put(Envelope(queued[0] if len(queued) == 1 else Bundle(tuple(queued))))
+
+
+class _Worker(threading.local):
+    outbox: Outbox | None = None
+
+
+# the outbox of the pool worker running on this thread; None on any other thread
+worker = _Worker()
 
 
 class ActorPool:
@@ -64,14 +152,22 @@ class ActorPool:
 
     def _run(self) -> None:
         ready = self._ready
+        worker.outbox = outbox = Outbox()
+        slices = 0
         while True:
+            # deliver what the actors sent before going idle (or after a long run of slices)
+            if outbox and (not ready or slices >= FLUSH_AFTER_SLICES):
+                slices = 0
+                outbox.flush()
             with self._wake:
                 while not ready and not self._stopped:
                     self._wake.wait()
                 if self._stopped and not ready:
-                    return
+                    break
                 actor = ready.popleft()
             actor._run_slice()
+            slices += 1
+        outbox.flush()
 
 
 class PooledInbox:
@@ -121,11 +217,24 @@ class PooledInbox:
             self._actor.pool.schedule(self._actor)
 
 
+# Pooled actors' URNs: a random uuid's first 20 hex digits, then a serial number. pykka draws a fresh
+# uuid4 per actor, a read of the OS's random source (~10 µs here), for each of thousands of nodes.
+_URN_PREFIX = uuid.uuid4().urn[:-12]
+_URN_SERIAL = itertools.count()
+
+
 class PooledActor(pykka.Actor):
     """A pykka actor whose mailbox is served by an ``ActorPool`` instead of its own thread."""
 
     pool: ActorPool
     _started = False
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        # pykka.Actor.__init__, with a URN that is unique without a random read per actor
+        self.actor_urn = f"{_URN_PREFIX}{next(_URN_SERIAL):012x}"
+        self.actor_inbox = self._create_actor_inbox()
+        self.actor_stopped = threading.Event()
+        self._actor_ref = pykka.ActorRef(self)
 
     @staticmethod
     def _create_actor_inbox() -> Any:

@@ -33,13 +33,23 @@ from korral.actors.messages import (
     SchedulerDone,
     Snapshot,
     Tick,
+    ViewOps,
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import resource as res
-from korral.model.allocation import Allocation
-from korral.model.app_owner import build_ask
+from korral.model.allocation import Allocation, Ask
 from korral.model.view import SchedulingView
+from korral.model.view_ops import (
+    AdoptRecovered,
+    DropAsk,
+    Forget,
+    MarkReleasing,
+    PutAsk,
+    RollBack,
+    Swap,
+    UndoReplacement,
+)
 
 # A batch of cycles ends when nothing more fits, or after a time budget. The budget starts short (new
 # asks are placed within milliseconds at light load) and doubles while batches keep being cut short,
@@ -226,38 +236,40 @@ class SchedulerActor(ThreadedActor):
         self.view.discard_application(message.application_id)
         self._wake()
 
-    def on_ViewOps(self, message: Any) -> None:
+    def on_ViewOps(self, message: ViewOps) -> None:
         if self._stale(message.application_id, message.app):
             return
         view = self.view
-        now = self.clock()
-        new_asks: list[Any] = []
-        for operation, payload in message.ops:
-            if operation == "put_ask":
-                request, generation = payload
-                new_asks.append(build_ask(request, create_seq=0, now=now, generation=generation))
+        application_id = message.application_id
+        new_asks: list[Ask] = []
+        for op in message.ops:
+            kind = type(op)
+            if kind is PutAsk:
+                new_asks.append(op.ask)  # the owner's copy: the view takes it over
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
                 new_asks = []
-            if operation == "drop_ask":
-                view.drop_ask(message.application_id, payload[0], payload[1])
-            elif operation == "rollback":
-                view.rollback(payload)
+            if kind is DropAsk:
+                view.drop_ask(application_id, op.allocation_key, op.generation)
+            elif kind is RollBack:
+                view.rollback(op.allocation)
                 self.rollbacks += 1
-            elif operation == "forget":
-                view.forget_allocation(payload)
-            elif operation == "recover":
+            elif kind is Forget:
+                view.forget_allocation(op.allocation)
+            elif kind is AdoptRecovered:
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
-                view.adopt_recovered(payload)
-            elif operation == "unreplace":
-                view.undo_replacement(payload)
+                view.adopt_recovered(op.allocation)
+            elif kind is UndoReplacement:
+                view.undo_replacement(op.allocation)
                 self.rollbacks += 1
-            elif operation == "swap":
-                view.swap(message.application_id, payload[0], payload[1])
-            elif operation == "releasing":
-                view.mark_releasing(message.application_id, payload[0], payload[1])
+            elif kind is Swap:
+                view.swap(application_id, op.placeholder_uuid, op.real)
+            elif kind is MarkReleasing:
+                view.mark_releasing(application_id, op.uuid, op.termination)
+            else:
+                raise TypeError(f"unknown view operation {op!r}")
         if new_asks:
             view.put_asks(new_asks)
         self._wake()

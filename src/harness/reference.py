@@ -189,39 +189,34 @@ class ReferenceScheduler:
     def update_allocation(self, request: si.AllocationRequest) -> si.AllocationResponse:
         rejected: list[si.RejectedAllocationAsk] = []
         released: list[si.AllocationRelease] = []
-        for ask in request.asks:
-            partition = self.partition(ask.partition_name)
-            if partition is None:
+        # consecutive asks of one partition go in as one batch (one re-key per application)
+        run: list[si.AllocationAsk] = []
+        run_partition: PartitionModel | None = None
+        run_name: str | None = None
+        for ask in [*request.asks, None]:
+            if ask is not None and run_partition is not None and ask.partition_name == run_name:
+                run.append(ask)
+                continue
+            if run_partition is not None and run:
+                for refused, reason in run_partition.add_si_asks(run):
+                    rejected.append(
+                        si.RejectedAllocationAsk(
+                            allocation_key=refused.allocation_key,
+                            application_id=refused.application_id,
+                            reason=reason,
+                        )
+                    )
+            if ask is None:
+                break
+            run, run_name = [ask], ask.partition_name
+            run_partition = self.partition(ask.partition_name)
+            if run_partition is None:
+                run = []
                 rejected.append(
                     si.RejectedAllocationAsk(
                         allocation_key=ask.allocation_key,
                         application_id=ask.application_id,
                         reason=f"partition {ask.partition_name} not found",
-                    )
-                )
-                continue
-            policy = ask.preemption_policy or si.PreemptionPolicy()
-            try:
-                partition.add_ask(
-                    ask.application_id,
-                    ask.allocation_key,
-                    ask.resource_ask,
-                    max_allocations=ask.max_allocations,
-                    priority=ask.priority,
-                    tags=ask.tags,
-                    placeholder=ask.placeholder,
-                    task_group_name=ask.task_group_name,
-                    originator=ask.originator,
-                    allow_preempt_self=policy.allow_preempt_self,
-                    allow_preempt_other=policy.allow_preempt_other,
-                    execution_timeout_ms=ask.execution_timeout_milliseconds,
-                )
-            except ModelError as error:
-                rejected.append(
-                    si.RejectedAllocationAsk(
-                        allocation_key=ask.allocation_key,
-                        application_id=ask.application_id,
-                        reason=str(error),
                     )
                 )
         releases = request.releases or si.AllocationReleasesRequest()

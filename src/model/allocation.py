@@ -109,6 +109,31 @@ class Ask:
         # monotonic time of the first failed attempt to fit any node; None while it has not failed
         self.failed_since: float | None = None
 
+    def copy(self) -> Ask:
+        """An independent copy (the scheduler's view keeps its own count of what is pending)."""
+        twin = Ask.__new__(Ask)
+        twin.allocated_count = self.allocated_count
+        twin.allocation_key = self.allocation_key
+        twin.allow_preempt_other = self.allow_preempt_other
+        twin.allow_preempt_self = self.allow_preempt_self
+        twin.application_id = self.application_id
+        twin.create_seq = self.create_seq
+        twin.create_time = self.create_time
+        twin.execution_timeout_ms = self.execution_timeout_ms
+        twin.failed_since = self.failed_since
+        twin.generation = self.generation
+        twin.max_allocations = self.max_allocations
+        twin.originator = self.originator
+        twin.pending = self.pending
+        twin.placeholder = self.placeholder
+        twin.priority = self.priority
+        twin.resource = self.resource
+        twin.resource_items = self.resource_items
+        twin.shape = self.shape
+        twin.tags = self.tags
+        twin.task_group_name = self.task_group_name
+        return twin
+
     @property
     def sort_key(self) -> tuple[int, int]:
         """Request ordering: highest priority first, then oldest first."""

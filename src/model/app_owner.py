@@ -12,7 +12,6 @@ node must free it again and the scheduler's view must undo it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
@@ -27,6 +26,17 @@ from korral.model.application import (
     advance_for_recovery,
 )
 from korral.model.resource import Resource
+from korral.model.view_ops import (
+    AdoptRecovered,
+    DropAsk,
+    Forget,
+    MarkReleasing,
+    PutAsk,
+    RollBack,
+    Swap,
+    UndoReplacement,
+    ViewOp,
+)
 
 LIVE_FOR_ASKS = frozenset(
     {
@@ -100,8 +110,7 @@ class AppEffects:
     """What operations on the owner require others to learn; one accumulates a whole burst.
 
     ``view_ops`` keeps the changes for the scheduler's view in the order they happened (a recovery
-    followed by its release must reach the view in that order): ("put_ask", (si ask, generation)),
-    ("drop_ask", (key, generation)), ("rollback" | "forget" | "recover", allocation).
+    followed by its release must reach the view in that order).
     """
 
     new_allocations: list[Allocation] = attrs.Factory(list)
@@ -110,7 +119,7 @@ class AppEffects:
     state_changes: list[tuple[str, float]] = attrs.Factory(list)
     allocated_delta: Resource = attrs.Factory(dict)
     pending_delta: Resource = attrs.Factory(dict)
-    view_ops: list[tuple[str, Any]] = attrs.Factory(list)
+    view_ops: list[ViewOp] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
     recover_on_node: list[Allocation] = attrs.Factory(list)
     # uuids of recovered allocations no longer live here (released, or refused): the partition
@@ -207,7 +216,7 @@ class ApplicationOwner:
             app.add_ask(ask)
             for name, quantity in ask.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
-            view_op(("put_ask", (request, ask.generation)))
+            view_op(PutAsk(ask.copy()))
             if app.state in _RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
@@ -230,7 +239,7 @@ class ApplicationOwner:
                 continue
             if ask.pending > 0:
                 res.sub_into(effects.pending_delta, ask.resource, ask.pending)
-            effects.view_ops.append(("drop_ask", (key, ask.generation)))
+            effects.view_ops.append(DropAsk(key, ask.generation))
         if complete:
             self._maybe_complete(now, effects)
         return effects
@@ -256,7 +265,7 @@ class ApplicationOwner:
                 or app.state not in LIVE_FOR_ASKS
             ):
                 effects.free_on_node.setdefault(node_id, []).append(allocation.uuid)
-                effects.view_ops.append(("rollback", allocation))
+                effects.view_ops.append(RollBack(allocation))
                 continue
             app.book(ask, allocation)
             for name, quantity in allocation.resource.items():
@@ -291,7 +300,7 @@ class ApplicationOwner:
             or real.replaces in app.releasing
             or not res.fits_in(real.resource, placeholder.resource)
         ):
-            effects.view_ops.append(("unreplace", real))
+            effects.view_ops.append(UndoReplacement(real))
             return effects
         app.take_pending(ask)
         res.sub_into(effects.pending_delta, ask.resource)
@@ -323,7 +332,7 @@ class ApplicationOwner:
                 app.after_booking(allocation, 0, now)
             res.add_into(effects.allocated_delta, allocation.resource)
             effects.new_allocations.append(allocation)
-            effects.view_ops.append(("recover", allocation))
+            effects.view_ops.append(AdoptRecovered(allocation))
             effects.recover_on_node.append(allocation)
             recovered += 1
         if recovered:
@@ -351,7 +360,7 @@ class ApplicationOwner:
             effects.recovered_gone.append(uuid)
         if report:
             effects.released.append((allocation, termination, message))
-        effects.view_ops.append(("forget", allocation))  # the view undoes a waiting replacement itself
+        effects.view_ops.append(Forget(allocation))  # the view undoes a waiting replacement itself
         if free_node:
             effects.free_on_node.setdefault(allocation.node_id, []).append(uuid)
         real = app.drop_replacement(uuid) if app.replacements else None
@@ -372,7 +381,7 @@ class ApplicationOwner:
         res.sub_into(effects.allocated_delta, placeholder.resource)
         res.add_into(effects.allocated_delta, real.resource)
         effects.swap_on_node.append((placeholder_uuid, real))
-        effects.view_ops.append(("swap", (placeholder_uuid, real)))
+        effects.view_ops.append(Swap(placeholder_uuid, real))
         effects.new_allocations.append(real)
         if app.state is ApplicationState.ACCEPTED or app.state is ApplicationState.STARTING:
             advance_after_allocation(app, False, lambda: self._transition(ApplicationEvent.RUN, now, effects))
@@ -420,7 +429,7 @@ class ApplicationOwner:
         for allocation in plan.release:
             if app.mark_releasing(allocation.uuid, si.TerminationType.TIMEOUT) is not None:
                 effects.released.append((allocation, si.TerminationType.TIMEOUT, plan.reason))
-                effects.view_ops.append(("releasing", (allocation.uuid, int(si.TerminationType.TIMEOUT))))
+                effects.view_ops.append(MarkReleasing(allocation.uuid, int(si.TerminationType.TIMEOUT)))
         removed = [key for key in plan.remove_asks if key in app.asks]
         if removed:
             self.remove_asks(removed, now, effects, complete=False)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
-from korral.model.app_owner import ask_rejection
+from korral.model.app_owner import ask_rejection, build_ask
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
 from korral.model.queue import SORT_FIFO, Queue, QueueState
@@ -293,6 +293,34 @@ class PartitionApplications(PartitionRegistry):
         self._insert_ask(app, queue, ask)
         queue.update_app(app)
         return ask
+
+    def add_si_asks(self, requests: Iterable[si.AllocationAsk]) -> list[tuple[si.AllocationAsk, str]]:
+        """Add or replace the SI asks of one request, in order, each as ``add_ask`` would; every
+        application touched is re-keyed in its queue once, not once per ask. Returns the rejected ones
+        with their reasons."""
+        rejected: list[tuple[si.AllocationAsk, str]] = []
+        touched: dict[str, tuple[Application, Resource]] = {}
+        now = self.clock()
+        for request in requests:
+            app_id = request.application_id
+            entry = touched.get(app_id)
+            app = entry[0] if entry is not None else self.applications.get(app_id)
+            if app is None:
+                rejected.append((request, f"failed to find application {app_id}"))
+                continue
+            reason = ask_rejection(app, request.allocation_key, request.resource_ask, request.max_allocations)
+            if reason:
+                rejected.append((request, reason))
+                continue
+            if entry is None:
+                entry = touched[app_id] = (app, {})
+            ask = build_ask(request, create_seq=next(self._ask_seq), now=now)
+            self._insert_ask(app, self.queues[app.queue_path], ask, entry[1])
+        for app, pending in touched.values():
+            queue = self.queues[app.queue_path]
+            queue.add_pending(pending)
+            queue.update_app(app)
+        return rejected
 
     def _insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
         """Add or replace an ask; the caller re-keys the application once for a whole batch.

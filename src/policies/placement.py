@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -134,6 +134,21 @@ class _Filter:
             user_exp=user_exp,
             group_exp=group_exp,
         )
+
+    def describe(self) -> dict[str, Any] | None:
+        """YuniKorn's FilterDAO fields (None: no filter)."""
+        if self.empty and self.allow:
+            return None
+        described: dict[str, Any] = {"type": "allow" if self.allow else "deny"}
+        if self.users:
+            described["userList"] = sorted(self.users)
+        if self.groups:
+            described["groupList"] = sorted(self.groups)
+        if self.user_exp is not None:
+            described["userExp"] = self.user_exp.pattern
+        if self.group_exp is not None:
+            described["groupExp"] = self.group_exp.pattern
+        return described
 
     def allows(self, user: str, groups: tuple[str, ...]) -> bool:
         if self.empty:
@@ -242,6 +257,22 @@ class _Rule:
             value=value,
         )
 
+    def describe(self) -> dict[str, Any]:
+        """YuniKorn's RuleDAO fields: name, parameters, filter, parentRule (empty ones left out)."""
+        parameters = {"create": "true" if self.create else "false"}
+        if self.name == RULE_FIXED:
+            parameters = {"queue": self.value, **parameters}
+            parameters["qualified"] = "true" if _is_qualified(self.value) else "false"
+        elif self.name == RULE_TAG:
+            parameters = {"tagName": self.value, **parameters}
+        described: dict[str, Any] = {"name": self.name, "parameters": parameters}
+        filter_described = self.filter.describe()
+        if filter_described is not None:
+            described["filter"] = filter_described
+        if self.parent is not None:
+            described["parentRule"] = self.parent.describe()
+        return described
+
     def _raw_name(self, request: PlacementRequest) -> str:
         if self.name == RULE_PROVIDED:
             return request.queue_name
@@ -297,6 +328,11 @@ class PlacementManager:
         if not rules:
             rules = (PlacementRuleConfig(name=RULE_PROVIDED, create=False),)
         return cls(tuple(_Rule.from_config(conf) for conf in rules))
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The rules in the order they run, as YuniKorn's REST API shows them (RuleDAO), the implicit
+        recovery rule last."""
+        return [*(rule.describe() for rule in self._rules), {"name": RULE_RECOVERY}]
 
     @property
     def rule_names(self) -> tuple[str, ...]:

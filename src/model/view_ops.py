@@ -1,0 +1,78 @@
+"""What an application owner tells the scheduler's view, one typed operation per change.
+
+The owner produces them (plain code, ``AppEffects.view_ops``, in the order the changes happened) and
+the application actor sends them in one ``ViewOps`` message (``korral.actors.messages``); the scheduler
+dispatches on the type. They live in the model because the owner, which must not import actors,
+builds them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from korral.model.allocation import Allocation, Ask
+
+frozen = attrs.frozen(slots=True)
+
+
+@frozen
+class PutAsk:
+    """Add an ask (or replace the one with the same key). ``ask`` is a copy the owner built for the
+    view and never touches again: the view takes it over (the SI ask is converted once, by the owner)."""
+
+    ask: Ask
+
+
+@frozen
+class DropAsk:
+    """Remove an ask, if the view still has this generation of it."""
+
+    allocation_key: str
+    generation: int
+
+
+@frozen
+class RollBack:
+    """A proposal the owner refused: undo it."""
+
+    allocation: Allocation
+
+
+@frozen
+class Forget:
+    """An allocation released by its owner."""
+
+    allocation: Allocation
+
+
+@frozen
+class AdoptRecovered:
+    """An allocation the RM reported as already running, accepted by its owner."""
+
+    allocation: Allocation
+
+
+@frozen
+class UndoReplacement:
+    """A real allocation the owner would not swap in for its placeholder: hand the decision back."""
+
+    allocation: Allocation
+
+
+@frozen
+class Swap:
+    """The RM confirmed a replacement: ``real`` takes the place of its placeholder."""
+
+    placeholder_uuid: str
+    real: Allocation
+
+
+@frozen
+class MarkReleasing:
+    """The owner asked the RM to release an allocation (a timeout); it stays booked until confirmed."""
+
+    uuid: str
+    termination: int
+
+
+ViewOp = PutAsk | DropAsk | RollBack | Forget | AdoptRecovered | UndoReplacement | Swap | MarkReleasing
