@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean proto
+.PHONY: run test lint typecheck bench clean proto
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,13 +15,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/korral simulate
 
-test: $(STAMP)
+test: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest --cov=korral.model --cov=korral.policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+
+# mypy, configured in pyproject.toml (strict on korral.model, korral.policies, korral.si). It reads the
+# package through build/typecheck/korral -> src: the package-dir mapping hides "korral" from it.
+typecheck: $(STAMP)
+	mkdir -p build/typecheck && ln -sfn ../../src build/typecheck/korral
+	MYPYPATH=build/typecheck $(BIN)/mypy -p korral
 
 bench: $(STAMP)
 	$(BIN)/korral bench --workload yunikorn --nodes 1000 --asks 10000

@@ -118,8 +118,9 @@ class Core:
                 raise ValueError(f"setting {key} must be a non-negative number of seconds, got {value!r}")
         # YuniKorn's metrics of this core (its own registry), fed by the actors; served at /ws/v1/metrics
         self.metrics = CoreMetrics()
+        seconds: dict[str, Any] = {key: float(value) for key, value in values.items()}
         self.settings = PartitionSettings(
-            **{key: float(value) for key, value in values.items()},
+            **seconds,
             metrics=self.metrics if measured else None,
             **actor_classes,
         )

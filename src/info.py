@@ -5,13 +5,21 @@ Each is consistent for the object it describes; resources are plain dicts with z
 
 from __future__ import annotations
 
+from typing import TypeVar, dataclass_transform
+
 import attrs
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.ugm import QueueUsage
 
-frozen = attrs.frozen(kw_only=True)
+_T = TypeVar("_T")
+
+
+# attrs.frozen(kw_only=True) under a short name; dataclass_transform tells type checkers what it makes
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    return attrs.frozen(kw_only=True)(cls)
 
 
 @frozen
@@ -52,6 +60,8 @@ class PartitionInfo:
     node_sort_policy: str
     node_count: int
     application_count: int
+    # the partition's preemption.enabled (YuniKorn's default: on)
+    preemption_enabled: bool = True
 
 
 @frozen
@@ -71,6 +81,8 @@ class QueueInfo:
     # the queue's effective application sorting (its own or inherited): fifo, fair, stateaware
     sort_policy: str = "fifo"
     priority_sorting: bool = True
+    # the queue's effective preemption.policy: default, fence or disabled (inherited as YuniKorn does)
+    preemption_policy: str = "default"
     # applications in state Running in the queue and its descendants (YuniKorn's runningApps)
     running_applications: int = 0
 

@@ -1,4 +1,4 @@
-"""Shared helpers for the end-to-end tests of ``korral.Core`` (the tests/test_core_*.py files).
+"""Shared helpers for the end-to-end tests of ``korral.Core`` (tests/core and tests/cli).
 
 Everything here goes through the public API only: ``korral.start``, the SI calls, the snapshot queries
 and a ``korral.testing.RecordingRM`` callback. ``running(...)`` starts a core with short timings,

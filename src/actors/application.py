@@ -22,6 +22,7 @@ from korral.actors.messages import (
     FreeOnNode,
     NodeRemoved,
     Placed,
+    Preempt,
     QueueUsage,
     RecoverAllocations,
     RecoveredGone,
@@ -136,6 +137,9 @@ class ApplicationActor(RetiringActor):
         effects = self._collect()
         for allocation in message.allocations:
             self.owner.replace(allocation, now, effects)
+
+    def on_Preempt(self, message: Preempt) -> None:
+        self.owner.preempt(message.uuids, message.message, self.clock(), self._collect())
 
     def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
         self.owner.expire(self.clock(), self._collect())

@@ -362,7 +362,7 @@ def start_actor(
     if tracker.simulation is not None:
         from korral.actors.simulated import simulated_class
 
-        ref = simulated_class(actor_class).start(tracker, name, *args, **kwargs)
+        ref = simulated_class(actor_class).start(tracker, name, *args, **kwargs)  # type: ignore[attr-defined]
     else:
         ref = actor_class.start(tracker, name, *args, **kwargs)
     return Handle(ref, actor_class.rank, name, tracker)

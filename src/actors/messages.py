@@ -6,7 +6,7 @@ arithmetic always builds new dicts for what it hands out).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import attrs
 
@@ -16,7 +16,13 @@ from korral.model.allocation import Allocation
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 
-frozen = attrs.frozen(slots=True, kw_only=True)
+_T = TypeVar("_T")
+
+
+# attrs.frozen(slots=True, kw_only=True), short; dataclass_transform tells type checkers what it makes
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    return attrs.frozen(slots=True, kw_only=True)(cls)
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
@@ -185,6 +191,13 @@ class RolledBack:
 class NodeAdded:
     spec: NodeSpec
     node: Any  # Handle
+
+
+@frozen
+class NodesAdded:
+    """A node request's new nodes (without recovered allocations), in order: one message, one wake."""
+
+    added: tuple[NodeAdded, ...]
 
 
 @frozen
@@ -429,3 +442,12 @@ class SchedulerDone:
 @attrs.frozen(slots=True)
 class Retire:
     """Partition -> a removed actor: stop once nothing more can reach you (see ``RetiringActor``)."""
+
+
+@frozen
+class Preempt:
+    """Scheduler -> application: release these allocations to the RM as PREEMPTED_BY_SCHEDULER (they
+    stay booked until it confirms); one the owner cannot preempt is handed back (``unpreempt``)."""
+
+    uuids: tuple[str, ...]
+    message: str

@@ -13,6 +13,7 @@ import itertools
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -31,6 +32,7 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     NodeSpec,
     PartitionQuery,
     QueueCreated,
@@ -57,9 +59,7 @@ from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
-from korral.info import (
-    ApplicationInfo,
-)
+from korral.info import ApplicationInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
@@ -142,6 +142,10 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
+        # while a node request is handled: each node state's net change, published at its end
+        self._node_metric_deltas: dict[str, int] | None = None
+        # while a node request is handled: its new nodes, told to the scheduler as one NodesAdded
+        self._nodes_added: list[NodeAdded] = []
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
@@ -200,7 +204,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
             )
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
-                self._event(lambda p=path: events.queue_created(p))
+                self._event(partial(events.queue_created, path))
         if created:
             self._publish_queue_limits()
 
@@ -239,8 +243,17 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         )
 
     def _node_metric(self, previous: str | None, state: str | None) -> None:
-        if self.metrics is not None:
+        if self.metrics is None:
+            return
+        deltas = self._node_metric_deltas
+        if deltas is None:
             self.metrics.node_state(previous, state)
+            return
+        # within a node request: summed, and the gauges moved once per state at its end
+        if previous is not None:
+            deltas[previous] = deltas.get(previous, 0) - 1
+        if state is not None:
+            deltas[state] = deltas.get(state, 0) + 1
 
     @staticmethod
     def _node_state(schedulable: bool) -> str:
@@ -281,20 +294,36 @@ class PartitionActor(PartitionQueries, ThreadedActor):
     def on_RouteNodeRequest(self, message: RouteNodeRequest) -> None:
         accepted: list[si.AcceptedNode] = []
         rejected: list[si.RejectedNode] = []
-        for info in message.request.nodes:
-            try:
-                self._node_action(info, accepted)
-            except ModelError as error:
-                rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        self._node_metric_deltas = {}
+        try:
+            for info in message.request.nodes:
+                try:
+                    self._node_action(info, accepted)
+                except ModelError as error:
+                    rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        finally:
+            self._flush_nodes_added()
+            deltas, self._node_metric_deltas = self._node_metric_deltas, None
+            if self.metrics is not None and deltas:
+                self.metrics.node_states(deltas)
         if accepted or rejected:
             self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
         if message.request.nodes:
             self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
+    def _flush_nodes_added(self) -> None:
+        """Tell the scheduler of the new nodes held so far: before anything else this request tells
+        the scheduler or a node (whose NodeChanged must find the node in the scheduler's view)."""
+        if self._nodes_added:
+            added, self._nodes_added = tuple(self._nodes_added), []
+            self.scheduler.tell(NodesAdded(added=added))
+
     def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
         action = info.action
         node_id = info.node_id
+        if action != si.NodeAction.CREATE or info.existing_allocations:
+            self._flush_nodes_added()
         if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
             schedulable = action == si.NodeAction.CREATE
             self.registry.add_node(
@@ -330,7 +359,8 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 # then of the recovered allocations, and only then that the node is schedulable; all
                 # from this actor, so in this order. (The applications' own "recover" view updates
                 # that follow find them already adopted.)
-                self.scheduler.tell(NodeAdded(spec=attrs.evolve(spec, schedulable=False), node=handle))
+                unschedulable = attrs.evolve(spec, schedulable=False)  # type: ignore[misc]  # (see ``frozen``)
+                self.scheduler.tell(NodeAdded(spec=unschedulable, node=handle))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
                         ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
@@ -338,7 +368,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
             else:
-                self.scheduler.tell(NodeAdded(spec=spec, node=handle))
+                self._nodes_added.append(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
             self._event(lambda: events.node_added(node_id))
@@ -346,9 +376,10 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
             self._reject_asks(rejected)
             return
-        handle = self.nodes.get(node_id)
-        if handle is None:
+        node_handle = self.nodes.get(node_id)
+        if node_handle is None:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
+        handle = node_handle
         if action == si.NodeAction.UPDATE:
             capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
             occupied = dict(info.occupied_resource) if info.occupied_resource else None
@@ -385,12 +416,12 @@ class PartitionActor(PartitionQueries, ThreadedActor):
                 app = self.registry.add_si_application(add)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
-                self._event(lambda a=add, e=error: events.app_rejected(a.application_id, str(e)))
+                self._event(partial(events.app_rejected, add.application_id, str(error)))
                 continue
             self._sync_queue_actors(announce=True)
             self._start_application(app)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
-            self._event(lambda a=app: events.app_state(a.application_id, "New", a.queue_path))
+            self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             if handle is None:
@@ -508,7 +539,7 @@ class PartitionActor(PartitionQueries, ThreadedActor):
         for path in removed:
             self._bury(self.queues.pop(path, None))
             self.published_usage.pop(path, None)
-            self._event(lambda p=path: events.queue_removed(p))
+            self._event(partial(events.queue_removed, path))
         self._send_events()
         if removed:
             self.scheduler.tell(QueuesRemoved(paths=tuple(removed)))

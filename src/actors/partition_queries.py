@@ -151,6 +151,7 @@ class PartitionQueries:
             node_sort_policy=self.registry.node_sort_policy,
             node_count=len(self.nodes),
             application_count=len(self.apps),
+            preemption_enabled=self.registry.config.preemption.enabled,
         )
 
     def _queue_info(self, path: str) -> QueueInfo | None:
@@ -165,7 +166,8 @@ class PartitionQueries:
             self._publish_queue_tree()
         board = self.queue_board
         running = board.running_applications(board.structure).get(path, 0)
-        return attrs.evolve(self._describe_queue(path, allocated, pending), running_applications=running)
+        described = self._describe_queue(path, allocated, pending)
+        return attrs.evolve(described, running_applications=running)  # type: ignore[misc]  # (``frozen``)
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]
@@ -184,6 +186,7 @@ class PartitionQueries:
             applications=sorted(queue.applications),
             sort_policy=queue.sort_policy,
             priority_sorting=queue.priority_sort_enabled,
+            preemption_policy=queue.preemption_policy,
         )
 
     def _queue_infos(self) -> list[QueueInfo]:
@@ -205,4 +208,5 @@ class PartitionQueries:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
         holder = self.node_reservations.get(node_id)
-        return attrs.evolve(info, reservations=[holder] if holder else [])
+        # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
+        return attrs.evolve(info, reservations=[holder] if holder else [])  # type: ignore[misc]

@@ -41,7 +41,7 @@ class QueueBoard:
         usage = self.usage
         running = self.running_applications(self.structure)
         return [
-            attrs.evolve(
+            attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
                 info,
                 allocated=dict(allocated),
                 pending=dict(pending),

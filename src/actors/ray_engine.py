@@ -78,7 +78,7 @@ class RayEngine:
             predicates=type(callback).predicates is not ResourceManagerCallback.predicates,
         )
         # wait until it is up, so that a registration that returned has its partitions running
-        ray.get(host.where.remote(), timeout=CALL_TIMEOUT)
+        ray.get(host.where.remote(), timeout=CALL_TIMEOUT)  # type: ignore[attr-defined]
         partition = RayPartition(
             self, host, name, tracker=self.tracker, callback=callback, closed=closed, dispatcher=dispatcher
         )

@@ -199,7 +199,7 @@ class RMProxyActor(ThreadedActor):
 
     def _stop_partition(self, handle: Handle) -> None:
         if self.engine is not None:
-            handle.stop(timeout=STOP_TIMEOUT)  # the partition's host: stops it, then its process
+            handle.stop(timeout=STOP_TIMEOUT)  # type: ignore[call-arg]  # a RayPartition: stops its host
             return
         # a partition that cannot answer is stopped all the same
         with contextlib.suppress(Exception):
@@ -243,9 +243,9 @@ class RMProxyActor(ThreadedActor):
             except PlacementRuleError as error:
                 return ConfigError(f"partition {partition_config.name}: placement rules rejected: {error}")
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
-        for name, handle in list(rm.partitions.items()):
+        for name, stopping in list(rm.partitions.items()):
             if name not in wanted:
-                self._stop_partition(handle)
+                self._stop_partition(stopping)
                 del rm.partitions[name]
                 rm.queue_boards.pop(name, None)
         for name, partition_config in wanted.items():

@@ -25,7 +25,9 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodeReservations,
+    NodesAdded,
     Place,
+    Preempt,
     QueueCreated,
     QueuesRemoved,
     RolledBack,
@@ -37,6 +39,7 @@ from korral.actors.messages import (
 )
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.view import SchedulingView
@@ -49,6 +52,7 @@ from korral.model.view_ops import (
     RollBack,
     Swap,
     UndoReplacement,
+    Unpreempt,
 )
 
 # A batch of cycles ends when nothing more fits, or after a time budget. The budget starts short (new
@@ -175,6 +179,15 @@ class SchedulerActor(ThreadedActor):
     # ---- view updates ------------------------------------------------------------------------------
 
     def on_NodeAdded(self, message: NodeAdded) -> None:
+        self._add_node(message)
+        self._wake()
+
+    def on_NodesAdded(self, message: NodesAdded) -> None:
+        for added in message.added:
+            self._add_node(added)
+        self._wake()
+
+    def _add_node(self, message: NodeAdded) -> None:
         spec = message.spec
         self.nodes[spec.node_id] = message.node
         if spec.node_id not in self.view.nodes:
@@ -185,7 +198,6 @@ class SchedulerActor(ThreadedActor):
                 attributes=spec.attributes,
                 schedulable=spec.schedulable,
             )
-        self._wake()
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
@@ -243,31 +255,32 @@ class SchedulerActor(ThreadedActor):
         application_id = message.application_id
         new_asks: list[Ask] = []
         for op in message.ops:
-            kind = type(op)
-            if kind is PutAsk:
+            if isinstance(op, PutAsk):
                 new_asks.append(op.ask)  # the owner's copy: the view takes it over
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
                 new_asks = []
-            if kind is DropAsk:
+            if isinstance(op, DropAsk):
                 view.drop_ask(application_id, op.allocation_key, op.generation)
-            elif kind is RollBack:
+            elif isinstance(op, RollBack):
                 view.rollback(op.allocation)
                 self.rollbacks += 1
-            elif kind is Forget:
+            elif isinstance(op, Forget):
                 view.forget_allocation(op.allocation)
-            elif kind is AdoptRecovered:
+            elif isinstance(op, AdoptRecovered):
                 # adopted only while its node is in the view; a node that left before the booking
                 # reached it tells the owner to release it (NodeActor.on_BookRecovered)
                 view.adopt_recovered(op.allocation)
-            elif kind is UndoReplacement:
+            elif isinstance(op, UndoReplacement):
                 view.undo_replacement(op.allocation)
                 self.rollbacks += 1
-            elif kind is Swap:
+            elif isinstance(op, Swap):
                 view.swap(application_id, op.placeholder_uuid, op.real)
-            elif kind is MarkReleasing:
+            elif isinstance(op, MarkReleasing):
                 view.mark_releasing(application_id, op.uuid, op.termination)
+            elif isinstance(op, Unpreempt):
+                view.unpreempt(application_id, op.uuid)
             else:
                 raise TypeError(f"unknown view operation {op!r}")
         if new_asks:
@@ -362,6 +375,10 @@ class SchedulerActor(ThreadedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
+        if view.core_releases:
+            self._send_core_releases()
+        if view.preemption_events:
+            self._send_preemption_events()
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()
@@ -374,8 +391,6 @@ class SchedulerActor(ThreadedActor):
         replacing: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
         apps = self.apps
         refused: list[Allocation] = []
-        if view.core_releases:
-            view.take_core_releases()  # replacements: their owners release the placeholders
         for allocation in made:
             app = apps.get(allocation.application_id)
             if app is None:
@@ -401,6 +416,37 @@ class SchedulerActor(ThreadedActor):
                 view.rollback(allocation)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
+
+    def _send_core_releases(self) -> None:
+        """Preemption victims go to their applications, which release them to the RM (the view marked
+        them releasing already); a gang replacement's placeholder is released by its owner itself."""
+        view = self.view
+        by_app: dict[str, tuple[list[str], str]] = {}
+        for allocation, termination, text in view.core_releases:
+            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+                by_app.setdefault(allocation.application_id, ([], text))[0].append(allocation.uuid)
+        view.take_core_releases()
+        for application_id, (uuids, text) in by_app.items():
+            app = self.apps.get(application_id)
+            if app is None or not app.tell(Preempt(uuids=tuple(uuids), message=text)):
+                for uuid in uuids:
+                    view.unpreempt(application_id, uuid)
+
+    def _send_preemption_events(self) -> None:
+        """Request events about preemption (YuniKorn's ask events), when the RM takes events at all."""
+        found, self.view.preemption_events = self.view.preemption_events, []
+        if (
+            type(self.callback).send_event is ResourceManagerCallback.send_event
+            or self.callback_closed.is_set()
+        ):
+            return
+        records = [
+            events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)
+            for application_id, key, text in found
+        ]
+        self.dispatcher.tell(
+            Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
+        )
 
     def on_Snapshot(self, message: Snapshot) -> Any:
         return {

@@ -31,6 +31,7 @@ from korral.config.schema import (
     SchedulerConfig,
 )
 from korral.errors import ConfigError
+from korral.model import resource as res
 
 ROOT = "root"
 DEFAULT_PARTITION = "default"
@@ -112,32 +113,10 @@ def _validate_partition(partition: PartitionConfig, seen: set[str]) -> Partition
     )
 
 
-# --- resource arithmetic with YuniKorn's semantics for sparse resources ---
+# --- resource arithmetic: korral.model.resource, with YuniKorn's semantics for sparse resources ---
 
 
-def fits_in_max(limit: Resource, request: Resource) -> bool:
-    """`FitInMaxUndef`: every type of `request` fits `limit`; a type undefined in `limit` is unlimited."""
-    return all(value <= limit[key] for key, value in request.items() if key in limit)
-
-
-def min_permissive(left: Resource | None, right: Resource | None) -> dict[str, int]:
-    """`ComponentWiseMinPermissive`: the minimum where both define a type, else whichever defines it."""
-    result = dict(left or {})
-    for key, value in (right or {}).items():
-        result[key] = min(result[key], value) if key in result else value
-    return result
-
-
-def _is_zero(resource: Resource) -> bool:
-    return all(value == 0 for value in resource.values())
-
-
-def _add(total: dict[str, int], resource: Resource) -> None:
-    for key, value in resource.items():
-        total[key] = total.get(key, 0) + value
-
-
-def format_resource(resource: Resource | None) -> str:
+def format_resource(resource: Resource) -> str:
     return "{" + ", ".join(f"{key}:{value}" for key, value in sorted(resource.items())) + "}"
 
 
@@ -253,9 +232,9 @@ class _PartitionChecker:
                 f"{where}: should not specify only one group limit that is using the wildcard. "
                 "There must be at least one limit with a group name defined"
             )
-        if limit.max_resources and _is_zero(limit.max_resources):
+        if limit.max_resources and res.is_zero(limit.max_resources):
             raise self.error(f"{where}: maxresources is zero in limit, all resource types are zero")
-        if limit.max_applications == 0 and _is_zero(limit.max_resources):
+        if limit.max_applications == 0 and res.is_zero(limit.max_resources):
             raise self.error(
                 f"{where}: invalid resource combination for limit, all resource limits are null "
                 "(set maxapplications or maxresources)"
@@ -266,7 +245,7 @@ class _PartitionChecker:
                 f"the queue maxapplications {queue.max_applications}"
             )
         # root has no configured max: its limit is the cluster size, only known at run time
-        if path != ROOT and not fits_in_max(queue.resources.max, limit.max_resources):
+        if path != ROOT and not res.fits_in_max(limit.max_resources, queue.resources.max):
             raise self.error(
                 f"{where}: invalid maxresources settings for limit: {format_resource(limit.max_resources)} "
                 f"exceeds the queue max resources {format_resource(queue.resources.max)}"
@@ -276,34 +255,34 @@ class _PartitionChecker:
     def queue_resources(self, queue: QueueConfig, path: str, parent_max: Resource | None) -> Resource:
         """Check the queue and its subtree; return its guarantee (its own, else its children's sum)."""
         guaranteed, maximum = queue.resources.guaranteed, queue.resources.max
-        if not fits_in_max(maximum, guaranteed):
+        if not res.fits_in_max(guaranteed, maximum):
             raise self.error(
                 f"queue '{path}': guaranteed resource {format_resource(guaranteed)} is larger than "
                 f"maximum resource {format_resource(maximum)}"
             )
-        if parent_max is not None and not fits_in_max(parent_max, maximum):
+        if parent_max is not None and not res.fits_in_max(maximum, parent_max):
             raise self.error(
                 f"queue '{path}': max resource of parent {format_resource(parent_max)} is smaller than "
                 f"maximum resource {format_resource(maximum)}"
             )
-        effective_max = min_permissive(maximum, parent_max)
+        effective_max = res.min_of_limits(maximum, parent_max) or {}
         children_guaranteed: dict[str, int] = {}
         for child in queue.queues:
-            _add(
+            children_guaranteed = res.add(
                 children_guaranteed,
                 self.queue_resources(child, f"{path}.{child.name.lower()}", effective_max),
             )
-        if not fits_in_max(guaranteed, children_guaranteed):
+        if not res.fits_in_max(children_guaranteed, guaranteed):
             raise self.error(
                 f"queue '{path}': guaranteed resource of parent {format_resource(guaranteed)} is smaller "
                 f"than sum of guaranteed resources {format_resource(children_guaranteed)} of the children"
             )
-        if not fits_in_max(effective_max, children_guaranteed):
+        if not res.fits_in_max(children_guaranteed, effective_max):
             raise self.error(
                 f"queue '{path}': max resource {format_resource(effective_max)} is smaller than sum of "
                 f"guaranteed resources {format_resource(children_guaranteed)} of the children"
             )
-        return children_guaranteed if _is_zero(guaranteed) else guaranteed
+        return children_guaranteed if res.is_zero(guaranteed) else guaranteed
 
     # rule 8
     def placement_rules(self, rules: tuple[PlacementRuleConfig, ...], root: QueueConfig) -> None:
@@ -437,7 +416,7 @@ class _PartitionChecker:
         if ancestor is None:
             return limit.max_resources, limit.max_applications
         ancestor_resources, ancestor_apps = ancestor
-        if not fits_in_max(ancestor_resources, limit.max_resources):
+        if not res.fits_in_max(limit.max_resources, ancestor_resources):
             raise self.error(
                 f"queue '{path}': {kind} {name} max resource {format_resource(limit.max_resources)} is "
                 "greater than immediate or ancestor parent maximum resource "
@@ -449,7 +428,7 @@ class _PartitionChecker:
                 f"immediate or ancestor parent max applications {ancestor_apps}"
             )
         apps = min(ancestor_apps, limit.max_applications) if ancestor_apps else limit.max_applications
-        return min_permissive(limit.max_resources, ancestor_resources), apps
+        return res.min_of_limits(limit.max_resources, ancestor_resources) or {}, apps
 
 
 def _is_regexp(entry: str) -> bool:
@@ -466,8 +445,8 @@ def _prune(resources: ResourcesConfig) -> ResourcesConfig:
     # YuniKorn ignores an all-zero max or guaranteed ("cannot set zero max resources"); a zero next to a
     # non-zero value stays, as it means "none of this type".
     return ResourcesConfig(
-        guaranteed={} if _is_zero(resources.guaranteed) else dict(resources.guaranteed),
-        max={} if _is_zero(resources.max) else dict(resources.max),
+        guaranteed={} if res.is_zero(resources.guaranteed) else dict(resources.guaranteed),
+        max={} if res.is_zero(resources.max) else dict(resources.max),
     )
 
 

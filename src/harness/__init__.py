@@ -7,6 +7,6 @@
 - ``invariants``: what must hold in a quiet core, read through the public snapshots;
 - ``benchmark``: ``korral bench``: workloads, the runner, sweeps, multi-RM and remote-RM runs.
 
-The product (``korral`` outside this package) never imports it; ``tests/test_layering.py`` checks.
+The product (``korral`` outside this package) never imports it; ``tests/unit/test_layering.py`` checks.
 The public test kit for RMs stays ``korral.testing``.
 """

@@ -181,8 +181,8 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
     for uuid in live.keys() & core_allocations.keys():
         if not res.equals(live[uuid].resource_per_alloc, core_allocations[uuid].resource):
             problems.append(f"RM {rm.rm_id} allocation {uuid}: resources differ from the core's")
-    for allocation in foreign:
-        problems.append(f"RM {rm.rm_id} received allocation {allocation.uuid} twice or not its own")
+    for received in foreign:
+        problems.append(f"RM {rm.rm_id} received allocation {received.uuid} twice or not its own")
     return problems
 
 

@@ -16,7 +16,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 from rich import box
@@ -90,7 +90,7 @@ class SimulatedRM(korral.ResourceManagerCallback):
             return new, rejected_asks, set(self.rejected_apps)
 
 
-def _share(used: dict[str, int], total: dict[str, int]) -> float:
+def _share(used: Mapping[str, float], total: Mapping[str, float]) -> float:
     """used / total of the resource closest to its total (the dominant share); 0 with no total."""
     shares = [used.get(name, 0) / quantity for name, quantity in total.items() if quantity > 0]
     return max(shares) if shares else 0.0

@@ -36,7 +36,7 @@ from korral.errors import ConfigError
 from korral.harness import faults, invariants
 from korral.model.naming import normalize_partition_name
 
-SETTINGS = {
+SETTINGS: dict[str, Any] = {
     "completing_timeout": 0.5,
     "queue_cleanup_interval": 0.5,
     "reservation_delay": 0.2,
@@ -773,7 +773,7 @@ class StressRun:
             state = invariants.stable_collect(core, driver.partition)
             if state is not None:
                 # recovered allocations are booked even above a queue's max (YuniKorn's recovery)
-                recovered = getattr(driver, "recovered_apps", set())
+                recovered: set[str] = getattr(driver, "recovered_apps", set())
                 queues = {app.queue for app in state.applications if app.application_id in recovered}
                 problems.extend(invariants.check_partition(state, recovered_queues=queues))
                 states.append(state)
@@ -990,6 +990,8 @@ class HostileDriver(Driver):
     asks still waiting.
     """
 
+    rm: HostileRM
+
     def __init__(
         self,
         index: int,
@@ -1172,7 +1174,7 @@ class HostileDriver(Driver):
             elif variant == 1:
                 items.append(
                     si.NodeInfo(
-                        node_id=self.rng.choice([self.node_seq, None, 1.5]),
+                        node_id=self.rng.choice([self.node_seq, None, 1.5]),  # type: ignore[arg-type]
                         action=si.NodeAction.CREATE,
                         schedulable_resource={"memory": 16000},
                     )
@@ -1213,7 +1215,8 @@ class HostileDriver(Driver):
         if variant == 0:
             items.append(None)
         elif variant == 1:
-            items.append(si.AddApplicationRequest(application_id=self.rng.choice([self.app_seq, None])))
+            bad_id = self.rng.choice([self.app_seq, None])  # deliberately not a string
+            items.append(si.AddApplicationRequest(application_id=bad_id))  # type: ignore[arg-type]
         elif variant == 2:
             items.append(
                 si.AddApplicationRequest(

@@ -9,6 +9,9 @@ from korral.model import resource as res
 from korral.model.resource import Resource
 
 _NO_TAGS: dict[str, str] = {}
+# YuniKorn's tags on asks and allocations (si.DOMAIN_YUNIKORN + si.KEY_...)
+TAG_REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
+TAG_ALLOW_PREEMPTION = "yunikorn.apache.org/allowPreemption"
 
 
 class Allocation(NamedTuple):
@@ -58,7 +61,10 @@ class Ask:
         "originator",
         "pending",
         "placeholder",
+        "preempt_checked_at",
+        "preempt_victims",
         "priority",
+        "required_node",
         "resource",
         "resource_items",
         "shape",
@@ -108,6 +114,11 @@ class Ask:
         self.generation = generation
         # monotonic time of the first failed attempt to fit any node; None while it has not failed
         self.failed_since: float | None = None
+        # the node a daemon-set style ask must run on (tag yunikorn.apache.org/requiredNode), "" for any
+        self.required_node: str = self.tags.get(TAG_REQUIRED_NODE, "") if self.tags else ""
+        # preemption: when the ask last tried (rate-limited), and the victims it waits for (app, uuid)
+        self.preempt_checked_at: float | None = None
+        self.preempt_victims: tuple[tuple[str, str], ...] = ()
 
     def copy(self) -> Ask:
         """An independent copy (the scheduler's view keeps its own count of what is pending)."""
@@ -132,6 +143,9 @@ class Ask:
         twin.shape = self.shape
         twin.tags = self.tags
         twin.task_group_name = self.task_group_name
+        twin.required_node = self.required_node
+        twin.preempt_checked_at = self.preempt_checked_at
+        twin.preempt_victims = self.preempt_victims
         return twin
 
     @property

@@ -11,13 +11,14 @@ node must free it again and the scheduler's view must undo it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import TAG_ALLOW_PREEMPTION, Allocation, Ask
+from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -35,6 +36,7 @@ from korral.model.view_ops import (
     RollBack,
     Swap,
     UndoReplacement,
+    Unpreempt,
     ViewOp,
 )
 
@@ -51,7 +53,7 @@ LIVE_FOR_ASKS = frozenset(
 
 
 def ask_rejection(
-    app: Application, allocation_key: str, resource: dict[str, int], max_allocations: int
+    app: Application, allocation_key: str, resource: Mapping[str, int], max_allocations: int
 ) -> str:
     """Why an ask cannot be accepted for ``app``; "" when it can. Shared by every driver."""
     if not allocation_key:
@@ -71,9 +73,14 @@ def ask_rejection(
     return ""
 
 
-_NO_PREEMPTION_POLICY = si.PreemptionPolicy()
-# states in which a new ask sets the application running again
-_RUN_ON_ASK = frozenset({ApplicationState.NEW, ApplicationState.COMPLETING, ApplicationState.RESUMING})
+def preemption_flags(request: si.AllocationAsk) -> tuple[bool, bool]:
+    """(allow_preempt_self, allow_preempt_other) of an SI ask, as YuniKorn reads them: a missing
+    policy may not preempt others and may itself be preempted, unless its allow-preemption tag says
+    "false". Shared by every driver."""
+    policy = request.preemption_policy
+    if policy is None:
+        return request.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
+    return policy.allow_preempt_self, policy.allow_preempt_other
 
 
 def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generation: int = 0) -> Ask:
@@ -84,7 +91,7 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
     resource = request.resource_ask
     if 0 in resource.values():
         resource = res.prune(resource)
-    policy = request.preemption_policy or _NO_PREEMPTION_POLICY
+    allow_preempt_self, allow_preempt_other = preemption_flags(request)
     # positional, in Ask.__init__'s order: this runs once per ask received by each owner and view
     return Ask(
         request.allocation_key,
@@ -98,8 +105,8 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         request.placeholder and bool(request.task_group_name),
         request.task_group_name,
         request.originator,
-        policy.allow_preempt_self,
-        policy.allow_preempt_other,
+        allow_preempt_self,
+        allow_preempt_other,
         request.execution_timeout_milliseconds,
         generation,
     )
@@ -163,13 +170,10 @@ class ApplicationOwner:
         app = self.app
         if self.removed:
             return  # the RM removed it: late releases must not report Completing / Completed
-        if app.is_idle() and app.state in (
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RUNNING,
-        ):
-            self._transition(ApplicationEvent.COMPLETE, now, effects)
-        elif app.may_fail_finally() and self._transition(ApplicationEvent.FAIL, now, effects):
+        event = settle_event(app)
+        if event is ApplicationEvent.COMPLETE:
+            self._transition(event, now, effects)
+        elif event is ApplicationEvent.FAIL and self._transition(event, now, effects):
             effects.failed = True
 
     def completing_timeout(self, now: float, timeout: float, effects: AppEffects | None = None) -> AppEffects:
@@ -217,7 +221,7 @@ class ApplicationOwner:
             for name, quantity in ask.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
             view_op(PutAsk(ask.copy()))
-            if app.state in _RUN_ON_ASK:
+            if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
         return effects
@@ -437,6 +441,23 @@ class ApplicationOwner:
         for event in plan.events:
             self._transition(event, now, effects)
         self._maybe_complete(now, effects)
+        return effects
+
+    def preempt(
+        self, uuids: Iterable[str], message: str, now: float, effects: AppEffects | None = None
+    ) -> AppEffects:
+        """The scheduler chose these allocations as preemption victims: each is released to the RM
+        (PREEMPTED_BY_SCHEDULER) and stays booked until it confirms. One this owner does not hold, or
+        is releasing already, is handed back to the view (it may not have been confirmed here yet)."""
+        effects = effects if effects is not None else AppEffects()
+        app = self.app
+        termination = si.TerminationType.PREEMPTED_BY_SCHEDULER
+        for uuid in uuids:
+            allocation = None if self.removed else app.mark_releasing(uuid, termination)
+            if allocation is None:
+                effects.view_ops.append(Unpreempt(uuid))
+                continue
+            effects.released.append((allocation, termination, message))
         return effects
 
     def node_removed(

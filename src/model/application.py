@@ -1,15 +1,62 @@
-"""Applications: their asks and allocations, kept with incremental aggregates, and their state machine."""
+"""Applications: their asks and allocations, kept with incremental aggregates, and their timeouts.
+
+The state machine they follow is ``korral.model.app_state``.
+"""
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.app_state import (
+    COMPLETE_WHEN_IDLE as COMPLETE_WHEN_IDLE,
+)
+from korral.model.app_state import (
+    RECOVERY_ADVANCES_FROM as RECOVERY_ADVANCES_FROM,
+)
+from korral.model.app_state import (
+    RUN_ON_ASK as RUN_ON_ASK,
+)
+from korral.model.app_state import (
+    RUNNING_STATES as RUNNING_STATES,
+)
+from korral.model.app_state import (
+    TERMINAL_STATES as TERMINAL_STATES,
+)
+from korral.model.app_state import (
+    TRANSITIONS as TRANSITIONS,
+)
+
+# the state machine lives in app_state; its names stay importable from here
+from korral.model.app_state import (
+    ApplicationEvent as ApplicationEvent,
+)
+from korral.model.app_state import (
+    ApplicationState as ApplicationState,
+)
+from korral.model.app_state import (
+    InvalidTransition as InvalidTransition,
+)
+from korral.model.app_state import (
+    S as S,
+)
+from korral.model.app_state import (
+    advance_after_allocation as advance_after_allocation,
+)
+from korral.model.app_state import (
+    advance_for_recovery as advance_for_recovery,
+)
+from korral.model.app_state import (
+    next_state as next_state,
+)
+from korral.model.app_state import (
+    settle_event as settle_event,
+)
 from korral.model.order import IncrementalOrder
 from korral.model.resource import Resource
 from korral.model.ugm import AppTracking
@@ -18,71 +65,6 @@ MIN_PRIORITY = -(1 << 31)
 MAX_PRIORITY = (1 << 31) - 1
 
 STATE_AWARE_DISABLE_TAG = "application.stateaware.disable"
-
-
-class ApplicationState(enum.StrEnum):
-    NEW = "New"
-    ACCEPTED = "Accepted"
-    STARTING = "Starting"
-    RUNNING = "Running"
-    COMPLETING = "Completing"
-    COMPLETED = "Completed"
-    REJECTED = "Rejected"
-    FAILING = "Failing"
-    FAILED = "Failed"
-    EXPIRED = "Expired"
-    RESUMING = "Resuming"
-
-
-class ApplicationEvent(enum.StrEnum):
-    RUN = "runApplication"
-    COMPLETE = "completeApplication"
-    REJECT = "rejectApplication"
-    FAIL = "failApplication"
-    RESUME = "resumeApplication"
-    EXPIRE = "expireApplication"
-
-
-S = ApplicationState
-# (event, source state) -> destination: the seeds' state machine (YuniKorn 1.x with Starting).
-TRANSITIONS: dict[tuple[ApplicationEvent, ApplicationState], ApplicationState] = {
-    (ApplicationEvent.RUN, S.NEW): S.ACCEPTED,
-    (ApplicationEvent.RUN, S.RESUMING): S.ACCEPTED,
-    (ApplicationEvent.RUN, S.ACCEPTED): S.STARTING,
-    (ApplicationEvent.RUN, S.STARTING): S.RUNNING,
-    (ApplicationEvent.RUN, S.RUNNING): S.RUNNING,
-    (ApplicationEvent.RUN, S.COMPLETING): S.RUNNING,
-    (ApplicationEvent.COMPLETE, S.ACCEPTED): S.COMPLETING,
-    (ApplicationEvent.COMPLETE, S.STARTING): S.COMPLETING,
-    (ApplicationEvent.COMPLETE, S.RUNNING): S.COMPLETING,
-    (ApplicationEvent.COMPLETE, S.COMPLETING): S.COMPLETED,
-    (ApplicationEvent.REJECT, S.NEW): S.REJECTED,
-    (ApplicationEvent.FAIL, S.NEW): S.FAILING,
-    (ApplicationEvent.FAIL, S.ACCEPTED): S.FAILING,
-    (ApplicationEvent.FAIL, S.STARTING): S.FAILING,
-    (ApplicationEvent.FAIL, S.RUNNING): S.FAILING,
-    (ApplicationEvent.FAIL, S.FAILING): S.FAILED,
-    (ApplicationEvent.RESUME, S.NEW): S.RESUMING,
-    (ApplicationEvent.RESUME, S.ACCEPTED): S.RESUMING,
-    (ApplicationEvent.EXPIRE, S.COMPLETED): S.EXPIRED,
-    (ApplicationEvent.EXPIRE, S.FAILED): S.EXPIRED,
-    (ApplicationEvent.EXPIRE, S.REJECTED): S.EXPIRED,
-}
-
-TERMINAL_STATES = frozenset({S.COMPLETED, S.FAILED, S.REJECTED, S.EXPIRED})
-# States in which an application counts against its queues' max applications.
-RUNNING_STATES = frozenset({S.STARTING, S.RUNNING})
-
-
-# States from which recovered allocations (work the RM already runs) carry an application on to Running.
-RECOVERY_ADVANCES_FROM = frozenset({S.NEW, S.ACCEPTED, S.STARTING, S.RESUMING, S.COMPLETING})
-
-
-def advance_for_recovery(app: Application, run: Callable[[], bool]) -> None:
-    """Apply ``run`` (one RUN event, True when the state changed) until the application is Running
-    or stops moving; each driver passes its own transition so that it records the changes its way."""
-    while app.state in RECOVERY_ADVANCES_FROM and run():
-        pass
 
 
 # Releases the core makes itself: the allocation stays booked until the RM echoes the release back.
@@ -114,42 +96,6 @@ class TimeoutPlan:
         return bool(self.release or self.remove_asks or self.events)
 
 
-def advance_after_allocation(app: Application, placeholder: bool, run: Callable[[], bool]) -> None:
-    """The state an allocation moves an Accepted or Starting application to (``run`` applies one RUN).
-
-    A plain application: Accepted -> Starting (and on to Running when state awareness is off),
-    Starting -> Running. A gang application stays Accepted while its placeholders are allocated and
-    runs once all of them are, or at its first real allocation (YuniKorn, reference 2.12).
-    """
-    state = app.state
-    if app.placeholder_ask:
-        if placeholder and not res.fits_in(app.placeholder_ask, app.placeholder_allocated):
-            return
-        while app.state in (S.ACCEPTED, S.STARTING) and run():
-            pass
-    elif state is S.ACCEPTED:
-        run()
-        if app.state_aware_disabled:
-            run()
-    elif state is S.STARTING:
-        run()
-
-
-class InvalidTransition(Exception):
-    def __init__(self, event: ApplicationEvent, state: ApplicationState) -> None:
-        super().__init__(f"event {event.value} inappropriate in current state {state.value}")
-        self.event = event
-        self.state = state
-
-
-def next_state(state: ApplicationState, event: ApplicationEvent) -> ApplicationState:
-    """The state ``event`` leads to from ``state``; raises InvalidTransition when it is not allowed."""
-    try:
-        return TRANSITIONS[(event, state)]
-    except KeyError:
-        raise InvalidTransition(event, state) from None
-
-
 class PendingKeys:
     """The keys of asks with something pending, unordered: for an owner that never walks its asks in
     request order (the application actor); it has the ordering's interface, without its upkeep."""
@@ -159,7 +105,7 @@ class PendingKeys:
     def __init__(self) -> None:
         self.items: dict[str, Ask] = {}
 
-    def add_new(self, name: str, item: Ask, key: tuple) -> None:
+    def add_new(self, name: str, item: Ask, key: tuple[Any, ...]) -> None:
         self.items[name] = item
 
     update = add_new
@@ -527,9 +473,9 @@ class Application:
             for uuid, deadline in list(self.allocation_deadlines.items()):
                 if now >= deadline - 1e-9:
                     del self.allocation_deadlines[uuid]
-                    allocation = self.allocations.get(uuid)
-                    if allocation is not None and uuid not in self.releasing:
-                        release[uuid] = allocation
+                    expiring = self.allocations.get(uuid)
+                    if expiring is not None and uuid not in self.releasing:
+                        release[uuid] = expiring
                         if not reasons:
                             reasons.append(f"execution timeout of allocation {uuid}")
         return TimeoutPlan(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -50,7 +51,7 @@ class Node:
         # (application_id, allocation_key) of the ask holding this node, if any
         self.reservation: tuple[str, str] | None = None
         # the partition's cache for its node order: (capacity, weights, terms, total weight)
-        self.score_terms: tuple | None = None
+        self.score_terms: tuple[Any, ...] | None = None
 
     @property
     def allocated(self) -> Resource:

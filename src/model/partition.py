@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
+from typing import Any, cast
 
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
@@ -28,6 +29,7 @@ from korral.model.application import (
     advance_after_allocation,
 )
 from korral.model.node import Node
+from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import (
     TAG_CREATE_FORCE,
@@ -42,7 +44,9 @@ from korral.model.partition_registry import (
     StateChange,
     UnschedulableAsk,
 )
-from korral.model.queue import SORT_STATE_AWARE, Queue, QueueState
+from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
+from korral.model.queue import Queue, QueueState
+from korral.policies.sorting import SORT_STATE_AWARE
 
 __all__ = [
     "TAG_CREATE_FORCE",
@@ -184,6 +188,8 @@ class PartitionModel(PartitionAllocations):
         if not self.root.max:
             return None
         now = self.clock()
+        if self.preempt_attempts:
+            self.preempt_attempts.clear()  # YuniKorn: at most 10 preemption attempts per queue per cycle
         if self.reservations:
             allocation = self._try_reserved(now)
             if allocation is not None:
@@ -205,7 +211,7 @@ class PartitionModel(PartitionAllocations):
             order = queue.order
             apps = order.items
             if queue.sort_policy == SORT_STATE_AWARE:
-                walk: Iterable[tuple] = self._state_aware_entries(queue)
+                walk: Iterable[tuple[Any, ...]] = self._state_aware_entries(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
                 # order.live_entries(), inlined here and in the loops below; walked lazily, which is
@@ -242,7 +248,7 @@ class PartitionModel(PartitionAllocations):
         return None
 
     @staticmethod
-    def _state_aware_entries(queue: Queue) -> list[tuple]:
+    def _state_aware_entries(queue: Queue) -> list[tuple[Any, ...]]:
         """The order's entries of the applications stateaware admits: all Running ones, plus one
         Starting one, or else one Accepted one."""
         starting = [a for a in queue.applications.values() if a.state is ApplicationState.STARTING]
@@ -265,7 +271,7 @@ class PartitionModel(PartitionAllocations):
             return None
         only_quota_blocked = True
         user_limits = app.user_limits
-        pending_asks = app.pending_asks
+        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # the model's apps order their asks
         asks = pending_asks.items
         entries = pending_asks.entries
         for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
@@ -277,15 +283,36 @@ class PartitionModel(PartitionAllocations):
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
+                if ask.required_node:
+                    # the cluster's size is no limit for an ask that can only run on one node; nor is
+                    # it outstanding (YuniKorn: a larger cluster would not help it)
+                    if over.parent is None:
+                        only_quota_blocked = False
+                        allocation = try_required_node(self, app, queue, ask, now)
+                        if allocation is not None:
+                            return allocation
+                    continue
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
+                if ask.allow_preempt_other:
+                    # preemption may make room (YuniKorn tries it when the headroom is short too);
+                    # time alone can make it due, so the application is never skipped as blocked
+                    only_quota_blocked = False
+                    try_preempt(self, app, queue, ask, now)
                 continue
             if user_limits is not None and self.ugm.over_limit(user_limits, ask.resource):
                 continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
+            if ask.required_node:
+                allocation = try_required_node(self, app, queue, ask, now)
+                if allocation is not None:
+                    return allocation
+                continue
             node = self._find_node(ask)
             if node is not None:
                 return self.commit(app, queue, ask, node)
+            if ask.allow_preempt_other and try_preempt(self, app, queue, ask, now):
+                continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
         if only_quota_blocked:
@@ -399,12 +426,24 @@ class PartitionModel(PartitionAllocations):
                 self.unreserve(application_id, allocation_key)
                 continue
             queue = self.queues[app.queue_path]
-            if not queue.fits_quota(ask.resource) or not queue.can_run_app(app):
+            if not queue.can_run_app(app):
                 continue
+            over = queue.over_quota(ask.resource)
+            if over is not None:
+                if ask.allow_preempt_other and not ask.required_node:
+                    try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
+                if not ask.required_node or over.parent is not None:
+                    continue
+                # a required-node ask: only its node's room counts, not the cluster's size
             if app.user_limits is not None and (
                 not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
             ):
                 continue
+            if ask.required_node:
+                allocation = try_reserved_required_node(self, app, queue, ask, node, now)
+                if allocation is not None:
+                    return allocation
+                continue  # only its own node will do
             target: Node | None = None
             if (
                 node.schedulable
@@ -417,6 +456,8 @@ class PartitionModel(PartitionAllocations):
             if target is not None:
                 self.unreserve(application_id, allocation_key)
                 return self.commit(app, queue, ask, target)
+            if ask.allow_preempt_other:
+                try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
         return None
 
 

@@ -34,6 +34,21 @@ class PartitionAllocations(PartitionApplications):
     def new_uuid(self) -> str:
         return f"{self._uuid_prefix}{next(self._uuid_seq)}"
 
+    def recovery_reason(self, allocation: Allocation) -> str:
+        """Why an existing allocation the RM reports cannot be recovered here; "" when it can. One rule
+        for every driver: ``recover_allocation`` books it here, ``sort_recovered`` for the owners."""
+        if allocation.application_id not in self.applications:
+            return f"failed to find application {allocation.application_id}"
+        return recovery_rejection(
+            allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
+        )
+
+    def recovered_uuid(self) -> str:
+        """A uuid for an existing allocation the RM reported without one. Outside the series of the
+        allocations the core makes (the recovery rule rejects those, so the scheduler's view would
+        not adopt it) and unique for this life of the partition."""
+        return f"{self.name}-recovered-{self.uuid_token}-{next(self._uuid_seq)}"
+
     def recover_allocation(self, allocation: Allocation) -> Allocation:
         """Add an allocation the RM already runs (registration/recovery): no fit or quota check."""
         app = self.applications.get(allocation.application_id)
@@ -42,16 +57,13 @@ class PartitionAllocations(PartitionApplications):
         node = self.nodes.get(allocation.node_id)
         if node is None:
             raise ModelError(f"failed to find node {allocation.node_id}")
-        rejection = recovery_rejection(
-            allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
-        )
+        rejection = self.recovery_reason(allocation)
         if rejection:
             raise ModelError(rejection)
-        uuid = allocation.uuid or self.new_uuid()
+        uuid = allocation.uuid or self.recovered_uuid()
         if uuid in app.allocations or uuid in node.allocations:
             raise ModelError(f"allocation {uuid} already exists")
-        if allocation.uuid:
-            self._recovered_uuids.add(uuid)
+        self._recovered_uuids.add(uuid)
         recovered = allocation._replace(
             uuid=uuid,
             partition=self.name,
@@ -84,20 +96,13 @@ class PartitionAllocations(PartitionApplications):
         for existing in info.existing_allocations:
             allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
             app_id = allocation.application_id
-            if app_id not in self.applications:
-                reason = f"failed to find application {app_id}"
-            else:
-                reason = recovery_rejection(
-                    allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
-                )
+            reason = self.recovery_reason(allocation)
             if reason:
                 rejected.append((existing.allocation_key, app_id, reason))
                 continue
-            if allocation.uuid:
-                self._recovered_uuids.add(allocation.uuid)
-            else:
-                # not the scheduler's series: the two counters must never collide
-                allocation = allocation._replace(uuid=f"{self.new_uuid()}-recovered")
+            if not allocation.uuid:
+                allocation = allocation._replace(uuid=self.recovered_uuid())
+            self._recovered_uuids.add(allocation.uuid)  # a uuid given here is live just the same
             by_app[app_id].append(
                 allocation._replace(queue_path=self.applications[app_id].queue_path, recovered=True)
             )
@@ -270,7 +275,7 @@ class PartitionAllocations(PartitionApplications):
         """A replacement its owner refused: the placeholder is free again and the ask gets its repeat."""
         app = self.applications.get(real.application_id)
         recorded = app.replacements.get(real.replaces) if app is not None else None
-        if recorded is None or recorded.uuid != real.uuid:
+        if app is None or recorded is None or recorded.uuid != real.uuid:
             return  # undone already, or a later replacement of the same placeholder
         app.drop_replacement(real.replaces)
         if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:

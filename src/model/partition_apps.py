@@ -14,12 +14,14 @@ from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.app_owner import ask_rejection, build_ask
+from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
-from korral.model.queue import SORT_FIFO, Queue, QueueState
+from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage
 from korral.policies.placement import Placement, PlacementError, PlacementRequest
+from korral.policies.sorting import SORT_FIFO
 
 TAG_RESOURCE_QUOTA = "namespace.resourcequota"
 TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
@@ -61,8 +63,9 @@ class PartitionApplications(PartitionRegistry):
             if not forced:
                 raise ModelError(f"application {application_id} rejected: empty user cannot resolve")
             user, groups = "nobody", ("nogroup",)
+        groups = tuple(groups)
         request = PlacementRequest(
-            application_id=application_id, queue_name=queue_name, user=user, groups=tuple(groups), tags=tags
+            application_id=application_id, queue_name=queue_name, user=user, groups=groups, tags=tags
         )
         try:
             placement: Placement = self.placement.place(request, self)
@@ -221,13 +224,10 @@ class PartitionApplications(PartitionRegistry):
         return True
 
     def _maybe_complete(self, app: Application) -> None:
-        if app.is_idle() and app.state in (
-            ApplicationState.ACCEPTED,
-            ApplicationState.STARTING,
-            ApplicationState.RUNNING,
-        ):
-            self._transition(app, ApplicationEvent.COMPLETE)
-        elif app.may_fail_finally():
+        event = settle_event(app)
+        if event is ApplicationEvent.COMPLETE:
+            self._transition(app, event)
+        elif event is ApplicationEvent.FAIL:
             # Failing with nothing left: Failed, and the application leaves the partition
             self._transition(app, ApplicationEvent.FAIL)
             self.remove_application(app.application_id)
@@ -349,7 +349,7 @@ class PartitionApplications(PartitionRegistry):
         else:
             for name, quantity in ask.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
-        if app.state in (ApplicationState.NEW, ApplicationState.COMPLETING):
+        if app.state in RUN_ON_ASK:
             self._transition(app, ApplicationEvent.RUN)
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:

@@ -12,7 +12,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -115,7 +115,7 @@ class PartitionRegistry:
         self._limits_dirty = True
         # Resource shapes that fit no node; valid while nothing frees or adds node resources.
         # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
-        self._unfit_shapes: set[tuple] = set()
+        self._unfit_shapes: set[tuple[Any, ...]] = set()
         self._resource_epoch = 0
         # Outputs drained by the driver (reference scheduler or actors).
         self.state_changes: list[StateChange] = []
@@ -126,6 +126,10 @@ class PartitionRegistry:
         self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
+        # request events of preemption attempts (application, allocation key, message)
+        self.preemption_events: list[tuple[str, str, str]] = []
+        # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
+        self.preempt_attempts: dict[str, int] = {}
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterator
+from typing import Any, cast
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
 from korral.model import resource as res
@@ -23,6 +24,9 @@ APPLICATION_SORT_PRIORITY = "application.sort.priority"
 PRIORITY_POLICY = "priority.policy"
 PRIORITY_OFFSET = "priority.offset"
 PREEMPTION_POLICY = "preemption.policy"
+PREEMPTION_DELAY = "preemption.delay"
+# YuniKorn's default preemption.delay: an ask may preempt once it has waited this long
+DEFAULT_PREEMPTION_DELAY = 30.0
 
 
 class QueueState(enum.StrEnum):
@@ -66,6 +70,35 @@ def _parse_priority_offset(text: str) -> int:
     return value if MIN_PRIORITY <= value <= MAX_PRIORITY else 0
 
 
+_GO_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """A Go duration (``30s``, ``1m30s``, ``250ms``) in seconds; None when it is not one."""
+    text = text.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    total, at = 0.0, 0
+    while at < len(body):
+        match = _GO_DURATION_PART.match(body, at)
+        if match is None:
+            return None
+        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
+        at = match.end()
+    return sign * total if body else None
+
+
+def _parse_preemption_delay(text: str | None) -> float:
+    """``preemption.delay`` as YuniKorn reads it: a positive Go duration, else the default (30 s)."""
+    if text is None:
+        return DEFAULT_PREEMPTION_DELAY
+    delay = parse_go_duration(text)
+    return delay if delay is not None and delay > 0 else DEFAULT_PREEMPTION_DELAY
+
+
 def _configured_resource(resource: Resource) -> Resource | None:
     """A configured max or guaranteed as YuniKorn's setResources takes it: as given, explicit zeros
     included, when strictly greater than zero (at least one positive type, no negative); else not set."""
@@ -87,7 +120,7 @@ class Queue:
     def __init__(self, name: str, parent: Queue | None = None, *, leaf: bool, managed: bool) -> None:
         self.name = name.lower()
         self.parent = parent
-        self.path = self.name if parent is None else f"{parent.path}.{self.name}"
+        self.path: str = self.name if parent is None else f"{parent.path}.{self.name}"
         self.is_leaf = leaf
         self.is_managed = managed
         self.state = QueueState.ACTIVE
@@ -107,7 +140,8 @@ class Queue:
         # the partition's resource epoch at which everything pending below was over a limit (-1: not)
         self.quota_blocked_at = -1
         self.priority = MIN_PRIORITY
-        self.order: IncrementalOrder = IncrementalOrder()
+        # a leaf orders its applications, a parent its children
+        self.order: IncrementalOrder[Any] = IncrementalOrder()
         # Effective max (own max limited by every ancestor's; root's is the cluster capacity) and the
         # limit used for fair shares of types without a guarantee. Refreshed by refresh_limits().
         self.effective_max: Resource | None = None
@@ -119,6 +153,9 @@ class Queue:
         self.priority_sort_enabled = True
         self.priority_fence = False
         self.priority_offset = 0
+        # the effective preemption.policy (default, fence, disabled) and preemption.delay in seconds
+        self.preemption_policy = "default"
+        self.preemption_delay = DEFAULT_PREEMPTION_DELAY
         if parent is not None:
             self.properties = inherited_properties(parent.properties)
             self._apply_property_settings()
@@ -209,6 +246,9 @@ class Queue:
         )
         self.priority_fence = self.properties.get(PRIORITY_POLICY, "default").lower() == "fence"
         self.priority_offset = _parse_priority_offset(self.properties.get(PRIORITY_OFFSET, "0"))
+        policy = self.properties.get(PREEMPTION_POLICY, "default").lower()
+        self.preemption_policy = policy if policy in ("fence", "disabled") else "default"
+        self.preemption_delay = _parse_preemption_delay(self.properties.get(PREEMPTION_DELAY))
 
     def refresh_limits(self, cluster_capacity: Resource | None = None) -> None:
         """Recompute effective max here and below (on config change or cluster capacity change)."""
@@ -289,7 +329,7 @@ class Queue:
     app_key = sorting.app_key
     child_entry = sorting.child_entry
 
-    def child_key(self, child: Queue) -> tuple:
+    def child_key(self, child: Queue) -> tuple[Any, ...]:
         """(priority, dominant share, larger pending first); with priority sorting disabled the share
         comes first and the priority only breaks its ties (YuniKorn's sortQueue)."""
         return self.child_entry(child)[:-1]
@@ -312,7 +352,7 @@ class Queue:
         has the placed ask's priority: then only this queue's usage moved, so only its place among its
         siblings can change.
         """
-        pending_asks = app.pending_asks
+        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # ordered: the scheduler's apps
         if (
             self.sort_policy != SORT_FAIR
             and pending_asks.items

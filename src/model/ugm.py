@@ -259,7 +259,9 @@ class UserGroupTracker:
             return
         levels = path_levels(tracking.queue_path)
         for table, name in ((self.users, tracking.user), (self.groups, tracking.group)):
-            by_path = table.get(name) if name is not None else None
+            if name is None:
+                continue
+            by_path = table.get(name)
             if by_path is None:
                 continue
             for level in levels:

@@ -213,6 +213,13 @@ class SchedulingView(PartitionModel):
             # its refusal (``undo_replacement``) leaves the placeholder released
             app.releasing[uuid] = si.TerminationType(termination)
 
+    def unpreempt(self, application_id: str, uuid: str) -> None:
+        """The owner could not preempt this allocation (not confirmed there yet, or released another
+        way meanwhile): it is live again here, and the ask that chose it may try again later."""
+        app = self.applications.get(application_id)
+        if app is not None and app.releasing.get(uuid) is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+            app.unmark_releasing(uuid)
+
     def take_core_releases(self) -> None:
         """The owners report releases to the RM; the view's own record of them is not needed."""
         self.core_releases.clear()

@@ -8,11 +8,19 @@ builds them.
 
 from __future__ import annotations
 
+from typing import TypeVar, dataclass_transform
+
 import attrs
 
 from korral.model.allocation import Allocation, Ask
 
-frozen = attrs.frozen(slots=True)
+_T = TypeVar("_T")
+
+
+# attrs.frozen(slots=True), short; dataclass_transform tells type checkers what it makes
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
+def frozen(cls: type[_T]) -> type[_T]:
+    return attrs.frozen(slots=True)(cls)
 
 
 @frozen
@@ -75,4 +83,14 @@ class MarkReleasing:
     termination: int
 
 
-ViewOp = PutAsk | DropAsk | RollBack | Forget | AdoptRecovered | UndoReplacement | Swap | MarkReleasing
+@frozen
+class Unpreempt:
+    """A preemption victim the owner could not release (it does not hold it, or it is being released
+    already): the view takes back its releasing mark, and the ask that chose it may try again later."""
+
+    uuid: str
+
+
+ViewOp = (
+    PutAsk | DropAsk | RollBack | Forget | AdoptRecovered | UndoReplacement | Swap | MarkReleasing | Unpreempt
+)

@@ -27,12 +27,15 @@ Decisions where YuniKorn is ambiguous or quirky (see the module tests for each):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import attrs
 
 from korral.config.schema import FilterConfig, PlacementRuleConfig
+
+# queue names and regular-expression filter entries: one definition, the config validator's
+from korral.config.validator import QUEUE_NAME_RE, REGEXP_SPECIAL_RE
 from korral.errors import KorralError
 from korral.policies.acl import ACL, GROUP_NAME_PATTERN, USER_NAME_PATTERN, ACLQueue, has_access
 
@@ -53,9 +56,6 @@ RULE_RECOVERY = "recovery"
 FALLBACK_RULE = "default"
 CONFIGURABLE_RULES = frozenset({RULE_PROVIDED, RULE_USER, RULE_FIXED, RULE_TAG})
 
-QUEUE_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_:#/@-]{1,64}")
-# A single filter entry containing any of these is a regular expression, not a name.
-_REGEXP_CHARS = re.compile(r"[\^$*+?()\[{}|]")
 _TRUE_VALUES = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 
 
@@ -85,12 +85,16 @@ class QueueLookup(Protocol):
     def get_queue(self, path: str) -> PlacementQueue | None: ...
 
 
+def _names(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class PlacementRequest:
     application_id: str
     queue_name: str  # as submitted: "" or a short name or a fully qualified path
     user: str
-    groups: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    groups: tuple[str, ...] = attrs.field(default=(), converter=_names)
     tags: Mapping[str, str] = attrs.field(factory=dict)
 
 
@@ -180,7 +184,7 @@ def _filter_entries(
     entries: tuple[str, ...], name_pattern: re.Pattern[str]
 ) -> tuple[frozenset[str], re.Pattern[str] | None]:
     """A single entry may be a regexp (unanchored, like Go's MatchString); lists keep valid names only."""
-    if len(entries) == 1 and _REGEXP_CHARS.search(entries[0]):
+    if len(entries) == 1 and REGEXP_SPECIAL_RE.search(entries[0]):
         try:
             return frozenset(), re.compile(entries[0])
         except re.error:
@@ -195,7 +199,7 @@ def _is_qualified(name: str) -> bool:
 
 def _check_queue_names(path: str) -> None:
     for part in path.split(DOT):
-        if not QUEUE_NAME_PATTERN.fullmatch(part):
+        if not QUEUE_NAME_RE.fullmatch(part):
             raise PlacementError(
                 f"invalid queue name '{part}' in '{path}': a queue name must only have alphanumeric "
                 "characters, '-', '_', ':', '#', '/' or '@' and be 1 to 64 characters long"

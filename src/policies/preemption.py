@@ -12,8 +12,9 @@ release there, or nothing. The laws (YuniKorn's design/preemption and user_guide
 4. A victim's priority is at most the ask's (equal is allowed, unlike Kubernetes).
 5. A ``fence`` on a queue keeps the ask's victims inside the fenced subtree; ``disabled`` makes a
    queue's allocations non-victims (the caller passes the effective policy of each queue).
-6. Victims come from one node: the one that needs the fewest victims (then the least resource taken,
-   then the node id). On a node: allocations that allow preemption first, then non-originators, then
+6. Victims come from one node: the one that needs the fewest victims, the first in node-id order
+   among equals (``choose_on_nodes`` may stop looking a while after its best plan, to bound the cost
+   on large clusters). On a node: allocations that allow preemption first, then non-originators, then
    the newest. Allocations that opted out of preemption are taken only when nothing else frees enough.
 
 Required-node asks (daemon sets) have their own rule, ``required_node_victims``: only their node
@@ -22,7 +23,8 @@ counts, their own application's allocations may go too, and the lowest priority 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -44,9 +46,9 @@ class QueueFacts:
     policy: str = POLICY_DEFAULT
 
 
-@attrs.frozen
-class Candidate:
-    """An allocation that could make room."""
+class Candidate(NamedTuple):
+    """An allocation that could make room. (A NamedTuple: one is built per live allocation of the
+    eligible queues at each attempt, and a tuple is several times cheaper to build than a frozen class.)"""
 
     uuid: str
     application_id: str
@@ -108,17 +110,43 @@ def _stays_at_or_above(guaranteed: Mapping[str, int] | None, usage: Mapping[str,
     return all(usage.get(name, 0) >= quantity for name, quantity in guaranteed.items() if quantity > 0)
 
 
-def preemptor_may_preempt(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bool:
-    """Law 1: some queue on the ask's path has a guarantee, and none is exceeded once it is allocated."""
+def preemptor_may_preempt(
+    preemptor: Preemptor,
+    queues: Mapping[str, QueueFacts],
+    relief: Mapping[str, Mapping[str, int]] | None = None,
+) -> bool:
+    """Law 1: some queue on the ask's path has a guarantee, and none is exceeded once it is allocated.
+
+    ``relief`` is what the chosen victims give back to each queue on the ask's path (victims in a
+    sibling of the ask's queue lower their common parent's usage, as YuniKorn's snapshot does)."""
     guaranteed_somewhere = False
     for path in ancestors(preemptor.queue_path):
         facts = queues.get(path)
         if facts is None or not facts.guaranteed:
             continue
         guaranteed_somewhere = True
-        if not _within(facts.guaranteed, res.add(facts.allocated, preemptor.resource)):
+        usage = res.add(facts.allocated, preemptor.resource)
+        if relief and path in relief:
+            usage = res.sub(usage, relief[path])
+        if not _within(facts.guaranteed, usage):
             return False
     return guaranteed_somewhere
+
+
+def law_1_possible(preemptor: Preemptor, queues: Mapping[str, QueueFacts]) -> bool:
+    """Could any victims satisfy law 1? The ask's own queue gives no victims (law 2), so it must stay
+    within its guarantee as it is; a parent may be brought back by victims in its other children."""
+    own = queues.get(preemptor.queue_path)
+    if (
+        own is not None
+        and own.guaranteed
+        and not _within(own.guaranteed, res.add(own.allocated, preemptor.resource))
+    ):
+        return False
+    return any(
+        (facts := queues.get(path)) is not None and facts.guaranteed
+        for path in ancestors(preemptor.queue_path)
+    )
 
 
 def fence_root(queue_path: str, queues: Mapping[str, QueueFacts]) -> str:
@@ -135,26 +163,44 @@ def _inside(path: str, subtree: str) -> bool:
 
 
 def eligible(
-    preemptor: Preemptor, candidates: Iterable[Candidate], queues: Mapping[str, QueueFacts]
+    preemptor: Preemptor,
+    candidates: Iterable[Candidate],
+    queues: Mapping[str, QueueFacts],
+    fence: str | None = None,
+    verdicts: dict[str, bool] | None = None,
 ) -> list[Candidate]:
-    """Laws 2, 4 and 5, and the first half of 3 (the victim's queue is above its guarantee now)."""
-    fence = fence_root(preemptor.queue_path, queues)
+    """Laws 2, 4 and 5, and the first half of 3 (the victim's queue is above its guarantee now).
+    ``verdicts`` caches each queue's verdict across calls of one attempt."""
+    if fence is None:
+        fence = fence_root(preemptor.queue_path, queues)
+    if verdicts is None:
+        verdicts = {}
     result = []
     for candidate in candidates:
-        if (
-            candidate.application_id == preemptor.application_id
-            or candidate.queue_path == preemptor.queue_path
-        ):
+        if candidate.application_id == preemptor.application_id or candidate.required_node:
+            continue  # daemon-set allocations are left to their own (required-node) rule
+        if candidate.priority > preemptor.priority:
             continue
-        if candidate.priority > preemptor.priority or not _inside(candidate.queue_path, fence):
-            continue
-        facts = queues.get(candidate.queue_path)
-        if facts is None or facts.policy == POLICY_DISABLED:
-            continue
-        if not _above(facts.guaranteed, facts.allocated):
-            continue
-        result.append(candidate)
+        path = candidate.queue_path
+        verdict = verdicts.get(path)
+        if verdict is None:
+            verdict = verdicts[path] = victim_queue_eligible(preemptor.queue_path, fence, path, queues)
+        if verdict:
+            result.append(candidate)
     return result
+
+
+def victim_queue_eligible(
+    preemptor_queue: str, fence: str, path: str, queues: Mapping[str, QueueFacts]
+) -> bool:
+    """May allocations of the queue at ``path`` be victims at all? Not the ask's own queue (law 2),
+    inside the fence, not disabled (law 5), above its guarantee now (law 3's first half)."""
+    if path == preemptor_queue or not _inside(path, fence):
+        return False
+    facts = queues.get(path)
+    if facts is None or facts.policy == POLICY_DISABLED:
+        return False
+    return _above(facts.guaranteed, facts.allocated)
 
 
 def victim_order(candidate: Candidate) -> tuple[bool, bool, int]:
@@ -167,24 +213,33 @@ def _choose_on_node(
     available: Mapping[str, int],
     candidates: Sequence[Candidate],
     queues: Mapping[str, QueueFacts],
+    limit: int | None = None,
 ) -> list[Candidate] | None:
-    """The victims on one node, in order, until the ask fits; None if it never does (law 3 kept)."""
-    if res.fits_in(preemptor.resource, available):
-        return []
+    """The victims on one node, in order, until the ask fits and law 1 holds; None if that never
+    happens (law 3 kept throughout) or would take more than ``limit`` victims."""
     shared = set(ancestors(preemptor.queue_path))
+    if res.fits_in(preemptor.resource, available) and preemptor_may_preempt(preemptor, queues):
+        return []
     taken: dict[str, Resource] = {}  # queue path -> what the victims so far take from it
+    relief: dict[str, Resource] = {}  # the same for the queues the ask's queue shares with victims
     freed: Resource = dict(available)
     victims: list[Candidate] = []
     for candidate in candidates:
-        # useless unless it frees a type the ask still lacks
-        if not any(
+        fits = res.fits_in(preemptor.resource, freed)
+        victim_paths = ancestors(candidate.queue_path)
+        if fits:
+            # room enough: only a victim that brings a shared parent back within its guarantee helps
+            if not any(path in shared for path in victim_paths):
+                continue
+        elif not any(
             candidate.resource.get(name, 0) > 0 and freed.get(name, 0) < quantity
             for name, quantity in preemptor.resource.items()
         ):
-            continue
-        paths = [p for p in ancestors(candidate.queue_path) if p not in shared]
+            continue  # useless: frees no type the ask still lacks
         after: dict[str, Resource] = {}
-        for path in paths:
+        for path in victim_paths:
+            if path in shared:
+                continue
             facts = queues.get(path)
             if facts is None:
                 continue
@@ -194,10 +249,15 @@ def _choose_on_node(
             after[path] = res.add(taken.get(path, {}), candidate.resource)
         else:
             taken.update(after)
+            for path in victim_paths:
+                if path in shared:
+                    relief[path] = res.add(relief.get(path, {}), candidate.resource)
             victims.append(candidate)
             res.add_into(freed, candidate.resource)
-            if res.fits_in(preemptor.resource, freed):
+            if res.fits_in(preemptor.resource, freed) and preemptor_may_preempt(preemptor, queues, relief):
                 return victims
+            if limit is not None and len(victims) >= limit:
+                return None  # already as many as a plan found elsewhere: this node cannot do better
     return None
 
 
@@ -211,27 +271,65 @@ def choose_victims(
 
     ``available`` is each schedulable node's free room now; nodes not in it are not considered.
     """
-    if not preemptor_may_preempt(preemptor, queues):
-        return None
     by_node: dict[str, list[Candidate]] = {}
-    for candidate in eligible(preemptor, candidates, queues):
+    for candidate in candidates:
         if candidate.node_id in available:
             by_node.setdefault(candidate.node_id, []).append(candidate)
+    nodes = [(node_id, available[node_id], by_node[node_id].__iter__) for node_id in sorted(by_node)]
+    return choose_on_nodes(preemptor, queues, nodes)
+
+
+# one node to consider: its id, its free room, and a function giving the allocations on it
+NodeRoom = tuple[str, Mapping[str, int], Callable[[], Iterable[Candidate]]]
+
+
+def choose_on_nodes(
+    preemptor: Preemptor,
+    queues: Mapping[str, QueueFacts],
+    nodes: Sequence[NodeRoom],
+    patience: int | None = None,
+) -> Plan | None:
+    """``choose_victims`` over nodes given in node-id order, each one's candidates loaded only when it
+    is reached: the node needing the fewest victims wins, the first in order among equals (YuniKorn:
+    the fewest victims, then the node id), so the search ends at the first node one victim frees.
+
+    With ``patience``, the search also ends that many nodes after the best plan so far was found: on a
+    large cluster the cost of an attempt stays bounded (YuniKorn computes every node's victims)."""
+    if not law_1_possible(preemptor, queues):
+        return None
+    fence = fence_root(preemptor.queue_path, queues)
+    verdicts: dict[str, bool] = {}
+    loaded: dict[str, list[Candidate]] = {}
     for allow_opted_out in (False, True):
-        best: tuple[int, int, str, list[Candidate]] | None = None
-        for node_id, node_candidates in by_node.items():
-            pool = (
-                node_candidates if allow_opted_out else [c for c in node_candidates if c.allow_preempt_self]
-            )
-            victims = _choose_on_node(preemptor, available[node_id], sorted(pool, key=victim_order), queues)
+        best: tuple[str, list[Candidate]] | None = None
+        since_best = 0
+        for node_id, room, load in nodes:
+            if best is not None:
+                since_best += 1
+                if patience is not None and since_best > patience:
+                    break
+            pool = loaded.get(node_id)
+            if pool is None:
+                pool = eligible(preemptor, load(), queues, fence, verdicts)
+                pool.sort(key=victim_order)
+                loaded[node_id] = pool
+            if not allow_opted_out:
+                pool = [c for c in pool if c.allow_preempt_self]
+            if not pool:
+                continue
+            limit = len(best[1]) - 1 if best is not None else None
+            if limit == 0:
+                break
+            victims = _choose_on_node(preemptor, room, pool, queues, limit)
             if not victims:
-                continue  # None: not enough here; []: fits already, no preemption needed
-            taken = sum(sum(v.resource.values()) for v in victims)
-            key = (len(victims), taken, node_id, victims)
-            if best is None or key[:3] < best[:3]:
-                best = key
+                continue  # None: not enough here (or no better); []: fits already, no preemption needed
+            if best is None or len(victims) < len(best[1]):
+                best = (node_id, victims)
+                since_best = 0
+            if len(victims) == 1:
+                break  # nothing later in the order can beat one victim
         if best is not None:
-            return Plan(node_id=best[2], victims=tuple(v.uuid for v in best[3]))
+            return Plan(node_id=best[0], victims=tuple(v.uuid for v in best[1]))
     return None
 
 

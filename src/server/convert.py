@@ -208,7 +208,7 @@ def _read(source: Message, spec: _Spec) -> Any:
         # proto3 keeps a field it does not know as unknown, and so a known field sent with the wrong
         # wire type: that one is a malformed message, not a newer client's addition
         numbers = spec.proto_type.DESCRIPTOR.fields_by_number
-        for item in unknown:
+        for item in unknown:  # type: ignore[attr-defined]
             known = numbers.get(item.field_number)
             if known is not None:
                 raise _Invalid(

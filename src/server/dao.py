@@ -56,7 +56,7 @@ def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], cont
             "utilization",
         ),
         "nodeSortingPolicy": {"type": info.node_sort_policy},
-        "preemptionEnabled": False,
+        "preemptionEnabled": info.preemption_enabled,
         "totalNodes": info.node_count,
         "applications": counts,
         "totalContainers": containers,
@@ -88,8 +88,8 @@ def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> 
         "currentPriority": 0,
         "sortingPolicy": info.sort_policy,
         "prioritySorting": info.priority_sorting,
-        "preemptionEnabled": False,
-        "isPreemptionFence": False,
+        "preemptionEnabled": info.preemption_policy != "disabled",
+        "isPreemptionFence": info.preemption_policy == "fence",
     }
     return _omit_empty(
         document,

@@ -155,6 +155,11 @@ class CoreMetrics:
 
     # ---- nodes (the partition, on each lifecycle change) -----------------------------------------
 
+    def node_states(self, deltas: Mapping[str, int]) -> None:
+        """Several nodes' changes at once: the net change of each state's count."""
+        for state, delta in deltas.items():
+            self.node.labels(state).inc(delta)
+
     def node_state(self, previous: str | None, state: str | None) -> None:
         if previous is not None:
             self.node.labels(previous).dec()

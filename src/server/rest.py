@@ -363,7 +363,7 @@ class RestApi:
     def state_dump(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         with self._dump_lock:  # one dump at a time, as YuniKorn
             partitions = self.core.partitions()
-            applications = []
+            applications: list[Any] = []
             nodes = []
             queues = []
             for info in partitions:
@@ -460,7 +460,7 @@ class RestServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr]
+        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr,attr-defined]
         port = sockets[0].getsockname()[1] if sockets else self.port
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{port}"

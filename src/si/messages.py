@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -85,10 +85,9 @@ __all__ = [
 # A protobuf Resource (map<string, Quantity>) flattened to resource name -> quantity.
 Resource = dict[str, int]
 
-_T = TypeVar("_T")
 
-
-def _to_tuple(value: Iterable[_T] | None) -> tuple[_T, ...]:
+def _to_tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
+    # (not generic: the attrs plugin of mypy cannot bind a converter's type variable to the field)
     # A bare string is iterable too: reject it rather than silently splitting it into characters.
     if isinstance(value, str | bytes):
         raise TypeError(f"expected an iterable of items for a repeated field, got {type(value).__name__}")

@@ -50,7 +50,16 @@ STAGES: dict[str, tuple[str, ...]] = {
 
 
 # what the scheduler's thread handles besides its batches of cycles
-SCHEDULER_HANDLERS = ("ViewOps", "RolledBack", "NodeAdded", "NodeChanged", "AppAdded", "AppGone", "Tick")
+SCHEDULER_HANDLERS = (
+    "ViewOps",
+    "RolledBack",
+    "NodeAdded",
+    "NodesAdded",
+    "NodeChanged",
+    "AppAdded",
+    "AppGone",
+    "Tick",
+)
 
 
 def _scheduler_cpu_seconds() -> float | None:

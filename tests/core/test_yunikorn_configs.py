@@ -15,7 +15,7 @@ import korral
 from korral import si
 from korral.config import load_config
 
-CONFIGS = Path(__file__).parent / "data" / "yunikorn-configs"
+CONFIGS = Path(__file__).parents[1] / "data" / "yunikorn-configs"
 VALID = sorted((CONFIGS / "valid").glob("*.yaml"))
 INVALID = sorted((CONFIGS / "invalid").glob("*.yaml"))
 

@@ -18,7 +18,7 @@ from korral import si
 from korral.server import convert
 from korral.si import si_pb2
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_TYPES = [
     getattr(si, name)
     for name in si.__all__

@@ -535,6 +535,7 @@ def run_storm(seed: int, *, seconds: float, threads_per_rm: int, probe: Any, **s
         return sum(driver.ops for driver in drivers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_two_rms_four_threads(seed: int, view_probe) -> None:
     ops = run_storm(seed, seconds=2.5, threads_per_rm=2, probe=view_probe, reservation_delay=3600.0)
@@ -547,6 +548,7 @@ def test_storm_with_reservations(view_probe) -> None:
     assert ops > 100
 
 
+@pytest.mark.slow
 def test_many_threads_one_application_each(view_probe) -> None:
     """Eight threads, all at once on asks and releases: the owners serialise what the RMs race."""
     ops = run_storm(11, seconds=2.0, threads_per_rm=4, probe=view_probe, reservation_delay=3600.0)

@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import korral
 
 CLI_ONLY = ("click", "rich", "matplotlib")
@@ -43,6 +45,7 @@ def run_without_cli_extra(code: str, cwd: Path, *arguments: str) -> subprocess.C
     )
 
 
+@pytest.mark.slow
 def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Path) -> None:
     done = run_without_cli_extra(
         """

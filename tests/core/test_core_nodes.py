@@ -385,3 +385,97 @@ def test_recovered_allocations_without_uuid_never_collide_with_scheduled_ones() 
         uuids = [a.uuid for a in info.allocations]
         assert len(uuids) == 4 and len(set(uuids)) == 4, uuids
         check_invariants(core, part("rm"), rm)
+
+
+def test_one_request_that_creates_then_changes_its_nodes_acts_in_order():
+    """A request's new nodes reach the scheduler together; a later entry about one of them (update,
+    drain, removal) still acts on it after it was added, and the node gauges count each once."""
+    big = {"memory": 300 * MB, "vcore": 60_000}
+
+    def entry(node_id: str, action: si.NodeAction, **fields: object) -> si.NodeInfo:
+        return si.NodeInfo(node_id=node_id, action=action, **fields)  # type: ignore[arg-type]
+
+    with running(SINGLE_LEAF) as (core, rm):
+        core.update_node(
+            si.NodeRequest(
+                rm_id="rm",
+                nodes=[
+                    entry("n1", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n2", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n3", si.NodeAction.CREATE, schedulable_resource=NODE),
+                    entry("n2", si.NodeAction.UPDATE, schedulable_resource=big),
+                    entry("n3", si.NodeAction.DRAIN_NODE),
+                    entry("n1", si.NodeAction.DECOMISSION),
+                ],
+            )
+        )
+        core.wait_until_idle()
+        assert sorted(n.node_id for n in core.nodes(P)) == ["n2", "n3"]
+        assert core.node(P, "n2").capacity == big and not core.node(P, "n3").schedulable
+        value = core.metrics.value
+        assert value("yunikorn_scheduler_node", {"state": "active"}) == 1
+        assert value("yunikorn_scheduler_node", {"state": "draining"}) == 1
+        assert value("yunikorn_scheduler_node", {"state": "decommissioned"}) == 1
+        # the scheduler's view has n2 at its new size: an ask bigger than NODE lands there
+        add_apps(core, rm, {"app1": LEAF})
+        core.update_allocation(t.asks("rm", "app1", 1, {"memory": 120 * MB, "vcore": 1_000}))
+        core.wait_until_idle()
+        assert rm.allocated_total == 1 and [a.node_id for a in core.node(P, "n2").allocations] == ["n2"]
+
+
+CAPPED_LEAF = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: capped
+            resources:
+              max: {vcore: 4}
+"""
+
+
+def test_recovered_allocations_without_uuid_count_against_the_queue_max() -> None:
+    """A uuid-less existing allocation gets its uuid from the partition; the scheduler must count it
+    like any other recovered allocation: the queue's max leaves room for one more ask, not two."""
+    with running(CAPPED_LEAF) as (core, rm):
+        add_apps(core, rm, {"app-1": "root.capped"})
+        existing = si.Allocation(
+            allocation_key="running-0",
+            application_id="app-1",
+            node_id="n1",
+            resource_per_alloc={"vcore": 3000},
+        )
+        core.update_node(t.nodes("rm", ["n1"], NODE, existing=[existing]))
+        add_nodes(core, rm, ["n2"])
+        core.update_allocation(t.asks("rm", "app-1", 2, {"vcore": 1000}))
+        core.wait_until_idle()
+        info = core.application(P, "app-1")
+        assert len(info.allocations) == 2  # the recovered one and one of the two asks
+        assert info.pending == {"vcore": 1000}
+        assert core.queue(P, "root.capped").allocated == {"vcore": 4000}
+        check_invariants(core, P, rm)
+
+
+def test_a_uuid_the_core_gave_a_recovered_allocation_cannot_be_recovered_twice() -> None:
+    """The uuid the core gives an existing allocation reported without one is live like any other: the
+    RM reporting it again on another node, for another application (a twin), is rejected, not booked
+    and told twice."""
+    with running(SINGLE_LEAF) as (core, rm):
+        add_apps(core, rm, {"app1": LEAF, "app2": LEAF})
+        existing = si.Allocation(
+            allocation_key="running-0", application_id="app1", node_id="n1", resource_per_alloc=SMALL
+        )
+        core.update_node(t.nodes("rm", ["n1"], NODE, existing=[existing]))
+        core.wait_until_idle()
+        [given] = rm.live
+        twin = si.Allocation(
+            allocation_key="twin-0", uuid=given, application_id="app2", node_id="n2", resource_per_alloc=SMALL
+        )
+        core.update_node(t.nodes("rm", ["n2"], NODE, existing=[twin]))
+        core.wait_until_idle()
+        assert "already live" in rm.rejected_asks_by_key()["twin-0"]
+        assert core.application(P, "app2").allocations == []
+        assert core.node(P, "n2").allocations == []
+        check_invariants(core, P, rm)

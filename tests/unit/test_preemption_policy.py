@@ -11,11 +11,14 @@ from korral.policies.preemption import (
     Preemptor,
     QueueFacts,
     ancestors,
+    choose_on_nodes,
     choose_victims,
     fence_root,
+    law_1_possible,
     preemptor_may_preempt,
     required_node_victims,
     victim_order,
+    victim_queue_eligible,
 )
 
 # root
@@ -98,6 +101,7 @@ def test_law_1_the_preemptors_queue_must_stay_within_its_guarantee(preemptor, fa
         pytest.param([victim("v1", priority=0)], Plan("n1", ("v1",)), id="law-4-equal-priority-allowed"),
         pytest.param([victim("v1", priority=-5)], Plan("n1", ("v1",)), id="law-4-lower-priority"),
         pytest.param([victim("v1", vcore=8)], None, id="law-3-never-below-the-victims-guarantee"),
+        pytest.param([victim("v1", required_node=True)], None, id="daemon-set-allocations-are-left-alone"),
         pytest.param(
             [victim("big", vcore=8), victim("small", vcore=2)],
             Plan("n1", ("small",)),
@@ -249,3 +253,71 @@ def test_required_node_takes_opted_out_allocations_only_as_a_last_resort():
     assert plan == Plan("n1", ("ok",))
     plan = required_node_victims(ask(3), candidates, "n1", {"vcore": 0})
     assert plan is not None and set(plan.victims) == {"keep", "ok"}
+
+
+# ---- more laws: parents, eligibility of a victim's queue ---------------------------------------------
+
+
+def test_law_1_holds_on_every_guaranteed_queue_above_the_preemptor():
+    # t1 has room under its own guarantee, but its parent's guarantee (9) would be passed at 8 + 2
+    facts = queues(
+        t1=QueueFacts("root.tenant.t1", {"vcore": 10}, {"vcore": 6}),
+        t=QueueFacts("root.tenant", {"vcore": 9}, {"vcore": 8}, "fence"),
+    )
+    preemptor = ask(2, queue="root.tenant.t1", app="t1-app")
+    assert not preemptor_may_preempt(preemptor, facts)
+    assert preemptor_may_preempt(ask(1, queue="root.tenant.t1", app="t1-app"), facts)
+    # victims inside the parent bring it back within its guarantee (YuniKorn's snapshot removes them)
+    assert preemptor_may_preempt(preemptor, facts, {"root.tenant": {"vcore": 2}})
+    assert law_1_possible(preemptor, facts)
+    assert not law_1_possible(ask(5, queue="root.tenant.t1", app="t1-app"), facts)  # t1 itself: 6 + 5 > 10
+    inside = victim("t2", queue="root.tenant.t2", app="t2-app")
+    assert choose_victims(preemptor, [inside], facts, {"n1": {"vcore": 0}}) == Plan("n1", ("t2",))
+    # room on a node but the parent still over: a victim inside the parent is taken to bring it back
+    assert choose_victims(preemptor, [inside], facts, {"n1": {"vcore": 2}}) == Plan("n1", ("t2",))
+
+
+def test_law_3_also_guards_the_victims_parent_unless_the_preemptor_shares_it():
+    # t2 has no guarantee (any usage is above it) but its parent, tenant, is guaranteed 8 of its 8
+    facts = queues(
+        t=QueueFacts("root.tenant", {"vcore": 8}, {"vcore": 8}, "default"),
+        t1=QueueFacts("root.tenant.t1", {"vcore": 10}, {"vcore": 0}),
+    )
+    t2_victim = victim("v", queue="root.tenant.t2", app="t2-app")
+    assert choose_victims(ask(2), [t2_victim], facts, FULL) is None
+    # inside tenant the parent's usage does not change: a sibling may take it
+    sibling = ask(2, queue="root.tenant.t1", app="t1-app")
+    assert choose_victims(sibling, [t2_victim], facts, FULL) == Plan("n1", ("v",))
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        pytest.param("root.test", True, id="above-its-guarantee"),
+        pytest.param("root.prod", False, id="the-preemptors-own-queue"),
+        pytest.param("root.tenant.t2", True, id="no-guarantee-and-in-use"),
+        pytest.param("root.missing", False, id="unknown-queue"),
+    ],
+)
+def test_victim_queue_eligible(path, expected):
+    assert victim_queue_eligible("root.prod", "root", path, queues()) is expected
+
+
+def test_victim_queue_eligible_respects_fence_and_disabled():
+    facts = queues(t=QueueFacts("root.test", {"vcore": 4}, {"vcore": 10}, "disabled"))
+    assert not victim_queue_eligible("root.prod", "root", "root.test", facts)
+    assert victim_queue_eligible("root.tenant.t1", "root.tenant", "root.tenant.t2", queues())
+    assert not victim_queue_eligible("root.tenant.t1", "root.tenant", "root.test", queues())
+
+
+def test_patience_bounds_the_search_after_the_first_plan():
+    # n1 needs two victims, n2 one; with no patience left after n1's plan, n2 is never looked at
+    def room(node_id, candidates):
+        return (node_id, {"vcore": 0}, candidates.__iter__)
+
+    n1 = [victim("a", node="n1", vcore=1), victim("b", node="n1", vcore=1, sequence=1)]
+    n2 = [victim("c", node="n2", vcore=2)]
+    nodes = [room("n1", n1), room("n2", n2)]
+    assert choose_on_nodes(ask(2), queues(), nodes) == Plan("n2", ("c",))
+    assert choose_on_nodes(ask(2), queues(), nodes, patience=1) == Plan("n2", ("c",))
+    assert choose_on_nodes(ask(2), queues(), nodes, patience=0) == Plan("n1", ("b", "a"))

@@ -501,8 +501,9 @@ def test_bench_without_json_only_prints(
     assert "written:" not in result.output
 
 
+@pytest.mark.slow
 def test_bench_plot_only_redraws_the_sweep_chart_from_its_json(runner: CliRunner, tmp_path: Path) -> None:
-    sweep_json = Path(__file__).parents[1] / "bench" / "results" / "sweep.json"
+    sweep_json = Path(__file__).parents[2] / "bench" / "results" / "sweep.json"
     out = tmp_path / "charts"
     result = runner.invoke(main, ["bench", "--plot-only", str(sweep_json), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -733,6 +734,7 @@ def test_stress_with_one_rm_says_so_in_the_singular(runner: CliRunner) -> None:
     assert not re.search(r"\b1 (RMs|operations|checkpoints|RM callback failures)\b", result.output)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # the shrinking has a 120 s budget; it takes a few seconds in practice
 def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it() -> None:
     # 80 columns, as a CI log piped from the command: the replay command must not be wrapped
@@ -796,6 +798,7 @@ def test_inject_fault_usage_error_lists_the_known_faults(runner: CliRunner) -> N
     assert KNOWN_FAULT in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: CliRunner) -> None:
     """``korral stress --soak``: a row per sample; removed actors are retired while the second RM keeps

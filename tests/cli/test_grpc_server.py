@@ -473,6 +473,7 @@ def test_an_oversized_message_is_refused_and_the_server_keeps_serving() -> None:
         _healthy(address, "after")
 
 
+@pytest.mark.slow
 def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_serving() -> None:
     with korral.start(**FAST) as core:
         address = core.serve_grpc("127.0.0.1:0", max_concurrent_rpcs=200)

@@ -76,6 +76,7 @@ def test_serve_config_is_the_default_for_an_rm_that_registers_without_one(serve,
     assert process.wait(60) == 0
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_invalid_config_and_a_busy_address(tmp_path: Path) -> None:
     config = tmp_path / "queues.yaml"
     config.write_text("partitions: [broken")
@@ -131,7 +132,7 @@ def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None
 
 
 def test_the_documented_remote_rm_example_runs_against_a_served_core() -> None:
-    example = Path(__file__).resolve().parent.parent / "docs" / "remote-rm.py"
+    example = Path(__file__).resolve().parents[2] / "docs" / "remote-rm.py"
     with korral.start() as core:
         address = core.serve_grpc("127.0.0.1:0")
         finished = subprocess.run(

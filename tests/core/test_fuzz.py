@@ -12,7 +12,7 @@ item was rejected with a reason; no uuid is booked twice or told twice; each RM'
 neither RM ever hears of the other's objects.
 
 Profiles: ``ci`` (default: derandomized, no example database, bounded to well under a minute) and
-``long`` for local runs: ``KORRAL_FUZZ_PROFILE=long pytest tests/test_fuzz.py``.
+``long`` for local runs: ``KORRAL_FUZZ_PROFILE=long pytest tests/core/test_fuzz.py``.
 """
 
 from __future__ import annotations
@@ -155,6 +155,7 @@ def _explain(problems: list[str]) -> str:
     return "\n".join(problems[:20])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @PROFILE
 @given(plan=steps)

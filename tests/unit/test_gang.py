@@ -574,3 +574,26 @@ def test_the_owner_expires_placeholders_with_timers_it_asked_for() -> None:
     assert app.state is S.ACCEPTED or app.state is S.RESUMING
     assert [state for state, _ in effects.state_changes] == ["Resuming"]
     assert "u1" in app.allocations  # booked until the RM confirms
+
+
+def test_a_resumed_gang_runs_again_on_its_next_real_ask(cluster, clock) -> None:
+    """A soft gang whose placeholders timed out with no real ask waiting is Resuming; its next real ask
+    runs it as a normal application, in the reference exactly as in the application's owner (one rule,
+    ``app_state.RUN_ON_ASK``)."""
+    reference = cluster()
+    reference.update_application(gang_app(placeholders=3, timeout_ms=1000, style="Soft"))
+    reference.update_node(t.node_action(RM, "n2", si.NodeAction.DECOMISSION))
+    reference.update_node(
+        t.node_action(RM, "n1", si.NodeAction.UPDATE, schedulable_resource={"memory": 200, "vcore": 1000})
+    )
+    reference.update_allocation(asks("g", 3, PH, placeholder=True))
+    assert len(reference.schedule()) == 2
+    clock.advance(1.0)
+    confirm(reference, reference.expire_timeouts().released)  # the placeholders are gone
+    app = app_of(reference)
+    assert app.state is S.RESUMING
+    reference.update_allocation(asks("g", 1, {"memory": 50}, prefix="real"))
+    assert app.state is S.ACCEPTED
+    made = reference.schedule()
+    assert [a.allocation_key for a in made] == ["real-0"]
+    assert app.state in (S.STARTING, S.RUNNING)

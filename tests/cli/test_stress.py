@@ -20,6 +20,7 @@ def quiet_callbacks():
     logger.setLevel(level)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_short_stress_run_keeps_every_invariant() -> None:
     result = StressRun(rms=2, duration=30.0, seed=20261121, checkpoint=3.0).run()
@@ -33,6 +34,7 @@ def test_a_short_stress_run_keeps_every_invariant() -> None:
     assert result.core_releases.get("TIMEOUT", 0) > 0, result.core_releases
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
     run = StressRun(
