@@ -419,7 +419,7 @@ def _bench_multi_rm(
                 results.append(result)
                 console.print(
                     f"  [bold]{chosen}[/bold] aggregate {result.allocations_per_second:>10,.0f} allocations/s"
-                    f"  ({result.allocations:,} in {result.seconds:.3f}s)"
+                    f"  ({result.allocations:,} in {result.seconds:.3f}s, load {result.load_average:.1f})"
                 )
                 per_allocation = 1e6 / result.allocations
                 hosts = ", ".join(f"{cpu * per_allocation:.0f}" for cpu in result.host_cpu_seconds)

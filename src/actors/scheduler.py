@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from korral import si
@@ -68,6 +69,20 @@ REFUSALS_BEFORE_COOLING = 3
 OUTSTANDING_REPORT_INTERVAL = 1.0
 
 
+class PredicatesForNodes(ResourceManagerCallback):
+    """A callback that answers the RM's predicates for many candidate nodes of one decision in one
+    call (engine="ray": the RM is a process away). ``candidates_per_call`` is how many the view
+    gathers for its first call; it doubles each call while every node is refused."""
+
+    candidates_per_call = 1
+
+    def predicates_for_nodes(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> Sequence[bool]:
+        """Whether each node may take the ask, in order; with ``first``, up to the first accepted."""
+        raise NotImplementedError
+
+
 class SchedulerActor(ThreadedActor):
     rank = Rank.SCHEDULER
 
@@ -93,6 +108,9 @@ class SchedulerActor(ThreadedActor):
         self.callback = callback
         self.callback_closed = callback_closed
         self.dispatcher = dispatcher
+        filters = type(callback).predicates is not ResourceManagerCallback.predicates
+        # the RM's predicates in another process (engine="ray"): a decision's candidates go together
+        for_nodes = isinstance(callback, PredicatesForNodes)
         self.view = SchedulingView(
             partition_name,
             config,
@@ -100,7 +118,10 @@ class SchedulerActor(ThreadedActor):
             uuid_token=uuid_token,
             reservation_delay=reservation_delay,
             clock=tracker.clock,
-            predicate=self._predicate,
+            # an RM that does not filter is not asked at all (nothing to skip on the hot path)
+            predicate=self._predicate if filters and not for_nodes else None,
+            nodes_predicate=self._predicates_for_nodes if for_nodes else None,
+            candidates_per_call=callback.candidates_per_call if for_nodes else 1,
         )
         self.clock = tracker.clock
         self.nodes: dict[str, Handle] = {}
@@ -119,8 +140,6 @@ class SchedulerActor(ThreadedActor):
     # ---- plumbing ----------------------------------------------------------------------------------
 
     def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
-        if type(self.callback).predicates is ResourceManagerCallback.predicates:
-            return True  # the RM does not filter: skip the call on the hot path
         if self.callback_closed.is_set():
             return False  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
@@ -129,6 +148,14 @@ class SchedulerActor(ThreadedActor):
                     si.PredicatesArgs(allocation_key=allocation_key, node_id=node_id, allocate=allocate)
                 )
             )
+
+    def _predicates_for_nodes(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> Sequence[bool]:
+        if self.callback_closed.is_set():
+            return ()  # the registration ended: its RM is not asked anything any more
+        with inside_predicates():
+            return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
 
     def _publish_reservations(self) -> None:
         changed = self.view.reservation_changes

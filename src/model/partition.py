@@ -15,7 +15,7 @@ actor one as its registry (``UnscheduledPartition``). Every operation either com
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any, cast
 
@@ -37,7 +37,13 @@ from korral.model.partition_apps import (
     TAG_RESOURCE_MAX_APPS,
     TAG_RESOURCE_QUOTA,
 )
-from korral.model.partition_registry import ModelError, Predicate, StateChange, UnschedulableAsk
+from korral.model.partition_registry import (
+    ModelError,
+    NodesPredicate,
+    Predicate,
+    StateChange,
+    UnschedulableAsk,
+)
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
 from korral.policies.sorting import SORT_STATE_AWARE
@@ -48,6 +54,7 @@ __all__ = [
     "TAG_RESOURCE_MAX_APPS",
     "TAG_RESOURCE_QUOTA",
     "ModelError",
+    "NodesPredicate",
     "PartitionModel",
     "Predicate",
     "StateChange",
@@ -79,9 +86,7 @@ class PartitionModel(PartitionAllocations):
                     if placeholder is None or placeholder.node_id not in self.nodes:
                         continue
                     # the RM's predicates still have their say on the placeholder's node
-                    if self.predicate is not None and not self._predicate(
-                        ask.allocation_key, placeholder.node_id, True
-                    ):
+                    if self._filters_nodes and not self._accepts(ask.allocation_key, placeholder.node_id):
                         refused = True
                         continue
                     return self.replace(app, ask, placeholder)
@@ -146,11 +151,16 @@ class PartitionModel(PartitionAllocations):
             return
         best: Node | None = None
         best_key: tuple[float, str] | None = None
-        for node in self.nodes.values():
-            if not node.schedulable or node.reservation is not None or not node.capacity_fits(ask.resource):
-                continue
-            if self.predicate is not None and not self._predicate(ask.allocation_key, node.node_id, False):
-                continue
+        candidates = [
+            node
+            for node in self.nodes.values()
+            if node.schedulable and node.reservation is None and node.capacity_fits(ask.resource)
+        ]
+        if candidates and self._filters_nodes:
+            # every candidate is asked (the best is chosen among those accepted): one call for all
+            answers = self._accepted(ask.allocation_key, [node.node_id for node in candidates], False, False)
+            candidates = [node for node, accepted in zip(candidates, answers, strict=False) if accepted]
+        for node in candidates:
             key = (res.fit_score(ask.resource, node.available), node.node_id)
             if best_key is None or key < best_key:
                 best, best_key = node, key
@@ -332,7 +342,9 @@ class PartitionModel(PartitionAllocations):
         unfit = self._unfit_shapes
         if unfit and shape in unfit:
             return None
-        predicate = self.predicate
+        filters = self._filters_nodes
+        candidates: list[Node] = []  # with room, not yet put to the RM's predicates
+        per_call = self.candidates_per_call
         any_fit = False
         items = ask.resource_items
         node_order = self.node_order
@@ -346,19 +358,64 @@ class PartitionModel(PartitionAllocations):
                     break
             else:
                 any_fit = True
-                if predicate is not None and not self._predicate(ask.allocation_key, node.node_id, True):
-                    continue
-                return node
+                if not filters:
+                    return node
+                candidates.append(node)
+                if len(candidates) >= per_call:
+                    accepted = self._first_accepted(ask.allocation_key, candidates)
+                    if accepted is not None:
+                        return accepted
+                    candidates = []
+                    per_call = min(2 * per_call, MAX_CANDIDATES_PER_CALL)
+        if candidates:
+            accepted = self._first_accepted(ask.allocation_key, candidates)
+            if accepted is not None:
+                return accepted
         if not any_fit:
             # Nothing has room: skip this shape until some node gains room.
             unfit.add(shape)
         return None
 
-    def _predicate(self, allocation_key: str, node_id: str, allocate: bool) -> bool:
-        try:
-            return bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
-        except Exception:  # a failing RM plugin means "not this node", never a crash
-            return False
+    # ---- the RM's predicates -----------------------------------------------------------------------
+
+    @property
+    def _filters_nodes(self) -> bool:
+        return self.predicate is not None or self.nodes_predicate is not None
+
+    def _accepted(
+        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
+    ) -> Sequence[bool]:
+        """The RM's predicates on candidate nodes of one decision, in order: whether each may take the
+        ask; with ``first``, the answer may end at the first accepted node. Node by node through
+        ``predicate`` (each failure refuses its node), or in one call through ``nodes_predicate`` (a
+        failure refuses them all). A failing RM plugin means "not this node", never a crash."""
+        if self.nodes_predicate is not None:
+            try:
+                return self.nodes_predicate(allocation_key, node_ids, allocate, first)
+            except Exception:
+                return ()
+        answers: list[bool] = []
+        for node_id in node_ids:
+            try:
+                accepted = bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
+            except Exception:
+                accepted = False
+            answers.append(accepted)
+            if accepted and first:
+                break
+        return answers
+
+    def _accepts(self, allocation_key: str, node_id: str) -> bool:
+        """The RM's predicates on one node for an allocation."""
+        answers = self._accepted(allocation_key, (node_id,), True, True)
+        return bool(answers) and bool(answers[0])
+
+    def _first_accepted(self, allocation_key: str, candidates: list[Node]) -> Node | None:
+        answers = self._accepted(allocation_key, [node.node_id for node in candidates], True, True)
+        for node, accepted in zip(candidates, answers, strict=False):
+            if accepted:
+                return node
+        return None
 
     def _try_reserved(self, now: float) -> Allocation | None:
         for (application_id, allocation_key), node_id in list(self.reservations.items()):
@@ -391,7 +448,7 @@ class PartitionModel(PartitionAllocations):
             if (
                 node.schedulable
                 and node.fits(ask.resource)
-                and (self.predicate is None or self._predicate(allocation_key, node_id, True))
+                and (not self._filters_nodes or self._accepts(allocation_key, node_id))
             ):
                 target = node
             else:
@@ -411,6 +468,10 @@ class UnscheduledPartition(PartitionModel):
     def _reorder_node(self, node: Node) -> None:
         pass
 
+
+# the most candidate nodes put to the RM's predicates in one call (a call starts with the model's
+# ``candidates_per_call`` and doubles while every node is refused)
+MAX_CANDIDATES_PER_CALL = 4096
 
 # enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER
 _ACCEPTED = ApplicationState.ACCEPTED

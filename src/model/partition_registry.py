@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,6 +30,10 @@ from korral.policies.placement import PlacementManager, PlacementRuleError
 
 # ask, node, allocate (True) or reserve (False) -> may the ask go there
 Predicate = Callable[[str, str, bool], bool]
+# The RM's predicates over several candidate nodes of one decision at once (the RM in another process:
+# one round trip, not one per node): ask, nodes in order, allocate, first -> for each node in order
+# whether the ask may go there; with first=True the answer may end at the first node accepted.
+NodesPredicate = Callable[[str, Sequence[str], bool, bool], Sequence[bool]]
 
 
 class ModelError(Exception):
@@ -68,6 +72,8 @@ class PartitionRegistry:
         reservation_delay: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         predicate: Predicate | None = None,
+        nodes_predicate: NodesPredicate | None = None,
+        candidates_per_call: int = 1,
         placeholder_timeout: float = 900.0,
         uuid_token: str | None = None,
     ) -> None:
@@ -77,6 +83,10 @@ class PartitionRegistry:
         self.clock = clock
         self.reservation_delay = reservation_delay
         self.predicate = predicate
+        # set: the RM's predicates are asked through it, ``candidates_per_call`` nodes at first (then
+        # twice as many each call); else ``predicate`` is asked node by node, as YuniKorn does
+        self.nodes_predicate = nodes_predicate
+        self.candidates_per_call = max(1, candidates_per_call)
         self.config = config
         self.root = Queue(ROOT, None, leaf=False, managed=True)
         self.queues: dict[str, Queue] = {ROOT: self.root}

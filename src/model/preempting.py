@@ -230,7 +230,7 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         plan = policy.choose_on_nodes(preemptor, facts, _NodeRooms(model, node_ids, load), SEARCH_PATIENCE)
         if plan is None:
             return False
-        if model.predicate is None or model._predicate(ask.allocation_key, plan.node_id, True):
+        if not model._filters_nodes or model._accepts(ask.allocation_key, plan.node_id):
             break
         node_ids.remove(plan.node_id)  # the RM's predicates turn this node down: the next best
     else:
@@ -270,7 +270,7 @@ def try_required_node(
     if node is None or not node.schedulable or not node.capacity_fits(ask.resource):
         return None
     if node.fits(ask.resource) and (
-        model.predicate is None or model._predicate(ask.allocation_key, node.node_id, True)
+        not model._filters_nodes or model._accepts(ask.allocation_key, node.node_id)
     ):
         if not _claim(model, app, ask, node):
             return None
@@ -287,7 +287,7 @@ def try_reserved_required_node(
     if (
         node.schedulable
         and node.fits(ask.resource)
-        and (model.predicate is None or model._predicate(ask.allocation_key, node.node_id, True))
+        and (not model._filters_nodes or model._accepts(ask.allocation_key, node.node_id))
     ):
         model.unreserve(app.application_id, ask.allocation_key)
         return model.commit(app, queue, ask, node)

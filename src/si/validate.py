@@ -137,7 +137,46 @@ def check_remove_application(item: Any, field: str) -> None:
     _str(item.partition_name, f"{field}.partition_name")
 
 
+def _plain_ask(item: Any) -> bool:
+    """The common case in one pass, without building a message per field: an ask whose every field
+    has the right type and range, with plain dicts and no preemption policy. False sends the ask
+    through the field-by-field checks, which name what is wrong (or find nothing)."""
+    if type(item) is not AllocationAsk:
+        return False
+    resource = item.resource_ask
+    if type(resource) is not dict:
+        return False
+    for name, quantity in resource.items():
+        if type(name) is not str or type(quantity) is not int or not MIN_INT64 <= quantity <= MAX_INT64:
+            return False
+    tags = item.tags
+    if tags:
+        if type(tags) is not dict:
+            return False
+        for key, value in tags.items():
+            if type(key) is not str or type(value) is not str:
+                return False
+    return (
+        type(item.allocation_key) is str
+        and type(item.application_id) is str
+        and type(item.partition_name) is str
+        and type(item.max_allocations) is int
+        and MIN_INT32 <= item.max_allocations <= MAX_INT32
+        and type(item.priority) is int
+        and MIN_INT32 <= item.priority <= MAX_INT32
+        and type(item.execution_timeout_milliseconds) is int
+        and MIN_INT64 <= item.execution_timeout_milliseconds <= MAX_INT64
+        and type(item.tags) is dict
+        and type(item.task_group_name) is str
+        and type(item.placeholder) is bool
+        and type(item.originator) is bool
+        and item.preemption_policy is None
+    )
+
+
 def check_ask(item: Any, field: str) -> None:
+    if _plain_ask(item):
+        return
     _of_type(item, AllocationAsk, field)
     _str(item.allocation_key, f"{field}.allocation_key")
     _str(item.application_id, f"{field}.application_id")

@@ -10,6 +10,7 @@ this process and its GIL; with engine="ray" each runs in its own process.
 from __future__ import annotations
 
 import gc
+import os
 import time
 
 import attrs
@@ -42,6 +43,8 @@ class MultiRMResult:
     # CPU time over the timed span: this process (the driver), and each partition's process (ray)
     driver_cpu_seconds: float
     host_cpu_seconds: tuple[float, ...]
+    # the machine's 1-minute load average when the run started (others' work on a shared machine)
+    load_average: float = 0.0
 
     def as_json(self) -> dict:
         return attrs.asdict(self)
@@ -80,6 +83,7 @@ def run_multi_rm(
         hosts = core._ray.partitions() if core._ray is not None else []
         host_cpu = [host.cpu_seconds() for host in hosts]
         submitted: dict[str, float] = {}
+        load_average = os.getloadavg()[0]
         driver_cpu = time.process_time()
         start = time.perf_counter()
         # all at once: the RMs' requests interleaved, one request each in turn
@@ -128,4 +132,5 @@ def run_multi_rm(
         per_rm=tuple(figures),
         driver_cpu_seconds=driver_cpu,
         host_cpu_seconds=tuple(host_cpu),
+        load_average=load_average,
     )
