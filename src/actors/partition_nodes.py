@@ -1,0 +1,200 @@
+"""The Partition actor's node side: a node request's creations, updates, drains and removals.
+
+A mixin of ``PartitionActor`` (``korral.actors.partition``), whose fields these are: the registry keeps
+the node's structure, a node actor owns its allocations, the scheduler's view learns of new nodes in
+one message per request (``NodesAdded``) and of every other change in the order the request gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from korral import si
+from korral.actors.base import Handle, Tracker, start_actor
+from korral.actors.messages import (
+    DecommissionNode,
+    NodeAdded,
+    NodeChanged,
+    NodeGone,
+    NodesAdded,
+    NodeSpec,
+    RecoverAllocations,
+    RouteNodeRequest,
+    SetNodeSchedulable,
+    UpdateNode,
+    ViewOps,
+)
+from korral.model import events
+from korral.model.partition import ModelError, UnscheduledPartition
+from korral.model.view_ops import AdoptRecovered
+
+if TYPE_CHECKING:
+    from korral.actors.partition import PartitionSettings
+
+
+class PartitionNodes:
+    """Handles ``RouteNodeRequest`` for ``PartitionActor``."""
+
+    name: str
+    tracker: Tracker
+    settings: PartitionSettings
+    registry: UnscheduledPartition
+    scheduler: Handle
+    pool: Any
+    apps: dict[str, Handle]
+    nodes: dict[str, Handle]
+    node_reservations: dict[str, str]
+    metrics: Any
+    _node_metric_deltas: dict[str, int] | None
+    _nodes_added: list[NodeAdded]
+
+    if TYPE_CHECKING:  # PartitionActor's
+
+        def _deliver(self, method: str, argument: Any) -> None: ...
+
+        def _event(self, record: Callable[[], si.EventRecord]) -> None: ...
+
+        def _send_events(self) -> None: ...
+
+        def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None: ...
+
+        def _bury(self, handle: Handle | None) -> None: ...
+
+        def _publish_queue_limits(self) -> None: ...
+
+    def _node_metric(self, previous: str | None, state: str | None) -> None:
+        if self.metrics is None:
+            return
+        deltas = self._node_metric_deltas
+        if deltas is None:
+            self.metrics.node_state(previous, state)
+            return
+        # within a node request: summed, and the gauges moved once per state at its end
+        if previous is not None:
+            deltas[previous] = deltas.get(previous, 0) - 1
+        if state is not None:
+            deltas[state] = deltas.get(state, 0) + 1
+
+    @staticmethod
+    def _node_state(schedulable: bool) -> str:
+        return "active" if schedulable else "draining"
+
+    # ---- nodes -------------------------------------------------------------------------------------
+
+    def on_RouteNodeRequest(self, message: RouteNodeRequest) -> None:
+        accepted: list[si.AcceptedNode] = []
+        rejected: list[si.RejectedNode] = []
+        self._node_metric_deltas = {}
+        try:
+            for info in message.request.nodes:
+                try:
+                    self._node_action(info, accepted)
+                except ModelError as error:
+                    rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+        finally:
+            self._flush_nodes_added()
+            deltas, self._node_metric_deltas = self._node_metric_deltas, None
+            if self.metrics is not None and deltas:
+                self.metrics.node_states(deltas)
+        if accepted or rejected:
+            self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+        if message.request.nodes:
+            self._publish_queue_limits()  # the root's max is the partition's capacity
+        self._send_events()
+
+    def _flush_nodes_added(self) -> None:
+        """Tell the scheduler of the new nodes held so far: before anything else this request tells
+        the scheduler or a node (whose NodeChanged must find the node in the scheduler's view)."""
+        if self._nodes_added:
+            added, self._nodes_added = tuple(self._nodes_added), []
+            self.scheduler.tell(NodesAdded(added=added))
+
+    def _node_action(self, info: si.NodeInfo, accepted: list[si.AcceptedNode]) -> None:
+        action = info.action
+        node_id = info.node_id
+        if action != si.NodeAction.CREATE or info.existing_allocations:
+            self._flush_nodes_added()
+        if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
+            schedulable = action == si.NodeAction.CREATE
+            self.registry.add_node(
+                node_id,
+                info.schedulable_resource,
+                occupied=info.occupied_resource,
+                attributes=info.attributes,
+                schedulable=schedulable,
+            )
+            node = self.registry.nodes[node_id]
+            spec = NodeSpec(
+                node_id=node_id,
+                capacity=dict(node.capacity),
+                occupied=dict(node.occupied),
+                attributes=dict(node.attributes),
+                schedulable=schedulable,
+            )
+            handle = start_actor(
+                self.settings.node_actor,
+                self.tracker,
+                f"{self.name}/node/{node_id}",
+                spec,
+                self.name,
+                self.scheduler,
+                pool=self.pool,
+            )
+            self.nodes[node_id] = handle
+            recovered, rejected = self.registry.sort_recovered(info)
+            if recovered:
+                # YuniKorn adds a node and what already runs on it in one step. The scheduler must
+                # never see this node empty: it would place asks where the recovered allocations
+                # (booked whatever the room) already are. So it learns of the node unschedulable,
+                # then of the recovered allocations, and only then that the node is schedulable; all
+                # from this actor, so in this order. (The applications' own "recover" view updates
+                # that follow find them already adopted.)
+                unschedulable = attrs.evolve(spec, schedulable=False)  # type: ignore[misc]  # (see ``frozen``)
+                self.scheduler.tell(NodeAdded(spec=unschedulable, node=handle))
+                for app_id, allocations in recovered.items():
+                    self.scheduler.tell(
+                        ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
+                    )
+                if schedulable:
+                    self.scheduler.tell(NodeChanged(spec=spec))
+            else:
+                self._nodes_added.append(NodeAdded(spec=spec, node=handle))
+            accepted.append(si.AcceptedNode(node_id=node_id))
+            self._node_metric(None, self._node_state(schedulable))
+            self._event(lambda: events.node_added(node_id))
+            for app_id, allocations in recovered.items():
+                self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
+            self._reject_asks(rejected)
+            return
+        node_handle = self.nodes.get(node_id)
+        if node_handle is None:
+            raise ModelError(f"node {node_id} not found in partition {self.name}")
+        handle = node_handle
+        if action == si.NodeAction.UPDATE:
+            capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
+            occupied = dict(info.occupied_resource) if info.occupied_resource else None
+            attributes = dict(info.attributes) if info.attributes else None
+            self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
+            handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
+            self._event(lambda: events.node_updated(node_id))
+        elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
+            schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
+            was = self.registry.nodes[node_id].schedulable
+            self.registry.set_node_schedulable(node_id, schedulable)
+            self._node_metric(self._node_state(was), self._node_state(schedulable))
+            handle.tell(SetNodeSchedulable(schedulable=schedulable))
+            self._event(lambda: events.node_schedulable(node_id, schedulable))
+        elif action == si.NodeAction.DECOMISSION:
+            self._node_metric(self._node_state(self.registry.nodes[node_id].schedulable), "decommissioned")
+            self.registry.remove_node(node_id)
+            del self.nodes[node_id]
+            self.node_reservations.pop(node_id, None)
+            self.scheduler.tell(NodeGone(node_id=node_id))
+            handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
+            self._event(lambda: events.node_removed(node_id))
+            self._bury(handle)
+        else:
+            raise ModelError(f"node {node_id}: unknown action {int(action)}")
