@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import re
 import threading
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 import pykka
 
 from korral import si
+from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import (
     ApplicationQuery,
@@ -69,13 +69,10 @@ DEFAULT_SETTINGS: dict[str, float] = {
     "queue_cleanup_interval": 10.0,
     "placeholder_timeout": 900.0,
 }
-# korral's own settings (not YuniKorn's). tune_gc: raise the cyclic GC's generation-0 threshold while
-# the core runs. A partition holds many long-lived objects (node actors, asks, allocations) and every
-# allocation creates a few short-lived ones; at the default threshold (700) full collections keep
-# traversing all of them: -35% throughput at 10,000 nodes. The previous thresholds are restored on stop.
+# korral's own settings (not YuniKorn's). tune_gc: raise the cyclic GC's thresholds while the core runs
+# (korral.actors.gc_tuning says why); the previous thresholds are restored on stop.
 # metrics: feed YuniKorn's Prometheus metrics from the actors (False: Core.metrics stays empty).
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True, "metrics": True}
-GC_GENERATION0_THRESHOLD = 10_000
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
@@ -145,13 +142,8 @@ class Core:
         self._registered: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = False
-        self._gc_thresholds: tuple[int, int, int] | None = None
         self._servers: list[Any] = []  # network servers in front of this core (each has close())
-        if tune_gc:
-            current = gc.get_threshold()
-            if current[0] < GC_GENERATION0_THRESHOLD:
-                self._gc_thresholds = current
-                gc.set_threshold(GC_GENERATION0_THRESHOLD, current[1], current[2])
+        self._gc_thresholds = gc_tuning.tune() if tune_gc else None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -172,9 +164,7 @@ class Core:
         self._timer.stop()
         if self._ray is not None:
             self._ray.stop()
-        # restore the GC thresholds we raised, unless someone changed them since
-        if self._gc_thresholds is not None and gc.get_threshold()[0] == GC_GENERATION0_THRESHOLD:
-            gc.set_threshold(*self._gc_thresholds)
+        gc_tuning.restore(self._gc_thresholds)
 
     def __enter__(self) -> Core:
         return self

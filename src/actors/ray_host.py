@@ -9,7 +9,6 @@ the scheduler's calls go into the outbox too and wait (bounded) for the driver's
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import os
@@ -23,6 +22,7 @@ import attrs
 import ray
 
 from korral import si
+from korral.actors import gc_tuning
 from korral.actors.base import Handle, Rank, Tracker
 from korral.actors.messages import Deliver
 from korral.actors.partition import PartitionActor, PartitionSettings
@@ -35,7 +35,6 @@ from korral.config.schema import PartitionConfig
 log = logging.getLogger("korral.ray")
 
 PREDICATES_TIMEOUT = 30.0  # a predicates call the driver has not answered by then refuses its nodes
-GC_GENERATION0_THRESHOLD = 10_000  # as korral.core's tune_gc, in the host's process
 
 
 @attrs.frozen(slots=True)
@@ -172,9 +171,7 @@ class PartitionHost:
         events: bool,
         predicates: bool,
     ) -> None:
-        current = gc.get_threshold()
-        if current[0] < GC_GENERATION0_THRESHOLD:
-            gc.set_threshold(GC_GENERATION0_THRESHOLD, current[1], current[2])
+        gc_tuning.tune()  # as korral.start(tune_gc=True), in the host's own process
         self.tracker = Tracker()
         self.timer = TimerService()
         self.outbox = Outbox()
