@@ -239,6 +239,14 @@ class RunCycle:
 
 
 @frozen
+class PreemptionDue:
+    """Timer -> scheduler: a waiting ask's ``preemption.delay`` runs out now (``due``, on the core's
+    clock), so it may preempt without waiting for the next tick."""
+
+    due: float
+
+
+@frozen
 class Tick:
     """Timer -> scheduler / partition: time has passed (reservation delay, cleanup, timeouts)."""
 

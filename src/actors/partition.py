@@ -152,6 +152,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             dispatcher=dispatcher,
             metrics=settings.metrics,
             partition=self.handle,
+            timer=timer,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}

@@ -28,6 +28,7 @@ from korral.actors.messages import (
     NodesAdded,
     Place,
     Preempt,
+    PreemptionDue,
     QueueCreated,
     QueuesRemoved,
     RolledBack,
@@ -101,9 +102,13 @@ class SchedulerActor(ThreadedActor):
         dispatcher: Handle,
         partition: Handle,
         metrics: Any = None,
+        timer: Any = None,
     ) -> None:
         super().__init__(tracker, name)
         self.partition = partition
+        # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
+        self.timer = timer
+        self._preemption_wake: float | None = None
         self.metrics = metrics  # the core's metrics: each batch of cycles is timed
         self.callback = callback
         self.callback_closed = callback_closed
@@ -353,6 +358,20 @@ class SchedulerActor(ThreadedActor):
                     )
                 )
 
+    def _wake_for_preemption(self, due: float) -> None:
+        """Run a cycle when the earliest waiting preemptor's delay runs out: the ask should not wait for
+        the next tick (up to ``scheduling_interval`` more) once it may preempt."""
+        pending = self._preemption_wake
+        if self.timer is None or (pending is not None and pending <= due):
+            return
+        self._preemption_wake = due
+        self.timer.once(max(0.0, due - self.clock()), self.handle, PreemptionDue(due=due))
+
+    def on_PreemptionDue(self, message: PreemptionDue) -> None:
+        if self._preemption_wake == message.due:
+            self._preemption_wake = None
+        self._wake()
+
     def on_RunCycle(self, message: RunCycle) -> None:
         self._cycle_queued = False
         view = self.view
@@ -375,6 +394,9 @@ class SchedulerActor(ThreadedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
+        if view.preempt_due is not None:
+            self._wake_for_preemption(view.preempt_due)
+            view.preempt_due = None
         if view.core_releases:
             self._send_core_releases()
         if view.preemption_events:

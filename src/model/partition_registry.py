@@ -130,6 +130,9 @@ class PartitionRegistry:
         self.preemption_events: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
+        # the earliest moment a waiting ask's preemption.delay runs out (None: no ask waits for one):
+        # the scheduler wakes then rather than at its next tick
+        self.preempt_due: float | None = None
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group

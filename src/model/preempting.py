@@ -179,13 +179,15 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
     """An ask that fits no node may preempt (YuniKorn 1.x): it allows preempting others, it has waited
     its queue's ``preemption.delay``, the partition has preemption on, and the laws find victims on
     one node. Then the victims are released and the node is reserved for the ask. True if it did."""
-    if (
-        not ask.allow_preempt_other
-        or ask.required_node
-        or now - ask.create_time < queue.preemption_delay - 1e-9
-        or not model.config.preemption.enabled
-        or model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE
-        or not _may_attempt(model, ask, now)
+    if not ask.allow_preempt_other or ask.required_node or not model.config.preemption.enabled:
+        return False
+    due = ask.create_time + queue.preemption_delay
+    if now < due - 1e-9:
+        if model.preempt_due is None or due < model.preempt_due:
+            model.preempt_due = due
+        return False
+    if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(
+        model, ask, now
     ):
         return False
     model.preempt_attempts[queue.path] = model.preempt_attempts.get(queue.path, 0) + 1

@@ -151,6 +151,28 @@ def test_an_ask_preempts_after_its_delay_and_not_before() -> None:
         assert settle(core, rm) == []
 
 
+def test_the_scheduler_wakes_when_the_delay_runs_out_not_at_its_next_tick() -> None:
+    """An ask that waits for its preemption.delay preempts the moment it runs out: here the ticks are
+    an hour apart, so only the scheduler's own wake at the ask's due time can start the preemption."""
+    clock = Clock()
+    rm = t.RecordingRM("rm")
+    with korral.start(**{**FAST, "scheduling_interval": 3600.0}, clock=clock) as core:
+        core.register_resource_manager(t.register("rm", config()), rm)
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        fill_low(core, rm)
+        core.update_allocation(ask("hi", "urgent", {"memory": 300}, preempt_other=True))
+        core.wait_until_idle()
+        clock.now += 9.0
+        core.poke_timers()
+        core.wait_until_idle()
+        assert preempted(rm) == []  # 9 s of its 10 s delay
+        clock.now += 1.5
+        core.poke_timers()
+        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
+        assert settle(core, rm) == []
+
+
 def test_victims_stay_booked_until_the_rm_confirms_then_the_preemptor_gets_their_room() -> None:
     with preempting_core(config()) as (core, rm, clock):
         add_nodes(core, rm, ["n1"], NODE)
