@@ -241,6 +241,14 @@ class Pair:
         ]
         return attrs.evolve(request, releases=attrs.evolve(request.releases, allocations_to_release=releases))
 
+    def feed(self, requests: list[Any], *, burst: bool) -> None:
+        """The requests at once (``burst``: one decision run) or one after another."""
+        if burst:
+            self.burst(requests)
+        else:
+            for request in requests:
+                self.step(request)
+
     def burst(self, requests: list[Any]) -> None:
         """Several requests at once with every node closed, then one wake-up: one decision run."""
         self.gate.open.clear()
@@ -336,11 +344,7 @@ def run_workload(seed: int, *, burst: bool) -> None:
 
         # 1: asks, often more than the cluster holds
         first = [random_asks(rng, app_id, f"{app_id}-a", rng.randint(2, 12)) for app_id in apps]
-        if burst:
-            pair.burst(first)
-        else:
-            for request in first:
-                pair.step(request)
+        pair.feed(first, burst=burst)
         pair.compare("first asks")
         assert pair.rm.allocated_total > 0
 
@@ -359,20 +363,12 @@ def run_workload(seed: int, *, burst: bool) -> None:
                     steps.append(t.release(RM, app_id, allocation_key=victim.allocation_key))
             if rng.random() < 0.3 and app.asks:
                 steps.append(t.release_asks(RM, app_id, rng.choice(sorted(app.asks))))
-        if burst:
-            pair.burst(steps)
-        else:
-            for request in steps:
-                pair.step(request)
+        pair.feed(steps, burst=burst)
         pair.compare("releases")
 
         # 3: more asks, a new node, an ask replaced under the same key, a removed application
         more = [random_asks(rng, app_id, f"{app_id}-b", rng.randint(1, 5)) for app_id in sorted(apps)]
-        if burst:
-            pair.burst(more)
-        else:
-            for request in more:
-                pair.step(request)
+        pair.feed(more, burst=burst)
         pair.compare("more asks")
         pair.step(random_node(rng, "node-late"))
         pair.compare("late node")
@@ -572,11 +568,7 @@ def run_gang_workload(seed: int, *, burst: bool) -> None:
         first = [group_asks(a, f"{a}-ph", c, r, placeholder=True) for a, (c, r) in sorted(gangs.items())]
         first += [random_asks(rng, app_id, f"{app_id}-a", rng.randint(1, 6)) for app_id in sorted(plain)]
         rng.shuffle(first)
-        if burst:
-            pair.burst(first)
-        else:
-            for request in first:
-                pair.step(request)
+        pair.feed(first, burst=burst)
         pair.compare("placeholders")
 
         # 2: real asks of the task groups: most fit a placeholder, some are larger, some of no group
@@ -591,11 +583,7 @@ def run_gang_workload(seed: int, *, burst: bool) -> None:
                     app_id, f"{app_id}-r", rng.randint(1, count + 1), shape, placeholder=False, group=group
                 )
             )
-        if burst:
-            pair.burst(real)
-        else:
-            for request in real:
-                pair.step(request)
+        pair.feed(real, burst=burst)
         pair.compare("replacements decided")
 
         # 3: the RM confirms (twice: the second changes nothing); what the swaps freed is used
@@ -611,11 +599,7 @@ def run_gang_workload(seed: int, *, burst: bool) -> None:
                 victim = rng.choice(sorted(app.allocations.values(), key=lambda a: a.uuid))
                 steps.append(t.release(RM, app_id, uuid=victim.uuid))
         steps.extend(random_asks(rng, app_id, f"{app_id}-b", rng.randint(1, 3)) for app_id in sorted(plain))
-        if burst:
-            pair.burst(steps)
-        else:
-            for request in steps:
-                pair.step(request)
+        pair.feed(steps, burst=burst)
         pair.compare("releases")
         # A node that leaves while a replacement on it waits for the RM's confirmation is learnt in two
         # steps by the actors (the node, then the owner's release): consistent, but the order of
@@ -733,11 +717,7 @@ def run_user_limits_workload(seed: int, *, burst: bool) -> None:
             apps[app_id] = user
             pair.step(t.applications(RM, {app_id: rng.choice(leaves)}, user=user, groups=USERS[user]))
         first = [random_asks(rng, app_id, f"{app_id}-a", rng.randint(2, 10)) for app_id in apps]
-        if burst:
-            pair.burst(first)
-        else:
-            for request in first:
-                pair.step(request)
+        pair.feed(first, burst=burst)
         pair.compare("first asks")
         compare_user_usage(pair, "first asks")
 
@@ -749,11 +729,7 @@ def run_user_limits_workload(seed: int, *, burst: bool) -> None:
             elif app.allocations and rng.random() < 0.6:
                 victim = rng.choice(sorted(app.allocations.values(), key=lambda a: a.uuid))
                 steps.append(t.release(RM, app_id, uuid=victim.uuid))
-        if burst:
-            pair.burst(steps)
-        else:
-            for request in steps:
-                pair.step(request)
+        pair.feed(steps, burst=burst)
         pair.compare("releases")
         compare_user_usage(pair, "releases")
 
