@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import NamedTuple
 
 from korral.model import resource as res
@@ -12,6 +12,12 @@ _NO_TAGS: dict[str, str] = {}
 # YuniKorn's tags on asks and allocations (si.DOMAIN_YUNIKORN + si.KEY_...)
 TAG_REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
 TAG_ALLOW_PREEMPTION = "yunikorn.apache.org/allowPreemption"
+
+
+def tag_allows_preemption(tags: Mapping[str, str]) -> bool:
+    """May work with these tags be preempted, when no preemption policy says? Yes unless the
+    allow-preemption tag says "false" (YuniKorn)."""
+    return tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false"
 
 
 class Allocation(NamedTuple):

@@ -17,7 +17,7 @@ import attrs
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import TAG_ALLOW_PREEMPTION, Allocation, Ask
+from korral.model.allocation import Allocation, Ask, tag_allows_preemption
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
@@ -79,7 +79,7 @@ def preemption_flags(request: si.AllocationAsk) -> tuple[bool, bool]:
     "false". Shared by every driver."""
     policy = request.preemption_policy
     if policy is None:
-        return request.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
+        return tag_allows_preemption(request.tags), False
     return policy.allow_preempt_self, policy.allow_preempt_other
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import TAG_ALLOW_PREEMPTION, TAG_REQUIRED_NODE, Allocation, Ask
+from korral.model.allocation import TAG_REQUIRED_NODE, Allocation, Ask, tag_allows_preemption
 from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.queue import Queue
@@ -109,7 +109,7 @@ def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]
     ask = app.asks.get(allocation.allocation_key)
     if ask is not None and ask.generation == allocation.ask_generation:
         return ask.allow_preempt_self, ask.originator
-    return allocation.tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false", False
+    return tag_allows_preemption(allocation.tags), False
 
 
 def _node_candidates(
