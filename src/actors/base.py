@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from pykka._envelope import Envelope
 
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, worker
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, worker
 
 if TYPE_CHECKING:
     from korral.actors.simulated import Simulation
@@ -94,12 +94,39 @@ class Tracker:
         self.errors = 0
         # CPU seconds spent in handlers per message type (reading a thread's CPU clock costs ~1 µs,
         # twice per message): None (off) unless a benchmark asks for its per-stage costs
+        # (``start_timing``). Each thread adds to its own dict, without the lock every sender takes.
         self.handler_seconds: dict[str, float] | None = None
+        self._thread_timings = threading.local()
+        self._timing_round = 0
+        self._timing_dicts: list[dict[str, float]] = []
+
+    def start_timing(self) -> None:
+        """Start timing handlers per message type (what ``stop_timing`` returns)."""
+        with self._lock:
+            self._timing_round += 1
+            self._timing_dicts = []
+            self.handler_seconds = {}
+
+    def stop_timing(self) -> dict[str, float]:
+        """Stop timing handlers: CPU seconds per message type since ``start_timing``, every thread's."""
+        with self._lock:
+            self.handler_seconds = None
+            dicts, self._timing_dicts = self._timing_dicts, []
+        total: dict[str, float] = {}
+        for seconds in dicts:
+            for message_type, value in list(seconds.items()):
+                total[message_type] = total.get(message_type, 0.0) + value
+        return total
 
     def handled(self, message_type: str, seconds: float) -> None:
-        with self._lock:
-            if self.handler_seconds is not None:
-                self.handler_seconds[message_type] = self.handler_seconds.get(message_type, 0.0) + seconds
+        local = self._thread_timings
+        if getattr(local, "round", None) != self._timing_round:
+            local.round = self._timing_round
+            local.seconds = {}
+            with self._lock:
+                self._timing_dicts.append(local.seconds)
+        mine: dict[str, float] = local.seconds
+        mine[message_type] = mine.get(message_type, 0.0) + seconds
 
     def sent(self, actor_id: int) -> None:
         with self._lock:
@@ -113,10 +140,14 @@ class Tracker:
             self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
             self._total += 1
 
-    def woken(self) -> None:
-        """An outbox's envelope (one or several held messages) was sent: one more wake-up."""
+    def sent_each(self, counts: list[tuple[int, int]], wakeups: int | None = None) -> None:
+        """Envelopes sent together, one per (actor, messages in it): one wake-up each, unless told."""
         with self._lock:
-            self.sent_total += 1
+            get = self._counts.get
+            for actor_id, messages in counts:
+                self._counts[actor_id] = get(actor_id, 0) + messages
+                self._total += messages
+            self.sent_total += len(counts) if wakeups is None else wakeups
 
     def done(self, actor_id: int) -> None:
         with self._lock:
@@ -207,6 +238,38 @@ class Handle:
         return f"<Handle {self.name} ({self.rank.name})>"
 
 
+def tell_each(
+    deliveries: list[tuple[Handle, Any]], refused: Callable[[Any], None] | None = None
+) -> list[bool]:
+    """``Handle.tell`` for many messages at once (a scheduler's batch of placements): whether each was
+    delivered. Off a pool's worker, the messages for actors of a pool go to it as one ``Deliveries``
+    item, rather than a lock and a wake-up per message. Such a message can still meet a receiver that
+    stopped before the worker reached it: ``refused(message)`` is then called, on the worker."""
+    if not deliveries or worker.outbox is not None:
+        return [handle.tell(message) for handle, message in deliveries]
+    delivered: list[bool] = []
+    by_pool: dict[int, tuple[ActorPool, list[tuple[PooledActor, int, Any]]]] = {}
+    for handle, message in deliveries:
+        ref = handle.ref
+        inbox = ref.actor_inbox
+        pool = getattr(inbox._actor, "pool", None) if type(inbox) is PooledInbox else None
+        if type(pool) is not ActorPool:  # its own thread, or a simulated pool: one by one
+            delivered.append(handle.tell(message))
+        elif ref.actor_stopped.is_set():
+            delivered.append(False)
+        else:
+            entry = by_pool.get(id(pool))
+            if entry is None:
+                entry = by_pool[id(pool)] = (pool, [])
+            entry[1].append((inbox._actor, handle.actor_id, message))
+            delivered.append(True)
+    if by_pool:
+        tracker = deliveries[0][0]._tracker  # one core's actors
+        for pool, items in by_pool.values():
+            pool.deliver(items, refused, tracker)
+    return delivered
+
+
 class PeriodicEntry:
     """A periodic timer's one piece of shared state: whether its last tick is still queued."""
 
@@ -266,6 +329,14 @@ class KorralActor(pykka.Actor):
             for inner in message.messages:
                 self.on_receive(inner)
             return None
+        try:
+            return self.dispatch(message)
+        finally:
+            self.tracker.done(self.handle.actor_id)
+
+    def dispatch(self, message: Any) -> Any:
+        """Run the message's handler; a failure is logged, counted and returned, never raised. The
+        caller accounts for the message in the tracker (``on_receive``, or the pool's ``Deliveries``)."""
         if type(message) is Periodic:
             message.entry.queued = False
             message = message.message
@@ -273,7 +344,6 @@ class KorralActor(pykka.Actor):
         if handler is None:
             handler = getattr(self, f"on_{type(message).__name__}", None)
             if handler is None:
-                self.tracker.done(self.handle.actor_id)
                 log.error("%s: no handler for %r", self.name, message)
                 return None
             self._handlers[type(message)] = handler
@@ -288,7 +358,6 @@ class KorralActor(pykka.Actor):
         finally:
             if timed:
                 self.tracker.handled(type(message).__name__, time.thread_time() - started)
-            self.tracker.done(self.handle.actor_id)
 
     def on_stop(self) -> None:
         self.tracker.forget(self.handle.actor_id)
@@ -334,7 +403,12 @@ class RetiringActor(PoolActor):
     def on_Retire(self, message: Any) -> None:
         if self.scheduler_sends and not self._scheduler_done:
             return
-        if self.tracker.pending(self.handle.actor_id) == 1 and self.quiet():
+        outbox = worker.outbox  # messages for this actor its pool holds are not counted yet
+        if (
+            self.tracker.pending(self.handle.actor_id) == 1
+            and (outbox is None or not outbox.holds(self.handle.actor_id))
+            and self.quiet()
+        ):
             self._stop()  # synchronous: tells from now on return False to their senders
 
     def quiet(self) -> bool:

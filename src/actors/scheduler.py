@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates, tell_each
 from korral.actors.messages import (
     AppAdded,
     AppGone,
@@ -422,15 +422,23 @@ class SchedulerActor(ThreadedActor):
             else:
                 by_node[allocation.node_id].append((allocation, app))
         # in a fixed order (not a set's): the simulated runtime replays a run message for message
+        deliveries: list[tuple[Handle, Place]] = []
         for node_id in [*by_node, *(n for n in replacing if n not in by_node)]:
-            placements = by_node.get(node_id, [])
-            replacements = replacing.get(node_id, [])
+            placements = by_node.get(node_id, ())
+            replacements = replacing.get(node_id, ())
             node = self.nodes.get(node_id)
-            if node is None or not node.tell(
-                Place(placements=tuple(placements), replacements=tuple(replacements))
-            ):
+            if node is None:
                 refused.extend(allocation for allocation, _ in placements)
                 refused.extend(allocation for allocation, _ in replacements)
+            else:
+                deliveries.append(
+                    (node, Place(placements=tuple(placements), replacements=tuple(replacements)))
+                )
+        # one hand-off to the nodes' pool for the whole batch, not a lock and a wake-up per node
+        for (_, place), delivered in zip(deliveries, tell_each(deliveries, self._place_refused), strict=True):
+            if not delivered:
+                refused.extend(allocation for allocation, _ in place.placements)
+                refused.extend(allocation for allocation, _ in place.replacements)
         for allocation in refused:
             if allocation.replaces:
                 view.undo_replacement(allocation)
@@ -438,6 +446,11 @@ class SchedulerActor(ThreadedActor):
                 view.rollback(allocation)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
+
+    def _place_refused(self, place: Place) -> None:
+        """A node stopped before its Place reached it (called on the nodes' pool): undo it here."""
+        allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
+        self.handle.tell(RolledBack(allocations=allocations))
 
     def _send_core_releases(self) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked
