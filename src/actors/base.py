@@ -149,13 +149,14 @@ class Tracker:
                 self._total += messages
             self.sent_total += len(counts) if wakeups is None else wakeups
 
-    def done(self, actor_id: int) -> None:
+    def done(self, actor_id: int, messages: int = 1) -> None:
         with self._lock:
             count = self._counts.get(actor_id, 0)
             if count <= 0:
                 return
-            self._counts[actor_id] = count - 1
-            self._total -= 1
+            messages = min(messages, count)
+            self._counts[actor_id] = count - messages
+            self._total -= messages
             if self._total == 0:
                 self._idle.notify_all()
 
@@ -189,7 +190,7 @@ class Tracker:
 class Handle:
     """An immutable reference to an actor: its ref, its rank and a readable name."""
 
-    __slots__ = ("_tracker", "actor_id", "name", "rank", "ref")
+    __slots__ = ("_pool_target", "_tracker", "actor_id", "name", "rank", "ref")
 
     def __init__(self, ref: pykka.ActorRef[Any], rank: Rank, name: str, tracker: Tracker) -> None:
         self.ref = ref
@@ -197,6 +198,18 @@ class Handle:
         self.name = name
         self.actor_id = id(ref)
         self._tracker = tracker
+        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # False: not looked up
+
+    def pool_target(self) -> tuple[ActorPool, PooledActor] | None:
+        """The thread pool and actor behind this handle, if it runs on an ``ActorPool`` (looked up once)."""
+        target = self._pool_target
+        if target is False:
+            inbox = self.ref.actor_inbox
+            actor = inbox._actor if type(inbox) is PooledInbox else None
+            pool = getattr(actor, "pool", None)
+            target = (pool, actor) if actor is not None and type(pool) is ActorPool else None
+            self._pool_target = target
+        return target  # type: ignore[return-value]
 
     def tell(self, message: Any) -> bool:
         """Send without waiting. False when the actor has stopped (the message was not delivered).
@@ -250,19 +263,19 @@ def tell_each(
     delivered: list[bool] = []
     by_pool: dict[int, tuple[ActorPool, list[tuple[PooledActor, int, Any]]]] = {}
     for handle, message in deliveries:
-        ref = handle.ref
-        inbox = ref.actor_inbox
-        pool = getattr(inbox._actor, "pool", None) if type(inbox) is PooledInbox else None
-        if type(pool) is not ActorPool:  # its own thread, or a simulated pool: one by one
+        target = handle.pool_target()
+        if target is None:  # its own thread, or a simulated pool: one by one
             delivered.append(handle.tell(message))
-        elif ref.actor_stopped.is_set():
+            continue
+        pool, actor = target
+        if actor.actor_stopped.is_set():
             delivered.append(False)
-        else:
-            entry = by_pool.get(id(pool))
-            if entry is None:
-                entry = by_pool[id(pool)] = (pool, [])
-            entry[1].append((inbox._actor, handle.actor_id, message))
-            delivered.append(True)
+            continue
+        entry = by_pool.get(id(pool))
+        if entry is None:
+            entry = by_pool[id(pool)] = (pool, [])
+        entry[1].append((actor, handle.actor_id, message))
+        delivered.append(True)
     if by_pool:
         tracker = deliveries[0][0]._tracker  # one core's actors
         for pool, items in by_pool.values():
@@ -325,9 +338,15 @@ class KorralActor(pykka.Actor):
 
     def on_receive(self, message: Any) -> Any:
         if type(message) is Bundle:
-            # held messages from a pool's outbox, each counted in flight on its own
-            for inner in message.messages:
-                self.on_receive(inner)
+            # Held messages from a pool's outbox, handled in order and counted done together. (A
+            # Retire, whose handler reads this actor's count, never comes in one: only the partition,
+            # on its own thread, sends it.)
+            held = message.messages
+            try:
+                for inner in held:
+                    self.dispatch(inner)
+            finally:
+                self.tracker.done(self.handle.actor_id, len(held))
             return None
         try:
             return self.dispatch(message)
