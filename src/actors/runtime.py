@@ -168,7 +168,14 @@ class Deliveries:
                     tracker.sent_each([(actor_id, 1)])
                     inbox.put(Envelope(message))
                     continue
-                actor.dispatch(message)  # type: ignore[attr-defined]
+                try:
+                    actor.dispatch(message)  # type: ignore[attr-defined]  (contains Exception itself)
+                except BaseException:
+                    # as pykka's loop and _handle_envelope: a fatal error stops every actor
+                    log.exception("%s: fatal error, stopping all actors", actor)
+                    actor._stop()
+                    ActorRegistry.stop_all()
+                    return
                 if actor.actor_stopped.is_set():
                     actor._teardown()
         finally:
