@@ -283,7 +283,7 @@ class PooledInbox:
 
     def put_unscheduled(self, envelope: Any, /) -> PooledActor | None:
         """``put`` that leaves scheduling to the caller: the actor to put on its pool's run queue, if
-        this message made it ready (the caller hands many to the pool at once, ``deliver_all``)."""
+        this message made it ready (the caller hands many to the pool at once, ``put_all``)."""
         with self._lock:
             self._messages.append(envelope)
             if self._scheduled or self._actor is None or not self._actor._started:
