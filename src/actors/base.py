@@ -369,8 +369,7 @@ class KorralActor(pykka.Actor):
             # on its own thread, sends it.)
             held = message.messages
             try:
-                for inner in held:
-                    self.dispatch(inner)
+                self.dispatch_all(held)
             finally:
                 self.tracker.done(self.handle.actor_id, len(held))
             return None
@@ -378,6 +377,17 @@ class KorralActor(pykka.Actor):
             return self.dispatch(message)
         finally:
             self.tracker.done(self.handle.actor_id)
+
+    def handler_failed(self, kind: str, error: Exception) -> HandlerError:
+        """A handler raised: logged and counted, the actor lives on (call inside the ``except``)."""
+        self.tracker.record_error()
+        log.exception("%s: handling %s failed", self.name, kind)
+        return HandlerError(f"{self.name}: {kind} failed: {error}")
+
+    def dispatch_all(self, messages: tuple[Any, ...]) -> None:
+        """Handle a bundle's messages in order (an actor may handle a run of one kind together)."""
+        for message in messages:
+            self.dispatch(message)
 
     def dispatch(self, message: Any) -> Any:
         """Run the message's handler; a failure is logged, counted and returned, never raised. The
@@ -397,9 +407,7 @@ class KorralActor(pykka.Actor):
         try:
             return handler(message)
         except Exception as error:
-            self.tracker.record_error()
-            log.exception("%s: handling %s failed", self.name, type(message).__name__)
-            return HandlerError(f"{self.name}: {type(message).__name__} failed: {error}")
+            return self.handler_failed(type(message).__name__, error)
         finally:
             if weight:
                 self.tracker.handled(type(message).__name__, (time.thread_time() - started) * weight)
