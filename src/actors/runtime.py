@@ -224,9 +224,15 @@ class ActorPool:
         # allocation of a benchmark count): each receiver still handles its message
         tracker.sent_each([(id(job), 1)], wakeups=len(items))
         with self._wake:
-            self._ready.append(job)  # type: ignore[arg-type]
-            if len(self._ready) == 1:
-                self._wake.notify()
+            if not self._stopped:
+                self._ready.append(job)  # type: ignore[arg-type]
+                if len(self._ready) == 1:
+                    self._wake.notify()
+                return
+        # The pool has stopped (its partition did, while the scheduler was still deciding): nobody
+        # runs the job, and no actor stopping later would forget its count for it, as it does for
+        # messages in its mailbox; so it is not in flight.
+        tracker.done(id(job))
 
     def stop(self) -> None:
         with self._wake:

@@ -236,3 +236,15 @@ def test_tell_each_refuses_to_the_sender_what_meets_a_stopped_actor(pool: ActorP
     assert [(name, text) for name, text, _ in log] == [("staying", "for staying")]
     assert tell_each([(leaving, Note("late"))]) == [False]
     assert tracker.in_flight() == 0
+
+
+def test_tell_each_to_a_stopped_pool_leaves_nothing_in_flight() -> None:
+    """A partition stops its pool while its scheduler may still be deciding: a late batch must not
+    keep the core from ever being idle."""
+    pool = ActorPool("stopping")
+    tracker = Tracker()
+    node = start_actor(Recorder, tracker, "node", [], pool=pool)
+    pool.stop()
+    tell_each([(node, Note("late"))])
+    assert tracker.wait_idle(1.0)
+    assert tracker.in_flight() == 0
