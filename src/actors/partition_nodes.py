@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, Tracker, start_actor
+from korral.actors.base import Handle, Tracker, start_actor_lazily
 from korral.actors.messages import (
     DecommissionNode,
     NodeAdded,
@@ -134,7 +134,8 @@ class PartitionNodes:
                 attributes=dict(node.attributes),
                 schedulable=schedulable,
             )
-            handle = start_actor(
+            # started on its first message (LazyHandle): registering 10,000 nodes starts no actor
+            handle: Handle = start_actor_lazily(
                 self.settings.node_actor,
                 self.tracker,
                 f"{self.name}/node/{node_id}",
