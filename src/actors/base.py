@@ -25,7 +25,7 @@ import pykka
 from pykka import ActorRegistry
 from pykka._envelope import Envelope
 
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, StopFlag, worker
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, StopFlag, worker
 
 if TYPE_CHECKING:
     from korral.actors.simulated import Simulation
@@ -96,12 +96,39 @@ class Tracker:
         self.errors = 0
         # CPU seconds spent in handlers per message type (reading a thread's CPU clock costs ~1 µs,
         # twice per message): None (off) unless a benchmark asks for its per-stage costs
+        # (``start_timing``). Each thread adds to its own dict, without the lock every sender takes.
         self.handler_seconds: dict[str, float] | None = None
+        self._thread_timings = threading.local()
+        self._timing_round = 0
+        self._timing_dicts: list[dict[str, float]] = []
+
+    def start_timing(self) -> None:
+        """Start timing handlers per message type (what ``stop_timing`` returns)."""
+        with self._lock:
+            self._timing_round += 1
+            self._timing_dicts = []
+            self.handler_seconds = {}
+
+    def stop_timing(self) -> dict[str, float]:
+        """Stop timing handlers: CPU seconds per message type since ``start_timing``, every thread's."""
+        with self._lock:
+            self.handler_seconds = None
+            dicts, self._timing_dicts = self._timing_dicts, []
+        total: dict[str, float] = {}
+        for seconds in dicts:
+            for message_type, value in list(seconds.items()):
+                total[message_type] = total.get(message_type, 0.0) + value
+        return total
 
     def handled(self, message_type: str, seconds: float) -> None:
-        with self._lock:
-            if self.handler_seconds is not None:
-                self.handler_seconds[message_type] = self.handler_seconds.get(message_type, 0.0) + seconds
+        local = self._thread_timings
+        if getattr(local, "round", None) != self._timing_round:
+            local.round = self._timing_round
+            local.seconds = {}
+            with self._lock:
+                self._timing_dicts.append(local.seconds)
+        mine: dict[str, float] = local.seconds
+        mine[message_type] = mine.get(message_type, 0.0) + seconds
 
     def sent(self, actor_id: int) -> None:
         with self._lock:
@@ -115,18 +142,23 @@ class Tracker:
             self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
             self._total += 1
 
-    def woken(self) -> None:
-        """An outbox's envelope (one or several held messages) was sent: one more wake-up."""
+    def sent_each(self, counts: list[tuple[int, int]], wakeups: int | None = None) -> None:
+        """Envelopes sent together, one per (actor, messages in it): one wake-up each, unless told."""
         with self._lock:
-            self.sent_total += 1
+            get = self._counts.get
+            for actor_id, messages in counts:
+                self._counts[actor_id] = get(actor_id, 0) + messages
+                self._total += messages
+            self.sent_total += len(counts) if wakeups is None else wakeups
 
-    def done(self, actor_id: int) -> None:
+    def done(self, actor_id: int, messages: int = 1) -> None:
         with self._lock:
             count = self._counts.get(actor_id, 0)
             if count <= 0:
                 return
-            self._counts[actor_id] = count - 1
-            self._total -= 1
+            messages = min(messages, count)
+            self._counts[actor_id] = count - messages
+            self._total -= messages
             if self._total == 0:
                 self._idle.notify_all()
 
@@ -160,7 +192,7 @@ class Tracker:
 class Handle:
     """An immutable reference to an actor: its ref, its rank and a readable name."""
 
-    __slots__ = ("_tracker", "actor_id", "name", "rank", "ref")
+    __slots__ = ("_pool_target", "_tracker", "actor_id", "name", "rank", "ref")
 
     def __init__(self, ref: pykka.ActorRef[Any], rank: Rank, name: str, tracker: Tracker) -> None:
         self.ref = ref
@@ -168,6 +200,18 @@ class Handle:
         self.name = name
         self.actor_id = id(ref)
         self._tracker = tracker
+        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # False: not looked up
+
+    def pool_target(self) -> tuple[ActorPool, PooledActor] | None:
+        """The thread pool and actor behind this handle, if it runs on an ``ActorPool`` (looked up once)."""
+        target = self._pool_target
+        if target is False:
+            inbox = self.ref.actor_inbox
+            actor = inbox._actor if type(inbox) is PooledInbox else None
+            pool = getattr(actor, "pool", None)
+            target = (pool, actor) if actor is not None and type(pool) is ActorPool else None
+            self._pool_target = target
+        return target  # type: ignore[return-value]
 
     def tell(self, message: Any) -> bool:
         """Send without waiting. False when the actor has stopped (the message was not delivered).
@@ -207,6 +251,38 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"<Handle {self.name} ({self.rank.name})>"
+
+
+def tell_each(
+    deliveries: list[tuple[Handle, Any]], refused: Callable[[Any], None] | None = None
+) -> list[bool]:
+    """``Handle.tell`` for many messages at once (a scheduler's batch of placements): whether each was
+    delivered. Off a pool's worker, the messages for actors of a pool go to it as one ``Deliveries``
+    item, rather than a lock and a wake-up per message. Such a message can still meet a receiver that
+    stopped before the worker reached it: ``refused(message)`` is then called, on the worker."""
+    if not deliveries or worker.outbox is not None:
+        return [handle.tell(message) for handle, message in deliveries]
+    delivered: list[bool] = []
+    by_pool: dict[int, tuple[ActorPool, list[tuple[PooledActor, int, Any]]]] = {}
+    for handle, message in deliveries:
+        target = handle.pool_target()
+        if target is None:  # its own thread, or a simulated pool: one by one
+            delivered.append(handle.tell(message))
+            continue
+        pool, actor = target
+        if actor.actor_stopped.is_set():
+            delivered.append(False)
+            continue
+        entry = by_pool.get(id(pool))
+        if entry is None:
+            entry = by_pool[id(pool)] = (pool, [])
+        entry[1].append((actor, handle.actor_id, message))
+        delivered.append(True)
+    if by_pool:
+        tracker = deliveries[0][0]._tracker  # one core's actors
+        for pool, items in by_pool.values():
+            pool.deliver(items, refused, tracker)
+    return delivered
 
 
 class PeriodicEntry:
@@ -266,10 +342,24 @@ class KorralActor(pykka.Actor):
 
     def on_receive(self, message: Any) -> Any:
         if type(message) is Bundle:
-            # held messages from a pool's outbox, each counted in flight on its own
-            for inner in message.messages:
-                self.on_receive(inner)
+            # Held messages from a pool's outbox, handled in order and counted done together. (A
+            # Retire, whose handler reads this actor's count, never comes in one: only the partition,
+            # on its own thread, sends it.)
+            held = message.messages
+            try:
+                for inner in held:
+                    self.dispatch(inner)
+            finally:
+                self.tracker.done(self.handle.actor_id, len(held))
             return None
+        try:
+            return self.dispatch(message)
+        finally:
+            self.tracker.done(self.handle.actor_id)
+
+    def dispatch(self, message: Any) -> Any:
+        """Run the message's handler; a failure is logged, counted and returned, never raised. The
+        caller accounts for the message in the tracker (``on_receive``, or the pool's ``Deliveries``)."""
         if type(message) is Periodic:
             message.entry.queued = False
             message = message.message
@@ -277,7 +367,6 @@ class KorralActor(pykka.Actor):
         if handler is None:
             handler = getattr(self, f"on_{type(message).__name__}", None)
             if handler is None:
-                self.tracker.done(self.handle.actor_id)
                 log.error("%s: no handler for %r", self.name, message)
                 return None
             self._handlers[type(message)] = handler
@@ -292,7 +381,6 @@ class KorralActor(pykka.Actor):
         finally:
             if timed:
                 self.tracker.handled(type(message).__name__, time.thread_time() - started)
-            self.tracker.done(self.handle.actor_id)
 
     def on_stop(self) -> None:
         self.tracker.forget(self.handle.actor_id)
@@ -338,7 +426,12 @@ class RetiringActor(PoolActor):
     def on_Retire(self, message: Any) -> None:
         if self.scheduler_sends and not self._scheduler_done:
             return
-        if self.tracker.pending(self.handle.actor_id) == 1 and self.quiet():
+        outbox = worker.outbox  # messages for this actor its pool holds are not counted yet
+        if (
+            self.tracker.pending(self.handle.actor_id) == 1
+            and (outbox is None or not outbox.holds(self.handle.actor_id))
+            and self.quiet()
+        ):
             self._stop()  # synchronous: tells from now on return False to their senders
 
     def quiet(self) -> bool:
@@ -394,6 +487,7 @@ class _NeverStarted:
     """The ref of a lazily started actor that was stopped before anything was sent to it."""
 
     __slots__ = ("actor_stopped",)
+    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool, tell_each tells it one by one
 
     def __init__(self) -> None:
         self.actor_stopped = StopFlag()
@@ -429,6 +523,7 @@ class LazyHandle(Handle):
         self.name = name
         self.actor_id = id(self)
         self._tracker = tracker
+        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # (see Handle)
         self._ref: Any = None
         self._starter: Callable[[], KorralActor] | None = starter
 

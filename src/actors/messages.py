@@ -6,7 +6,7 @@ arithmetic always builds new dicts for what it hands out).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, NamedTuple, TypeVar, dataclass_transform
 
 import attrs
 
@@ -131,12 +131,14 @@ class DecommissionNode:
 # ---- scheduler <-> owners ----------------------------------------------------------------------------
 
 
-@frozen
-class Place:
+class Place(NamedTuple):
     """Scheduler -> node: book these allocations; each goes with the handle of its application.
 
     ``replacements`` (gang) are passed on to their applications after the placements: through the
-    node, so that an application hears of a placeholder placed here before of its replacement."""
+    node, so that an application hears of a placeholder placed here before of its replacement.
+
+    A named tuple rather than an attrs class: one is built per touched node of every batch (at 10,000
+    nodes, one per allocation), and a tuple is built in a fraction of the time."""
 
     placements: tuple[tuple[Allocation, Any], ...]
     replacements: tuple[tuple[Allocation, Any], ...] = ()

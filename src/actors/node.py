@@ -67,13 +67,20 @@ class NodeActor(RetiringActor):
 
     def on_Place(self, message: Place) -> None:
         node = self.node
-        booked: dict[Handle, list[Allocation]] = defaultdict(list)
+        owners = self.owners
+        # the application of each booked allocation -> the allocations (usually one application)
+        booked: dict[Handle, list[Allocation]] = {}
         refused: list[Allocation] = []
+        open_for_placements = not self.removed and node.schedulable
         for allocation, app in message.placements:
-            if not self.removed and node.schedulable and node.fits(allocation.resource):
+            if open_for_placements and node.fits(allocation.resource):
                 node.add_allocation(allocation)
-                self.owners[allocation.uuid] = app
-                booked[app].append(allocation)
+                owners[allocation.uuid] = app
+                mine = booked.get(app)
+                if mine is None:
+                    booked[app] = [allocation]
+                else:
+                    mine.append(allocation)
             else:
                 refused.append(allocation)
         for app, allocations in booked.items():

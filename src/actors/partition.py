@@ -47,6 +47,7 @@ from korral.actors.partition_nodes import PartitionNodes
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.queue_board import QueueBoard
+from korral.actors.runtime import Bundle
 from korral.actors.scheduler import SchedulerActor
 from korral.actors.timer import TimerService
 from korral.config.schema import PartitionConfig
@@ -61,6 +62,13 @@ from korral.model.partition import ModelError, UnscheduledPartition
 @attrs.frozen(slots=True)
 class CleanupQueues:
     """Timer -> partition: remove empty dynamic queues and empty draining queues."""
+
+
+def _kinds(message: Any) -> list[type]:
+    """The types of the messages one delivery carries (a bundle's each, a periodic tick's own)."""
+    if type(message) is Bundle:
+        return [type(inner) for inner in message.messages]
+    return [type(message.message if type(message) is Periodic else message)]
 
 
 @attrs.frozen(slots=True)
@@ -213,11 +221,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             return super().on_receive(message)
         finally:
             # whatever may have changed the queue tree is published once its burst has been handled
-            kind = type(message.message if type(message) is Periodic else message)
-            if (
-                not self._tree_publish_queued
-                and kind not in TREE_UNCHANGED
-                and not issubclass(kind, PartitionQuery)
+            if not self._tree_publish_queued and any(
+                kind not in TREE_UNCHANGED and not issubclass(kind, PartitionQuery)
+                for kind in _kinds(message)
             ):
                 self._tree_publish_queued = True
                 self.kick(PublishQueueTree())

@@ -10,12 +10,11 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates
+from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates, tell_each
 from korral.actors.messages import (
     AppAdded,
     AppGone,
@@ -55,6 +54,8 @@ from korral.model.view_ops import (
     UndoReplacement,
     Unpreempt,
 )
+
+_new_tuple = tuple.__new__
 
 # A batch of cycles ends when nothing more fits, or after a time budget. The budget starts short (new
 # asks are placed within milliseconds at light load) and doubles while batches keep being cut short,
@@ -408,29 +409,41 @@ class SchedulerActor(ThreadedActor):
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
-        by_node: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
+        by_node: dict[str, list[tuple[Allocation, Handle]]] = {}
         # gang replacements, confirmed by their application alone; sent through the placeholder's node
-        replacing: dict[str, list[tuple[Allocation, Handle]]] = defaultdict(list)
+        replacing: dict[str, list[tuple[Allocation, Handle]]] = {}
         apps = self.apps
         refused: list[Allocation] = []
         for allocation in made:
             app = apps.get(allocation.application_id)
             if app is None:
                 refused.append(allocation)
-            elif allocation.replaces:
-                replacing[allocation.node_id].append((allocation, app))
+                continue
+            group = replacing if allocation.replaces else by_node
+            placed = group.get(allocation.node_id)
+            if placed is None:
+                group[allocation.node_id] = [(allocation, app)]
             else:
-                by_node[allocation.node_id].append((allocation, app))
+                placed.append((allocation, app))
         # in a fixed order (not a set's): the simulated runtime replays a run message for message
-        for node_id in [*by_node, *(n for n in replacing if n not in by_node)]:
-            placements = by_node.get(node_id, [])
-            replacements = replacing.get(node_id, [])
-            node = self.nodes.get(node_id)
-            if node is None or not node.tell(
-                Place(placements=tuple(placements), replacements=tuple(replacements))
-            ):
+        deliveries: list[tuple[Handle, Place]] = []
+        nodes = self.nodes
+        for node_id in [*by_node, *(n for n in replacing if n not in by_node)] if replacing else by_node:
+            placements = by_node.get(node_id, ())
+            replacements = replacing.get(node_id, ()) if replacing else ()
+            node = nodes.get(node_id)
+            if node is None:
                 refused.extend(allocation for allocation, _ in placements)
                 refused.extend(allocation for allocation, _ in replacements)
+            else:
+                deliveries.append((node, _new_tuple(Place, (tuple(placements), tuple(replacements)))))
+        # one hand-off to the nodes' pool for the whole batch, not a lock and a wake-up per node
+        delivered = tell_each(deliveries, self._place_refused)
+        if not all(delivered):
+            for (_, place), taken in zip(deliveries, delivered, strict=True):
+                if not taken:
+                    refused.extend(allocation for allocation, _ in place.placements)
+                    refused.extend(allocation for allocation, _ in place.replacements)
         for allocation in refused:
             if allocation.replaces:
                 view.undo_replacement(allocation)
@@ -438,6 +451,11 @@ class SchedulerActor(ThreadedActor):
                 view.rollback(allocation)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
+
+    def _place_refused(self, place: Place) -> None:
+        """A node stopped before its Place reached it (called on the nodes' pool): undo it here."""
+        allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
+        self.handle.tell(RolledBack(allocations=allocations))
 
     def _send_core_releases(self) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked

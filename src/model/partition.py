@@ -274,12 +274,22 @@ class PartitionModel(PartitionAllocations):
         pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # the model's apps order their asks
         asks = pending_asks.items
         entries = pending_asks.entries
+        if queue.over_quota_epoch != epoch:
+            queue.over_quota_epoch = epoch
+            queue.over_quota_shapes.clear()
+        known_over = queue.over_quota_shapes
         for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
             ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
                 continue
-            over = queue.over_quota(ask.resource)
+            over = known_over.get(ask.shape) if known_over else None
+            if over is None:
+                over = queue.over_quota(ask.resource)
+                # A queue's verdict holds for the epoch; the root's (only the cluster's size in the way)
+                # is not kept, as a nearer queue may pass its max later in the epoch and that one counts.
+                if over is not None and over.parent is not None:
+                    known_over[ask.shape] = over
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).

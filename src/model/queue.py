@@ -139,6 +139,11 @@ class Queue:
         self.running_apps = 0
         # the partition's resource epoch at which everything pending below was over a limit (-1: not)
         self.quota_blocked_at = -1
+        # ask shape -> the queue (not the root) whose max the shape would pass, learnt at the resource
+        # epoch ``over_quota_epoch``: within an epoch usage only grows and limits stay, so a verdict of
+        # "over" holds until the epoch moves (the walk asks it again for every pending ask each cycle)
+        self.over_quota_shapes: dict[Any, Queue] = {}
+        self.over_quota_epoch = -1
         self.priority = MIN_PRIORITY
         # a leaf orders its applications, a parent its children
         self.order: IncrementalOrder[Any] = IncrementalOrder()

@@ -17,6 +17,7 @@ from korral.actors.base import (
     ThreadedActor,
     Tracker,
     start_actor,
+    tell_each,
 )
 from korral.actors.runtime import SLICE, ActorPool
 
@@ -149,3 +150,88 @@ def test_a_failing_tell_handler_is_counted_and_does_not_kill_the_actor() -> None
         assert isinstance(actor.ask(Explode(), caller=Rank.OUTSIDE), HandlerError)
     finally:
         actor.stop()
+
+
+# ---- tell_each: many actors of a pool in one hand-off ------------------------------------------------
+
+
+class Note:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class Gate:
+    """Holds the pool's worker until the test opens it (what the worker runs next is then known)."""
+
+    def __init__(self, opened: threading.Event) -> None:
+        self.opened = opened
+
+
+class StopYourself:
+    pass
+
+
+class Recorder(PoolActor):
+    rank = Rank.NODE
+
+    def __init__(self, tracker: Tracker, name: str, log: list[Any], *, pool: ActorPool) -> None:
+        super().__init__(tracker, name, pool=pool)
+        self.log = log
+
+    def on_Note(self, message: Note) -> None:
+        self.log.append((self.name, message.text, threading.current_thread().name))
+
+    def on_Gate(self, message: Gate) -> None:
+        assert message.opened.wait(5.0)
+
+    def on_StopYourself(self, message: StopYourself) -> None:
+        self._stop()
+
+
+def test_tell_each_delivers_to_many_pooled_actors_once_each_on_the_worker(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    actors = [start_actor(Recorder, tracker, f"r{index}", log, pool=pool) for index in range(50)]
+    assert tell_each([(actor, Note(f"to {actor.name}")) for actor in actors]) == [True] * 50
+    assert tracker.wait_idle(5.0)
+    assert sorted(log) == sorted((f"r{index}", f"to r{index}", "korral-pool-test") for index in range(50))
+    assert tracker.in_flight() == 0
+
+
+def test_tell_each_keeps_a_senders_order_behind_a_backlog(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    opened = threading.Event()
+    gate = start_actor(Recorder, tracker, "gate", [], pool=pool)
+    busy = start_actor(Recorder, tracker, "busy", log, pool=pool)
+    gate.tell(Gate(opened))
+    # more than a slice: the busy actor is still queued, its mailbox not empty, when the batch arrives
+    for index in range(SLICE * 2):
+        busy.tell(Note(str(index)))
+    tell_each([(busy, Note("last"))])
+    opened.set()
+    assert tracker.wait_idle(5.0)
+    assert [text for _, text, _ in log] == [*(str(index) for index in range(SLICE * 2)), "last"]
+
+
+def test_tell_each_refuses_to_the_sender_what_meets_a_stopped_actor(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    refused: list[str] = []
+    opened = threading.Event()
+    gate = start_actor(Recorder, tracker, "gate", [], pool=pool)
+    leaving = start_actor(Recorder, tracker, "leaving", log, pool=pool)
+    staying = start_actor(Recorder, tracker, "staying", log, pool=pool)
+    gate.tell(Gate(opened))
+    leaving.tell(StopYourself())  # runs before the batch: the batch finds it stopped
+    delivered = tell_each(
+        [(leaving, Note("for leaving")), (staying, Note("for staying"))],
+        lambda message: refused.append(message.text),
+    )
+    assert delivered == [True, True]  # both were alive when sent
+    opened.set()
+    assert tracker.wait_idle(5.0)
+    assert refused == ["for leaving"]
+    assert [(name, text) for name, text, _ in log] == [("staying", "for staying")]
+    assert tell_each([(leaving, Note("late"))]) == [False]
+    assert tracker.in_flight() == 0

@@ -169,7 +169,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         rm.target = workload.asks
         messages_before = core.tracker.sent_total
         submitted: dict[str, float] = {}
-        core.tracker.handler_seconds = {}
+        core.tracker.start_timing()
         submit_seconds = 0.0
         process_started = time.process_time()
         scheduler_started = _scheduler_cpu_seconds()
@@ -203,8 +203,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
             else None
         )
         messages = core.tracker.sent_total - messages_before
-        handler_seconds = dict(core.tracker.handler_seconds)
-        core.tracker.handler_seconds = None
+        handler_seconds = core.tracker.stop_timing()
         errors = core.tracker.errors
     if errors:
         raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
