@@ -15,6 +15,7 @@ import contextlib
 import enum
 import logging
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -531,6 +532,11 @@ class LazyHandle(Handle):
     def ref(self) -> Any:  # type: ignore[override]  # (read-only here: set once, by the start)
         ref = self._ref
         return ref if ref is not None else self._start_now()
+
+    def start(self) -> None:
+        """Start the actor now, unless it runs already or was stopped before it started."""
+        if self._ref is None:
+            self._start_now()
 
     @property
     def started(self) -> bool:

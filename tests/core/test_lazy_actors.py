@@ -1,5 +1,7 @@
-"""Node actors start on their first message (``LazyHandle``): the handle itself, then end to end through
-``korral.Core`` for nodes that never got a placement (snapshots, drains, removal, recovery, stop)."""
+"""Node actors start after the RM's answer or on their first message (``LazyHandle``): the handle
+itself, then end to end through ``korral.Core``. ``node_actor_warmup=0`` leaves every node's actor to
+its first message, so that nodes whose actors never started can be snapshotted, drained, removed,
+recovered onto and stopped."""
 
 from __future__ import annotations
 
@@ -110,8 +112,23 @@ def test_first_messages_from_several_threads_start_one_actor(pool: ActorPool) ->
 # ---- end to end -----------------------------------------------------------------------------------
 
 
-def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> None:
+def test_registered_nodes_get_their_actors_after_the_answer_and_schedule_as_before() -> None:
     with running(SINGLE_LEAF) as (core, rm):
+        add_apps(core, rm, {"app1": LEAF})
+        before = live_actors()
+        add_nodes(core, rm, [f"n{index}" for index in range(1201)])  # more than one warm-up step
+        assert live_actors() == before + 1201
+        core.update_allocation(t.asks("rm", "app1", 12, SMALL))  # the leaf's max holds 15
+        core.wait_until_idle()
+        assert rm.allocated_total == 12 and live_actors() == before + 1201
+        core.update_node(t.node_action("rm", "n7", si.NodeAction.DECOMISSION))
+        core.wait_until_idle()
+        assert core.partition(P).node_count == 1200
+        check_invariants(core, P, rm)
+
+
+def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> None:
+    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
         add_apps(core, rm, {"app1": LEAF})
         before = live_actors()
         add_nodes(core, rm, [f"n{index}" for index in range(20)])
@@ -124,7 +141,7 @@ def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> 
 
 
 def test_a_node_that_never_got_a_placement_is_snapshotted_drained_and_removed() -> None:
-    with running(SINGLE_LEAF) as (core, rm):
+    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
         add_nodes(core, rm, ["n1", "n2"], capacity={"memory": 50 * MB, "vcore": 20_000})
         info = core.node(P, "n2")
         assert info is not None and info.schedulable and info.allocations == []
@@ -145,7 +162,7 @@ def test_a_node_that_never_got_a_placement_is_snapshotted_drained_and_removed() 
 
 
 def test_a_never_used_node_is_removed_right_away_and_its_id_can_come_back() -> None:
-    with running(SINGLE_LEAF) as (core, rm):
+    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
         add_nodes(core, rm, ["n1"])
         core.update_node(t.node_action("rm", "n1", si.NodeAction.DECOMISSION))
         core.wait_until_idle()
@@ -160,7 +177,7 @@ def test_a_never_used_node_is_removed_right_away_and_its_id_can_come_back() -> N
 
 
 def test_recovered_allocations_are_booked_on_a_node_whose_actor_starts_for_them() -> None:
-    with running(SINGLE_LEAF) as (core, rm):
+    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
         add_apps(core, rm, {"app1": LEAF})
         existing = [
             si.Allocation(
@@ -185,7 +202,7 @@ def test_recovered_allocations_are_booked_on_a_node_whose_actor_starts_for_them(
 
 def test_stopping_a_core_with_unused_nodes_leaves_no_actor_behind() -> None:
     before = live_actors()
-    with running(SINGLE_LEAF) as (core, rm):
+    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
         add_nodes(core, rm, [f"n{index}" for index in range(10)])
         add_apps(core, rm, {"app1": LEAF})
         core.update_allocation(t.asks("rm", "app1", 1, SMALL))
@@ -194,7 +211,7 @@ def test_stopping_a_core_with_unused_nodes_leaves_no_actor_behind() -> None:
 
 
 def test_unused_nodes_on_the_simulated_runtime() -> None:
-    with korral.start(runtime="simulated", seed=7) as core:
+    with korral.start(runtime="simulated", seed=7, node_actor_warmup=0) as core:
         rm = t.RecordingRM("rm")
         core.register_resource_manager(t.register("rm", SINGLE_LEAF), rm)
         core.update_node(t.nodes("rm", ["n1", "n2", "n3"], NODE))
@@ -210,3 +227,18 @@ def test_unused_nodes_on_the_simulated_runtime() -> None:
         assert core.node(P, unused[0]) is None
         assert core.partition(P).node_count == 2
         check_invariants(core, P, rm)
+
+
+def test_warm_up_on_the_simulated_runtime_races_placements_and_removals() -> None:
+    for seed in range(5):
+        with korral.start(runtime="simulated", seed=seed, node_actor_warmup=2) as core:
+            rm = t.RecordingRM("rm")
+            core.register_resource_manager(t.register("rm", SINGLE_LEAF), rm)
+            core.update_application(t.applications("rm", {"app1": LEAF}))
+            core.update_node(t.nodes("rm", [f"n{index}" for index in range(7)], NODE))
+            core.update_allocation(t.asks("rm", "app1", 4, SMALL))
+            core.update_node(t.node_action("rm", "n5", si.NodeAction.DECOMISSION))
+            core.wait_until_idle()
+            assert rm.allocated_total + len(rm.released) >= 4
+            assert core.partition(P).node_count == 6
+            check_invariants(core, P, rm)
