@@ -396,6 +396,33 @@ class ThreadedActor(KorralActor, pykka.ThreadingActor):
 
     use_daemon_thread = True
 
+    def _actor_loop_running(self) -> None:
+        # pykka's loop, unchanged but for letting go of each message once handled: pykka's keeps the
+        # last one until the next arrives, and for the RM proxy and a partition that can be an RM's
+        # request of 50,000 asks, held (and counted in the peak RSS) long after it was taken in
+        while not self.actor_stopped.is_set():
+            envelope = self.actor_inbox.get()
+            response: Any = None
+            try:
+                response = self._handle_receive(envelope.message)
+                if envelope.reply_to is not None:
+                    envelope.reply_to.set(response)
+            except Exception:
+                if envelope.reply_to is not None:
+                    log.info("Exception returned from %s to caller:", self, exc_info=sys.exc_info())
+                    envelope.reply_to.set_exception()
+                else:
+                    self._handle_failure(*sys.exc_info())
+                    try:
+                        self.on_failure(*sys.exc_info())
+                    except Exception:
+                        self._handle_failure(*sys.exc_info())
+            except BaseException:
+                log.debug("%r in %s. Stopping all actors.", sys.exc_info()[1], self)
+                self._stop()
+                ActorRegistry.stop_all()
+            del envelope, response
+
 
 class PoolActor(KorralActor, PooledActor):
     """A korral actor served by its partition's ``ActorPool``; takes ``pool=`` when started."""
