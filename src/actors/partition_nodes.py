@@ -16,6 +16,7 @@ from korral import si
 from korral.actors.base import Handle, LazyHandle, Tracker, start_actor_lazily
 from korral.actors.messages import (
     DecommissionNode,
+    Deliver,
     NodeAdded,
     NodeChanged,
     NodeGone,
@@ -62,6 +63,9 @@ class PartitionNodes:
     _nodes_added: list[NodeAdded]
     _unstarted_nodes: list[LazyHandle]
     _warmup_queued: bool
+
+    handle: Handle
+    dispatcher: Handle
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -114,7 +118,14 @@ class PartitionNodes:
                 # The RM's answer before the scheduler's NodesAdded: the view's work (~7 µs per new
                 # node, on the scheduler's thread) then does not hold the GIL while the answer is on
                 # its way, and no allocation on a new node can reach the RM before its acceptance.
-                self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
+                # The new nodes' actors start once the RM has its answer (Deliver.then), likewise.
+                then = None
+                if self._unstarted_nodes and not self._warmup_queued:
+                    self._warmup_queued = True
+                    then = (self.handle, StartNodeActors())
+                response = si.NodeResponse(accepted=accepted, rejected=rejected)
+                if not self.dispatcher.tell(Deliver(method="update_node", argument=response, then=then)):
+                    self._warmup_queued = False  # no dispatcher (stopping): each starts on its first message
         finally:
             self._flush_nodes_added()
             deltas, self._node_metric_deltas = self._node_metric_deltas, None
@@ -123,9 +134,6 @@ class PartitionNodes:
         if message.request.nodes:
             self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
-        if self._unstarted_nodes and not self._warmup_queued:
-            self._warmup_queued = True
-            self.kick(StartNodeActors())
 
     def on_StartNodeActors(self, message: StartNodeActors) -> None:
         """Start the next step of new nodes' actors. Registration answers the RM without them (a

@@ -242,3 +242,24 @@ def test_warm_up_on_the_simulated_runtime_races_placements_and_removals() -> Non
             assert rm.allocated_total + len(rm.released) >= 4
             assert core.partition(P).node_count == 6
             check_invariants(core, P, rm)
+
+
+class FailingNodeRM(t.RecordingRM):
+    def update_node(self, response: si.NodeResponse) -> None:
+        super().update_node(response)
+        raise RuntimeError("the RM fails on its node answer")
+
+
+def test_node_actors_start_after_the_answer_even_when_the_rm_fails_on_it() -> None:
+    rm = FailingNodeRM("rm")
+    with running(SINGLE_LEAF, rm=rm, allow_errors=True) as (core, _):
+        before = live_actors()
+        core.update_node(t.nodes("rm", ["n1", "n2", "n3"], NODE))
+        core.wait_until_idle()
+        assert sorted(rm.accepted_nodes) == ["n1", "n2", "n3"]
+        assert live_actors() == before + 3
+        add_apps(core, rm, {"app1": LEAF})
+        core.update_allocation(t.asks("rm", "app1", 3, SMALL))
+        core.wait_until_idle()
+        assert rm.allocated_total == 3
+        check_invariants(core, P, rm)
