@@ -301,7 +301,7 @@ class ApplicationActor(RetiringActor):
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
-                        new=[to_si_allocation(a) for a in effects.new_allocations],
+                        new=[to_si_allocation(a, self.rm_partition) for a in effects.new_allocations],
                         released=[to_si_release(a, kind, text) for a, kind, text in effects.released],
                         released_asks=[
                             si.AllocationAskRelease(

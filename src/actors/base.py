@@ -259,8 +259,10 @@ def tell_each(
 ) -> list[bool]:
     """``Handle.tell`` for many messages at once (a scheduler's batch of placements): whether each was
     delivered. Off a pool's worker, the messages for actors of a pool go to it as one ``Deliveries``
-    item, rather than a lock and a wake-up per message. Such a message can still meet a receiver that
-    stopped before the worker reached it: ``refused(message)`` is then called, on the worker."""
+    item, rather than a lock and a wake-up per message. Items for one actor reach it in the order sent,
+    by this and earlier ``tell_each`` calls of the same thread; a direct ``tell`` may overtake them, so
+    a sender uses one way per receiver. An item can still meet a receiver that stopped before the
+    worker reached it: ``refused(message)`` is then called, on the worker."""
     if not deliveries or worker.outbox is not None:
         return [handle.tell(message) for handle, message in deliveries]
     delivered: list[bool] = []

@@ -168,7 +168,14 @@ class Deliveries:
                     tracker.sent_each([(actor_id, 1)])
                     inbox.put(Envelope(message))
                     continue
-                actor.dispatch(message)  # type: ignore[attr-defined]
+                try:
+                    actor.dispatch(message)  # type: ignore[attr-defined]  (contains Exception itself)
+                except BaseException:
+                    # as pykka's loop and _handle_envelope: a fatal error stops every actor
+                    log.exception("%s: fatal error, stopping all actors", actor)
+                    actor._stop()
+                    ActorRegistry.stop_all()
+                    return
                 if actor.actor_stopped.is_set():
                     actor._teardown()
         finally:
@@ -276,7 +283,7 @@ class PooledInbox:
 
     def put_unscheduled(self, envelope: Any, /) -> PooledActor | None:
         """``put`` that leaves scheduling to the caller: the actor to put on its pool's run queue, if
-        this message made it ready (the caller hands many to the pool at once, ``deliver_all``)."""
+        this message made it ready (the caller hands many to the pool at once, ``put_all``)."""
         with self._lock:
             self._messages.append(envelope)
             if self._scheduled or self._actor is None or not self._actor._started:

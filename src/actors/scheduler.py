@@ -214,7 +214,9 @@ class SchedulerActor(ThreadedActor):
     def on_NodeGone(self, message: NodeGone) -> None:
         handle = self.nodes.pop(message.node_id, None)
         if handle is not None:
-            handle.tell(SchedulerDone())  # after every Place this actor sent it
+            # after every Place this actor sent it, so the same way as those (tell_each's items reach
+            # an actor in the order sent, a direct tell could overtake them)
+            tell_each([(handle, SchedulerDone())], self._place_refused)
         self.view.discard_node(message.node_id)
         self._wake()
 
@@ -452,8 +454,10 @@ class SchedulerActor(ThreadedActor):
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
 
-    def _place_refused(self, place: Place) -> None:
+    def _place_refused(self, place: Any) -> None:
         """A node stopped before its Place reached it (called on the nodes' pool): undo it here."""
+        if type(place) is not Place:
+            return  # SchedulerDone: nothing to undo
         allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
         self.handle.tell(RolledBack(allocations=allocations))
 

@@ -8,7 +8,9 @@ from korral.model.allocation import Allocation
 from korral.model.naming import partition_without_rm
 
 
-def to_si_allocation(allocation: Allocation) -> si.Allocation:
+def to_si_allocation(allocation: Allocation, rm_partition: str | None = None) -> si.Allocation:
+    """The SI allocation for the RM; ``rm_partition``: the RM's name of its partition, when the caller
+    knows it already (an application converting a burst of its allocations)."""
     # si.Allocation's converters copy the tags and the resource: no copy of our own on top
     return si.Allocation(
         allocation_key=allocation.allocation_key,
@@ -18,7 +20,7 @@ def to_si_allocation(allocation: Allocation) -> si.Allocation:
         priority=allocation.priority,
         node_id=allocation.node_id,
         application_id=allocation.application_id,
-        partition_name=partition_without_rm(allocation.partition),
+        partition_name=partition_without_rm(allocation.partition) if rm_partition is None else rm_partition,
         task_group_name=allocation.task_group_name,
         placeholder=allocation.placeholder,
     )

@@ -208,10 +208,11 @@ def test_tell_each_keeps_a_senders_order_behind_a_backlog(pool: ActorPool) -> No
     # more than a slice: the busy actor is still queued, its mailbox not empty, when the batch arrives
     for index in range(SLICE * 2):
         busy.tell(Note(str(index)))
-    tell_each([(busy, Note("last"))])
+    tell_each([(busy, Note("next"))])
+    tell_each([(busy, Note("last"))])  # a later batch: after the earlier one
     opened.set()
     assert tracker.wait_idle(5.0)
-    assert [text for _, text, _ in log] == [*(str(index) for index in range(SLICE * 2)), "last"]
+    assert [text for _, text, _ in log] == [*(str(index) for index in range(SLICE * 2)), "next", "last"]
 
 
 def test_tell_each_refuses_to_the_sender_what_meets_a_stopped_actor(pool: ActorPool) -> None:
