@@ -169,7 +169,7 @@ class Deliveries:
                     inbox.put(Envelope(message))
                     continue
                 try:
-                    actor.dispatch(message)  # type: ignore[attr-defined]  (contains Exception itself)
+                    actor.dispatch(message)  # type: ignore[attr-defined]  # (contains Exception itself)
                 except BaseException:
                     # as pykka's loop and _handle_envelope: a fatal error stops every actor
                     log.exception("%s: fatal error, stopping all actors", actor)
