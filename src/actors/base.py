@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pykka
@@ -548,14 +547,17 @@ class LazyHandle(Handle):
 
     __slots__ = ("_ref", "_starter")
 
-    def __init__(self, rank: Rank, name: str, tracker: Tracker, starter: Callable[[], KorralActor]) -> None:
+    def __init__(
+        self, rank: Rank, name: str, tracker: Tracker, starter: tuple[type[KorralActor], Any, Any]
+    ) -> None:
         self.rank = rank
         self.name = name
         self.actor_id = id(self)
         self._tracker = tracker
         self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # (see Handle)
         self._ref: Any = None
-        self._starter: Callable[[], KorralActor] | None = starter
+        # (actor class, positional and keyword arguments after the tracker and name) for _start
+        self._starter: tuple[type[KorralActor], Any, Any] | None = starter
 
     @property
     def ref(self) -> Any:  # type: ignore[override]  # (read-only here: set once, by the start)
@@ -578,9 +580,10 @@ class LazyHandle(Handle):
             if self._ref is None:
                 starter, self._starter = self._starter, None
                 assert starter is not None
+                actor_class, args, kwargs = starter
                 _adopting.handle = self
                 try:
-                    actor = starter()
+                    actor = _start(actor_class, self._tracker, self.name, args, kwargs)
                 finally:
                     _adopting.__dict__.pop("handle", None)
                 self._ref = actor.actor_ref
@@ -604,9 +607,7 @@ def start_actor_lazily(
     actor_class: type[KorralActor], tracker: Tracker, name: str, *args: Any, **kwargs: Any
 ) -> LazyHandle:
     """A handle to an actor that ``start_actor`` starts with these arguments when first used."""
-    return LazyHandle(
-        actor_class.rank, name, tracker, partial(_start, actor_class, tracker, name, args, kwargs)
-    )
+    return LazyHandle(actor_class.rank, name, tracker, (actor_class, args, kwargs))
 
 
 def start_pool(tracker: Tracker, name: str) -> ActorPool:

@@ -66,6 +66,7 @@ class PartitionNodes:
 
     handle: Handle
     dispatcher: Handle
+    events: bool
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -213,7 +214,8 @@ class PartitionNodes:
                 self._nodes_added.append(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
-            self._event(lambda: events.node_added(node_id))
+            if self.events:  # (no closure per node otherwise)
+                self._event(lambda: events.node_added(node_id))
             for app_id, allocations in recovered.items():
                 self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
             self._reject_asks(rejected)

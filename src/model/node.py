@@ -50,7 +50,7 @@ class Node:
         self.capacity: Resource = res.prune(capacity)
         self.occupied: Resource = res.prune(occupied) if occupied else _NOTHING_OCCUPIED
         # allocated is derived (capacity - occupied - available): one aggregate less to keep per allocation
-        self.available: Resource = res.sub(self.capacity, self.occupied)
+        self.available: Resource = res.sub(self.capacity, self.occupied) if occupied else dict(self.capacity)
         self.attributes: dict[str, str] = dict(attributes) if attributes else _NO_ATTRIBUTES
         self.schedulable = schedulable
         self.allocations: dict[str, Allocation] = {}
