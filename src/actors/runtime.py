@@ -168,8 +168,8 @@ class Deliveries:
                     tracker.sent_each([(actor_id, 1)])
                     inbox.put(Envelope(message))
                     continue
-                try:
-                    actor.dispatch(message)  # type: ignore[attr-defined]  # (contains Exception itself)
+                try:  # dispatch contains an Exception itself; only a fatal error comes through
+                    actor.dispatch(message)  # type: ignore[attr-defined]
                 except BaseException:
                     # as pykka's loop and _handle_envelope: a fatal error stops every actor
                     log.exception("%s: fatal error, stopping all actors", actor)
