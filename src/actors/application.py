@@ -7,6 +7,7 @@ queue, one to the scheduler's view and one callback to the RM, not a thousand of
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import attrs
@@ -148,6 +149,34 @@ class ApplicationActor(RetiringActor):
         node_id = message.allocations[0].node_id if message.allocations else ""
         self.nodes[node_id] = message.node
         self.owner.confirm(node_id, message.allocations, self.clock(), self._collect())
+
+    def dispatch_all(self, messages: tuple[Any, ...]) -> None:
+        # At 10,000 nodes a bundle holds thousands of Placed, one per node: confirmed in one loop
+        # (each still on its own, a failure contained to its message) rather than a dispatch each.
+        start = 0
+        count = len(messages)
+        while start < count:
+            end = start
+            while end < count and type(messages[end]) is Placed:
+                end += 1
+            if end - start < 2:
+                self.dispatch(messages[start])
+                start += 1
+                continue
+            self._confirm_placed(messages[start:end])
+            start = end
+
+    def _confirm_placed(self, placed: tuple[Placed, ...]) -> None:
+        timed = self.tracker.handler_seconds is not None
+        started = time.thread_time() if timed else 0.0
+        on_placed = self.on_Placed
+        for message in placed:
+            try:
+                on_placed(message)
+            except Exception as error:
+                self.handler_failed("Placed", error)
+        if timed:
+            self.tracker.handled("Placed", time.thread_time() - started)
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
