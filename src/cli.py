@@ -346,10 +346,16 @@ def bench(
         transient=True,
     ) as progress:
         task = progress.add_task(f"korral: {chosen.name}", total=chosen.asks)
+        # korral runs a workload of its own, let go of as it is submitted (as an RM's requests are), so
+        # the one the reference runs afterwards (the same: workloads are seeded) is not counted in
+        # korral's peak RSS
+        del chosen
         korral_result = runner.run_korral(
-            chosen, progress=lambda made, _: progress.update(task, completed=made)
+            workloads.build(workload, nodes, asks, seed, rate, user_limits),
+            progress=lambda made, _: progress.update(task, completed=made),
         )
         progress.update(task, description="reference", completed=0)
+        chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
         reference = runner.run_reference(chosen)
     result = runner.result_json(chosen, korral_result, reference)
     k = result["korral"]

@@ -101,9 +101,13 @@ class Core:
         clock = settings.pop("clock", None)
         # the actors a partition starts for nodes and applications (PartitionSettings): for the harness's
         # fault injection (korral.harness.faults.start_options), not a setting of YuniKorn's
-        actor_classes = {
+        actor_classes: dict[str, Any] = {
             key: settings.pop(key) for key in ("node_actor", "application_actor") if key in settings
         }
+        # how many new nodes' actors a partition starts per step after answering the RM (0: each on
+        # its first message only, for tests of actors that never started); not a setting of YuniKorn's
+        if "node_actor_warmup" in settings:
+            actor_classes["node_actor_warmup"] = int(settings.pop("node_actor_warmup"))
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")

@@ -35,6 +35,14 @@ class CallbackDispatcher(ThreadedActor):
         self.observer = observer
 
     def on_Deliver(self, message: Deliver) -> None:
+        try:
+            self._deliver(message)
+        finally:
+            if message.then is not None:
+                target, follow = message.then
+                target.tell(follow)
+
+    def _deliver(self, message: Deliver) -> None:
         if self.closed.is_set():
             return
         if self.observer is not None:

@@ -425,6 +425,9 @@ class Deliver:
 
     method: str = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
     argument: Any
+    # (handle, message) told once the RM's method has returned (or failed, or was not called): work
+    # that should not compete with this answer for the GIL (a partition's StartNodeActors)
+    then: tuple[Any, Any] | None = None
 
 
 @attrs.frozen(slots=True)

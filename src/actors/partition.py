@@ -20,7 +20,16 @@ import attrs
 
 from korral import si
 from korral.actors.application import AppFinished, ApplicationActor
-from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, Tracker, start_actor, start_pool
+from korral.actors.base import (
+    Handle,
+    LazyHandle,
+    Periodic,
+    Rank,
+    ThreadedActor,
+    Tracker,
+    start_actor,
+    start_pool,
+)
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -43,7 +52,7 @@ from korral.actors.messages import (
     Tick,
 )
 from korral.actors.node import NodeActor
-from korral.actors.partition_nodes import PartitionNodes
+from korral.actors.partition_nodes import PartitionNodes, StartNodeActors
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.queue_board import QueueBoard
@@ -84,7 +93,14 @@ class PublishQueueTree:
 # messages that never change the queue tree (what a queue is, its limits, its applications): no new
 # publication after them, nor after a query (PartitionQuery). Anything else may, and is followed by one.
 TREE_UNCHANGED: frozenset[type] = frozenset(
-    {PublishQueueTree, RetireTombstones, NodeReservations, RecoveredGone, RouteAllocationRequest}
+    {
+        PublishQueueTree,
+        RetireTombstones,
+        NodeReservations,
+        RecoveredGone,
+        RouteAllocationRequest,
+        StartNodeActors,
+    }
 )
 
 
@@ -100,6 +116,9 @@ class PartitionSettings:
     # the actors started for nodes and applications: the harness substitutes deliberately broken
     # subclasses (korral.harness.faults) through korral.start
     node_actor: type[NodeActor] = attrs.field(default=NodeActor, eq=False, repr=False)
+    # node actors the partition starts per step once it has answered a node request (StartNodeActors);
+    # 0: a node's actor starts only with its first message (korral.start(node_actor_warmup=0): tests)
+    node_actor_warmup: int = attrs.field(default=500, eq=False, repr=False)
     application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
 
 
@@ -144,6 +163,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self._node_metric_deltas: dict[str, int] | None = None
         # while a node request is handled: its new nodes, told to the scheduler as one NodesAdded
         self._nodes_added: list[NodeAdded] = []
+        # new nodes whose actors have not started yet, started a step at a time (StartNodeActors)
+        self._unstarted_nodes: list[LazyHandle] = []
+        self._warmup_queued = False
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(

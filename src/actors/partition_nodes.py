@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, Tracker, start_actor
+from korral.actors.base import Handle, LazyHandle, Tracker, start_actor_lazily
 from korral.actors.messages import (
     DecommissionNode,
+    Deliver,
     NodeAdded,
     NodeChanged,
     NodeGone,
@@ -28,11 +29,21 @@ from korral.actors.messages import (
     ViewOps,
 )
 from korral.model import events
+from korral.model.allocation import Allocation
 from korral.model.partition import ModelError, UnscheduledPartition
 from korral.model.view_ops import AdoptRecovered
 
 if TYPE_CHECKING:
     from korral.actors.partition import PartitionSettings
+
+
+# a new node's recovered allocations and rejected asks when it brings no existing allocations
+_NONE: tuple[dict[str, list[Allocation]], list[tuple[str, str, str]]] = ({}, [])
+
+
+@attrs.frozen(slots=True)
+class StartNodeActors:
+    """Partition -> itself: start the actors of the nodes registered so far, a step at a time."""
 
 
 class PartitionNodes:
@@ -50,6 +61,16 @@ class PartitionNodes:
     metrics: Any
     _node_metric_deltas: dict[str, int] | None
     _nodes_added: list[NodeAdded]
+    _unstarted_nodes: list[LazyHandle]
+    _warmup_queued: bool
+
+    handle: Handle
+    dispatcher: Handle
+    events: bool
+
+    if TYPE_CHECKING:  # KorralActor's
+
+        def kick(self, message: Any) -> None: ...
 
     if TYPE_CHECKING:  # PartitionActor's
 
@@ -94,16 +115,40 @@ class PartitionNodes:
                     self._node_action(info, accepted)
                 except ModelError as error:
                     rejected.append(si.RejectedNode(node_id=info.node_id, reason=str(error)))
+            if accepted or rejected:
+                # The RM's answer before the scheduler's NodesAdded: the view's work (~7 µs per new
+                # node, on the scheduler's thread) then does not hold the GIL while the answer is on
+                # its way, and no allocation on a new node can reach the RM before its acceptance.
+                # The new nodes' actors start once the RM has its answer (Deliver.then), likewise.
+                then = None
+                if self._unstarted_nodes and not self._warmup_queued:
+                    self._warmup_queued = True
+                    then = (self.handle, StartNodeActors())
+                response = si.NodeResponse(accepted=accepted, rejected=rejected)
+                if not self.dispatcher.tell(Deliver(method="update_node", argument=response, then=then)):
+                    self._warmup_queued = False  # no dispatcher (stopping): each starts on its first message
         finally:
             self._flush_nodes_added()
             deltas, self._node_metric_deltas = self._node_metric_deltas, None
             if self.metrics is not None and deltas:
                 self.metrics.node_states(deltas)
-        if accepted or rejected:
-            self._deliver("update_node", si.NodeResponse(accepted=accepted, rejected=rejected))
         if message.request.nodes:
             self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
+
+    def on_StartNodeActors(self, message: StartNodeActors) -> None:
+        """Start the next step of new nodes' actors. Registration answers the RM without them (a
+        pooled actor is ~6 µs and ~1 KB): they start here, behind whatever the partition was asked
+        meanwhile, or with their first message if that comes first (LazyHandle), so that a
+        placement does not pay for its node's start."""
+        step = self.settings.node_actor_warmup
+        starting, self._unstarted_nodes = self._unstarted_nodes[:step], self._unstarted_nodes[step:]
+        for handle in starting:
+            handle.start()  # a node removed meanwhile was stopped unstarted: it stays so
+        if self._unstarted_nodes:
+            self.kick(StartNodeActors())
+        else:
+            self._warmup_queued = False
 
     def _flush_nodes_added(self) -> None:
         """Tell the scheduler of the new nodes held so far: before anything else this request tells
@@ -119,22 +164,25 @@ class PartitionNodes:
             self._flush_nodes_added()
         if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
             schedulable = action == si.NodeAction.CREATE
-            self.registry.add_node(
+            node = self.registry.add_node(
                 node_id,
                 info.schedulable_resource,
                 occupied=info.occupied_resource,
                 attributes=info.attributes,
                 schedulable=schedulable,
             )
-            node = self.registry.nodes[node_id]
+            # the registry's own dicts, not copies: a Node replaces its capacity, occupied and
+            # attributes whole and never changes them in place, and every reader copies them
             spec = NodeSpec(
                 node_id=node_id,
-                capacity=dict(node.capacity),
-                occupied=dict(node.occupied),
-                attributes=dict(node.attributes),
+                capacity=node.capacity,
+                occupied=node.occupied,
+                attributes=node.attributes,
                 schedulable=schedulable,
             )
-            handle = start_actor(
+            # started after the RM's answer (StartNodeActors) or by its first message if that comes
+            # first (LazyHandle): registering 10,000 nodes starts no actor on the way to the answer
+            handle = start_actor_lazily(
                 self.settings.node_actor,
                 self.tracker,
                 f"{self.name}/node/{node_id}",
@@ -144,7 +192,9 @@ class PartitionNodes:
                 pool=self.pool,
             )
             self.nodes[node_id] = handle
-            recovered, rejected = self.registry.sort_recovered(info)
+            if self.settings.node_actor_warmup > 0:
+                self._unstarted_nodes.append(handle)
+            recovered, rejected = self.registry.sort_recovered(info) if info.existing_allocations else _NONE
             if recovered:
                 # YuniKorn adds a node and what already runs on it in one step. The scheduler must
                 # never see this node empty: it would place asks where the recovered allocations
@@ -164,7 +214,8 @@ class PartitionNodes:
                 self._nodes_added.append(NodeAdded(spec=spec, node=handle))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
-            self._event(lambda: events.node_added(node_id))
+            if self.events:  # (no closure per node otherwise)
+                self._event(lambda: events.node_added(node_id))
             for app_id, allocations in recovered.items():
                 self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
             self._reject_asks(rejected)
@@ -172,7 +223,11 @@ class PartitionNodes:
         node_handle = self.nodes.get(node_id)
         if node_handle is None:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
-        handle = node_handle
+        self._existing_node_action(info, node_handle)
+
+    def _existing_node_action(self, info: si.NodeInfo, handle: Handle) -> None:
+        action = info.action
+        node_id = info.node_id
         if action == si.NodeAction.UPDATE:
             capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
             occupied = dict(info.occupied_resource) if info.occupied_resource else None

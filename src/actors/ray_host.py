@@ -91,7 +91,14 @@ class OutboxHandle:
         self.actor_id = id(self)
 
     def tell(self, message: Deliver) -> bool:
-        self.outbox.put(message)
+        then = getattr(message, "then", None)
+        if then is None:
+            self.outbox.put(message)
+            return True
+        # the follow-up stays in this process (its target is an actor here): told once queued
+        self.outbox.put(attrs.evolve(message, then=None))  # type: ignore[misc]  # (see ``frozen``)
+        target, follow = then
+        target.tell(follow)
         return True
 
     @property

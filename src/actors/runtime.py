@@ -348,6 +348,27 @@ _URN_PREFIX = uuid.uuid4().urn[:-12]
 _URN_SERIAL = itertools.count()
 
 
+class StopFlag:
+    """A pooled actor's ``actor_stopped``: the calls pykka and korral make on it (``set``, ``is_set``,
+    ``clear``) without the ``Condition``, lock, bound methods and waiter deque of a ``threading.Event``
+    (~1 KB and ~2 µs per actor, with 10,000 node actors). Nothing waits on a pooled actor's flag: a
+    stop is seen by reading it, and under the GIL a plain attribute write is seen by every thread."""
+
+    __slots__ = ("_flag",)
+
+    def __init__(self) -> None:
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+
+    def clear(self) -> None:
+        self._flag = False
+
+
 class PooledActor(pykka.Actor):
     """A pykka actor whose mailbox is served by an ``ActorPool`` instead of its own thread."""
 
@@ -358,7 +379,7 @@ class PooledActor(pykka.Actor):
         # pykka.Actor.__init__, with a URN that is unique without a random read per actor
         self.actor_urn = f"{_URN_PREFIX}{next(_URN_SERIAL):012x}"
         self.actor_inbox = self._create_actor_inbox()
-        self.actor_stopped = threading.Event()
+        self.actor_stopped = StopFlag()  # type: ignore[assignment]  # (see StopFlag)
         self._actor_ref = pykka.ActorRef(self)
 
     @staticmethod

@@ -8,7 +8,29 @@ from typing import NamedTuple
 from korral.model import resource as res
 from korral.model.resource import Resource
 
-_NO_TAGS: dict[str, str] = {}
+_NO_TAGS: dict[str, str] = {}  # shared, as every ask's and allocation's tags: never mutated
+
+ResourceItems = tuple[tuple[str, int], ...]
+# An ask's resource items and shape, one canonical pair per distinct resource: most asks come in a
+# few sizes, so 100,000 asks of {memory: 10, vcore: 1} share one pair instead of holding 100,000
+# (~220 bytes each). Bounded: past _SHAPES_MAX distinct resources, new ones are not remembered.
+_SHAPES: dict[ResourceItems, tuple[ResourceItems, ResourceItems]] = {}
+_SHAPES_MAX = 4096
+
+
+def items_and_shape(resource: Resource) -> tuple[ResourceItems, ResourceItems]:
+    """The resource's items in its order, and sorted by name (its shape): equal resources written in
+    the same order get the same two tuples."""
+    items = tuple(resource.items())
+    known = _SHAPES.get(items)
+    if known is not None:
+        return known
+    pair = (items, items if len(items) < 2 else tuple(sorted(items)))
+    if len(_SHAPES) < _SHAPES_MAX:
+        _SHAPES[items] = pair
+    return pair
+
+
 # YuniKorn's tags on asks and allocations (si.DOMAIN_YUNIKORN + si.KEY_...)
 TAG_REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
 TAG_ALLOW_PREEMPTION = "yunikorn.apache.org/allowPreemption"
@@ -101,16 +123,14 @@ class Ask:
         self.application_id = application_id
         self.resource = resource
         # the ask's resource never changes: precompute what the node search needs per attempt
-        items = tuple(resource.items())
-        self.resource_items = items
-        self.shape = items if len(items) < 2 else tuple(sorted(items))
+        self.resource_items, self.shape = items_and_shape(resource)
         self.max_allocations = max(1, max_allocations)
         self.pending = self.max_allocations
         self.allocated_count = 0
         self.priority = priority
         self.create_seq = create_seq
         self.create_time = create_time
-        self.tags = tags or {}
+        self.tags = tags or _NO_TAGS
         self.placeholder = placeholder
         self.task_group_name = task_group_name
         self.originator = originator

@@ -81,7 +81,10 @@ def is_zero(resource: Mapping[str, int] | None) -> bool:
 
 
 def has_negative(resource: Mapping[str, int]) -> bool:
-    return any(quantity < 0 for quantity in resource.values())
+    for quantity in resource.values():  # a loop, not any(generator): once per node registered
+        if quantity < 0:
+            return True
+    return False
 
 
 def strictly_greater_than_zero(resource: Mapping[str, int]) -> bool:

@@ -153,7 +153,12 @@ def peak_rss_mb() -> float:
 
 
 def run_korral(workload: Workload, progress: Progress | None = None, timeout: float = 600.0) -> KorralResult:
+    """Run ``workload`` through a core. The run lets go of each request once submitted, as an RM does:
+    a caller that holds no other reference to the workload (``korral bench``) does not keep its SI
+    objects alive, and counted, in the core's peak RSS."""
     rm = BenchRM(workload.node_count)
+    node_count, ask_count = workload.node_count, workload.asks
+    waves = list(workload.waves)
     gc.collect()
     with korral.start() as core:
         core.register_resource_manager(
@@ -163,10 +168,11 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         core.update_node(workload.nodes)
         if not rm.nodes_done.wait(timeout):
             raise TimeoutError("nodes were not registered in time")
-        node_rate = workload.node_count / (time.perf_counter() - started)
+        node_rate = node_count / (time.perf_counter() - started)
         core.update_application(workload.applications)
+        del workload
         core.wait_until_idle(timeout)
-        rm.target = workload.asks
+        rm.target = ask_count
         messages_before = core.tracker.sent_total
         submitted: dict[str, float] = {}
         core.tracker.start_timing()
@@ -174,23 +180,30 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         process_started = time.process_time()
         scheduler_started = _scheduler_cpu_seconds()
         start = time.perf_counter()
-        for wave in workload.waves:
+        waves.reverse()
+        while waves:
+            wave = waves.pop()
             delay = start + wave.at - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
             now = time.perf_counter()
-            for request in wave.requests:
+            requests = list(wave.requests)
+            del wave
+            requests.reverse()
+            while requests:
+                request = requests.pop()
                 for ask in request.asks:
                     submitted[ask.allocation_key] = now
                 submit_started = time.thread_time()
                 core.update_allocation(request)
                 submit_seconds += time.thread_time() - submit_started
+                del request
             if progress is not None:
-                progress(len(rm.arrivals), workload.asks)
+                progress(len(rm.arrivals), ask_count)
         # Everything may fit (yunikorn shape): wait for the last one; else until the core is idle.
         while not rm.done.wait(0.25):
             if progress is not None:
-                progress(len(rm.arrivals), workload.asks)
+                progress(len(rm.arrivals), ask_count)
             if core.tracker.in_flight() == 0:
                 core.wait_until_idle(timeout)
                 break
