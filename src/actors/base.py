@@ -131,13 +131,20 @@ class Tracker:
                 total[message_type] = total.get(message_type, 0.0) + value
         return total
 
+    def _this_threads_timing(self) -> Any:
+        """This thread's counts and seconds for the current round of timing (fresh when it began)."""
+        local = self._thread_timings
+        if getattr(local, "round", None) != self._timing_round:
+            local.round = self._timing_round
+            local.runs = {}
+            local.seconds = {}
+            with self._lock:
+                self._timing_dicts.append(local.seconds)
+        return local
+
     def timing_weight(self, kind: type) -> int:
         """How many runs this one stands for if it is to be timed (0: not timed; see TIMING_SAMPLE)."""
-        local = self._thread_timings
-        if getattr(local, "counted_round", None) != self._timing_round:
-            local.counted_round = self._timing_round
-            local.runs = {}
-        runs: dict[type, int] = local.runs
+        runs: dict[type, int] = self._this_threads_timing().runs
         count = runs.get(kind, 0) + 1
         runs[kind] = count
         if count <= TIMING_ALWAYS:
@@ -145,13 +152,7 @@ class Tracker:
         return TIMING_SAMPLE if _sample() < 1.0 / TIMING_SAMPLE else 0
 
     def handled(self, message_type: str, seconds: float) -> None:
-        local = self._thread_timings
-        if getattr(local, "round", None) != self._timing_round:
-            local.round = self._timing_round
-            local.seconds = {}
-            with self._lock:
-                self._timing_dicts.append(local.seconds)
-        mine: dict[str, float] = local.seconds
+        mine: dict[str, float] = self._this_threads_timing().seconds
         mine[message_type] = mine.get(message_type, 0.0) + seconds
 
     def sent(self, actor_id: int) -> None:

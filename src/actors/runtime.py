@@ -81,11 +81,6 @@ class Outbox:
     def __bool__(self) -> bool:
         return bool(self._held) or bool(self._due)
 
-    def _in_flight(self, tracker: Any) -> None:
-        if self._tracker is None:
-            self._tracker = tracker
-            tracker.held(id(self))
-
     def holds(self, actor_id: int) -> bool:
         """Whether a message for this actor waits here (sent by the pool, not yet in its mailbox)."""
         return actor_id in self._held or any(handle.actor_id == actor_id for _, handle, _ in self._due)
@@ -98,8 +93,9 @@ class Outbox:
     def hold(self, handle: Any, message: Any) -> bool:
         if handle.ref.actor_stopped.is_set():
             return False
-        if self._tracker is None:
-            self._in_flight(handle._tracker)
+        if self._tracker is None:  # the first message held since the last flush: the outbox is in flight
+            self._tracker = handle._tracker
+            self._tracker.held(id(self))
         entry = self._held.get(handle.actor_id)
         if entry is None:
             self._held[handle.actor_id] = (handle, [message])

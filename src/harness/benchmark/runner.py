@@ -12,6 +12,7 @@ import resource
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -377,20 +378,25 @@ class GangBenchRM(BenchRM):
             )
 
 
+def _set_up(core: korral.Core, rm: Any, workload: Workload | PreemptionWorkload, timeout: float) -> None:
+    """Register ``rm`` (a bench RM that answers the core itself), its nodes and its applications."""
+    rm.core = core
+    rm.rm_id = workload.rm_id
+    core.register_resource_manager(
+        si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
+    )
+    core.update_node(workload.nodes)
+    if not rm.nodes_done.wait(timeout):
+        raise TimeoutError("nodes were not registered in time")
+    core.update_application(workload.applications)
+    core.wait_until_idle(timeout)
+
+
 def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
     rm = GangBenchRM(workload.node_count)
     gc.collect()
     with korral.start() as core:
-        rm.core = core
-        rm.rm_id = workload.rm_id
-        core.register_resource_manager(
-            si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
-        )
-        core.update_node(workload.nodes)
-        if not rm.nodes_done.wait(timeout):
-            raise TimeoutError("nodes were not registered in time")
-        core.update_application(workload.applications)
-        core.wait_until_idle(timeout)
+        _set_up(core, rm, workload, timeout)
         rm.target = workload.asks
         start = time.perf_counter()
         for wave in workload.waves:
@@ -571,16 +577,7 @@ def run_preemption_korral(
     rm = PreemptionBenchRM(workload.node_count)
     gc.collect()
     with korral.start() as core:
-        rm.core = core
-        rm.rm_id = workload.rm_id
-        core.register_resource_manager(
-            si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
-        )
-        core.update_node(workload.nodes)
-        if not rm.nodes_done.wait(timeout):
-            raise TimeoutError("nodes were not registered in time")
-        core.update_application(workload.applications)
-        core.wait_until_idle(timeout)
+        _set_up(core, rm, workload, timeout)
         rm.target = workload.allocations
         fill_started = time.perf_counter()
         for request in workload.fill:
