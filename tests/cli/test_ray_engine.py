@@ -152,6 +152,29 @@ CLUSTER_SCRIPT = textwrap.dedent(
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
+    # The driver's raylet learns of a new node a little after the cluster does; until then a soft
+    # affinity to it falls back to the local node. Wait until a hard affinity to each node runs there.
+    import time
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+
+    @ray.remote(num_cpus=0)
+    def node_id():
+        return ray.get_runtime_context().get_node_id()
+
+    deadline = time.monotonic() + 120
+    for node in [n["NodeID"] for n in ray.nodes() if n.get("Alive")]:
+        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+        while True:
+            try:
+                if ray.get(node_id.options(scheduling_strategy=strategy).remote(), timeout=30) == node:
+                    break
+            except Exception:
+                pass
+            assert time.monotonic() < deadline, "node never schedulable: " + node
+            time.sleep(0.2)
     config = (
         'partitions:\\n  - name: default\\n    queues:\\n      - name: root\\n        submitacl: "*"\\n'
         '        queues:\\n          - name: a\\n'
@@ -170,6 +193,7 @@ CLUSTER_SCRIPT = textwrap.dedent(
             print("partition nodes:", len(nodes))
             assert len(nodes) == 2, nodes
     finally:
+        ray.shutdown()
         cluster.shutdown()
     """
 )
