@@ -10,8 +10,9 @@ tick every ``scheduling_interval`` covers what only time changes (reservation de
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates, tell_each
@@ -255,6 +256,40 @@ class SchedulerActor(ThreadedActor):
             handle.tell(SchedulerDone())
         self.view.discard_application(message.application_id)
         self._wake()
+
+    def dispatch_all(self, messages: tuple[Any, ...]) -> None:
+        # A pool's bundle carries the new asks of many applications (one request spread over them):
+        # a run of ViewOps that only add asks goes into the view as one batch, each queue re-keyed
+        # once, rather than one ViewOps at a time.
+        start = 0
+        count = len(messages)
+        while start < count:
+            end = start
+            while end < count and _only_new_asks(messages[end]):
+                end += 1
+            if end - start < 2:
+                self.dispatch(messages[start])
+                start += 1
+                continue
+            self._put_new_asks(messages[start:end])
+            start = end
+
+    def _put_new_asks(self, messages: tuple[ViewOps, ...]) -> None:
+        timed = self.tracker.handler_seconds is not None
+        started = time.thread_time() if timed else 0.0
+        asks = [
+            cast(PutAsk, op).ask  # the owner's copy: the view takes it over
+            for message in messages
+            if not self._stale(message.application_id, message.app)
+            for op in message.ops
+        ]
+        try:
+            self.view.put_asks(asks)
+        except Exception as error:
+            self.handler_failed("ViewOps", error)
+        self._wake()
+        if timed:
+            self.tracker.handled("ViewOps", time.thread_time() - started)
 
     def on_ViewOps(self, message: ViewOps) -> None:
         if self._stale(message.application_id, message.app):
@@ -501,3 +536,8 @@ class SchedulerActor(ThreadedActor):
             "batches": self.batches,
             "largest_batch": self.largest_batch,
         }
+
+
+def _only_new_asks(message: Any) -> bool:
+    """A ViewOps that only adds asks (what an application's burst of new asks sends)."""
+    return type(message) is ViewOps and all(type(op) is PutAsk for op in message.ops)

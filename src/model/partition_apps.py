@@ -316,11 +316,26 @@ class PartitionApplications(PartitionRegistry):
                 entry = touched[app_id] = (app, {})
             ask = build_ask(request, create_seq=next(self._ask_seq), now=now)
             self._insert_ask(app, self.queues[app.queue_path], ask, entry[1])
-        for app, pending in touched.values():
-            queue = self.queues[app.queue_path]
-            queue.add_pending(pending)
-            queue.update_app(app)
+        self._rekey_touched(touched)
         return rejected
+
+    def _rekey_touched(self, touched: dict[str, tuple[Application, Resource]]) -> None:
+        """After a batch of new asks: each queue's pending grows once by its applications' total, and
+        each queue re-keys its touched applications, then itself up the tree once (a request spreads
+        over many applications of few queues)."""
+        by_queue: dict[str, tuple[Queue, list[Application], Resource]] = {}
+        for app, pending in touched.values():
+            entry = by_queue.get(app.queue_path)
+            if entry is None:
+                by_queue[app.queue_path] = (self.queues[app.queue_path], [app], pending)
+            else:
+                entry[1].append(app)
+                res.add_into(entry[2], pending)
+        # every pending total first: a queue re-keyed in its parent reads the parent's siblings' too
+        for queue, _, pending in by_queue.values():
+            queue.add_pending(pending)
+        for queue, apps, _ in by_queue.values():
+            queue.update_apps(apps)
 
     def _insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
         """Add or replace an ask; the caller re-keys the application once for a whole batch.

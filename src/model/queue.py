@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
@@ -348,6 +348,19 @@ class Queue:
             self.refresh_up(change != UNCHANGED or not self.priority_sort_enabled)
         else:
             self.refresh_up(order.discard(app.application_id))
+
+    def update_apps(self, apps: Iterable[Application]) -> None:
+        """``update_app`` for several applications of this leaf (a request's new asks): each is
+        re-keyed here, then this queue once in every ancestor, rather than once per application."""
+        order = self.order
+        members_changed = False
+        for app in apps:
+            if app.pending_asks and app.application_id in self.applications:
+                change = order.update(app.application_id, app, self.app_key(app))
+                members_changed = members_changed or change != UNCHANGED or not self.priority_sort_enabled
+            elif order.discard(app.application_id):
+                members_changed = True
+        self.refresh_up(members_changed)
 
     def app_allocated(self, app: Application, ask: Ask) -> None:
         """One repeat of ``ask`` of ``app`` was placed: the common case of ``update_app``, made cheap.

@@ -91,7 +91,7 @@ class SchedulingView(PartitionModel):
     def put_asks(self, asks: list[Ask]) -> None:
         """Add or replace asks as their owner built them (same key, generation and repeats).
 
-        The application is re-keyed in its queue once for the whole batch, not once per ask.
+        Each application is re-keyed in its queue, and each queue up the tree, once for the whole batch.
         """
         touched: dict[str, tuple[Application, Resource]] = {}
         for ask in asks:
@@ -105,10 +105,7 @@ class SchedulingView(PartitionModel):
             app, pending = entry
             ask.create_seq = next(self._ask_seq)
             self._insert_ask(app, self.queues[app.queue_path], ask, pending)
-        for app, pending in touched.values():
-            queue = self.queues[app.queue_path]
-            queue.add_pending(pending)
-            queue.update_app(app)
+        self._rekey_touched(touched)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:
         app = self.applications.get(application_id)

@@ -340,3 +340,55 @@ def test_a_slow_predicate_of_one_rm_does_not_delay_another_rm():
         core.wait_until_idle()
         assert rm1.allocated_total == 3
         assert core.tracker.errors == 0
+
+
+def _asks_of_many_apps(app_ids: list[str], per_app: int, prefix: str) -> si.AllocationRequest:
+    """One request spread over many applications, as a shim batches its updates."""
+    asks = [ask for app_id in app_ids for ask in t.asks("rm", app_id, per_app, SMALL, prefix=prefix).asks]
+    return si.AllocationRequest(rm_id="rm", asks=asks)
+
+
+def test_a_request_spread_over_many_applications_is_scheduled_whole():
+    app_ids = [f"app{index}" for index in range(30)]
+    with running(TWO_LEAVES) as (core, rm):
+        add_nodes(core, rm, [f"n{index}" for index in range(20)])  # room for 200
+        add_apps(
+            core, rm, {app_id: ("root.a" if index % 3 else "root.b") for index, app_id in enumerate(app_ids)}
+        )
+        for round_ in range(3):
+            core.update_allocation(_asks_of_many_apps(app_ids, 2, f"r{round_}-"))
+        core.wait_until_idle()
+        assert rm.allocated_total == 30 * 2 * 3
+        for app_id in app_ids:
+            assert len(core.application(P, app_id).allocations) == 6
+        check_invariants(core, P, rm)
+
+
+def test_a_failure_while_the_scheduler_takes_asks_in_is_contained(monkeypatch):
+    """The view fails once taking new asks in (one application's, or a bundle of many): logged and
+    counted, the scheduler lives on and takes later asks in."""
+    from korral.model.view import SchedulingView
+
+    original = SchedulingView.put_asks
+    failures: list[int] = []
+
+    def failing_once(view, asks):
+        if not failures:
+            failures.append(len(asks))
+            raise RuntimeError("view bug")
+        return original(view, asks)
+
+    monkeypatch.setattr(SchedulingView, "put_asks", failing_once)
+    app_ids = [f"app{index}" for index in range(10)]
+    with collect_errors() as errors, running(TWO_LEAVES, allow_errors=True) as (core, rm):
+        add_nodes(core, rm, ["n1", "n2"])
+        add_apps(core, rm, dict.fromkeys(app_ids, "root.a"))
+        core.update_allocation(_asks_of_many_apps(app_ids, 1, "first-"))
+        core.wait_until_idle()
+        assert failures and core.tracker.errors == 1
+        assert any("ViewOps failed" in message for message in errors.messages())
+        lost = failures[0]
+        assert rm.allocated_total == len(app_ids) - lost
+        core.update_allocation(_asks_of_many_apps(app_ids, 1, "later-"))
+        core.wait_until_idle()
+        assert rm.allocated_total == 2 * len(app_ids) - lost

@@ -12,6 +12,7 @@ middle of scenarios and again when its test ends.
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -178,18 +179,22 @@ def test_insert_application_namespace_quota(view, queue_path, max_after):
 # ---- put_asks ----------------------------------------------------------------------------------------
 
 
-def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app(view, monkeypatch):
+def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queue(view, monkeypatch):
     view.insert_application("app-1", "root.a")
     view.insert_application("app-2", "root.b")
     view.insert_application("app-3", "root.parent.dyn")
+    view.insert_application("app-4", "root.a")
     rekeys: Counter[str] = Counter()
-    original = Queue.update_app
+    queue_rekeys: Counter[str] = Counter()
+    original = Queue.update_apps
 
-    def counting(queue, app):
-        rekeys[app.application_id] += 1
-        original(queue, app)
+    def counting(queue, apps):
+        apps = list(apps)
+        rekeys.update(app.application_id for app in apps)
+        queue_rekeys[queue.path] += 1
+        original(queue, apps)
 
-    monkeypatch.setattr(Queue, "update_app", counting)
+    monkeypatch.setattr(Queue, "update_apps", counting)
     view.put_asks(
         [
             ask("app-1", "k1", repeat=2),
@@ -198,22 +203,27 @@ def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app(view, mo
             ask("app-3", "k1", {"vcore": 250}, repeat=4),
             ask("app-1", "k3", generation=3),
             ask("ghost", "k1"),
+            ask("app-4", "k1", {"memory": 5}),
         ]
     )
     monkeypatch.undo()
 
-    assert rekeys == {"app-1": 1, "app-2": 1, "app-3": 1}
+    assert rekeys == {"app-1": 1, "app-2": 1, "app-3": 1, "app-4": 1}
+    # root.a holds two of them: re-keyed up the tree once for both
+    assert queue_rekeys == {"root.a": 1, "root.b": 1, "root.parent.dyn": 1}
     apps = view.applications
     assert apps["app-1"].pending == {"vcore": 3000, "memory": 10}
     assert apps["app-2"].pending == {"memory": 192}
     assert apps["app-3"].pending == {"vcore": 1000}
     assert pending_of(view, "root.a", "root.b", "root.parent.dyn", "root.parent", "root") == [
-        {"vcore": 3000, "memory": 10},
+        {"vcore": 3000, "memory": 15},
         {"memory": 192},
         {"vcore": 1000},
         {"vcore": 1000},
-        {"vcore": 4000, "memory": 202},
+        {"vcore": 4000, "memory": 207},
     ]
+    # both applications of root.a are in its order, in submission order (fifo)
+    assert [app.application_id for app in view.queues["root.a"].order] == ["app-1", "app-4"]
     assert "ghost" not in apps, "asks of an unknown application are ignored"
     assert all(app.state is S.ACCEPTED for app in apps.values())
 
@@ -843,3 +853,60 @@ def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     assert allocated_of(view, "root.b", "root") == [{"vcore": 500}, {"vcore": 500}]
     assert view.nodes["n1"].available == {"vcore": 3500}
     assert view.swapped_in == []  # the owner reports it, not the view
+
+
+BATCH_CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: fair
+            parent: true
+            properties: {application.sort.policy: fair}
+            queues:
+              - name: x
+                properties: {application.sort.policy: fair}
+                resources: {guaranteed: {vcore: 20}}
+              - name: y
+                properties: {application.sort.policy: fair, application.sort.priority: disabled}
+          - name: fifo
+            parent: true
+            properties: {priority.offset: "5"}
+            queues:
+              - name: x
+              - name: y
+                properties: {priority.policy: fence}
+"""
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_put_asks_in_one_batch_orders_everything_as_one_at_a_time(make_view, seed):
+    """A request's asks go in as one batch (each queue re-keyed once): every queue's order, pending and
+    priority end as they would with the asks put one at a time."""
+    rng = random.Random(seed)
+    leaves = ["root.fair.x", "root.fair.y", "root.fifo.x", "root.fifo.y"]
+    batched, single = make_view(BATCH_CONFIG), make_view(BATCH_CONFIG)
+    apps = [(f"app-{index}", rng.choice(leaves)) for index in range(12)]
+    asks = [
+        (rng.choice(apps)[0], f"k{index}", rng.choice([1000, 2000, 4000]), rng.choice([0, 0, 3, 9]))
+        for index in range(40)
+    ]
+    for view in (batched, single):
+        view.add_node("n1", {"vcore": 100_000})
+        for app_id, leaf in apps:
+            view.insert_application(app_id, leaf)
+        # allocations first, so that fair sorting's usage ratios differ between applications
+        view.put_asks(
+            [ask(app_id, "seed", {"vcore": 1000 * (1 + i % 3)}) for i, (app_id, _) in enumerate(apps)]
+        )
+        assert len(view.schedule()) == len(apps)
+    batched.put_asks([ask(a, k, {"vcore": v}, priority=p) for a, k, v, p in asks])
+    for a, k, v, p in asks:
+        single.put_asks([ask(a, k, {"vcore": v}, priority=p)])
+
+    for path, queue in single.queues.items():
+        other = batched.queues[path]
+        assert list(other.order.live_entries()) == list(queue.order.live_entries()), path
+        assert (other.pending, other.priority) == (queue.pending, queue.priority), path
