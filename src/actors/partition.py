@@ -29,6 +29,7 @@ from korral.actors.base import (
     Tracker,
     start_actor,
     start_pool,
+    tell_all,
 )
 from korral.actors.messages import (
     AddAsks,
@@ -391,23 +392,27 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
                         f"failed to find application {ask.application_id}",
                     )
                 )
-        for app_id, app_asks in asks.items():
-            self.apps[app_id].tell(AddAsks(asks=tuple(app_asks)))
+        # one request spreads over many applications: their messages go out together, in this order
+        outgoing: list[tuple[Handle, Any]] = [
+            (self.apps[app_id], AddAsks(asks=tuple(app_asks))) for app_id, app_asks in asks.items()
+        ]
         self._reject_asks(rejected)
         releases = request.releases
-        if releases is None:
-            return
-        for ask_release in releases.allocation_asks_to_release:
-            handle = self.apps.get(ask_release.application_id)
-            if handle is not None:
-                keys = (ask_release.allocation_key,) if ask_release.allocation_key else ()
-                handle.tell(RemoveAsks(allocation_keys=keys))
-        by_app: dict[str, list[si.AllocationRelease]] = defaultdict(list)
-        for release in releases.allocations_to_release:
-            if release.application_id in self.apps:
-                by_app[release.application_id].append(release)
-        for app_id, app_releases in by_app.items():
-            self.apps[app_id].tell(ReleaseAllocations(releases=tuple(app_releases)))
+        if releases is not None:
+            for ask_release in releases.allocation_asks_to_release:
+                handle = self.apps.get(ask_release.application_id)
+                if handle is not None:
+                    keys = (ask_release.allocation_key,) if ask_release.allocation_key else ()
+                    outgoing.append((handle, RemoveAsks(allocation_keys=keys)))
+            by_app: dict[str, list[si.AllocationRelease]] = defaultdict(list)
+            for release in releases.allocations_to_release:
+                if release.application_id in self.apps:
+                    by_app[release.application_id].append(release)
+            outgoing.extend(
+                (self.apps[app_id], ReleaseAllocations(releases=tuple(app_releases)))
+                for app_id, app_releases in by_app.items()
+            )
+        tell_all(outgoing)
 
     # ---- configuration and housekeeping -----------------------------------------------------------
 

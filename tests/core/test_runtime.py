@@ -17,6 +17,7 @@ from korral.actors.base import (
     ThreadedActor,
     Tracker,
     start_actor,
+    tell_all,
     tell_each,
 )
 from korral.actors.runtime import SLICE, ActorPool
@@ -247,4 +248,41 @@ def test_tell_each_to_a_stopped_pool_leaves_nothing_in_flight() -> None:
     pool.stop()
     tell_each([(node, Note("late"))])
     assert tracker.wait_idle(1.0)
+    assert tracker.in_flight() == 0
+
+
+# ---- tell_all: a thread's fan-out to many actors, straight into their mailboxes ----------------------
+
+
+def test_tell_all_mixes_with_tell_in_one_senders_order(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    opened = threading.Event()
+    gate = start_actor(Recorder, tracker, "gate", [], pool=pool)
+    actors = [start_actor(Recorder, tracker, f"r{index}", log, pool=pool) for index in range(20)]
+    gate.tell(Gate(opened))
+    actors[0].tell(Note("before"))
+    assert (
+        tell_all([(actor, Note("batch")) for actor in actors] + [(actors[0], Note("batch again"))])
+        == [True] * 21
+    )
+    actors[0].tell(Note("after"))
+    opened.set()
+    assert tracker.wait_idle(5.0)
+    assert [text for name, text, _ in log if name == "r0"] == ["before", "batch", "batch again", "after"]
+    assert sorted(name for name, text, _ in log if text == "batch") == sorted(a.name for a in actors)
+    assert {thread for _, _, thread in log} == {"korral-pool-test"}
+    assert tracker.in_flight() == 0
+
+
+def test_tell_all_refuses_what_is_for_a_stopped_actor_and_leaves_nothing_in_flight(pool: ActorPool) -> None:
+    tracker = Tracker()
+    log: list[Any] = []
+    leaving = start_actor(Recorder, tracker, "leaving", log, pool=pool)
+    staying = start_actor(Recorder, tracker, "staying", log, pool=pool)
+    leaving.tell(StopYourself())
+    assert tracker.wait_idle(5.0)
+    assert tell_all([(leaving, Note("late")), (staying, Note("for staying"))]) == [False, True]
+    assert tracker.wait_idle(5.0)
+    assert [(name, text) for name, text, _ in log] == [("staying", "for staying")]
     assert tracker.in_flight() == 0
