@@ -341,22 +341,19 @@ class Queue:
 
     def update_app(self, app: Application) -> None:
         """Re-key an application of this leaf after its pending, allocation or priority changed."""
-        order = self.order
-        if app.pending_asks and app.application_id in self.applications:
-            change = order.update(app.application_id, app, self.app_key(app))
-            # priority sorting on: the key leads with the priority, so an unmoved app kept its priority
-            self.refresh_up(change != UNCHANGED or not self.priority_sort_enabled)
-        else:
-            self.refresh_up(order.discard(app.application_id))
+        self.update_apps((app,))
 
     def update_apps(self, apps: Iterable[Application]) -> None:
-        """``update_app`` for several applications of this leaf (a request's new asks): each is
-        re-keyed here, then this queue once in every ancestor, rather than once per application."""
+        """Re-key applications of this leaf (one, or a request's worth), then this queue once in
+        every ancestor, rather than once per application. An application without pending asks, or
+        no longer here, leaves the order."""
         order = self.order
         members_changed = False
         for app in apps:
             if app.pending_asks and app.application_id in self.applications:
                 change = order.update(app.application_id, app, self.app_key(app))
+                # priority sorting on: the key leads with the priority, so an unmoved app kept its
+                # priority; off, any change may have moved the highest one
                 members_changed = members_changed or change != UNCHANGED or not self.priority_sort_enabled
             elif order.discard(app.application_id):
                 members_changed = True
