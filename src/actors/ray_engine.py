@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from typing import Any
@@ -32,6 +33,8 @@ from korral.actors.ray_host import PartitionHost
 from korral.actors.ray_partition import CALL_TIMEOUT, RayPartition
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+
+log = logging.getLogger("korral.ray")
 
 
 class RayEngine:
@@ -66,8 +69,10 @@ class RayEngine:
     ) -> RayPartition:
         nodes = sorted(node["NodeID"] for node in ray.nodes() if node.get("Alive"))
         strategy: Any = "SPREAD"
+        target: str | None = None
         if nodes:
-            strategy = NodeAffinitySchedulingStrategy(nodes[next(self._placement) % len(nodes)], soft=True)
+            target = nodes[next(self._placement) % len(nodes)]
+            strategy = NodeAffinitySchedulingStrategy(target, soft=True)
         host = self._host_class.options(num_cpus=0, max_concurrency=16, scheduling_strategy=strategy).remote(
             name,
             rm_id=rm_id,
@@ -78,7 +83,17 @@ class RayEngine:
             predicates=type(callback).predicates is not ResourceManagerCallback.predicates,
         )
         # wait until it is up, so that a registration that returned has its partitions running
-        ray.get(host.where.remote(), timeout=CALL_TIMEOUT)  # type: ignore[attr-defined]
+        node_id, _ = ray.get(host.where.remote(), timeout=CALL_TIMEOUT)  # type: ignore[attr-defined]
+        if target is not None and node_id != target:
+            # A soft affinity falls back when Ray cannot place on the node yet (one that has just
+            # joined the cluster): the partition works, but the cluster's partitions are not spread.
+            log.warning(
+                "partition %s runs on Ray node %s, not on node %s where it was placed: Ray could not "
+                "schedule it there (a node that has only just joined?)",
+                name,
+                node_id,
+                target,
+            )
         partition = RayPartition(
             self, host, name, tracker=self.tracker, callback=callback, closed=closed, dispatcher=dispatcher
         )

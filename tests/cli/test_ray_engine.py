@@ -143,6 +143,27 @@ def test_predicates_cross_to_the_driver_once_per_decision_with_every_candidate_n
         assert errors.messages() == []
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_a_partition_ray_could_not_place_where_asked_runs_elsewhere_and_says_so(monkeypatch, caplog):
+    import ray
+
+    from korral.actors import ray_engine
+
+    # a node the cluster lists as alive but Ray cannot schedule on (one that has only just joined)
+    unknown = "ab" * 28
+    monkeypatch.setattr(ray_engine.ray, "nodes", lambda: [{"NodeID": unknown, "Alive": True}])
+    rm = t.RecordingRM("rm")
+    with caplog.at_level("WARNING", logger="korral.ray"), korral.start(engine="ray", **FAST) as core:
+        core.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        add_nodes(core, rm, ["n1"], NODE)
+        add_apps(core, rm, {"app1": "root.a"})
+        _allocate(core, rm, "app1", 2, "x-")
+        node_id, _ = core._ray.partitions()[0].where()
+        assert node_id == ray.get_runtime_context().get_node_id() != unknown
+    warnings = [r.getMessage() for r in caplog.records if r.name == "korral.ray"]
+    assert len(warnings) == 1 and unknown in warnings[0] and node_id in warnings[0], warnings
+
+
 CLUSTER_SCRIPT = textwrap.dedent(
     """
     import korral
