@@ -26,7 +26,16 @@ import pykka
 from pykka import ActorRegistry
 from pykka._envelope import Envelope
 
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, StopFlag, put_all, worker
+from korral.actors.runtime import (
+    ActorPool,
+    Bundle,
+    PooledActor,
+    PooledInbox,
+    StopFlag,
+    put_all,
+    receive_envelope,
+    worker,
+)
 
 if TYPE_CHECKING:
     from korral.actors.simulated import Simulation
@@ -462,26 +471,13 @@ class ThreadedActor(KorralActor, pykka.ThreadingActor):
         # request of 50,000 asks, held (and counted in the peak RSS) long after it was taken in
         while not self.actor_stopped.is_set():
             envelope = self.actor_inbox.get()
-            response: Any = None
             try:
-                response = self._handle_receive(envelope.message)
-                if envelope.reply_to is not None:
-                    envelope.reply_to.set(response)
-            except Exception:
-                if envelope.reply_to is not None:
-                    log.info("Exception returned from %s to caller:", self, exc_info=sys.exc_info())
-                    envelope.reply_to.set_exception()
-                else:
-                    self._handle_failure(*sys.exc_info())
-                    try:
-                        self.on_failure(*sys.exc_info())
-                    except Exception:
-                        self._handle_failure(*sys.exc_info())
+                receive_envelope(self, envelope)
             except BaseException:
                 log.debug("%r in %s. Stopping all actors.", sys.exc_info()[1], self)
                 self._stop()
                 ActorRegistry.stop_all()
-            del envelope, response
+            del envelope
 
 
 class PoolActor(KorralActor, PooledActor):

@@ -33,6 +33,33 @@ _PYKKA_MESSAGES = frozenset(
     {messages._ActorStop, messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr}
 )
 
+
+def receive_envelope(actor: pykka.Actor, envelope: Any) -> None:
+    """Handle one envelope with the contract of pykka's threading loop, for every runtime (pooled,
+    threaded, simulated): the reply set on the future, an exception in an ask returned to the caller,
+    an exception in a tell a failure of the actor. A BaseException (a fatal error) is the runtime's
+    to handle: it propagates."""
+    try:
+        message = envelope.message
+        # pykka's own messages (stop, proxy calls) go through pykka; ours straight to on_receive
+        if type(message) in _PYKKA_MESSAGES:
+            response = actor._handle_receive(message)
+        else:
+            response = actor.on_receive(message)
+        if envelope.reply_to is not None:
+            envelope.reply_to.set(response)
+    except Exception:
+        if envelope.reply_to is not None:
+            log.info("Exception returned from %s to caller:", actor, exc_info=sys.exc_info())
+            envelope.reply_to.set_exception()
+        else:
+            actor._handle_failure(*sys.exc_info())
+            try:
+                actor.on_failure(*sys.exc_info())
+            except Exception:
+                actor._handle_failure(*sys.exc_info())
+
+
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64
 # Slices a worker runs before it delivers what its actors sent meanwhile, if it is not idle before.
@@ -427,26 +454,8 @@ class PooledActor(pykka.Actor):
             self.pool.schedule(self)
 
     def _handle_envelope(self, envelope: Any) -> None:
-        # The same contract as pykka's threading loop: replies set on the future, exceptions in an
-        # ask go back to the caller, an exception in a tell is a failure of the actor.
         try:
-            message = envelope.message
-            # pykka's own messages (stop, proxy calls) go through pykka; ours straight to on_receive
-            if type(message) in _PYKKA_MESSAGES:
-                response = self._handle_receive(message)
-            else:
-                response = self.on_receive(message)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except Exception:
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception()
-            else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+            receive_envelope(self, envelope)
         except BaseException:
             log.exception("%s: fatal error, stopping all actors", self)
             self._stop()

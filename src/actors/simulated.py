@@ -32,16 +32,13 @@ import pykka
 from pykka import ActorDeadError, ActorRegistry, Timeout, messages
 
 from korral.actors.base import Periodic, PeriodicEntry
-from korral.actors.runtime import PooledActor
+from korral.actors.runtime import PooledActor, receive_envelope
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
 
 log = logging.getLogger("korral.simulated")
 
-_PYKKA_MESSAGES = frozenset(
-    {messages._ActorStop, messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr}
-)
 # A run that never becomes quiet is a livelock: stop it with a clear error instead of spinning.
 MAX_STEPS_PER_RUN = 5_000_000
 # virtual wall clock of a simulation's start (event timestamps): 2026-01-01T00:00:00Z
@@ -165,25 +162,8 @@ class SimulatedActor(pykka.Actor):
             simulation._make_ready(inbox)
 
     def _simulated_receive(self, envelope: Any) -> None:
-        # The contract of pykka's loop: replies set on the future, an exception in an ask goes back
-        # to the caller, an exception in a tell is a failure of the actor.
         try:
-            message = envelope.message
-            if type(message) in _PYKKA_MESSAGES:
-                response = self._handle_receive(message)
-            else:
-                response = self.on_receive(message)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except Exception:
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception()
-            else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+            receive_envelope(self, envelope)
         except BaseException:
             log.exception("%s: fatal error, stopping all actors", self)
             self._stop()
