@@ -12,7 +12,7 @@ import pykka
 
 from korral import si
 from korral.actors import gc_tuning
-from korral.actors.base import Handle, HandlerError, Rank, Tracker, in_predicates, start_actor
+from korral.actors.base import Handle, HandlerError, KorralActor, Rank, Tracker, in_predicates, start_actor
 from korral.actors.messages import (
     ApplicationQuery,
     ApplicationsQuery,
@@ -258,7 +258,22 @@ class Core:
         if not self.tracker.wait_idle(timeout):
             raise TimeoutError(
                 f"korral not idle after {timeout}s: {self.tracker.in_flight()} messages in flight"
+                f" ({self._in_flight_receivers()})"
             )
+
+    def _in_flight_receivers(self) -> str:
+        """Who has messages in flight, named where an actor of this process is behind the id."""
+        names: dict[int, str] = {}
+        for ref in pykka.ActorRegistry.get_all():
+            actor = getattr(ref.actor_inbox, "_actor", None)  # a pooled actor (its own handle's id)
+            if isinstance(actor, KorralActor):
+                names[actor.handle.actor_id] = actor.name
+            else:
+                names[id(ref)] = ref.actor_class.__name__
+        waiting = self.tracker.in_flight_by_receiver()
+        return ", ".join(
+            f"{names.get(key, 'a pool outbox or batch')}: {count}" for key, count in waiting.items()
+        )
 
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
         return self._call(FindPartitions(name=name), QUERY_TIMEOUT)

@@ -213,6 +213,11 @@ class Tracker:
         with self._lock:
             return self._total
 
+    def in_flight_by_receiver(self) -> dict[int, int]:
+        """Messages in flight per tracker id (an actor's, or a pool's outbox or batch): a diagnosis."""
+        with self._lock:
+            return {key: count for key, count in self._counts.items() if count > 0}
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until nothing is in flight; False on timeout."""
         with self._idle:

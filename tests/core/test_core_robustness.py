@@ -392,3 +392,21 @@ def test_a_failure_while_the_scheduler_takes_asks_in_is_contained(monkeypatch):
         core.update_allocation(_asks_of_many_apps(app_ids, 1, "later-"))
         core.wait_until_idle()
         assert rm.allocated_total == 2 * len(app_ids) - lost
+
+
+def test_not_idle_in_time_names_who_has_messages_in_flight():
+    release = threading.Event()
+
+    class Blocking(t.RecordingRM):
+        def update_node(self, response):
+            super().update_node(response)
+            release.wait(10.0)
+
+    with running(TWO_LEAVES, rm=Blocking("rm")) as (core, rm):
+        core.update_node(t.nodes("rm", ["n1"], NODE))
+        core.update_node(t.nodes("rm", ["n2"], NODE))  # queued behind the blocked callback
+        with pytest.raises(TimeoutError, match=r"messages in flight \(.*CallbackDispatcher: \d"):
+            core.wait_until_idle(0.3)
+        release.set()
+        core.wait_until_idle()
+        assert {"n1", "n2"} <= set(rm.accepted_nodes)
