@@ -265,9 +265,13 @@ class Core:
         """Who has messages in flight, named where an actor of this process is behind the id."""
         names: dict[int, str] = {}
         for ref in pykka.ActorRegistry.get_all():
-            actor = getattr(ref.actor_inbox, "_actor", None)  # a pooled actor (its own handle's id)
+            inbox = ref.actor_inbox
+            actor = getattr(inbox, "_actor", None)  # a pooled actor (its own handle's id)
             if isinstance(actor, KorralActor):
-                names[actor.handle.actor_id] = actor.name
+                # what tells a message that waits unseen from a count without a message
+                queued = len(getattr(inbox, "_messages", None) or ())
+                state = "stopped" if ref.actor_stopped.is_set() else "alive"
+                names[actor.handle.actor_id] = f"{actor.name} ({state}, {queued} in its mailbox)"
             else:
                 names[id(ref)] = ref.actor_class.__name__
         waiting = self.tracker.in_flight_by_receiver()
