@@ -545,7 +545,7 @@ def stress(
 
     from rich.console import Console
 
-    from korral.harness.stress import StressRun
+    from korral.harness.stress import REPRODUCTIONS, StressRun
 
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
     console = Console(soft_wrap=True)
@@ -598,10 +598,16 @@ def stress(
     )
     for violation in result.violations[:20]:
         console.print(f"  - {violation}", markup=False)
-    console.print(
-        f"shortest sequence found that reproduces it ({plural(len(result.minimal), 'operation')}), "
-        "replay with:"
-    )
+    if result.reproduced:
+        console.print(
+            f"shortest sequence found that reproduces it ({plural(len(result.minimal), 'operation')}, "
+            f"failing on each of {REPRODUCTIONS} fresh replays), replay with:"
+        )
+    else:
+        console.print(
+            "replayed one operation at a time, the operations do not show it every time (a race that "
+            f"depends on timing); all {plural(len(result.minimal), 'operation')}, replay with:"
+        )
     console.print(
         f"korral stress --seed {result.seed} --rms {rms}" + (f" --inject-fault {fault}" if fault else ""),
         markup=False,

@@ -36,6 +36,9 @@ from korral.errors import ConfigError
 from korral.harness import faults, invariants
 from korral.model.naming import normalize_partition_name
 
+# A shrunk sequence must fail on this many fresh replays in a row (see ``StressRun.reproduces``).
+REPRODUCTIONS = 3
+
 SETTINGS: dict[str, Any] = {
     "completing_timeout": 0.5,
     "queue_cleanup_interval": 0.5,
@@ -628,6 +631,9 @@ class StressResult:
     minimal: list[Op]
     callback_failures: int
     restarts: int = 0
+    # whether ``minimal`` failed on each of REPRODUCTIONS fresh replays (False: a timing-dependent
+    # race that one-at-a-time replays do not show; ``minimal`` is then every operation)
+    reproduced: bool = False
     # releases the core made, by termination type name (placeholders replaced, timeouts)
     core_releases: dict[str, int] = attrs.Factory(dict)
 
@@ -690,13 +696,14 @@ class StressRun:
         finally:
             core.stop()
             faults.disable_all()
-        minimal = self.minimize(violations, self.minimize_budget) if violations else []
+        minimal, reproduced = self.minimize(violations, self.minimize_budget) if violations else ([], False)
         return StressResult(
             seed=self.seed,
             operations=len(self.ops),
             checkpoints=checkpoints,
             violations=violations,
             minimal=minimal,
+            reproduced=reproduced,
             callback_failures=sum(d.rm.raised for d in drivers),
             restarts=self.restarts,
             core_releases=core_release_counts(drivers),
@@ -856,12 +863,19 @@ class StressRun:
         elif op.kind == "config":
             core.update_configuration(op.request)
 
-    def minimize(self, violations: list[str], budget: float = 120.0) -> list[Op]:
-        """Delta debugging over the recorded operations: the shortest sequence still failing."""
+    def reproduces(self, ops: list[Op], times: int = REPRODUCTIONS) -> bool:
+        """Whether ``ops`` fail on each of ``times`` fresh replays. The core's timers run on the wall
+        clock (reservation delay, completing and placeholder timeouts), so a sequence may fail only when
+        a replay is slow enough for one to fire; such a sequence is no reproduction to hand a person."""
+        return all(self.replay(ops) for _ in range(times))
+
+    def minimize(self, violations: list[str], budget: float = 120.0) -> tuple[list[Op], bool]:
+        """Delta debugging over the recorded operations: the shortest sequence still failing every time,
+        and whether there was one (False: the whole sequence, which replayed does not fail every time)."""
         ops = [op for op in self.ops if not (op.kind == "register" and op.seq <= self.rm_count)]
-        if not self.replay(ops):
-            return ops  # not reproducible one at a time (a timing-dependent race): report it whole
-        return delta_debug(ops, lambda candidate: bool(self.replay(candidate)), budget)
+        if not self.reproduces(ops):
+            return ops, False
+        return delta_debug(ops, self.reproduces, budget), True
 
 
 # ---- hostile RMs: invalid input, restarts with recovery, slow and re-registering RMs ---------------------

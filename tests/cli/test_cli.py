@@ -752,7 +752,11 @@ def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it() -> None:
     assert violation, text
     # the fault leaves released allocations on their nodes: orphans the invariant check names
     assert re.search(r"allocation \S+ on node \S+ has no application", text), text
-    shrunk = re.search(r"shortest sequence found that reproduces it \((\d+) operations\)", text)
+    shrunk = re.search(
+        r"shortest sequence found that reproduces it \((\d+) operations,"
+        r" failing on each of 3 fresh replays\)",
+        text,
+    )
     assert shrunk, text
     assert 0 < int(shrunk[1]) < number(violation[1])
     assert f"replay with: korral stress --seed 1 --rms 1 --inject-fault {KNOWN_FAULT}" in text

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from korral.harness.stress import StressRun
+from korral.harness.stress import Op, StressRun
 
 
 @pytest.fixture(autouse=True)
@@ -43,10 +43,34 @@ def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
     result = run.run()
     assert result.seed == 5
     assert any("has no application" in violation for violation in result.violations), result.violations
-    assert result.minimal, "no reproducing sequence"
+    assert result.minimal and result.reproduced, "no reproducing sequence"
     assert len(result.minimal) < result.operations
     # the shrunk sequence still reproduces the violation on a fresh core
     assert run.replay(result.minimal)
+
+
+def test_shrinking_never_settles_on_a_sequence_failing_sometimes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core's timers run on the wall clock, so a replay may fail only when it happens to be slow.
+    The sequence shrinking hands a person must fail on every replay, not on a lucky one."""
+    steady = Op(seq=1, rm=0, kind="apps", request=None, description="fails every time")
+    sometimes = Op(seq=2, rm=0, kind="apps", request=None, description="fails on two replays in three")
+    replays = 0
+
+    def replay(ops: list[Op]) -> list[str]:
+        nonlocal replays
+        replays += 1
+        if steady in ops or (sometimes in ops and replays % 3 != 0):
+            return ["violated"]
+        return []
+
+    run = StressRun(rms=1, duration=0.0, seed=1)
+    run.ops = [steady, sometimes]
+    monkeypatch.setattr(run, "replay", replay)
+    assert run.minimize(["violated"], budget=10.0) == ([steady], True)
+
+    run.ops = [sometimes]
+    replays = 0
+    assert run.minimize(["violated"], budget=10.0) == ([sometimes], False)
 
 
 @pytest.mark.timeout(120)
