@@ -277,7 +277,18 @@ class Handle:
                 "goes against the rank order; use tell"
             )
         self._tracker.sent(self.actor_id)
-        return self.ref.ask(message, timeout=timeout)
+        ref = self.ref
+        try:
+            if not ref.is_alive():
+                raise pykka.ActorDeadError(f"{self.name} has stopped")
+            return ref.ask(message, timeout=timeout)
+        except pykka.ActorDeadError:
+            # Refused at the door (pykka puts nothing in a stopped actor's mailbox), or stopped before
+            # it answered: either way not in flight. Left counted, the core would never be idle again.
+            # (A stopped actor's counts are forgotten, so this takes nothing another message needs.)
+            if not ref.is_alive():
+                self._tracker.done(self.actor_id)
+            raise
 
     @property
     def is_alive(self) -> bool:

@@ -110,6 +110,18 @@ def test_stop_answers_queued_asks_with_actor_dead_and_refuses_new_tells(pool: Ac
     assert tracker.in_flight() == 0
 
 
+def test_an_ask_to_a_stopped_actor_is_refused_and_leaves_nothing_in_flight(pool: ActorPool) -> None:
+    # A query that races an actor's stop (a partition replaced by a re-registration) must not leave
+    # its question counted forever: the core would never be idle again.
+    tracker = Tracker()
+    actor = start_actor(Echo, tracker, "a", [], pool=pool)
+    actor.ref.stop(block=True, timeout=5.0)
+    with pytest.raises(pykka.ActorDeadError, match="a has stopped"):
+        actor.ask("late", caller=Rank.OUTSIDE, timeout=1.0)
+    assert tracker.in_flight() == 0
+    assert tracker.wait_idle(timeout=1.0)
+
+
 def test_a_pooled_actor_may_not_block_on_its_own_pool(pool: ActorPool) -> None:
     tracker = Tracker()
     target = start_actor(Echo, tracker, "target", [], pool=pool)
