@@ -873,9 +873,12 @@ class StressRun:
         """Delta debugging over the recorded operations: the shortest sequence still failing every time,
         and whether there was one (False: the whole sequence, which replayed does not fail every time)."""
         ops = [op for op in self.ops if not (op.kind == "register" and op.seq <= self.rm_count)]
-        if not self.reproduces(ops):
+        if not self.replay(ops):  # (the whole run is replayed once here: it can take minutes)
             return ops, False
-        return delta_debug(ops, self.reproduces, budget), True
+        minimal = delta_debug(ops, self.reproduces, budget)
+        if len(minimal) == len(ops):  # nothing could go: held to the bar every candidate met
+            return ops, self.reproduces(ops, REPRODUCTIONS - 1)
+        return minimal, True
 
 
 # ---- hostile RMs: invalid input, restarts with recovery, slow and re-registering RMs ---------------------
