@@ -140,20 +140,25 @@ class Outbox:
                 # the worker runs no actor now: handling it here keeps one message at a time per actor
                 actor._handle_envelope(Envelope(message))
             held, self._held = self._held, {}
-            # a receiver stopped the hard way meanwhile (its partition stopped) would handle nothing
-            live = [entry for entry in held.values() if not entry[0].ref.actor_stopped.is_set()]
-            if live:
-                # one pool serves one core's partition: its actors share one tracker
-                live[0][0]._tracker.sent_each([(handle.actor_id, len(queued)) for handle, queued in live])
-                put_all(
-                    [
-                        (
-                            handle.ref.actor_inbox,
-                            Envelope(queued[0] if len(queued) == 1 else Bundle(tuple(queued))),
-                        )
-                        for handle, queued in live
-                    ]
-                )
+            if not held:
+                continue
+            entries = list(held.values())
+            # one pool serves one core's partition: its actors share one tracker
+            tracker = entries[0][0]._tracker
+            # Counted before the liveness check, as Handle.tell does. A receiver on another thread (the
+            # scheduler, the partition) may stop meanwhile, forgetting what is counted for it: counted
+            # after that, messages that will never be handled would keep the core from being idle.
+            tracker.sent_each([(handle.actor_id, len(queued)) for handle, queued in entries])
+            envelopes: list[tuple[Any, Envelope]] = []
+            for handle, queued in entries:
+                ref = handle.ref
+                if ref.actor_stopped.is_set():  # stopped the hard way meanwhile (its partition stopped)
+                    tracker.done(handle.actor_id, len(queued))
+                else:
+                    envelopes.append(
+                        (ref.actor_inbox, Envelope(queued[0] if len(queued) == 1 else Bundle(tuple(queued))))
+                    )
+            put_all(envelopes)
         tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.done(id(self))

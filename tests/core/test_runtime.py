@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pykka
@@ -20,7 +21,7 @@ from korral.actors.base import (
     tell_all,
     tell_each,
 )
-from korral.actors.runtime import SLICE, ActorPool
+from korral.actors.runtime import SLICE, ActorPool, Outbox
 
 
 class Echo(PoolActor):
@@ -298,3 +299,41 @@ def test_tell_all_refuses_what_is_for_a_stopped_actor_and_leaves_nothing_in_flig
     assert tracker.wait_idle(5.0)
     assert [(name, text) for name, text, _ in log] == [("staying", "for staying")]
     assert tracker.in_flight() == 0
+
+
+# ---- the pool's outbox: what a receiver on another thread is sent while it stops ---------------------
+
+
+class StopsRightAfterALook:
+    """``actor_stopped`` of a receiver on its own thread (a scheduler, a partition) that, once armed,
+    stops right after the next sender looked at it and saw it running: its ``on_stop`` forgets what
+    is counted for it, as ``KorralActor.on_stop`` does."""
+
+    def __init__(self, tracker: Tracker, actor_id: int) -> None:
+        self.tracker = tracker
+        self.actor_id = actor_id
+        self.armed = False
+        self.stopped = False
+
+    def is_set(self) -> bool:
+        if self.armed and not self.stopped:
+            self.stopped = True
+            self.tracker.forget(self.actor_id)
+            return False  # what the sender saw
+        return self.stopped
+
+
+def test_an_outbox_flushed_while_its_receiver_stops_leaves_nothing_in_flight() -> None:
+    tracker = Tracker()
+    mailbox: list[Any] = []
+    handle = SimpleNamespace(actor_id=1, _tracker=tracker)
+    handle.ref = SimpleNamespace(
+        actor_stopped=StopsRightAfterALook(tracker, 1), actor_inbox=SimpleNamespace(put=mailbox.append)
+    )
+    outbox = Outbox()
+    assert outbox.hold(handle, Note("a")) and outbox.hold(handle, Note("b"))
+    handle.ref.actor_stopped.armed = True
+    outbox.flush()
+    # counted before the look: the stop forgot them; counted after it, they would stay in flight
+    assert tracker.in_flight() == 0
+    assert len(mailbox) == 1  # put all the same (too late to know): never handled, not counted
