@@ -32,7 +32,7 @@ from korral.actors.runtime import (
     PooledActor,
     PooledInbox,
     StopFlag,
-    put_all,
+    put_counted,
     receive_envelope,
     worker,
 )
@@ -313,20 +313,7 @@ def tell_all(deliveries: list[tuple[Handle, Any]]) -> list[bool]:
     if outbox is not None or len(deliveries) < 2:
         return [handle.tell(message) for handle, message in deliveries]
     tracker = deliveries[0][0]._tracker  # one core's actors
-    # counted before the liveness check, as tell does: a receiver that stops meanwhile forgets them
-    tracker.sent_each([(handle.actor_id, 1) for handle, _ in deliveries])
-    delivered: list[bool] = []
-    envelopes: list[tuple[Any, Envelope]] = []
-    for handle, message in deliveries:
-        ref = handle.ref
-        if ref.actor_stopped.is_set():
-            tracker.done(handle.actor_id)
-            delivered.append(False)
-        else:
-            envelopes.append((ref.actor_inbox, Envelope(message)))
-            delivered.append(True)
-    put_all(envelopes)
-    return delivered
+    return put_counted(tracker, [(handle, message, 1) for handle, message in deliveries])
 
 
 def tell_each(

@@ -140,25 +140,16 @@ class Outbox:
                 # the worker runs no actor now: handling it here keeps one message at a time per actor
                 actor._handle_envelope(Envelope(message))
             held, self._held = self._held, {}
-            if not held:
-                continue
-            entries = list(held.values())
-            # one pool serves one core's partition: its actors share one tracker
-            tracker = entries[0][0]._tracker
-            # Counted before the liveness check, as Handle.tell does. A receiver on another thread (the
-            # scheduler, the partition) may stop meanwhile, forgetting what is counted for it: counted
-            # after that, messages that will never be handled would keep the core from being idle.
-            tracker.sent_each([(handle.actor_id, len(queued)) for handle, queued in entries])
-            envelopes: list[tuple[Any, Envelope]] = []
-            for handle, queued in entries:
-                ref = handle.ref
-                if ref.actor_stopped.is_set():  # stopped the hard way meanwhile (its partition stopped)
-                    tracker.done(handle.actor_id, len(queued))
-                else:
-                    envelopes.append(
-                        (ref.actor_inbox, Envelope(queued[0] if len(queued) == 1 else Bundle(tuple(queued))))
-                    )
-            put_all(envelopes)
+            if held:
+                # one pool serves one core's partition: its actors share one tracker. A receiver on
+                # another thread (the scheduler, the partition) may be stopping meanwhile.
+                put_counted(
+                    next(iter(held.values()))[0]._tracker,
+                    [
+                        (handle, queued[0] if len(queued) == 1 else Bundle(tuple(queued)), len(queued))
+                        for handle, queued in held.values()
+                    ],
+                )
         tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.done(id(self))
@@ -376,6 +367,29 @@ def put_all(deliveries: list[tuple[Any, Envelope]]) -> None:
                 entry[1].append(actor)
     for pool, actors in ready.values():
         pool.schedule_all(actors)
+
+
+def put_counted(tracker: Any, deliveries: list[tuple[Any, Any, int]]) -> list[bool]:
+    """Put each (handle, message, messages it stands for) in its receiver's mailbox, and whether it was
+    delivered: counted in flight under one lock, then handed to the pools together (``put_all``).
+
+    Counted before the look at the receiver, as ``Handle.tell`` does: a receiver on another thread
+    that stops meanwhile forgets the count itself, and one seen stopped is uncounted here. Looking
+    first would leave a window in which a stop forgets before the count is added, and the core would
+    never be idle again."""
+    tracker.sent_each([(handle.actor_id, count) for handle, _, count in deliveries])
+    delivered: list[bool] = []
+    envelopes: list[tuple[Any, Envelope]] = []
+    for handle, message, count in deliveries:
+        ref = handle.ref
+        if ref.actor_stopped.is_set():
+            tracker.done(handle.actor_id, count)
+            delivered.append(False)
+        else:
+            envelopes.append((ref.actor_inbox, Envelope(message)))
+            delivered.append(True)
+    put_all(envelopes)
+    return delivered
 
 
 # Pooled actors' URNs: a random uuid's first 20 hex digits, then a serial number. pykka draws a fresh
