@@ -275,9 +275,9 @@ class Core:
             else:
                 names[id(ref)] = ref.actor_class.__name__
         waiting = self.tracker.in_flight_by_receiver()
-        return ", ".join(
-            f"{names.get(key, 'a pool outbox or batch')}: {count}" for key, count in waiting.items()
-        )
+        # a stopped actor is no longer registered: its id is known here no better than a batch's
+        unknown = "no running actor (one that stopped, or a pool's outbox or batch)"
+        return ", ".join(f"{names.get(key, unknown)}: {count}" for key, count in waiting.items())
 
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
         return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
