@@ -123,6 +123,7 @@ class Core:
         self.settings = PartitionSettings(
             **seconds,
             metrics=self.metrics if measured else None,
+            tune_gc=tune_gc,
             **actor_classes,
         )
         self.tracker = Tracker()

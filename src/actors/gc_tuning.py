@@ -14,6 +14,8 @@ import gc
 
 GENERATION0_THRESHOLD = 10_000
 GENERATION2_THRESHOLD = 1_000
+# node actors a partition starts (after registrations) before it promotes them (promote_survivors)
+PROMOTE_AFTER_NODES = 1_000
 
 
 def tuned(current: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -39,3 +41,14 @@ def restore(previous: tuple[int, int, int] | None) -> None:
     """Put back what ``tune`` changed, unless someone changed the thresholds since."""
     if previous is not None and gc.get_threshold() == tuned(previous):
         gc.set_threshold(*previous)
+
+
+def promote_survivors() -> None:
+    """Collect the young generations now, so that what survives moves to the oldest one.
+
+    A partition calls this when it has started many new nodes' actors (~10 objects each), before
+    asks arrive. Left young, they would be traversed again by the next collection of generation 1,
+    which at 10,000 nodes came in the middle of scheduling and took ~50 ms (a tenth of scheduling
+    10,000 asks). Collected here, the same work is done once, off the scheduling path, and the
+    oldest generation is collected rarely while the core runs (``tune``)."""
+    gc.collect(1)

@@ -121,6 +121,8 @@ class PartitionSettings:
     # 0: a node's actor starts only with its first message (korral.start(node_actor_warmup=0): tests)
     node_actor_warmup: int = attrs.field(default=500, eq=False, repr=False)
     application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
+    # korral.start(tune_gc=...): the partition may also collect young objects when the time suits
+    tune_gc: bool = attrs.field(default=False, eq=False, repr=False)
 
 
 class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
@@ -167,6 +169,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # new nodes whose actors have not started yet, started a step at a time (StartNodeActors)
         self._unstarted_nodes: list[LazyHandle] = []
         self._warmup_queued = False
+        self._nodes_started_young = 0  # node actors started since the last promote_survivors
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(

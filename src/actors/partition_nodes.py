@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from korral import si
+from korral.actors import gc_tuning
 from korral.actors.base import Handle, LazyHandle, Tracker, start_actor_lazily
 from korral.actors.messages import (
     DecommissionNode,
@@ -63,6 +64,7 @@ class PartitionNodes:
     _nodes_added: list[NodeAdded]
     _unstarted_nodes: list[LazyHandle]
     _warmup_queued: bool
+    _nodes_started_young: int
 
     handle: Handle
     dispatcher: Handle
@@ -145,10 +147,14 @@ class PartitionNodes:
         starting, self._unstarted_nodes = self._unstarted_nodes[:step], self._unstarted_nodes[step:]
         for handle in starting:
             handle.start()  # a node removed meanwhile was stopped unstarted: it stays so
+        self._nodes_started_young += len(starting)
         if self._unstarted_nodes:
             self.kick(StartNodeActors())
-        else:
-            self._warmup_queued = False
+            return
+        self._warmup_queued = False
+        if self.settings.tune_gc and self._nodes_started_young >= gc_tuning.PROMOTE_AFTER_NODES:
+            self._nodes_started_young = 0
+            gc_tuning.promote_survivors()
 
     def _flush_nodes_added(self) -> None:
         """Tell the scheduler of the new nodes held so far: before anything else this request tells

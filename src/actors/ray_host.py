@@ -194,7 +194,8 @@ class PartitionHost:
                 callback_closed=self.closed,
                 dispatcher=OutboxHandle(self.outbox),
                 timer=self.timer,
-                settings=settings,
+                # the host tunes its own process's collector, so its partition may collect too
+                settings=attrs.evolve(settings, tune_gc=True),
                 events=events,
             ),
             Rank.PARTITION,

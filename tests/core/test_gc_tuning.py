@@ -6,8 +6,10 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from core_helpers import NODE, ROOT_ONLY
 
 import korral
+from korral import testing as t
 from korral.actors import gc_tuning
 
 
@@ -38,3 +40,47 @@ def test_stop_leaves_thresholds_alone_that_someone_changed_meanwhile() -> None:
     with korral.start():
         gc.set_threshold(2_000, 10, 10)
     assert gc.get_threshold() == (2_000, 10, 10)
+
+
+class Young:
+    """An object the collector tracks (a plain instance)."""
+
+
+def test_promote_survivors_moves_young_objects_to_the_oldest_generation() -> None:
+    gc.collect()
+    young = Young()
+    assert any(obj is young for obj in gc.get_objects(generation=0))
+    gc_tuning.promote_survivors()
+    assert any(obj is young for obj in gc.get_objects(generation=2))
+
+
+def registers_nodes(monkeypatch: pytest.MonkeyPatch, counts: list[int], **settings: bool) -> list[str]:
+    """Register nodes through a core in steps of ``counts``; for each step, a "p" per promotion of the
+    young objects that the step caused."""
+    promotions: list[str] = []
+    monkeypatch.setattr(gc_tuning, "promote_survivors", lambda: promotions.append("p"))
+    seen: list[str] = []
+    rm = t.RecordingRM("rm")
+    with korral.start(**settings) as core:
+        core.register_resource_manager(t.register("rm", ROOT_ONLY), rm)
+        first = 0
+        for count in counts:
+            core.update_node(t.nodes("rm", [f"n{i}" for i in range(first, first + count)], NODE))
+            core.wait_until_idle()
+            first += count
+            seen.append("".join(promotions))
+            promotions.clear()
+        assert len(rm.accepted_nodes) == first
+    return seen
+
+
+def test_a_partition_promotes_its_node_actors_once_a_thousand_have_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # one promotion per thousand started nodes, once the warmup has started them all: a registration
+    # of 1,500 promotes once; 400 and 700 more promote once the second thousand is reached
+    assert registers_nodes(monkeypatch, [1_500, 400, 700]) == ["p", "", "p"]
+
+
+def test_a_core_that_leaves_the_collector_alone_never_collects(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert registers_nodes(monkeypatch, [1_500], tune_gc=False) == [""]
