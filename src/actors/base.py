@@ -370,7 +370,7 @@ class Periodic:
 
 
 # message type -> its handler's name, for every actor: looked up on the actor at each message (a
-# per-actor cache of bound handlers cost a dict and a bound method per actor, ~250 B at 10,000 nodes)
+# per-actor cache of bound handlers cost every actor a dict and a bound method, ~250 B)
 _HANDLER_NAMES: dict[type, str] = {}
 
 

@@ -121,7 +121,8 @@ class PartitionSettings:
     # 0: a node's actor starts only with its first message (korral.start(node_actor_warmup=0): tests)
     node_actor_warmup: int = attrs.field(default=500, eq=False, repr=False)
     application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
-    # korral.start(tune_gc=...): the partition may also collect young objects when the time suits
+    # korral.start(tune_gc=...): korral manages the collector, so a partition may also collect the young
+    # generations after a node warmup (gc_tuning.promote_survivors)
     tune_gc: bool = attrs.field(default=False, eq=False, repr=False)
 
 

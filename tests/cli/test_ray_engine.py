@@ -213,7 +213,7 @@ CLUSTER_SCRIPT = textwrap.dedent(
         # Even after that wait, Ray's soft affinity sometimes still puts a partition on another node
         # than korral chose (seen in about 1 run of 10): korral must then say so. The spread itself
         # is asked of up to three fresh starts.
-        for attempt in range(3):
+        for _ in range(3):
             misplaced.clear()
             with korral.start(engine="ray", ray_address=cluster.address) as core:
                 rms = [t.RecordingRM(f"rm{i}") for i in range(4)]
