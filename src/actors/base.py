@@ -450,15 +450,15 @@ class KorralActor(pykka.Actor):
         if handler is None:
             log.error("%s: no handler for %r", self.name, message)
             return None
-        weight = 0 if self.tracker.handler_seconds is None else self.tracker.timing_weight(type(message))
+        weight = 0 if self.tracker.handler_seconds is None else self.tracker.timing_weight(kind)
         started = time.thread_time() if weight else 0.0
         try:
             return handler(message)
         except Exception as error:
-            return self.handler_failed(type(message).__name__, error)
+            return self.handler_failed(kind.__name__, error)
         finally:
             if weight:
-                self.tracker.handled(type(message).__name__, (time.thread_time() - started) * weight)
+                self.tracker.handled(kind.__name__, (time.thread_time() - started) * weight)
 
     def on_stop(self) -> None:
         self.tracker.forget(self.handle.actor_id)
