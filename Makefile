@@ -6,10 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench clean proto
 
-$(STAMP): pyproject.toml
+# The editable install gives the metadata and the `korral` script; scripts/dev_path.py then puts src/ on
+# the venv's path as the regular package `korral`, so that a folder named korral (the clone itself,
+# beside a script) can never shadow it, and the tests still run the code being edited.
+$(STAMP): pyproject.toml scripts/dev_path.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,cli,serve,ray]'
+	$(BIN)/python scripts/dev_path.py
 	touch $(STAMP)
 
 run: $(STAMP)
