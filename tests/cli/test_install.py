@@ -96,3 +96,21 @@ def test_dev_path_refuses_an_interpreter_outside_a_venv() -> None:
     )
     assert done.returncode == 1
     assert "virtual environment" in done.stderr
+
+
+def test_make_run_installs_only_the_command_line_and_quietly(tmp_path: Path) -> None:
+    """``make run`` on a fresh clone (dry run): the cli extra only, no test tools or Ray, no notices."""
+    for name in ("Makefile", "pyproject.toml", "scripts/dev_path.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    done = subprocess.run(["make", "-n", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    installs = [line for line in done.stdout.splitlines() if " install " in line]
+    assert installs and all("--quiet" in line for line in installs), installs
+    # setuptools' "Editable installation" box is a UserWarning of the build backend
+    assert all("PYTHONWARNINGS=ignore::UserWarning" in line for line in installs), installs
+    assert [line for line in installs if "-e " in line] == [
+        line for line in installs if line.endswith("-e '.[cli]'")
+    ], installs
+    assert "dev_path.py" in done.stdout
+    assert done.stdout.rstrip().endswith(".venv/bin/korral simulate")
