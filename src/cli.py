@@ -198,6 +198,10 @@ def simulate(
         fail(f"invalid configuration: {naming(error, source)}")
 
 
+# bench --sweep's results: in the current directory, never into the repository's tracked bench/results
+DEFAULT_SWEEP_OUT = "korral-sweep"
+
+
 @main.command(short_help="Measure korral against its sequential reference.")
 @click.option(
     "--workload",
@@ -225,13 +229,16 @@ def simulate(
     default=None,
     help="write the results as JSON",
 )
-@click.option("--sweep", is_flag=True, help="yunikorn shape over 500-10,000 nodes and 10k-100k asks")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="yunikorn shape over 500-10,000 nodes and 10k-100k asks (--nodes, --asks: that one value instead)",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("bench/results"),
-    show_default=True,
-    help="where --sweep writes sweep.md, sweep.json and sweep.png",
+    default=None,
+    help="where --sweep (and --plot-only) write sweep.md, sweep.json and sweep.png [default: ./korral-sweep]",
 )
 @click.option(
     "--reference-only",
@@ -302,7 +309,7 @@ def bench(
     rate: float | None,
     json_file: Path | None,
     sweep: bool,
-    out: Path,
+    out: Path | None,
     reference_only: bool,
     plot_only: Path | None,
     rms: int = 2,
@@ -316,6 +323,9 @@ def bench(
     burst: int = 50,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    if out is not None and not (sweep or plot_only is not None):
+        raise click.UsageError("--out applies to --sweep and --plot-only only (use --json for one run)")
+    out = out if out is not None else Path(DEFAULT_SWEEP_OUT)
     if workload == "preemption":
         _bench_preemption(nodes, allocations, preemptors, rate, preemption_delay, burst, json_file)
         return
@@ -331,12 +341,14 @@ def bench(
     from korral.harness.benchmark import runner, workloads
     from korral.harness.benchmark import sweep as sweeps
 
-    console = Console()
+    console = Console(soft_wrap=True)  # piped to a file: whole lines, never wrapped mid-phrase
     # where the results go must exist before a run of minutes, not only after it
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
-        total = len(sweeps.SWEEP_NODES) * len(sweeps.SWEEP_ASKS)
+        node_counts = (nodes,) if nodes is not None else sweeps.SWEEP_NODES
+        ask_counts = (asks,) if asks is not None else sweeps.SWEEP_ASKS
+        total = len(node_counts) * len(ask_counts)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -354,10 +366,14 @@ def bench(
                     f"{result['reference']['allocations_per_second']:>9,.0f}/s reference"
                 )
 
-            results = sweeps.run_sweep(on_result=done)
+            results = sweeps.run_sweep(node_counts, ask_counts, on_result=done)
         paths = sweeps.write(results, out)
         console.print(sweeps.table(results))
         console.print("written: " + ", ".join(str(p) for p in paths))
+        console.print(
+            f"sweep.png also draws YuniKorn's figures: published measurements ({sweeps.YUNIKORN_NOTE}), "
+            "not measured by this sweep"
+        )
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
@@ -407,9 +423,16 @@ def bench(
         f"  korral     {k['allocations_per_second']:>10,.0f} allocations/s"
         f"  ({k['allocations']:,} in {k['seconds']:.3f}s)\n"
         f"  reference  {result['reference']['allocations_per_second']:>10,.0f} allocations/s"
-        f"  ({result['reference']['scheduling_only_allocations_per_second']:,.0f}/s once the asks are in)\n"
-        f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference\n"
-        f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms"
+        f"  ({result['reference']['allocations']:,} allocations; "
+        f"{result['reference']['scheduling_only_allocations_per_second']:,.0f}/s once the asks are in)\n"
+        + (
+            f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference (same asks, same "
+            "allocations, both given every ask at once)\n"
+            if result["ratio_to_reference"] is not None
+            else f"  ratio      none: {result['no_ratio_because']}\n"
+        )
+        + (f"  unallocated {result['unallocated']}\n" if result["unallocated"] else "")
+        + f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms"
         " (ask submitted -> allocation received)\n"
         f"  messages   {k['messages_per_allocation']:.2f} per allocation\n"
         f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
@@ -430,7 +453,7 @@ def _plot_only(sweep_json: Path, out: Path) -> None:
             raise ValueError("not a list of sweep points")
         out.mkdir(parents=True, exist_ok=True)
         path = out / "sweep.png"
-        sweeps.plot(results, path)
+        sweeps.plot(results, path, str(sweep_json))
     except (OSError, ValueError, KeyError, TypeError) as error:
         fail(f"cannot plot {sweep_json}: {error}")
     click.echo(f"written: {path}")
@@ -445,7 +468,7 @@ def _bench_multi_rm(
 
     from korral.harness.benchmark.multi_rm import run_multi_rm
 
-    console = Console()
+    console = Console(soft_wrap=True)
     engines = ["threads", "ray"] if engine == "both" else [engine]
     ray_started = False
     if "ray" in engines:
@@ -962,7 +985,7 @@ def _bench_preemption(
 
     from korral.harness.benchmark import runner, workloads
 
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         chosen = workloads.preemption(
             nodes or 500, allocations or 5000, preemptors or 50, rate=rate or 10.0, delay=delay, burst=burst
