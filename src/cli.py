@@ -477,7 +477,9 @@ def _bench_multi_rm(
         import ray
 
         if not ray.is_initialized():
+            console.print("starting a local Ray instance (its processes take several seconds)...")
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            console.print("Ray is up")
             ray_started = True
     results = []
     try:
@@ -585,7 +587,9 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     help="instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
     "preemption laws checked for every victim (with --simulated: seeds on the simulated runtime)",
 )
+@click.pass_context
 def stress(
+    ctx: click.Context,
     rms: int,
     duration: float,
     seed: int | None,
@@ -613,6 +617,7 @@ def stress(
 
     from korral.harness.stress import REPRODUCTIONS, StressRun
 
+    refuse_inapplicable(ctx, stress_mode(soak, preemption, simulated or replay))
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
     console = Console(soft_wrap=True)
     if soak:
@@ -681,6 +686,55 @@ def stress(
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
     sys.exit(1)
+
+
+# korral stress: the options each mode reads (every other one given is a usage error, never ignored)
+STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
+    "threads": (
+        "korral stress without --simulated, --soak or --preemption",
+        frozenset({"rms", "duration", "seed", "checkpoint", "fault"}),
+    ),
+    "simulated": (
+        "korral stress --simulated",
+        frozenset(
+            {"simulated", "rms", "duration", "seed", "fault", "seeds", "operations", "replay", "no_perturb"}
+        ),
+    ),
+    "soak": ("korral stress --soak", frozenset({"soak", "duration", "cycles", "every"})),
+    "preemption": (
+        "korral stress --preemption",
+        frozenset({"preemption", "rms", "duration", "seed", "checkpoint"}),
+    ),
+    "preemption-simulated": (
+        "korral stress --preemption --simulated",
+        frozenset({"preemption", "simulated", "rms", "duration", "seed", "seeds", "operations"}),
+    ),
+}
+
+
+def stress_mode(soak: bool, preemption: bool, simulated: bool) -> str:
+    if soak and (preemption or simulated):
+        raise click.UsageError("--soak runs on its own: not with --preemption, --simulated or --replay")
+    if soak:
+        return "soak"
+    if preemption:
+        return "preemption-simulated" if simulated else "preemption"
+    return "simulated" if simulated else "threads"
+
+
+def refuse_inapplicable(ctx: click.Context, mode: str) -> None:
+    """A usage error (exit 2) for each option given on the command line that ``mode`` does not read."""
+    label, applies = STRESS_MODES[mode]
+    given = [
+        param
+        for param in ctx.command.params
+        if param.name is not None
+        and param.name not in applies
+        and ctx.get_parameter_source(param.name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given:
+        names = ", ".join(param.opts[0] for param in given)
+        raise click.UsageError(f"{names} {'does' if len(given) == 1 else 'do'} not apply to {label}")
 
 
 def _soak(console: object, cycles: int | None, duration: float, every: int) -> None:
@@ -825,6 +879,16 @@ def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:
 DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
 
 
+def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--grpc``/``--rest``: HOST:PORT (port 0-65535; [::1]:PORT for IPv6), else a usage error (exit 2)."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:9090; port 0: any free port)")
+    return value
+
+
 @main.command(short_help="Serve a core: the SI over gRPC, and the REST API.")
 @click.option(
     "--config",
@@ -838,9 +902,16 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     "grpc_address",
     default=DEFAULT_GRPC_ADDRESS,
     show_default=True,
+    callback=host_port,
     help="HOST:PORT of the gRPC SI (port 0: any free port)",
 )
-@click.option("--rest", "rest_address", default=None, help="HOST:PORT of the REST API /ws/v1 (default: off)")
+@click.option(
+    "--rest",
+    "rest_address",
+    default=None,
+    callback=host_port,
+    help="HOST:PORT of the REST API /ws/v1 (default: off)",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -854,8 +925,10 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     import threading
 
     import korral
+    from korral.server import serve_log
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve_log.configure()
     default_config = ""
     if config is not None:
         try:
@@ -866,7 +939,7 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    core = korral.start()
+    core = serve_log.logging_registrations(korral.start())
     try:
         bound = core.serve_grpc(grpc_address, default_config=default_config)
         click.echo(f"korral: gRPC SI listening on {bound}")
