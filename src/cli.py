@@ -200,6 +200,24 @@ def simulate(
 
 # bench --sweep's results: in the current directory, never into the repository's tracked bench/results
 DEFAULT_SWEEP_OUT = "korral-sweep"
+# korral bench: the options each workload reads (every other one given is a usage error)
+_BENCH_COMMON = frozenset({"workload", "nodes", "json_file"})
+BENCH_MODES: dict[str, tuple[str, frozenset[str]]] = {
+    "yunikorn": (
+        "korral bench --workload yunikorn (the default)",
+        _BENCH_COMMON | {"asks", "sweep", "out", "reference_only", "plot_only", "remote"},
+    ),
+    "scale": (
+        "korral bench --workload scale",
+        _BENCH_COMMON | {"asks", "seed", "rate", "user_limits", "reference_only", "remote"},
+    ),
+    "gang": ("korral bench --workload gang", _BENCH_COMMON | {"asks"}),
+    "multi-rm": ("korral bench --workload multi-rm", _BENCH_COMMON | {"asks", "rms", "engine", "repeat"}),
+    "preemption": (
+        "korral bench --workload preemption",
+        _BENCH_COMMON | {"allocations", "preemptors", "rate", "preemption_delay", "burst"},
+    ),
+}
 
 
 @main.command(short_help="Measure korral against its sequential reference.")
@@ -301,7 +319,9 @@ DEFAULT_SWEEP_OUT = "korral-sweep"
     show_default=True,
     help="preemption: the urgent queue's preemption.delay, seconds",
 )
+@click.pass_context
 def bench(
+    ctx: click.Context,
     workload: str,
     nodes: int | None,
     asks: int | None,
@@ -323,6 +343,7 @@ def bench(
     burst: int = 50,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    refuse_inapplicable(ctx, workload, BENCH_MODES)
     if out is not None and not (sweep or plot_only is not None):
         raise click.UsageError("--out applies to --sweep and --plot-only only (use --json for one run)")
     out = out if out is not None else Path(DEFAULT_SWEEP_OUT)
@@ -722,9 +743,11 @@ def stress_mode(soak: bool, preemption: bool, simulated: bool) -> str:
     return "simulated" if simulated else "threads"
 
 
-def refuse_inapplicable(ctx: click.Context, mode: str) -> None:
+def refuse_inapplicable(
+    ctx: click.Context, mode: str, modes: dict[str, tuple[str, frozenset[str]]] | None = None
+) -> None:
     """A usage error (exit 2) for each option given on the command line that ``mode`` does not read."""
-    label, applies = STRESS_MODES[mode]
+    label, applies = (modes if modes is not None else STRESS_MODES)[mode]
     given = [
         param
         for param in ctx.command.params

@@ -103,3 +103,31 @@ def test_serve_logs_who_registered_and_who_was_refused(served: subprocess.Popen[
     assert all(" INFO " in line or " WARNING " in line for line in err.splitlines() if "korral.serve" in line)
     # where it listens: said once (stdout, where scripts read it), not again in the log
     assert (line + out + err).count("listening on") == 1, line + out + err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        (["--seed", "3"], "--seed does not apply to korral bench --workload yunikorn (the default)"),
+        (["--rms", "3", "--rate", "9"], "--rate, --rms do not apply to korral bench --workload yunikorn"),
+        (
+            ["--workload", "preemption", "--asks", "5"],
+            "--asks does not apply to korral bench --workload preemption",
+        ),
+        (["--workload", "gang", "--sweep"], "--sweep does not apply to korral bench --workload gang"),
+        (
+            ["--workload", "scale", "--engine", "ray"],
+            "--engine does not apply to korral bench --workload scale",
+        ),
+        (
+            ["--workload", "multi-rm", "--user-limits"],
+            "--user-limits does not apply to korral bench --workload multi-rm",
+        ),
+    ],
+)
+def test_bench_refuses_options_its_workload_does_not_read(
+    runner: CliRunner, arguments: list[str], refused: str
+) -> None:
+    result = runner.invoke(main, ["bench", *arguments])
+    assert result.exit_code == 2, result.output
+    assert refused in " ".join(result.output.split()), result.output
