@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
 # after the block: stop what it started in the background, and give it a moment to stop cleanly
-PROLOGUE = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n"
+# (the trap runs under set -e too: a kill with no job left must not fail the block)
+PROLOGUE = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\n"
 
 
 def blocks(readme: Path) -> list[str]:

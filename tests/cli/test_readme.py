@@ -37,3 +37,35 @@ def test_the_readmes_sh_blocks_run_as_written() -> None:
     assert "yunikorn_scheduler" in out, out
     assert "korral: stopped" in out, out
     assert "Address already in use" not in out
+
+
+def run_blocks(readme: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, ROOT / "scripts" / "readme_blocks.py", "--readme", readme, *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_block_runner_fails_a_failing_line_and_stops_what_a_block_left_running(tmp_path: Path) -> None:
+    marker = tmp_path / "still-running"
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "```sh\necho first block\n```\n\n"
+        f"```sh\n(sleep 5; touch {marker}) &\necho started\n```\n\n"
+        "```python\nraise SystemExit(1)  # not a command block\n```\n"
+    )
+    done = run_blocks(readme)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "first block" in done.stdout and "started" in done.stdout
+    subprocess.run(["sleep", "6"], check=True)
+    assert not marker.exists()  # the background job was killed when its block ended
+
+    readme.write_text("```sh\necho one\nfalse\necho never\n```\n")
+    failed = run_blocks(readme)
+    assert failed.returncode == 1
+    assert "one" in failed.stdout and "never" not in failed.stdout.split("--- its output ---")[1]
+    readme.write_text("```sh\nsleep 30\n```\n")
+    timed_out = run_blocks(readme, "--timeout", "1")
+    assert timed_out.returncode == 1 and "timed out after 1s" in timed_out.stdout
