@@ -233,26 +233,35 @@ def print_comparison(console: Console, a: RunFigures, b: RunFigures) -> None:
     order = {path: index for index, path in enumerate(seen)}  # a parent before its children
     paths = sorted(seen, key=lambda path: [order.get(p, 0) for p in _ancestors(path)])
     console.print(f"A: {a.label}\nB: {b.label}\n")
+    # three narrow tables rather than one wide one: each fits 80 columns
     usage = Table(title="mean used and pending, per queue", box=box.SIMPLE_HEAD, pad_edge=False)
-    waits = Table(
-        title="asks' wait (s) per queue, and fairness among its children",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    shares = Table(
+        title="used against guarantee, and fairness among its children", box=box.SIMPLE_HEAD, pad_edge=False
     )
-    for column in ("queue", "used A", "used B", "used/guar. A", "used/guar. B", "pending A", "pending B"):
-        usage.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
-    for column in ("queue", "p50 A", "p50 B", "p99 A", "p99 B", "fairness A", "fairness B"):
-        waits.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
+    waits = Table(title="asks' wait (s) per queue", box=box.SIMPLE_HEAD, pad_edge=False)
+    for table, columns in (
+        (usage, ("used A", "used B", "pending A", "pending B")),
+        (shares, ("used/guar. A", "used/guar. B", "fairness A", "fairness B")),
+        (waits, ("p50 A", "p50 B", "p99 A", "p99 B")),
+    ):
+        table.add_column("queue", no_wrap=True)
+        for column in columns:
+            table.add_column(column, justify="right", no_wrap=True)
     for path in paths:
         qa, qb = a.queues.get(path), b.queues.get(path)
         usage.add_row(
             _name(path),
             fmt(qa.mean_used) if qa else "-",
             fmt(qb.mean_used) if qb else "-",
-            percent(qa.used_of_guarantee) if qa else "-",
-            percent(qb.used_of_guarantee) if qb else "-",
             fmt(qa.mean_pending) if qa else "-",
             fmt(qb.mean_pending) if qb else "-",
+        )
+        shares.add_row(
+            _name(path),
+            percent(qa.used_of_guarantee) if qa else "-",
+            percent(qb.used_of_guarantee) if qb else "-",
+            _fairness(a.sibling_fairness(path)[0]),
+            _fairness(b.sibling_fairness(path)[0]),
         )
         waits.add_row(
             _name(path),
@@ -260,11 +269,9 @@ def print_comparison(console: Console, a: RunFigures, b: RunFigures) -> None:
             _short_wait(qb.waits, 0.5) if qb else "-",
             _short_wait(qa.waits, 0.99) if qa else "-",
             _short_wait(qb.waits, 0.99) if qb else "-",
-            _fairness(a.sibling_fairness(path)[0]),
-            _fairness(b.sibling_fairness(path)[0]),
         )
-    console.print(usage)
-    console.print(waits)
+    for table in (usage, shares, waits):
+        console.print(table)
     totals_a, totals_b = _totals(a), _totals(b)
     rows = [("", "A", "B")]
     for (term, value_a), (_, value_b) in zip(totals_a, totals_b, strict=True):

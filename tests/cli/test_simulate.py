@@ -86,13 +86,15 @@ def test_compare_runs_the_same_workload_on_two_configs_side_by_side(
     )
     assert result.exit_code == 0, result.output
     usage = table_rows(result.output, "mean used and pending, per queue")
+    shares = table_rows(result.output, "used against guarantee, and fairness among its children")
     waits = table_rows(result.output, "asks' wait (s) per queue")
     # the union of both configs' queues, each with A's and B's figures ("-" where a config has none)
     for queue in ("root", "root.production", "root.development", "root.org", "root.org.a", "root.other"):
-        assert queue in usage and queue in waits, (queue, list(usage))
-        assert len(usage[queue]) == 6 and len(waits[queue]) == 6
+        for table in (usage, shares, waits):
+            assert queue in table and len(table[queue]) == 4, (queue, list(table))
     assert usage["root.production"][1] == "-" and usage["root.org"][0] == "-"
-    assert waits["root.org"][5] != "-"  # fairness of org's children, in B
+    assert shares["root.org"][3] != "-"  # fairness among org's children, in B
+    assert shares["root.org"][2] == "-"  # org is not in A
     # A's column is exactly what a run of A alone reports: the comparison is the runs themselves
     alone = runner.invoke(main, ["simulate", "--config", str(BUNDLED_EXAMPLE), "--seed", "5", *SHORT])
     summary = table_rows(alone.output, "summary: every queue over the same")
@@ -132,3 +134,12 @@ def test_compare_refuses_config_beside_it_and_a_bad_config(runner: CliRunner, tm
     bad = runner.invoke(main, ["simulate", "--compare", str(BUNDLED_EXAMPLE), str(broken)])
     assert bad.exit_code == 1 and bad.output.startswith("invalid configuration: "), bad.output
     assert str(broken) in bad.output
+
+
+def test_compare_fits_80_columns_without_cutting_a_cell(tmp_path: Path) -> None:
+    narrow = CliRunner(env={"FORCE_COLOR": None, "COLUMNS": "80"})
+    nested = write_config(tmp_path, NESTED, "nested.yaml")
+    result = narrow.invoke(main, ["simulate", "--compare", str(BUNDLED_EXAMPLE), str(nested), *SHORT])
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+    assert "…" not in result.output  # rich's mark of a cell cut short
