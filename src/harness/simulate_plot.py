@@ -71,7 +71,8 @@ def plot_usage(path: str, runs: list[Simulation]) -> None:
         flat[0].legend(fontsize=8, loc="upper left")
     else:
         flat[0].set_visible(True)
-        flat[0].text(0.5, 0.5, "no queue has a guarantee", ha="center", va="center")
+        flat[0].set_axis_off()
+        flat[0].text(0.5, 0.5, "no queue has a guarantee: nothing to draw", ha="center", va="center")
     figure.suptitle(
         "queue usage against guarantee (dominant resource; dotted: max)"
         + (f" -- {' vs '.join(labels)}" if len(runs) > 1 else ""),
