@@ -56,6 +56,7 @@ def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Pat
         # every module of the product and of the harness, except the command line's own
         command_line = {
             "korral.cli",
+            "korral.cli_checks",
             "korral.harness.simulate",
             "korral.harness.simulate_report",
             "korral.harness.simulate_plot",
