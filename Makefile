@@ -3,16 +3,33 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# make run needs only the command line (the cli extra): no test tools, no Ray
+RUN_STAMP := $(VENV)/.installed-cli
+# quiet: pip's output, and setuptools' "Editable installation" notice (a UserWarning) from the build
+PIP := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip --disable-pip-version-check
 
 .PHONY: run test lint typecheck bench clean proto
 
-$(STAMP): pyproject.toml
+# The editable install gives the metadata and the `korral` script; scripts/dev_path.py then puts src/ on
+# the venv's path as the regular package `korral`, so that a folder named korral (the clone itself,
+# beside a script) can never shadow it, and the tests still run the code being edited.
+$(STAMP): pyproject.toml scripts/dev_path.py
+	@echo "make: installing korral with every extra into $(VENV) (first time only: a few minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,cli,serve,ray]'
-	touch $(STAMP)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test,cli,serve,ray]'
+	$(BIN)/python scripts/dev_path.py
+	touch $(STAMP) $(RUN_STAMP)
 
-run: $(STAMP)
+$(RUN_STAMP): pyproject.toml scripts/dev_path.py
+	@echo "make: installing korral and its command line into $(VENV) (first time only)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --quiet --upgrade pip
+	@$(PIP) install --quiet -e '.[cli]'
+	@$(BIN)/python scripts/dev_path.py
+	@touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/korral simulate
 
 test: $(STAMP) typecheck

@@ -16,6 +16,7 @@ import click
 import yaml
 
 import korral
+from korral.cli_checks import BENCH_MODES, host_port, refuse_inapplicable, stress_mode
 from korral.errors import ConfigError
 from korral.harness import faults
 
@@ -141,18 +142,65 @@ def naming(error: ConfigError, source: str) -> str:
     show_default=True,
     help="applications submitted per second",
 )
-def simulate(config: Path | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
-    """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job)."""
+@click.option(
+    "--compare",
+    nargs=2,
+    type=CONFIG_FILE,
+    default=None,
+    metavar="A B",
+    help="run the same workload on two configs and print their summaries side by side",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write a PNG of each guaranteed queue's usage against its guarantee over time",
+)
+def simulate(
+    config: Path | None,
+    nodes: int,
+    duration: float,
+    seed: int,
+    arrival_rate: float,
+    compare: tuple[Path, Path] | None,
+    plot: Path | None,
+) -> None:
+    """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job).
+
+    Deterministic: the core runs on the simulated runtime and the workload on its virtual clock, so the
+    same --seed gives the same summary. On a terminal the run plays at the wall clock's pace.
+    """
+    from korral.harness.simulate import compare as run_compare
     from korral.harness.simulate import simulate as run
 
+    if compare is not None and config is not None:
+        raise click.UsageError("--config does not apply with --compare A B (the two configs compared)")
+    chart = str(plot) if plot is not None else None
+    if compare is not None:
+        texts: list[tuple[str, str]] = []
+        for file in compare:
+            try:
+                text, source = read_config(file)
+                korral.load_config(text)
+            except ConfigError as error:  # which of the two it is, always named
+                name = source_name(file)
+                message = naming(error, name)
+                fail(f"invalid configuration: {message if name in message else f'{name}: {message}'}")
+            texts.append((source, text))
+        run_compare(texts, nodes, duration, seed, arrival_rate, chart)
+        return
     source = source_name(config) if config is not None else "the bundled example"
     try:
-        text = None
+        given = None
         if config is not None:
-            text, source = read_config(config)
-        run(text, nodes, duration, seed, arrival_rate)
+            given, source = read_config(config)
+        run(given, nodes, duration, seed, arrival_rate, chart)
     except ConfigError as error:
         fail(f"invalid configuration: {naming(error, source)}")
+
+
+# bench --sweep's results: in the current directory, never into the repository's tracked bench/results
+DEFAULT_SWEEP_OUT = "korral-sweep"
 
 
 @main.command(short_help="Measure korral against its sequential reference.")
@@ -182,13 +230,16 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     default=None,
     help="write the results as JSON",
 )
-@click.option("--sweep", is_flag=True, help="yunikorn shape over 500-10,000 nodes and 10k-100k asks")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="yunikorn shape over 500-10,000 nodes and 10k-100k asks (--nodes, --asks: that one value instead)",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("bench/results"),
-    show_default=True,
-    help="where --sweep writes sweep.md, sweep.json and sweep.png",
+    default=None,
+    help="where --sweep (and --plot-only) write sweep.md, sweep.json and sweep.png [default: ./korral-sweep]",
 )
 @click.option(
     "--reference-only",
@@ -251,7 +302,9 @@ def simulate(config: Path | None, nodes: int, duration: float, seed: int, arriva
     show_default=True,
     help="preemption: the urgent queue's preemption.delay, seconds",
 )
+@click.pass_context
 def bench(
+    ctx: click.Context,
     workload: str,
     nodes: int | None,
     asks: int | None,
@@ -259,7 +312,7 @@ def bench(
     rate: float | None,
     json_file: Path | None,
     sweep: bool,
-    out: Path,
+    out: Path | None,
     reference_only: bool,
     plot_only: Path | None,
     rms: int = 2,
@@ -273,6 +326,10 @@ def bench(
     burst: int = 50,
 ) -> None:
     """Measure korral (actors, through korral.Core) against the sequential reference, same input."""
+    refuse_inapplicable(ctx, workload, BENCH_MODES)
+    if out is not None and not (sweep or plot_only is not None):
+        raise click.UsageError("--out applies to --sweep and --plot-only only (use --json for one run)")
+    out = out if out is not None else Path(DEFAULT_SWEEP_OUT)
     if workload == "preemption":
         _bench_preemption(nodes, allocations, preemptors, rate, preemption_delay, burst, json_file)
         return
@@ -288,12 +345,14 @@ def bench(
     from korral.harness.benchmark import runner, workloads
     from korral.harness.benchmark import sweep as sweeps
 
-    console = Console()
+    console = Console(soft_wrap=True)  # piped to a file: whole lines, never wrapped mid-phrase
     # where the results go must exist before a run of minutes, not only after it
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
-        total = len(sweeps.SWEEP_NODES) * len(sweeps.SWEEP_ASKS)
+        node_counts = (nodes,) if nodes is not None else sweeps.SWEEP_NODES
+        ask_counts = (asks,) if asks is not None else sweeps.SWEEP_ASKS
+        total = len(node_counts) * len(ask_counts)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -311,10 +370,14 @@ def bench(
                     f"{result['reference']['allocations_per_second']:>9,.0f}/s reference"
                 )
 
-            results = sweeps.run_sweep(on_result=done)
+            results = sweeps.run_sweep(node_counts, ask_counts, on_result=done)
         paths = sweeps.write(results, out)
         console.print(sweeps.table(results))
         console.print("written: " + ", ".join(str(p) for p in paths))
+        console.print(
+            f"sweep.png also draws YuniKorn's figures: published measurements ({sweeps.YUNIKORN_NOTE}), "
+            "not measured by this sweep"
+        )
         _write_json(json_file, results)
         return
     chosen = workloads.build(workload, nodes, asks, seed, rate, user_limits)
@@ -364,9 +427,16 @@ def bench(
         f"  korral     {k['allocations_per_second']:>10,.0f} allocations/s"
         f"  ({k['allocations']:,} in {k['seconds']:.3f}s)\n"
         f"  reference  {result['reference']['allocations_per_second']:>10,.0f} allocations/s"
-        f"  ({result['reference']['scheduling_only_allocations_per_second']:,.0f}/s once the asks are in)\n"
-        f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference\n"
-        f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms"
+        f"  ({result['reference']['allocations']:,} allocations; "
+        f"{result['reference']['scheduling_only_allocations_per_second']:,.0f}/s once the asks are in)\n"
+        + (
+            f"  ratio      {result['ratio_to_reference']:.2f}x the sequential reference (same asks, same "
+            "allocations, both given every ask at once)\n"
+            if result["ratio_to_reference"] is not None
+            else f"  ratio      none: {result['no_ratio_because']}\n"
+        )
+        + (f"  unallocated {result['unallocated']}\n" if result["unallocated"] else "")
+        + f"  latency    p50 {k['latency_ms']['p50']:,.1f} ms, p99 {k['latency_ms']['p99']:,.1f} ms"
         " (ask submitted -> allocation received)\n"
         f"  messages   {k['messages_per_allocation']:.2f} per allocation\n"
         f"  nodes      {k['node_registrations_per_second']:,.0f} registrations/s\n"
@@ -387,7 +457,7 @@ def _plot_only(sweep_json: Path, out: Path) -> None:
             raise ValueError("not a list of sweep points")
         out.mkdir(parents=True, exist_ok=True)
         path = out / "sweep.png"
-        sweeps.plot(results, path)
+        sweeps.plot(results, path, str(sweep_json))
     except (OSError, ValueError, KeyError, TypeError) as error:
         fail(f"cannot plot {sweep_json}: {error}")
     click.echo(f"written: {path}")
@@ -402,7 +472,7 @@ def _bench_multi_rm(
 
     from korral.harness.benchmark.multi_rm import run_multi_rm
 
-    console = Console()
+    console = Console(soft_wrap=True)
     engines = ["threads", "ray"] if engine == "both" else [engine]
     ray_started = False
     if "ray" in engines:
@@ -411,7 +481,9 @@ def _bench_multi_rm(
         import ray
 
         if not ray.is_initialized():
+            console.print("starting a local Ray instance (its processes take several seconds)...")
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            console.print("Ray is up")
             ray_started = True
     results = []
     try:
@@ -519,7 +591,9 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     help="instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
     "preemption laws checked for every victim (with --simulated: seeds on the simulated runtime)",
 )
+@click.pass_context
 def stress(
+    ctx: click.Context,
     rms: int,
     duration: float,
     seed: int | None,
@@ -547,6 +621,7 @@ def stress(
 
     from korral.harness.stress import REPRODUCTIONS, StressRun
 
+    refuse_inapplicable(ctx, stress_mode(soak, preemption, simulated or replay))
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
     console = Console(soft_wrap=True)
     if soak:
@@ -772,9 +847,16 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     "grpc_address",
     default=DEFAULT_GRPC_ADDRESS,
     show_default=True,
+    callback=host_port,
     help="HOST:PORT of the gRPC SI (port 0: any free port)",
 )
-@click.option("--rest", "rest_address", default=None, help="HOST:PORT of the REST API /ws/v1 (default: off)")
+@click.option(
+    "--rest",
+    "rest_address",
+    default=None,
+    callback=host_port,
+    help="HOST:PORT of the REST API /ws/v1 (default: off)",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -788,8 +870,10 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     import threading
 
     import korral
+    from korral.server import serve_log
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve_log.configure()
     default_config = ""
     if config is not None:
         try:
@@ -800,7 +884,7 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    core = korral.start()
+    core = serve_log.logging_registrations(korral.start())
     try:
         bound = core.serve_grpc(grpc_address, default_config=default_config)
         click.echo(f"korral: gRPC SI listening on {bound}")
@@ -919,7 +1003,7 @@ def _bench_preemption(
 
     from korral.harness.benchmark import runner, workloads
 
-    console = Console()
+    console = Console(soft_wrap=True)
     try:
         chosen = workloads.preemption(
             nodes or 500, allocations or 5000, preemptors or 50, rate=rate or 10.0, delay=delay, burst=burst

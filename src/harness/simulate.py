@@ -2,10 +2,14 @@
 
 A simulated RM registers the bundled queues.yaml (or ``--config``), adds nodes, submits applications
 over time (Poisson arrivals; each with a few tasks), "runs" every allocation for a drawn duration and
-then releases it, and removes applications whose tasks are done. The live view shows each queue's
-usage against its guarantee and max as it happens; the summary reports, over one time window for
-every queue that existed, mean usage, pending demand, fairness between guaranteed queues and how long
-asks waited -- those still pending at the end included.
+then releases it, and removes applications whose tasks are done. The core runs on the deterministic
+simulated runtime (``korral.start(runtime="simulated")``) and the whole run on its virtual clock: the
+same ``--seed`` gives the same run, figure for figure, so two configs can be compared on the same
+workload (``--compare``). On a terminal the live view plays the virtual time at the wall clock's pace;
+piped, the run goes as fast as it can. The live view shows each queue's usage against its guarantee
+and max as it happens; the summary (simulate_report.py) reports, over one time window for every queue
+that existed, mean usage, pending demand, fairness among sibling queues and how long asks waited --
+those still pending at the end included.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 import attrs
 from rich import box
@@ -28,6 +32,15 @@ from rich.text import Text
 import korral
 from korral import si
 from korral.config import load_config
+from korral.harness.simulate_report import (
+    QueueFigures,
+    RunFigures,
+    fmt,
+    percent,
+    print_comparison,
+    print_summary,
+    share,
+)
 from korral.model.naming import normalize_partition_name
 
 RM_ID = "simulator"
@@ -60,7 +73,8 @@ class SimApp:
 class SimulatedRM(korral.ResourceManagerCallback):
     """Records allocations with their arrival time and what was rejected; the loop releases later."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # the simulation's virtual clock
         self.lock = threading.Lock()
         self.new: list[tuple[si.Allocation, float]] = []
         self.rejected_apps: dict[str, str] = {}
@@ -68,7 +82,7 @@ class SimulatedRM(korral.ResourceManagerCallback):
         self.accepted_nodes = 0
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
-        now = time.monotonic()
+        now = self.clock()
         with self.lock:
             self.new.extend((allocation, now) for allocation in response.new)
             self.rejected_asks.extend(rejected.allocation_key for rejected in response.rejected)
@@ -88,28 +102,6 @@ class SimulatedRM(korral.ResourceManagerCallback):
             new, self.new = self.new, []
             rejected_asks, self.rejected_asks = self.rejected_asks, []
             return new, rejected_asks, set(self.rejected_apps)
-
-
-def _share(used: Mapping[str, float], total: Mapping[str, float]) -> float:
-    """used / total of the resource closest to its total (the dominant share); 0 with no total."""
-    shares = [used.get(name, 0) / quantity for name, quantity in total.items() if quantity > 0]
-    return max(shares) if shares else 0.0
-
-
-def _fmt(resource: dict[str, int] | dict[str, float] | None, unset: str = "0") -> str:
-    """``48G/24c``: memory in GiB, vcores (whole), short enough for an 80-column table.
-
-    ``unset`` stands for no resource at all: ``0`` for a usage, ``-`` for a guarantee or max not set.
-    """
-    if not resource:
-        return unset
-    memory = resource.get("memory", 0) / GiB
-    vcore = resource.get("vcore", 0) / 1000
-    return f"{memory:.0f}G/{vcore:.0f}c"
-
-
-def _percent(share: float) -> str:
-    return "-" if math.isnan(share) else f"{share:.0%}"
 
 
 def _ancestors(path: str) -> Iterable[str]:
@@ -147,47 +139,40 @@ class QueueTotals:
     applications: set[str] = attrs.Factory(set)
 
 
-def _grid(rows: list[tuple[str, str]], style: str = "") -> Table:
-    """Term and meaning side by side; a long meaning wraps in its own column, under itself."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, style=style or "bold")
-    grid.add_column(style=style)
-    for term, meaning in rows:
-        grid.add_row(term, meaning)
-    return grid
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
-
-
 class Simulation:
-    def __init__(self, config: str, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
+    def __init__(
+        self, config: str, nodes: int, duration: float, seed: int, arrival_rate: float, label: str = ""
+    ) -> None:
         self.config_text = config
         self.config = load_config(config)
+        self.label = label
         self.partition = normalize_partition_name(self.config.partitions[0].name, RM_ID)
         self.node_count = nodes
         self.duration = duration
+        self.seed = seed
         self.rng = random.Random(seed)
         self.arrival_rate = arrival_rate
         self.rm = SimulatedRM()
         self.apps: dict[str, SimApp] = {}
         self.finishing: list[tuple[float, int, str, str, str]] = []  # (end, seq, app, uuid, key)
         self.submitted_at: dict[str, float] = {}  # asks not allocated yet: when they were submitted
-        self.waits: list[float] = []  # allocated asks: submitted -> allocation received
+        self.waits: list[tuple[str, float]] = []  # allocated asks: (application, submitted -> allocated)
+        self.app_queue: dict[str, str] = {}  # where each application was placed
         self.asks_submitted = 0
         self.asks_rejected = 0
         self.rejections_counted: set[str] = set()
         self.allocations = 0
         self.released = 0
         self.completed_apps = 0
+        self.scheduler_errors = 0
         self._seq = 0
+        self._finish_seq = 0
         self._leaves = [q for q in self._leaf_queues() if q != "root.batch"]
-        # the samples: the latest one (the live view) and the sums over all of them (the summary)
+        # the samples: the latest one (the live view), the sums over all of them (the summary), and
+        # every sample's usage per queue (the chart)
         self.latest: dict[str, QueueState] = {}
         self.totals: dict[str, QueueTotals] = {}
+        self.history: list[tuple[float, dict[str, dict[str, float]]]] = []
         self.first_seen: dict[str, int] = {}  # display order: a parent before its children
         self.sample_count = 0
         self.cluster = {name: quantity * nodes for name, quantity in NODE_RESOURCE.items()}
@@ -263,8 +248,14 @@ class Simulation:
 
     # ---- run ---------------------------------------------------------------------------------------
 
-    def run(self, console: Console) -> None:
-        with korral.start(completing_timeout=1.0, queue_cleanup_interval=2.0) as core:
+    def run(self, console: Console | None) -> None:
+        """The whole run on the virtual clock; live on ``console`` (None: quietly, for a comparison)."""
+        with korral.start(
+            runtime="simulated", seed=self.seed, completing_timeout=1.0, queue_cleanup_interval=2.0
+        ) as core:
+            simulation = core.simulation
+            assert simulation is not None
+            self.rm.clock = simulation.clock
             core.register_resource_manager(
                 si.RegisterResourceManagerRequest(rm_id=RM_ID, config=self.config_text), self.rm
             )
@@ -282,38 +273,72 @@ class Simulation:
                 )
             )
             core.wait_until_idle()
-            start = time.monotonic()
-            next_arrival = start
-            next_sample = start
-            self._sample(core)
-            with Live(self._render(console, 0.0), console=console, refresh_per_second=4) as live:
-                while True:
-                    now = time.monotonic()
-                    elapsed = now - start
-                    if elapsed >= self.duration:
-                        break
-                    while next_arrival <= now:
-                        self._submit(core, self._new_app(now), now)
-                        next_arrival += self.rng.expovariate(self.arrival_rate)
-                    self._collect()
-                    self._release_finished(core, now)
-                    if now >= next_sample:
-                        self._sample(core)
-                        live.update(self._render(console, elapsed))
-                        while next_sample <= now:  # late: skip, never sample twice in a row
-                            next_sample += SAMPLE_INTERVAL
-                    time.sleep(0.02)
-                # what korral still had in hand when the arrivals stopped counts, nothing after
-                core.wait_until_idle(30)
-                self._collect()
-                self._sample(core)
-                live.update(self._render(console, self.duration))
-            if not console.is_terminal:
-                console.print()  # piped: the last live frame does not end its line
-            console.print()
-            self._summary(console, core, end=time.monotonic())
+            start = simulation.now
+            if console is None:
+                self._loop(core, start, None, None)
+            else:
+                with Live(self._render(console, 0.0), console=console, refresh_per_second=4) as live:
+                    self._loop(core, start, console, live)
+                if not console.is_terminal:
+                    console.print()  # piped: the last live frame does not end its line
+                console.print()
+            self.scheduler_errors = core.tracker.errors
 
-    def _collect(self) -> None:
+    def _loop(self, core: korral.Core, start: float, console: Console | None, live: Live | None) -> None:
+        """Events in virtual time: arrivals, task ends, samples; the core runs its timers in between."""
+        simulation = core.simulation
+        assert simulation is not None
+        paced = console is not None and console.is_terminal  # watchable: virtual time at the wall's pace
+        wall_start = time.monotonic()
+        next_arrival = 0.0
+        next_sample = 0.0
+        while True:
+            elapsed = simulation.now - start
+            due = min(next_arrival, next_sample, self.duration)
+            if self.finishing:
+                due = min(due, self.finishing[0][0] - start)
+            core.advance(max(0.0, due - elapsed))
+            elapsed = simulation.now - start
+            self._collect(start)
+            if elapsed >= self.duration:
+                break
+            while next_arrival <= elapsed:
+                self._submit(core, self._new_app(elapsed), elapsed)
+                next_arrival += self.rng.expovariate(self.arrival_rate)
+            self._release_finished(core, elapsed + start)
+            core.wait_until_idle()
+            self._collect(start)
+            self._learn_queues(core)
+            if elapsed >= next_sample:
+                self._sample(core, elapsed)
+                if live is not None and console is not None:
+                    live.update(self._render(console, elapsed))
+                while next_sample <= elapsed:
+                    next_sample += SAMPLE_INTERVAL
+            if paced:
+                time.sleep(max(0.0, wall_start + elapsed - time.monotonic()))
+        # what korral still had in hand when the arrivals stopped counts, nothing after
+        core.wait_until_idle()
+        self._collect(start)
+        self._learn_queues(core)
+        self._sample(core, self.duration)
+        if live is not None and console is not None:
+            live.update(self._render(console, self.duration))
+
+    def _learn_queues(self, core: korral.Core) -> None:
+        """Where the applications submitted since the last call were placed (the rules may choose)."""
+        for app_id in self.apps.keys() - self.app_queue.keys():
+            app = self.apps[app_id]
+            if app_id in self.rm.rejected_apps:
+                continue
+            info = core.application(self.partition, app_id)
+            if info is not None:
+                self.app_queue[app_id] = info.queue
+            elif app.queue:
+                self.app_queue[app_id] = app.queue
+
+    def _collect(self, start: float) -> None:
+        """Allocations and rejections heard since the last call; times relative to the run's start."""
         new, rejected_asks, rejected_apps = self.rm.take_new()
         for key in rejected_asks:
             if self.submitted_at.pop(key, None) is not None:
@@ -325,20 +350,22 @@ class Simulation:
             for index in range(app.tasks if app is not None else 0):
                 if self.submitted_at.pop(f"{app_id}-task-{index}", None) is not None:
                     self.asks_rejected += 1
-        for allocation, arrived in new:
+        for allocation, heard in new:
+            arrived = heard - start
             self.allocations += 1
             submitted = self.submitted_at.pop(allocation.allocation_key, None)
             if submitted is not None:
-                self.waits.append(arrived - submitted)
+                self.waits.append((allocation.application_id, arrived - submitted))
             app = self.apps.get(allocation.application_id)
             if app is None:
                 continue
             index = int(allocation.allocation_key.rsplit("-", 1)[1])
+            self._finish_seq += 1
             heapq.heappush(
                 self.finishing,
                 (
-                    arrived + app.durations[index],
-                    self._seq + len(self.finishing),
+                    heard + app.durations[index],
+                    self._finish_seq,
                     allocation.application_id,
                     allocation.uuid,
                     allocation.allocation_key,
@@ -393,7 +420,7 @@ class Simulation:
 
     # ---- samples -----------------------------------------------------------------------------------
 
-    def _sample(self, core: korral.Core) -> None:
+    def _sample(self, core: korral.Core, elapsed: float) -> None:
         """Every queue at this moment, and the run's sums with it (one window for all queues).
 
         Usage comes from one snapshot of the partition's applications, summed up the tree, so a parent
@@ -414,6 +441,7 @@ class Simulation:
                 state.applications.add(app.application_id)
         self.latest = states
         self.sample_count += 1
+        self.history.append((elapsed, {path: dict(state.allocated) for path, state in states.items()}))
         for path, state in states.items():
             totals = self.totals.get(path)
             if totals is None:
@@ -436,8 +464,8 @@ class Simulation:
     def _bar(self, state: QueueState, width: int = 24) -> Text:
         """Used against the queue's max (or the cluster): filled cells, the guarantee as a mark."""
         scale = state.max or self.cluster
-        used = min(1.0, _share(state.allocated, scale))
-        guarantee = _share(state.guaranteed, scale) if state.guaranteed else math.nan
+        used = min(1.0, share(state.allocated, scale))
+        guarantee = share(state.guaranteed, scale) if state.guaranteed else math.nan
         filled = round(used * width)
         bar = Text("█" * filled, style="green" if not state.guaranteed or used <= guarantee else "yellow")
         bar.append("·" * (width - filled), style="dim")
@@ -449,7 +477,7 @@ class Simulation:
     def _render(self, console: Console, elapsed: float) -> Group:
         wide = console.width >= BAR_MIN_WIDTH
         table = Table(
-            title=f"korral simulate: {plural(self.node_count, 'node')} ({_fmt(self.cluster)}), "
+            title=f"korral simulate: {plural(self.node_count, 'node')} ({fmt(self.cluster)}), "
             f"t={elapsed:4.1f}s of {self.duration:g}s",
             box=box.SIMPLE_HEAD,
             pad_edge=False,
@@ -462,12 +490,12 @@ class Simulation:
             state = self.latest[path]
             row = [
                 self._tree_name(path),
-                _fmt(state.allocated),
-                _fmt(state.guaranteed, unset="-"),
-                _fmt(state.max, unset="-"),
-                _fmt(state.pending),
+                fmt(state.allocated),
+                fmt(state.guaranteed, unset="-"),
+                fmt(state.max, unset="-"),
+                fmt(state.pending),
                 str(len(state.applications)),
-                _percent(_share(state.allocated, state.guaranteed) if state.guaranteed else math.nan),
+                percent(share(state.allocated, state.guaranteed) if state.guaranteed else math.nan),
             ]
             table.add_row(*row, *([self._bar(state)] if wide else []))
         status = Text(
@@ -478,107 +506,94 @@ class Simulation:
         )
         return Group(table, status)
 
-    def _summary(self, console: Console, core: korral.Core, end: float) -> None:
+    def figures(self) -> RunFigures:
+        """The run reduced to per-queue figures over one window (every sample, 0 where a queue was not)."""
         samples = max(1, self.sample_count)
-        table = Table(
-            title=f"summary: every queue over the same {self.duration:g}s ({plural(samples, 'sample')})",
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-        )
-        for column in ("queue", "mean used", "used/guar.", "used/max", "mean pending", "apps"):
-            table.add_column(column, justify="left" if column == "queue" else "right", no_wrap=True)
-        guaranteed_shares: dict[str, float] = {}
+        end = self.duration
+        subtree_waits: dict[str, list[float]] = {}
+        every = [(app_id, wait) for app_id, wait in self.waits]
+        every += [
+            (key.rsplit("-task-", 1)[0], end - submitted) for key, submitted in self.submitted_at.items()
+        ]
+        for app_id, wait in every:
+            for path in _ancestors(self.app_queue.get(app_id, "root")):
+                subtree_waits.setdefault(path, []).append(wait)
+        queues = {}
         for path in self._tree_order(self.totals):
             totals = self.totals[path]
-            mean_used = {name: quantity / samples for name, quantity in totals.allocated.items()}
-            mean_pending = {name: quantity / samples for name, quantity in totals.pending.items()}
-            use_guarantee = _share(mean_used, totals.guaranteed) if totals.guaranteed else math.nan
-            use_max = _share(mean_used, totals.max) if totals.max else math.nan
-            if totals.guaranteed and path != "root":
-                guaranteed_shares[path] = use_guarantee
-            table.add_row(
-                self._tree_name(path),
-                _fmt(mean_used),
-                _percent(use_guarantee),
-                _percent(use_max),
-                _fmt(mean_pending),
-                str(len(totals.applications)),
+            queues[path] = QueueFigures(
+                path=path,
+                guaranteed=totals.guaranteed,
+                max=totals.max,
+                mean_used={name: quantity / samples for name, quantity in totals.allocated.items()},
+                mean_pending={name: quantity / samples for name, quantity in totals.pending.items()},
+                applications=len(totals.applications),
+                waits=tuple(sorted(subtree_waits.get(path, ()))),
             )
-        console.print(table)
-        legend = [
-            (
-                "mean used, mean pending:",
-                f"allocated and still-asked resources averaged over the same {plural(samples, 'sample')} "
-                f"({SAMPLE_INTERVAL:g}s apart) for every queue, 0 while a queue did not exist: children "
-                "add up to their parent",
-            ),
-            (
-                "used/guar., used/max:",
-                "mean used against the queue's guaranteed or max resource, of the resource closest to it "
-                "(- : none set)",
-            ),
-            ("apps:", "applications that were in the queue or below it at some sample"),
-        ]
-        console.print(_grid(legend, style="dim"))
-        console.print()
-        self._print_waits_and_totals(console, core, end, guaranteed_shares)
-
-    def _print_waits_and_totals(
-        self, console: Console, core: korral.Core, end: float, guaranteed_shares: dict[str, float]
-    ) -> None:
-        still_pending = [end - submitted for submitted in self.submitted_at.values()]
-        every_wait = sorted(self.waits + still_pending)
-        allocated_waits = sorted(self.waits)
-        shares = list(guaranteed_shares.values())
-        fairness = (
-            sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
-            if shares and any(shares)
-            else math.nan
+        return RunFigures(
+            label=self.label,
+            duration=self.duration,
+            samples=samples,
+            queues=queues,
+            applications=(self._seq, self.completed_apps, len(self.rm.rejected_apps)),
+            asks=(self.asks_submitted, self.allocations, len(self.submitted_at), self.asks_rejected),
+            released=self.released,
+            offered=(self._seq / self.duration, self.asks_submitted / self.duration),
+            waits=tuple(sorted(wait for _, wait in every)),
+            allocated_waits=tuple(sorted(wait for _, wait in self.waits)),
+            scheduler_errors=self.scheduler_errors,
         )
-        offered_asks = self.asks_submitted / self.duration
-        rows = [
-            (
-                "applications:",
-                f"{self._seq:,} submitted, {self.completed_apps:,} completed, "
-                f"{len(self.rm.rejected_apps):,} rejected",
-            ),
-            (
-                "asks:",
-                f"{self.asks_submitted:,} submitted, {self.allocations:,} allocated, "
-                f"{len(still_pending):,} still pending at the end, {self.asks_rejected:,} rejected; "
-                f"{self.released:,} allocations released",
-            ),
-            (
-                "offered load:",
-                f"{self._seq / self.duration:,.1f} applications/s, {offered_asks:,.1f} asks/s "
-                f"(--arrival-rate {self.arrival_rate:g}): the pace of this simulation, not korral's "
-                "speed (korral bench measures that)",
-            ),
-            (
-                "wait:",
-                "ask submitted -> allocated, every ask: "
-                f"p50 {percentile(every_wait, 0.5) * 1000:,.0f} ms, "
-                f"p99 {percentile(every_wait, 0.99) * 1000:,.0f} ms; the {plural(len(still_pending), 'ask')} "
-                "still pending at the end count with their wait so far, so the true figures are at least "
-                + (
-                    f"these (allocated asks only: p50 {percentile(allocated_waits, 0.5) * 1000:,.0f} ms, "
-                    f"p99 {percentile(allocated_waits, 0.99) * 1000:,.0f} ms)"
-                    if allocated_waits
-                    else "these (no ask was allocated)"
-                ),
-            ),
-            (
-                "fairness:",
-                f"Jain's index of used/guar. {'-' if math.isnan(fairness) else f'{fairness:.2f}'} "
-                f"between the queues with a guarantee ({', '.join(guaranteed_shares) or 'none'}); "
-                "1.0 = all equally served",
-            ),
-            ("scheduler errors:", f"{core.tracker.errors}"),
-        ]
-        console.print(_grid(rows))
 
 
-def simulate(config: str | None, nodes: int, duration: float, seed: int, arrival_rate: float) -> None:
-    """Run the simulation on a queues.yaml text (None: the bundled example)."""
+def simulate(
+    config: str | None,
+    nodes: int,
+    duration: float,
+    seed: int,
+    arrival_rate: float,
+    plot: str | None = None,
+    console: Console | None = None,
+) -> RunFigures:
+    """Run the simulation on a queues.yaml text (None: the bundled example), live, then its summary."""
+    console = console or Console()
     text = config if config is not None else bundled_config()
-    Simulation(text, nodes, duration, seed, arrival_rate).run(Console())
+    simulation = Simulation(text, nodes, duration, seed, arrival_rate)
+    simulation.run(console)
+    figures = simulation.figures()
+    print_summary(console, figures, SAMPLE_INTERVAL)
+    if plot is not None:
+        from korral.harness.simulate_plot import plot_usage
+
+        plot_usage(plot, [simulation])
+        console.print(f"chart: {plot}")
+    return figures
+
+
+def compare(
+    configs: list[tuple[str, str]],
+    nodes: int,
+    duration: float,
+    seed: int,
+    arrival_rate: float,
+    plot: str | None = None,
+    console: Console | None = None,
+) -> tuple[RunFigures, RunFigures]:
+    """The same workload on two configs ((label, queues.yaml text) each), summaries side by side."""
+    console = console or Console()
+    (label_a, text_a), (label_b, text_b) = configs
+    runs = [
+        Simulation(text_a, nodes, duration, seed, arrival_rate, label=label_a),
+        Simulation(text_b, nodes, duration, seed, arrival_rate, label=label_b),
+    ]
+    for simulation in runs:
+        console.print(f"simulating {simulation.label} ({duration:g}s of virtual time, seed {seed})")
+        simulation.run(None)
+    console.print()
+    a, b = runs[0].figures(), runs[1].figures()
+    print_comparison(console, a, b)
+    if plot is not None:
+        from korral.harness.simulate_plot import plot_usage
+
+        plot_usage(plot, runs)
+        console.print(f"chart: {plot}")
+    return a, b

@@ -54,7 +54,14 @@ def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Pat
         from korral import si, testing
 
         # every module of the product and of the harness, except the command line's own
-        command_line = {"korral.cli", "korral.harness.simulate", "korral.__main__"}
+        command_line = {
+            "korral.cli",
+            "korral.cli_checks",
+            "korral.harness.simulate",
+            "korral.harness.simulate_report",
+            "korral.harness.simulate_plot",
+            "korral.__main__",
+        }
         for module in pkgutil.walk_packages(korral.__path__, "korral."):
             if module.name not in command_line:
                 importlib.import_module(module.name)

@@ -19,6 +19,7 @@ import attrs
 import korral
 from korral import si
 from korral.callback import ResourceManagerCallback
+from korral.harness.benchmark import honesty
 from korral.harness.benchmark.workloads import PreemptionWorkload, Workload
 from korral.harness.reference import ReferenceScheduler
 
@@ -37,6 +38,8 @@ class KorralResult:
     peak_rss_mb: float
     # CPU µs per allocation by stage (see STAGES): where an allocation's cost goes
     stage_us: dict[str, float] = attrs.field(factory=dict)
+    # the asks still pending when the core went idle, by why they wait (honesty.unallocated)
+    unallocated: dict[str, int] = attrs.field(factory=dict)
 
 
 # Handlers by the stage of an allocation's path they belong to. The application's flush (FlushOut)
@@ -219,6 +222,9 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         messages = core.tracker.sent_total - messages_before
         handler_seconds = core.tracker.stop_timing()
         errors = core.tracker.errors
+        with rm.lock:
+            left = ask_count - len(rm.arrivals)
+        waiting = honesty.unallocated(core) if left > 0 else {}
     if errors:
         raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
     with rm.lock:
@@ -240,6 +246,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         stage_us=stage_costs(
             handler_seconds, submit_seconds, process_seconds, len(arrivals), scheduler_seconds
         ),
+        unallocated=waiting,
     )
 
 
@@ -291,6 +298,13 @@ def reference_json(workload: Workload, reference: ReferenceResult) -> dict:
 
 def result_json(workload: Workload, korral_result: KorralResult, reference: ReferenceResult) -> dict:
     """The JSON document of ``korral bench --json`` (issue #4's schema)."""
+    ratio, reason = honesty.ratio_or_reason(
+        workload,
+        korral_result.allocations,
+        korral_result.allocations_per_second,
+        reference.allocations,
+        reference.allocations_per_second,
+    )
     return {
         "workload": workload.name,
         "nodes": workload.node_count,
@@ -309,11 +323,11 @@ def result_json(workload: Workload, korral_result: KorralResult, reference: Refe
             "cpu_us_per_allocation": korral_result.stage_us,
         },
         "reference": _reference_fields(reference),
-        "ratio_to_reference": round(
-            korral_result.allocations_per_second / reference.allocations_per_second, 3
-        )
-        if reference.allocations_per_second
-        else None,
+        # only between runs that did the same work at the same pace; else null and why
+        "ratio_to_reference": round(ratio, 3) if ratio is not None else None,
+        "no_ratio_because": reason or None,
+        "unallocated": honesty.describe(workload.asks, korral_result.allocations, korral_result.unallocated)
+        or None,
     }
 
 

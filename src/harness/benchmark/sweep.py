@@ -45,7 +45,7 @@ def table(results: list[dict]) -> str:
             f"{rate:,.0f}",
             f"{1e6 / rate:.1f}",
             f"{result['reference']['allocations_per_second']:,.0f}",
-            f"{result['ratio_to_reference']:.2f}",
+            "-" if result.get("ratio_to_reference") is None else f"{result['ratio_to_reference']:.2f}",
             f"{k['latency_ms']['p99']:,.0f}",
             f"{k['messages_per_allocation']:.2f}",
             f"{k['node_registrations_per_second']:,.0f}",
@@ -55,9 +55,14 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# YuniKorn's Go core (yunikorn-core be3bb487, its BenchmarkScheduling on the same shape) measured on this
-# project's machine kind in November 2026; drawn beside korral's figures, never compared in a test.
-# (nodes, low, high): one figure where low == high, else the range of the medians of several runs.
+# YuniKorn's Go core (yunikorn-core be3bb487, its BenchmarkScheduling on the same shape): published
+# measurements, recorded in bench/README.md, taken on this project's machine kind (2 vCPU, shared) in
+# November 2026 -- not by the run they are drawn beside, nor on the machine that runs it. Drawn for
+# scale, labelled as such, never compared in a test. (nodes, low, high): one figure where low == high,
+# else the range of the medians of several runs.
+YUNIKORN_SOURCE = "yunikorn-core be3bb487 BenchmarkScheduling, published in bench/README.md"
+YUNIKORN_MACHINE = "the project's 2 vCPU machine kind"
+YUNIKORN_NOTE = f"{YUNIKORN_SOURCE}, measured on {YUNIKORN_MACHINE} in November 2026"
 YUNIKORN_SIDE_BY_SIDE: dict[int, tuple[tuple[int, float, float], ...]] = {
     # run alternately with korral's bench on 23 November 2026, on a loaded machine
     10_000: ((1000, 3355, 3355), (10_000, 2675, 2675)),
@@ -81,7 +86,7 @@ YUNIKORN_COLOUR = "#d9730d"
 TARGET_COLOUR = "#c0392b"
 
 
-def plot(results: list[dict], path: Path) -> None:
+def plot(results: list[dict], path: Path, source: str = "") -> None:
     """Allocations/s against nodes, one panel per ask count: korral, its reference, YuniKorn, the target."""
     import matplotlib
 
@@ -92,7 +97,7 @@ def plot(results: list[dict], path: Path) -> None:
     ask_counts = sorted({r["asks"] for r in results})
     node_ticks = sorted({r["nodes"] for r in results})
     figure, axes = plt.subplots(
-        1, len(ask_counts), figsize=(4.6 * len(ask_counts), 5.2), sharey=True, squeeze=False
+        1, len(ask_counts), figsize=(max(12.0, 4.6 * len(ask_counts)), 5.2), sharey=True, squeeze=False
     )
     for axis, ask_count in zip(axes[0], ask_counts, strict=True):
         rows = sorted((r for r in results if r["asks"] == ask_count), key=lambda r: r["nodes"])
@@ -117,8 +122,16 @@ def plot(results: list[dict], path: Path) -> None:
             label="korral's sequential reference (one thread, same input)",
         )
         for points, filled, label in (
-            (YUNIKORN_SIDE_BY_SIDE.get(ask_count, ()), True, "YuniKorn (Go), run side by side with korral"),
-            (YUNIKORN_EARLIER.get(ask_count, ()), False, "YuniKorn (Go), earlier runs (range of medians)"),
+            (
+                YUNIKORN_SIDE_BY_SIDE.get(ask_count, ()),
+                True,
+                "YuniKorn (Go), published: 23 Nov 2026, alternating with korral, loaded machine",
+            ),
+            (
+                YUNIKORN_EARLIER.get(ask_count, ()),
+                False,
+                "YuniKorn (Go), published: Nov 2026, alone (range of medians)",
+            ),
         ):
             if not points:
                 continue
@@ -184,14 +197,14 @@ def plot(results: list[dict], path: Path) -> None:
                 handles.append(handle)
                 labels.append(label)
     figure.legend(
-        handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.06)
+        handles, labels, loc="lower center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.05)
     )
     figure.text(
         0.5,
         0.01,
-        "korral and its reference: korral bench --sweep (bench/results/sweep.json). YuniKorn: yunikorn-core "
-        "be3bb487 BenchmarkScheduling, same shape, measured on the same machine kind in November 2026 "
-        "(bench/README.md); its rate falls with asks because it rescans every ask after each allocation.",
+        f"korral and its reference: the sweep in {source or 'korral bench --sweep'}. YuniKorn: not "
+        f"measured by that sweep -- {YUNIKORN_NOTE}; its rate falls with asks because it rescans every "
+        "ask after each allocation.",
         ha="center",
         fontsize=7.5,
         color="#444444",
@@ -209,5 +222,5 @@ def write(results: list[dict], directory: Path) -> tuple[Path, Path, Path]:
     png_path = directory / "sweep.png"
     json_path.write_text(json.dumps(results, indent=2) + "\n")
     table_path.write_text(table(results) + "\n")
-    plot(results, png_path)
+    plot(results, png_path, str(json_path))
     return json_path, table_path, png_path
