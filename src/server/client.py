@@ -271,7 +271,13 @@ class RemoteCore:
         to check the server's certificate against, default the address's host). token: the secret sent
         with every call (a str for all RMs, or rmID -> secret)."""
         self.address = address
-        options: list[tuple[str, Any]] = [*channel_options(), *_KEEPALIVE]
+        # a connection of its own (grpc shares one between equal channels by default): korral binds
+        # an RM's session to the connection it registered on
+        options: list[tuple[str, Any]] = [
+            *channel_options(),
+            *_KEEPALIVE,
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
         self._tokens = token
         if tls is None:
             tls = root_cert is not None or client_cert is not None or client_key is not None

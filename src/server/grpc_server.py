@@ -220,6 +220,15 @@ class GrpcServer:
 
         return asyncio.run_coroutine_threadsafe(read(), self._loop).result(START_TIMEOUT)
 
+    def must_resync(self, rm_id: str) -> str | None:
+        """Why the RM must register again before it is served, or None (read on the loop)."""
+
+        async def read() -> str | None:
+            session = self._sessions.get(rm_id)
+            return session.resync if session is not None else None
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(START_TIMEOUT)
+
     # ---- the loop thread --------------------------------------------------------------------------
 
     def _run_loop(self) -> None:
