@@ -4,7 +4,12 @@ for an RM (TLS with certificates made at test time, per-RM tokens), the backlog 
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -426,3 +431,75 @@ def test_many_unread_large_responses_are_bounded_in_bytes_and_the_rm_must_resync
                 requests.put(None)
         finally:
             server.close()
+
+
+# ---- korral serve's flags --------------------------------------------------------------------------------
+
+KORRAL = [sys.executable, "-c", "from korral.cli import main; main()"]
+
+
+def test_korral_serve_with_tls_and_tokens(tmp_path, pki) -> None:
+    token_file = tmp_path / "tokens.json"
+    token_file.write_text(json.dumps(TOKENS))
+    process = subprocess.Popen(
+        [
+            *KORRAL,
+            "serve",
+            "--grpc",
+            "127.0.0.1:0",
+            "--grpc-tls-cert",
+            str(pki.server_cert),
+            "--grpc-tls-key",
+            str(pki.server_key),
+            "--grpc-token-file",
+            str(token_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        found = re.search(r"gRPC SI listening on (\S+)", line)
+        assert found, line + process.stderr.read()
+        address = found.group(1)
+        with korral.connect(address, root_cert=pki.ca, token=TOKENS["rm-a"]) as remote:
+            rm = t.RecordingRM("rm-a")
+            remote.register_resource_manager(t.register("rm-a", TWO_LEAVES), rm)
+            remote.update_node(t.nodes("rm-a", ["n1"], NODE))
+            assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+        with (
+            korral.connect(address, root_cert=pki.ca) as tokenless,
+            pytest.raises(korral.SchedulerError, match="UNAUTHENTICATED"),
+        ):
+            tokenless.register_resource_manager(t.register("rm-b", TWO_LEAVES))
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        assert "may act as any RM" not in err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--grpc-tls-cert", "{cert}"], "--grpc-tls-cert and --grpc-tls-key go together"),
+        (["--grpc-tls-cert", "{cert}", "--grpc-tls-key", "{missing}"], "cannot read the TLS key"),
+        (["--grpc-token-file", "{bad_tokens}"], "rm-a: the secret is shorter than 16 characters"),
+    ],
+)
+def test_korral_serve_refuses_bad_security_flags_with_one_line(tmp_path, pki, flags, message) -> None:
+    bad_tokens = tmp_path / "tokens.yaml"
+    bad_tokens.write_text("rm-a: short\n")
+    values = {"cert": pki.server_cert, "missing": tmp_path / "missing.key", "bad_tokens": bad_tokens}
+    finished = subprocess.run(
+        [*KORRAL, "serve", "--grpc", "127.0.0.1:0", *(flag.format(**values) for flag in flags)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 1
+    assert message in finished.stderr and len(finished.stderr.strip().splitlines()) == 1, finished.stderr
