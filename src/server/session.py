@@ -133,7 +133,10 @@ class RmSession:
 
     def registration_failed(self, error: str, was_registered: bool) -> None:
         if was_registered:  # the previous registration's responses were dropped meanwhile
-            self.cut_off(f"RmID={self.rm_id}: registering again failed ({error}): {RESYNC}")
+            self.cut_off(
+                f"RmID={self.rm_id}: registering again failed ({error}): {RESYNC}",
+                code=grpc.StatusCode.FAILED_PRECONDITION,
+            )
 
     # ---- streams --------------------------------------------------------------------------------------
 
