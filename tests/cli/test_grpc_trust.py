@@ -4,14 +4,17 @@ for an RM (TLS with certificates made at test time, per-RM tokens), the backlog 
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import logging
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -503,3 +506,39 @@ def test_korral_serve_refuses_bad_security_flags_with_one_line(tmp_path, pki, fl
     )
     assert finished.returncode == 1
     assert message in finished.stderr and len(finished.stderr.strip().splitlines()) == 1, finished.stderr
+
+
+# ---- another language: a Node.js RM on @grpc/grpc-js (skipped where node or the package is missing) -----
+
+NODE_CLIENT = Path(__file__).parent / "node" / "si_client.js"
+
+
+def _node_with_grpc_js() -> bool:
+    node = shutil.which("node")
+    if node is None:
+        return False
+    probe = subprocess.run(
+        [node, "-e", "require('@grpc/grpc-js'); require('@grpc/proto-loader')"],
+        capture_output=True,
+        cwd=NODE_CLIENT.parent,
+        timeout=60,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(
+    not _node_with_grpc_js(), reason="node with @grpc/grpc-js and @grpc/proto-loader (NODE_PATH)"
+)
+def test_a_node_grpc_js_rm_registers_streams_and_is_refused_when_it_names_another_rm(served) -> None:
+    core, address = served
+    proto_dir = Path(str(importlib.resources.files("korral.si")))
+    finished = subprocess.run(
+        ["node", str(NODE_CLIENT), str(proto_dir), address], capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode == 0, finished.stderr
+    result = json.loads(finished.stdout)
+    assert result["register"] == "ok" and result["accepted"] == ["n1"]
+    assert result["refused"]["code"] == "PERMISSION_DENIED"
+    assert "this stream carries RmID=js-a" in result["refused"]["details"]
+    core.wait_until_idle()
+    assert core.node(part("js-a"), "n1") is not None and core.partition_names() == [part("js-a")]
