@@ -208,8 +208,9 @@ class RmSession:
         if self.resync is not None:
             return
         self.resync = reason
-        # a backlog overflow is the RM failing to keep up; a broken stream is often an RM leaving
-        level = logging.ERROR if code == grpc.StatusCode.RESOURCE_EXHAUSTED else logging.WARNING
+        # a backlog overflow is the RM failing to keep up; a broken stream is as often an RM leaving
+        # (its process ends) as a failing network: the RM hears of it on its next call either way
+        level = logging.ERROR if code == grpc.StatusCode.RESOURCE_EXHAUSTED else logging.INFO
         log.log(level, "%s", reason)
         self._detach(Abort(code, reason, resync=True))
 
