@@ -438,7 +438,7 @@ class GrpcServer:
             raise
         except Exception as error:  # the call broke underneath us: end this stream only
             log.debug("%s stream ended: %s", request_name, error)
-            stream.close()
+            stream.queue.put_nowait(CLOSE)  # a break, not korral's close: what it wrote may be lost
         # a half-close by the client leaves the stream open for the responses still to come
 
     async def _admit(
