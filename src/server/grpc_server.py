@@ -43,6 +43,7 @@ from korral.server.session import (
     MAX_BACKLOG,
     MAX_BACKLOG_BYTES,
     NODE,
+    RESYNC,
     Abort,
     RmSession,
     Stream,
@@ -292,15 +293,30 @@ class GrpcServer:
             log.warning("refused a call from %s: %s", context.peer(), refusal)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
 
-    def _foreign(self, session: RmSession, context: grpc.aio.ServicerContext) -> str | None:
-        """Why this call may not act for the session's live RM from its connection, or None."""
-        if not session.live or context.peer() == session.peer:
+    def _foreign(
+        self, session: RmSession, context: grpc.aio.ServicerContext, registering: bool
+    ) -> Abort | None:
+        """Why this call may not act for the session's RM from its connection, or None.
+
+        The session is bound to the connection the RM registered on. From another one, a call needs the
+        RM's credentials (its token; its client certificate under mutual TLS); without them it is refused
+        while the RM is live, and otherwise told to register again from there (an RM coming back on a
+        new connection registers again; a stream or update from it would join a session it did not
+        start, which may have been registered over since)."""
+        if context.peer() == session.peer or self._auth.carries_credentials(session.identity, context):
             return None
-        if self._auth.carries_credentials(session.identity, context):
+        if session.live:
+            return Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"RmID={session.rm_id} is live on another connection (its streams are open there): acting "
+                "for it from this one needs that RM's credentials",
+            )
+        if registering:
             return None
-        return (
-            f"RmID={session.rm_id} is live on another connection (its streams are open there): acting for "
-            "it from this one needs that RM's credentials"
+        return Abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"RmID={session.rm_id} was registered on another connection: {RESYNC} from this one",
+            resync=True,
         )
 
     # ---- unary calls ------------------------------------------------------------------------------
@@ -316,10 +332,10 @@ class GrpcServer:
         session = self._sessions.get(request.rm_id)
         was_registered = session is not None
         if session is not None:
-            foreign = self._foreign(session, context)
+            foreign = self._foreign(session, context, registering=True)
             if foreign is not None:
-                log.warning("refused a registration from %s: %s", context.peer(), foreign)
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign)
+                log.warning("refused a registration from %s: %s", context.peer(), foreign.details)
+                await context.abort(foreign.code, foreign.details)
         else:  # kept only once registered, so refused registrations leave nothing behind
             session = RmSession(request.rm_id, self._max_backlog, self._max_backlog_bytes)
         generation = session.begin_registration()
@@ -351,9 +367,9 @@ class GrpcServer:
         if session.resync is not None:
             abort = Abort(grpc.StatusCode.FAILED_PRECONDITION, session.resync, resync=True)
             await context.abort(abort.code, abort.details, abort.trailing_metadata)
-        foreign = self._foreign(session, context)
+        foreign = self._foreign(session, context, registering=False)
         if foreign is not None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, foreign)
+            await context.abort(foreign.code, foreign.details, foreign.trailing_metadata)
 
     async def _call_core(
         self, context: grpc.aio.ServicerContext, method: Callable[..., Any], *args: Any
@@ -469,8 +485,8 @@ class GrpcServer:
             return None
         if session.resync is not None:
             return Abort(grpc.StatusCode.FAILED_PRECONDITION, session.resync, resync=True)
-        foreign = self._foreign(session, context)
+        foreign = self._foreign(session, context, registering=False)
         if foreign is not None:
-            return Abort(grpc.StatusCode.PERMISSION_DENIED, foreign)
+            return foreign
         session.attach(stream)  # before routing: the responses must find this stream
         return None

@@ -266,6 +266,27 @@ def test_a_live_rm_cannot_be_registered_over_from_another_connection(served) -> 
         returning.register_resource_manager(t.register("rm", TWO_LEAVES), t.RecordingRM("rm"))
 
 
+def test_an_rm_registered_over_from_another_connection_is_told_to_resync(served) -> None:
+    core, address = served
+    options = [("grpc.use_local_subchannel_pool", 1)]  # two connections, not one shared
+    with (
+        grpc.insecure_channel(address, options=options) as mine,
+        grpc.insecure_channel(address, options=options) as other,
+    ):
+        _register(_stub(mine), "rm")  # registered, no stream open yet: not live
+        _register(_stub(other), "rm")  # allowed (an RM may come back on a new connection): wipes its books
+        with pytest.raises(grpc.RpcError) as told:
+            next(_stub(mine).UpdateNode(iter([_node("rm", "n1")]), timeout=30))
+        assert told.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "RmID=rm was registered on another connection: register again" in told.value.details()
+        assert ("korral-resync", "1") in tuple(told.value.trailing_metadata())
+        core.wait_until_idle()
+        assert core.node(part("rm"), "n1") is None
+        _register(_stub(mine), "rm")  # registering again from this connection takes the RM back
+        back = next(_stub(mine).UpdateNode(iter([_node("rm", "n1")]), timeout=30))
+        assert [n.nodeID for n in back.accepted] == ["n1"]
+
+
 def _booked_app(core: korral.Core, rm_id: str) -> list[str]:
     app = core.application(part(rm_id), "app")
     return [a.uuid for a in app.allocations] if app is not None else []
