@@ -563,3 +563,22 @@ def test_a_node_grpc_js_rm_registers_streams_and_is_refused_when_it_names_anothe
     assert "this stream carries RmID=js-a" in result["refused"]["details"]
     core.wait_until_idle()
     assert core.node(part("js-a"), "n1") is not None and core.partition_names() == [part("js-a")]
+
+
+# ---- the chaos run stays runnable ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_grpc_chaos_run_cuts_and_ends_with_the_books_in_agreement(tmp_path) -> None:
+    script = Path(__file__).resolve().parents[2] / "bench" / "grpc_chaos.py"
+    figures_file = tmp_path / "chaos.json"
+    finished = subprocess.run(
+        [sys.executable, str(script), "--cuts", "40", "--rms", "2", "--json", str(figures_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    figures = json.loads(figures_file.read_text())
+    assert figures["cuts"] == 40 and figures["violations"] == 0
+    assert figures["told_to_resync"] > 0 and figures["resyncs"] > 0 and figures["asks"] > 0
