@@ -44,9 +44,13 @@ class ServerTls:
         cert = _read(self.cert_file, "TLS certificate")
         key = _read(self.key_file, "TLS key")
         client_ca = _read(self.client_ca_file, "client CA") if self.client_ca_file is not None else None
-        for pem, what in ((cert, "TLS certificate"), (key, "TLS key"), (client_ca, "client CA")):
-            if pem is not None and b"-----BEGIN " not in pem:
-                raise ValueError(f"the {what} is not PEM")
+        for pem, what, marker in (
+            (cert, "TLS certificate", b"-----BEGIN CERTIFICATE"),
+            (key, "TLS key", b"PRIVATE KEY-----"),
+            (client_ca, "client CA", b"-----BEGIN CERTIFICATE"),
+        ):
+            if pem is not None and marker not in pem:
+                raise ValueError(f"the {what} is not PEM (no {marker.decode()!r})")
         return grpc.ssl_server_credentials(
             [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
         )
@@ -54,6 +58,23 @@ class ServerTls:
     @property
     def mutual(self) -> bool:
         return self.client_ca_file is not None
+
+    @classmethod
+    def of(cls, tls: ServerTls | Mapping[str, Any]) -> ServerTls:
+        """A ServerTls, or one from ``{"cert": F, "key": F, "client_ca": F}`` (as serve_rest takes it)."""
+        if isinstance(tls, ServerTls):
+            return tls
+        if not isinstance(tls, Mapping):
+            raise ValueError(f"tls must be a ServerTls or a mapping of cert, key, client_ca; got {tls!r}")
+        unknown = sorted(set(tls) - {"cert", "key", "client_ca"})
+        if unknown:
+            raise ValueError(
+                f"unknown TLS setting(s) {', '.join(map(str, unknown))}: "
+                "the settings are cert, key, client_ca"
+            )
+        if not tls.get("cert") or not tls.get("key"):
+            raise ValueError("TLS needs both a certificate (cert) and its private key (key)")
+        return cls(cert_file=tls["cert"], key_file=tls["key"], client_ca_file=tls.get("client_ca") or None)
 
 
 def load_tokens(source: str | Path | Mapping[str, str]) -> dict[str, str]:

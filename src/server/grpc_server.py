@@ -142,16 +142,16 @@ class GrpcServer:
         max_backlog: int = MAX_BACKLOG,
         max_backlog_bytes: int = MAX_BACKLOG_BYTES,
         default_config: str = "",
-        tls: ServerTls | None = None,
+        tls: ServerTls | Mapping[str, Any] | None = None,
         tokens: str | Path | Mapping[str, str] | None = None,
     ) -> None:
         """default_config: the queues.yaml of an RM that registers with an empty config (korral serve
         --config); empty: the core's own default, as in-process. tls: the server's certificate (and a
-        client CA for mutual TLS); tokens: rmID -> secret, or a YAML/JSON file of them."""
+        client CA for mutual TLS): a ServerTls, or {"cert": F, "key": F, "client_ca": F} as serve_rest
+        takes it; tokens: rmID -> secret, or a YAML/JSON file of them."""
         if max_backlog < 1 or max_backlog_bytes < 1:
             raise ValueError("max_backlog and max_backlog_bytes must be at least 1")
-        if tls is not None and not isinstance(tls, ServerTls):
-            raise ValueError(f"tls must be a korral.server.auth.ServerTls, got {type(tls).__name__}")
+        tls = ServerTls.of(tls) if tls is not None else None
         self._core = core
         self._default_config = default_config
         self._host, _ = _split_address(address)
@@ -267,12 +267,15 @@ class GrpcServer:
             else:
                 port = server.add_insecure_port(self._requested)
         except RuntimeError as error:
-            raise OSError(f"cannot listen on {self._requested}: {error}") from None
+            raise OSError(f"cannot listen on {self._requested}{self._tls_hint()}: {error}") from None
         if port == 0:
-            raise OSError(f"cannot listen on {self._requested}")
+            raise OSError(f"cannot listen on {self._requested}{self._tls_hint()}")
         await server.start()
         self._server = server
         return port
+
+    def _tls_hint(self) -> str:
+        return " (or the TLS certificate and key are not a pair)" if self._credentials is not None else ""
 
     async def _stop(self, grace: float) -> None:
         for stream in list(self._streams):

@@ -382,6 +382,20 @@ def test_tls_with_certificates_made_at_test_time(pki) -> None:
             korral.connect(address, connect_timeout=2)  # plaintext to a TLS server
         with pytest.raises(korral.SchedulerError, match="cannot reach"):
             korral.connect(address, root_cert=pki.stranger_ca, connect_timeout=2)  # not the server's CA
+        # the same settings as serve_rest takes them; bad ones are named
+        plain = core.serve_grpc("127.0.0.1:0", tls={"cert": pki.server_cert, "key": pki.server_key})
+        with korral.connect(plain, root_cert=pki.ca) as remote:
+            remote.register_resource_manager(t.register("rm2", TWO_LEAVES))
+        for bad, reason in (
+            ({"cert": pki.server_cert}, "needs both a certificate"),
+            ({"cert": pki.server_cert, "key": pki.server_key, "ca": pki.ca}, "unknown TLS setting"),
+            ({"cert": pki.server_cert, "key": pki.ca.parent / "missing.key"}, "cannot read the TLS key"),
+            ({"cert": pki.ca.parent / "stranger.key", "key": pki.server_key}, "TLS certificate is not PEM"),
+        ):
+            with pytest.raises(ValueError, match=reason):
+                core.serve_grpc("127.0.0.1:0", tls=bad)
+        with pytest.raises(OSError, match="TLS certificate and key are not a pair"):
+            core.serve_grpc("127.0.0.1:0", tls={"cert": pki.server_cert, "key": pki.stranger[1]})
 
 
 def test_mutual_tls_needs_a_client_certificate_and_binds_a_live_rm_to_it(pki) -> None:
