@@ -56,7 +56,14 @@ _REFUSALS = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
-_KEEPALIVE = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
+# the connection is the RM's session (the server binds it there): keep it while the RemoteCore is open,
+# idle or not, and notice a dead server by its pings
+_KEEPALIVE = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.client_idle_timeout_ms", 2**31 - 1),
+]
 
 
 class ResyncRequired(SchedulerError):
