@@ -18,7 +18,7 @@ from korral.info import (
     QueueInfo,
     UserUsageInfo,
 )
-from korral.server.client import RemoteCore, connect
+from korral.server.client import RemoteCore, ResyncRequired, connect
 
 try:
     # one source for the version: pyproject.toml, as installed
@@ -39,6 +39,7 @@ __all__ = [
     "QueueInfo",
     "RemoteCore",
     "ResourceManagerCallback",
+    "ResyncRequired",
     "SchedulerConfig",
     "SchedulerError",
     "UserUsageInfo",

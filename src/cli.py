@@ -863,7 +863,36 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     default="INFO",
     show_default=True,
 )
-def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_level: str) -> None:
+@click.option(
+    "--grpc-tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="gRPC TLS: the server's certificate chain (PEM)",
+)
+@click.option(
+    "--grpc-tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="gRPC TLS: the server's private key (PEM)",
+)
+@click.option(
+    "--grpc-tls-client-ca",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="gRPC mutual TLS: clients must present a certificate signed by this CA (PEM)",
+)
+@click.option(
+    "--grpc-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML/JSON rmID -> secret: every gRPC call for an RM must carry 'authorization: Bearer <secret>'",
+)
+def serve(
+    config: Path | None,
+    grpc_address: str,
+    rest_address: str | None,
+    log_level: str,
+    grpc_tls_cert: Path | None = None,
+    grpc_tls_key: Path | None = None,
+    grpc_tls_client_ca: Path | None = None,
+    grpc_token_file: Path | None = None,
+) -> None:
     """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
     import contextlib
     import signal
@@ -881,12 +910,13 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
             korral.load_config(default_config)
         except ConfigError as error:
             fail(f"invalid configuration: {naming(error, source_name(config))}")
+    security = _grpc_security(grpc_tls_cert, grpc_tls_key, grpc_tls_client_ca, grpc_token_file)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     core = serve_log.logging_registrations(korral.start())
     try:
-        bound = core.serve_grpc(grpc_address, default_config=default_config)
+        bound = core.serve_grpc(grpc_address, default_config=default_config, **security)
         click.echo(f"korral: gRPC SI listening on {bound}")
         if rest_address is not None:
             click.echo(f"korral: REST API at {core.serve_rest(rest_address)}")
@@ -902,6 +932,26 @@ def serve(config: Path | None, grpc_address: str, rest_address: str | None, log_
     finally:
         core.stop()
     click.echo("korral: stopped")
+
+
+def _grpc_security(
+    cert: Path | None, key: Path | None, client_ca: Path | None, token_file: Path | None
+) -> dict[str, Any]:
+    """serve_grpc's tls and tokens from korral serve's flags, checked before the core starts."""
+    from korral.server.auth import ServerTls, load_tokens
+
+    security: dict[str, Any] = {}
+    if (cert is None) != (key is None) or (client_ca is not None and cert is None):
+        fail("--grpc-tls-cert and --grpc-tls-key go together (--grpc-tls-client-ca needs both)")
+    try:
+        if cert is not None and key is not None:
+            security["tls"] = ServerTls(cert_file=cert, key_file=key, client_ca_file=client_ca)
+            security["tls"].credentials()
+        if token_file is not None:
+            security["tokens"] = load_tokens(token_file)
+    except ValueError as error:
+        fail(str(error))
+    return security
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,6 +4,13 @@ Each RM registered through a RemoteCore gets its own three streams (opened on it
 that kind), so the responses on a stream are that RM's. Its callbacks run on one client thread per RM,
 in the order the streams delivered them (per stream: the core's order). ``predicates`` and
 ``update_container_scheduling_state`` are in-process only: the seed's service has no call for them.
+
+Resync: when a stream of an RM breaks (its connection dropped) or korral cuts the RM off (a backlog
+bound, a registration from elsewhere), responses may have been lost on the way. The RM's callbacks
+stop there: after the responses received before the break, its callback's ``resync_required(reason)``
+is called (when it has one), nothing more of that registration is delivered, and every SI call for
+the RM raises ``ResyncRequired`` until it registers again and re-declares what it runs (its
+applications, then its nodes with their existing allocations: the SI's recovery).
 """
 
 from __future__ import annotations
@@ -11,7 +18,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,8 +28,10 @@ from google.protobuf.message import Message
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, SchedulerError
+from korral.server.auth import channel_credentials, token_metadata
 from korral.server.convert import ConversionError, parse, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
+from korral.server.session import RESYNC_METADATA
 from korral.si import si_pb2
 from korral.si.validate import (
     Checked,
@@ -35,6 +45,42 @@ log = logging.getLogger("korral.remote")
 CONNECT_TIMEOUT = 10.0
 CALL_TIMEOUT = 60.0
 _STOP = object()
+_RESYNC = object()
+# a stream that ends with one of these says nothing about lost responses: the call itself was refused
+_REFUSALS = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+# the connection is the RM's session (the server binds it there): keep it while the RemoteCore is open,
+# idle or not, and notice a dead server by its pings
+_KEEPALIVE = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.client_idle_timeout_ms", 2**31 - 1),
+]
+
+
+class ResyncRequired(SchedulerError):
+    """Responses of this RM may have been lost (a broken stream, a backlog bound): register it again
+    and re-declare its applications and nodes with their existing allocations."""
+
+
+def _resync_reason(error: grpc.RpcError) -> str | None:
+    """Why this failed call means the RM must resync, or None."""
+    code, details = error.code(), error.details() or ""  # type: ignore[attr-defined]
+    metadata = error.trailing_metadata() or ()  # type: ignore[attr-defined]
+    if any(key == RESYNC_METADATA for key, _ in metadata):
+        return details
+    if code in _REFUSALS:
+        return None
+    return f"{code.name}: {details}; responses may have been lost: register again to resync"
+
 
 # kind -> (RPC method, response proto, callback method)
 _KINDS: dict[str, tuple[str, type[Message], str]] = {
@@ -47,6 +93,8 @@ _KINDS: dict[str, tuple[str, type[Message], str]] = {
 def _error(error: grpc.RpcError, config: bool = True) -> Exception:
     """The korral error for a failed call: INVALID_ARGUMENT from a config-taking call is a ConfigError."""
     code, details = error.code(), error.details() or ""  # type: ignore[attr-defined]
+    if any(key == RESYNC_METADATA for key, _ in error.trailing_metadata() or ()):  # type: ignore[attr-defined]
+        return ResyncRequired(details)
     if config and code == grpc.StatusCode.INVALID_ARGUMENT:
         return ConfigError(details)
     return SchedulerError(
@@ -57,14 +105,16 @@ def _error(error: grpc.RpcError, config: bool = True) -> Exception:
 class _RemoteStream:
     """One bidirectional call of one RM: requests written from a queue, responses read on a thread."""
 
-    def __init__(self, channel: grpc.Channel, kind: str, rm_id: str, deliveries: queue.SimpleQueue) -> None:
+    def __init__(self, channel: grpc.Channel, kind: str, rm: _RemoteRM) -> None:
         method, self._response_type, self._callback_method = _KINDS[kind]
         self.kind = kind
-        self._rm_id = rm_id
+        self._rm = rm
+        self._rm_id = rm_id = rm.rm_id
         self._outgoing: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._deliveries = deliveries
+        self._deliveries = rm.deliveries
+        self.closing = False
         call = channel.stream_stream(f"/{SERVICE}/{method}")
-        self._call = call(self._requests())
+        self._call = call(self._requests(), metadata=rm.metadata)
         self._reader = threading.Thread(target=self._read, name=f"korral-remote-{kind}-{rm_id}", daemon=True)
         self.failed: grpc.RpcError | None = None
         self._reader.start()
@@ -89,8 +139,13 @@ class _RemoteStream:
                     continue
                 self._deliveries.put((self._callback_method, response))
         except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
-                self.failed = error
+            if self.closing:
+                return
+            self.failed = error
+            reason = _resync_reason(error)
+            if reason is not None:
+                self._rm.must_resync(reason)
+            else:
                 log.error("RmID=%s: %s stream ended: %s", self._rm_id, self.kind, error.details())  # type: ignore[attr-defined]
 
     @property
@@ -98,28 +153,56 @@ class _RemoteStream:
         return self.failed is None and self._reader.is_alive()
 
     def close(self) -> None:
+        self.closing = True
         self._outgoing.put(_STOP)
         self._call.cancel()
-        self._reader.join(CONNECT_TIMEOUT)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(CONNECT_TIMEOUT)
 
 
 class _RemoteRM:
     """One registered RM: its streams and the thread that runs its callbacks in order."""
 
-    def __init__(self, channel: grpc.Channel, rm_id: str, callback: ResourceManagerCallback) -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        rm_id: str,
+        callback: ResourceManagerCallback,
+        metadata: tuple[tuple[str, str], ...],
+    ) -> None:
         self._channel = channel
         self.rm_id = rm_id
+        self.metadata = metadata
         self._callback = callback
         self._streams: dict[str, _RemoteStream] = {}
         self._lock = threading.Lock()
-        self._deliveries: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.deliveries: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.resync: str | None = None  # why the RM must register again
+        self._closing = False
         self._dispatcher = threading.Thread(
             target=self._dispatch, name=f"korral-remote-rm-{rm_id}", daemon=True
         )
         self._dispatcher.start()
 
+    def must_resync(self, reason: str) -> None:
+        """Responses may have been lost: deliver what came before, then tell the RM, then nothing."""
+        with self._lock:
+            if self.resync is not None or self._closing:
+                return
+            self.resync = reason
+            streams = list(self._streams.values())
+        log.warning("%s", reason)
+        for stream in streams:
+            stream.closing = True
+        self.deliveries.put((_RESYNC, reason))
+
+    def check(self) -> None:
+        if self.resync is not None:
+            raise ResyncRequired(self.resync)
+
     def send(self, kind: str, data: bytes) -> None:
         with self._lock:
+            self.check()
             stream = self._streams.get(kind)
             if stream is not None and not stream.alive:
                 # a stream korral ended with an error is reported once, on the next call of its kind;
@@ -130,28 +213,33 @@ class _RemoteRM:
                     raise _error(stream.failed, config=False)
                 stream = None
             if stream is None:
-                stream = self._streams[kind] = _RemoteStream(
-                    self._channel, kind, self.rm_id, self._deliveries
-                )
+                stream = self._streams[kind] = _RemoteStream(self._channel, kind, self)
             stream.send(data)
 
     def reject_locally(self, checked: Checked) -> None:
         if checked.node_rejections:
-            self._deliveries.put(("update_node", si.NodeResponse(rejected=checked.node_rejections)))
+            self.deliveries.put(("update_node", si.NodeResponse(rejected=checked.node_rejections)))
         if checked.application_rejections:
             response = si.ApplicationResponse(rejected=checked.application_rejections)
-            self._deliveries.put(("update_application", response))
+            self.deliveries.put(("update_application", response))
         if checked.ask_rejections:
-            self._deliveries.put(
-                ("update_allocation", si.AllocationResponse(rejected=checked.ask_rejections))
-            )
+            self.deliveries.put(("update_allocation", si.AllocationResponse(rejected=checked.ask_rejections)))
 
     def _dispatch(self) -> None:
+        resynced = False
         while True:
-            item = self._deliveries.get()
+            item = self.deliveries.get()
             if item is _STOP:
                 return
             method, response = item
+            if resynced:
+                continue  # after the RM was told to resync, nothing more of this registration
+            if method is _RESYNC:
+                resynced = True
+                hook = getattr(self._callback, "resync_required", None)
+                method, response = "resync_required", response
+                if hook is None:
+                    continue
             try:
                 getattr(self._callback, method)(response)
             except Exception:
@@ -160,11 +248,12 @@ class _RemoteRM:
 
     def close(self) -> None:
         with self._lock:
+            self._closing = True
             streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
             stream.close()
         # callbacks already received are still delivered, then the thread ends
-        self._deliveries.put(_STOP)
+        self.deliveries.put(_STOP)
         if threading.current_thread() is not self._dispatcher:
             self._dispatcher.join(CALL_TIMEOUT)
 
@@ -172,9 +261,40 @@ class _RemoteRM:
 class RemoteCore:
     """A korral core in another process, reached over gRPC; the SI calls of ``korral.Core``."""
 
-    def __init__(self, address: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        root_cert: str | Path | None = None,
+        client_cert: str | Path | None = None,
+        client_key: str | Path | None = None,
+        server_name: str | None = None,
+        token: str | Mapping[str, str] | None = None,
+        tls: bool | None = None,
+    ) -> None:
+        """TLS when root_cert, client_cert or tls=True is given (root_cert: the CA of the server's
+        certificate, None: the system's roots; client_cert/client_key: mutual TLS; server_name: the name
+        to check the server's certificate against, default the address's host). token: the secret sent
+        with every call (a str for all RMs, or rmID -> secret)."""
         self.address = address
-        self._channel = grpc.insecure_channel(address, options=channel_options())
+        # a connection of its own (grpc shares one between equal channels by default): korral binds
+        # an RM's session to the connection it registered on
+        options: list[tuple[str, Any]] = [
+            *channel_options(),
+            *_KEEPALIVE,
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        self._tokens = token
+        if tls is None:
+            tls = root_cert is not None or client_cert is not None or client_key is not None
+        if tls:
+            if server_name is not None:
+                options.append(("grpc.ssl_target_name_override", server_name))
+            credentials = channel_credentials(root_cert, client_cert, client_key)
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -186,20 +306,30 @@ class RemoteCore:
         self._lock = threading.Lock()
         self._closed = False
 
+    def _metadata(self, rm_id: str) -> tuple[tuple[str, str], ...]:
+        token = self._tokens.get(rm_id) if isinstance(self._tokens, Mapping) else self._tokens
+        return token_metadata(token) if token is not None else ()
+
     # ---- the SI ------------------------------------------------------------------------------------
 
     def register_resource_manager(
         self, request: si.RegisterResourceManagerRequest, callback: ResourceManagerCallback | None = None
     ) -> si.RegisterResourceManagerResponse:
+        """Registering an RM again (a resync) first ends its streams: what they still carry is stale."""
         self._check_open()
+        with self._lock:
+            previous = self._rms.pop(request.rm_id, None) if type(request.rm_id) is str else None
+        if previous is not None:
+            previous.close()
+        metadata = self._metadata(request.rm_id) if type(request.rm_id) is str else ()
         try:
-            self._register(to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT)
+            self._register(to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT, metadata=metadata)
         except grpc.RpcError as error:
             raise _error(error) from None
-        rm = _RemoteRM(self._channel, request.rm_id, callback or ResourceManagerCallback())
+        rm = _RemoteRM(self._channel, request.rm_id, callback or ResourceManagerCallback(), metadata)
         with self._lock:
             previous, self._rms[request.rm_id] = self._rms.get(request.rm_id), rm
-        if previous is not None:  # re-registration resyncs: the old streams' responses are stale
+        if previous is not None:  # registered again meanwhile from another thread
             previous.close()
         return si.RegisterResourceManagerResponse()
 
@@ -214,10 +344,21 @@ class RemoteCore:
 
     def update_configuration(self, request: si.UpdateConfigurationRequest) -> None:
         self._check_open()
+        rm_id = request.rm_id
+        with self._lock:
+            rm = self._rms.get(rm_id) if type(rm_id) is str else None
+        if rm is not None:
+            rm.check()
+        metadata = self._metadata(rm_id) if type(rm_id) is str else ()
         try:
-            self._update_configuration(to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT)
+            self._update_configuration(
+                to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT, metadata=metadata
+            )
         except grpc.RpcError as error:
-            raise _error(error) from None
+            failure = _error(error)
+            if rm is not None and isinstance(failure, ResyncRequired):
+                rm.must_resync(str(failure))
+            raise failure from None
 
     def _send(self, kind: str, checked: Checked, name: str) -> None:
         """As in-process: items of a bad shape are rejected through the RM's callback, the rest sent."""
@@ -227,6 +368,7 @@ class RemoteCore:
             rm = self._rms.get(rm_id) if type(rm_id) is str else None
         if rm is None:
             raise SchedulerError(f'received {name}, but RmID="{rm_id}" not registered')
+        rm.check()
         rm.reject_locally(checked)
         if not checked.empty:
             rm.send(kind, to_pb(checked.request).SerializeToString())
@@ -255,6 +397,26 @@ class RemoteCore:
         self.close()
 
 
-def connect(address: str, *, connect_timeout: float = CONNECT_TIMEOUT) -> RemoteCore:
-    """A RemoteCore for the korral serving gRPC at address ("HOST:PORT")."""
-    return RemoteCore(address, connect_timeout=connect_timeout)
+def connect(
+    address: str,
+    *,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    root_cert: str | Path | None = None,
+    client_cert: str | Path | None = None,
+    client_key: str | Path | None = None,
+    server_name: str | None = None,
+    token: str | Mapping[str, str] | None = None,
+    tls: bool | None = None,
+) -> RemoteCore:
+    """A RemoteCore for the korral serving gRPC at address ("HOST:PORT"); the security options are
+    RemoteCore's."""
+    return RemoteCore(
+        address,
+        connect_timeout=connect_timeout,
+        root_cert=root_cert,
+        client_cert=client_cert,
+        client_key=client_key,
+        server_name=server_name,
+        token=token,
+        tls=tls,
+    )

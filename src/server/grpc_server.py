@@ -2,27 +2,29 @@
 
 - Requests are decoded here (raw bytes in, so a malformed message is this call's ``INVALID_ARGUMENT``
   with the reason, never an opaque failure) and routed into the core like in-process SI calls.
-- Responses for an RM go back on the latest stream of each kind that its requests (with its rmID)
-  arrived on. The core's callbacks for that RM run on its dispatcher thread: they encode the response
-  there and hand the bytes to the event loop with ``call_soon_threadsafe``, which never blocks, so the
-  server never holds up a scheduling decision or the RM's dispatcher.
-- Backlog policy: responses not yet written (no stream of that kind yet, or a client that does not
-  read) are held per RM and kind up to ``max_backlog``. Past that the RM's streams are cut with
-  ``RESOURCE_EXHAUSTED`` and its held responses dropped; its further requests get
-  ``FAILED_PRECONDITION`` until it registers again, which resyncs it as YuniKorn's re-registration does.
-  Nothing is dropped silently.
-- An RM whose streams close stays registered with its allocations; its responses wait for its next
-  stream of that kind. ``maximum_concurrent_rpcs`` bounds open calls (more get ``RESOURCE_EXHAUSTED``),
-  and message sizes are bounded both ways.
+- Sessions (korral.server.session): a stream carries one RM, fixed by its first request; a request
+  naming another rmID on it is ``PERMISSION_DENIED`` and routed nowhere. The RM's responses go back on
+  its latest stream of each kind. The core's callbacks for that RM run on its dispatcher thread: they
+  encode the response there and hand the bytes to the event loop with ``call_soon_threadsafe``, which
+  never blocks, so the server never holds up a scheduling decision or the RM's dispatcher.
+- Nothing is lost silently: responses not yet written are held per RM (bounded by count per kind and
+  by bytes); past a bound, or when a stream that had responses written on it breaks, the RM is cut off
+  and every later stream or call for it is ``FAILED_PRECONDITION`` (trailing metadata
+  ``korral-resync: 1``) until it registers again with its existing allocations (the SI's recovery).
+- Who may speak for an RM (korral.server.auth): optional TLS (mutual with a client CA) and per-RM
+  tokens; a registration over an RM whose streams are open on another connection needs that RM's
+  credentials. With neither, the server says once at start-up that any local process may act as any RM.
+- ``maximum_concurrent_rpcs`` bounds open calls (more get ``RESOURCE_EXHAUSTED``), and message sizes are
+  bounded both ways.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -32,7 +34,20 @@ from google.protobuf.message import Message
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.server.auth import Authenticator, ServerTls, load_tokens
 from korral.server.convert import ConversionError, parse, to_pb
+from korral.server.session import (
+    ALLOCATION,
+    APPLICATION,
+    CLOSE,
+    MAX_BACKLOG,
+    MAX_BACKLOG_BYTES,
+    NODE,
+    RESYNC,
+    Abort,
+    RmSession,
+    Stream,
+)
 from korral.si import si_pb2
 
 log = logging.getLogger("korral.grpc")
@@ -40,19 +55,24 @@ log = logging.getLogger("korral.grpc")
 SERVICE = "si.v1.Scheduler"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_CONCURRENT_RPCS = 1000
-MAX_BACKLOG = 10_000  # responses held per RM and stream kind
 START_TIMEOUT = 30.0
 # A response with more items than this is sent as several, so no single message nears the size limit.
 MAX_ITEMS_PER_RESPONSE = 20_000
 
-ALLOCATION, APPLICATION, NODE = "allocation", "application", "node"
 # kind -> (request proto, the core's SI method, request name for errors)
 _STREAMS: dict[str, tuple[type[Message], str, str]] = {
     ALLOCATION: (si_pb2.AllocationRequest, "update_allocation", "AllocationRequest"),
     APPLICATION: (si_pb2.ApplicationRequest, "update_application", "ApplicationRequest"),
     NODE: (si_pb2.NodeRequest, "update_node", "NodeRequest"),
 }
-_CLOSE = object()
+# a peer that stops answering keepalive pings is gone: its streams end and its RM stops being live
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+__all__ = ["ALLOCATION", "APPLICATION", "MAX_BACKLOG", "MAX_BACKLOG_BYTES", "NODE", "GrpcServer"]
 
 
 def channel_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
@@ -62,98 +82,20 @@ def channel_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[st
     ]
 
 
-class _Abort:
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self.code = code
-        self.details = details
-
-
-class _Stream:
-    """One open bidirectional call: what to write on it, in order (loop thread only)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.rm_ids: set[str] = set()
-
-    def close(self, abort: _Abort | None = None) -> None:
-        self.queue.put_nowait(abort if abort is not None else _CLOSE)
-
-
-class _Outbox:
-    """Where one RM's responses go (loop thread only): its latest stream of each kind, or held."""
-
-    def __init__(self, rm_id: str, max_backlog: int) -> None:
-        self.rm_id = rm_id
-        self.max_backlog = max_backlog
-        self.streams: dict[str, _Stream | None] = {ALLOCATION: None, APPLICATION: None, NODE: None}
-        self.held: dict[str, collections.deque[bytes]] = {kind: collections.deque() for kind in self.streams}
-        self.unwritten: dict[str, int] = dict.fromkeys(self.streams, 0)
-        self.lost: str | None = None  # why its responses were dropped; cleared by registering again
-
-    def bind(self, stream: _Stream) -> None:
-        kind = stream.kind
-        if self.streams[kind] is stream:
-            return
-        self.streams[kind] = stream
-        stream.rm_ids.add(self.rm_id)
-        held = self.held[kind]
-        while held:
-            stream.queue.put_nowait((self.rm_id, held.popleft()))
-
-    def unbind(self, stream: _Stream) -> None:
-        if self.streams[stream.kind] is stream:
-            self.streams[stream.kind] = None
-
-    def deliver(self, kind: str, data: bytes) -> None:
-        if self.lost is not None:
-            return
-        self.unwritten[kind] += 1
-        if self.unwritten[kind] > self.max_backlog:
-            self.overflow(kind)
-            return
-        stream = self.streams[kind]
-        if stream is None:
-            self.held[kind].append(data)
-        else:
-            stream.queue.put_nowait((self.rm_id, data))
-
-    def written(self, kind: str) -> None:
-        self.unwritten[kind] = max(0, self.unwritten[kind] - 1)
-
-    def overflow(self, kind: str) -> None:
-        self.lost = (
-            f"RmID={self.rm_id}: more than {self.max_backlog} {kind} responses not read by the RM; they "
-            "were dropped: register again to resync"
-        )
-        log.error("%s", self.lost)
-        for stream_kind, stream in self.streams.items():
-            if stream is not None:
-                stream.close(_Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.lost))
-            self.streams[stream_kind] = None
-            self.held[stream_kind].clear()
-            self.unwritten[stream_kind] = 0
-
-    def reset(self) -> None:
-        """A new registration: start from the core's fresh state, nothing held from before."""
-        self.lost = None
-        for kind in self.held:
-            self.held[kind].clear()
-            self.unwritten[kind] = 0
-
-
 class _RemoteCallback(ResourceManagerCallback):
-    """The core's callbacks for a remote RM: encode on the dispatcher thread, hand over without blocking.
+    """The core's callbacks for one registration of a remote RM: encode on the dispatcher thread, hand
+    over without blocking.
 
     ``predicates`` answers True and events and container scheduling states are not sent: the seed's
     service has no RPC for them (api.md: they are in-process only)."""
 
-    def __init__(self, server: GrpcServer, outbox: _Outbox) -> None:
+    def __init__(self, server: GrpcServer, session: RmSession, generation: int) -> None:
         self._server = server
-        self._outbox = outbox
+        self._session = session
+        self._generation = generation
 
     def _hand_over(self, kind: str, message: Message) -> None:
-        self._server.hand_over(self._outbox, kind, message.SerializeToString())
+        self._server.hand_over(self._session, self._generation, kind, message.SerializeToString())
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         for part in _split(response, ("new", "released", "released_asks", "rejected")):
@@ -198,10 +140,18 @@ class GrpcServer:
         max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_backlog: int = MAX_BACKLOG,
+        max_backlog_bytes: int = MAX_BACKLOG_BYTES,
         default_config: str = "",
+        tls: ServerTls | Mapping[str, Any] | None = None,
+        tokens: str | Path | Mapping[str, str] | None = None,
     ) -> None:
         """default_config: the queues.yaml of an RM that registers with an empty config (korral serve
-        --config); empty: the core's own default, as in-process."""
+        --config); empty: the core's own default, as in-process. tls: the server's certificate (and a
+        client CA for mutual TLS): a ServerTls, or {"cert": F, "key": F, "client_ca": F} as serve_rest
+        takes it; tokens: rmID -> secret, or a YAML/JSON file of them."""
+        if max_backlog < 1 or max_backlog_bytes < 1:
+            raise ValueError("max_backlog and max_backlog_bytes must be at least 1")
+        tls = ServerTls.of(tls) if tls is not None else None
         self._core = core
         self._default_config = default_config
         self._host, _ = _split_address(address)
@@ -209,8 +159,11 @@ class GrpcServer:
         self._max_concurrent_rpcs = max_concurrent_rpcs
         self._max_message_bytes = max_message_bytes
         self._max_backlog = max_backlog
-        self._outboxes: dict[str, _Outbox] = {}
-        self._streams: set[_Stream] = set()
+        self._max_backlog_bytes = max_backlog_bytes
+        self._credentials = tls.credentials() if tls is not None else None
+        self._auth = Authenticator(tls, load_tokens(tokens) if tokens is not None else None)
+        self._sessions: dict[str, RmSession] = {}
+        self._streams: set[Stream] = set()
         self._loop = asyncio.new_event_loop()
         self._server: grpc.aio.Server | None = None
         self._closed = False
@@ -229,7 +182,13 @@ class GrpcServer:
             self._thread.join(START_TIMEOUT)
             raise
         self.address = f"{self._host}:{port}"
-        log.info("gRPC SI listening on %s", self.address)
+        log.info("gRPC SI listening on %s%s", self.address, " (TLS)" if self._credentials else "")
+        if self._auth.open:
+            log.warning(
+                "gRPC SI on %s has neither TLS nor tokens: any process that can reach it may act as any "
+                "RM (register over it, read its responses)",
+                self.address,
+            )
         return self.address
 
     def close(self, grace: float = 2.0) -> None:
@@ -246,12 +205,30 @@ class GrpcServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(START_TIMEOUT)
 
-    def hand_over(self, outbox: _Outbox, kind: str, data: bytes) -> None:
+    def hand_over(self, session: RmSession, generation: int, kind: str, data: bytes) -> None:
         """From a core dispatcher thread: never blocks (the loop applies the backlog policy)."""
         try:
-            self._loop.call_soon_threadsafe(outbox.deliver, kind, data)
+            self._loop.call_soon_threadsafe(session.deliver, generation, kind, data)
         except RuntimeError:
-            log.debug("gRPC server closed: %s response for RmID=%s not sent", kind, outbox.rm_id)
+            log.debug("gRPC server closed: %s response for RmID=%s not sent", kind, session.rm_id)
+
+    def backlog(self, rm_id: str) -> tuple[int, int]:
+        """(responses, bytes) held or queued for the RM and not yet written (read on the loop)."""
+
+        async def read() -> tuple[int, int]:
+            session = self._sessions.get(rm_id)
+            return session.backlog() if session is not None else (0, 0)
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(START_TIMEOUT)
+
+    def must_resync(self, rm_id: str) -> str | None:
+        """Why the RM must register again before it is served, or None (read on the loop)."""
+
+        async def read() -> str | None:
+            session = self._sessions.get(rm_id)
+            return session.resync if session is not None else None
+
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(START_TIMEOUT)
 
     # ---- the loop thread --------------------------------------------------------------------------
 
@@ -266,7 +243,11 @@ class GrpcServer:
         server = grpc.aio.server(
             maximum_concurrent_rpcs=self._max_concurrent_rpcs,
             # no SO_REUSEPORT: a second server on a busy port is an error, not a silent share of its calls
-            options=[*channel_options(self._max_message_bytes), ("grpc.so_reuseport", 0)],
+            options=[
+                *channel_options(self._max_message_bytes),
+                ("grpc.so_reuseport", 0),
+                *KEEPALIVE_OPTIONS,
+            ],
         )
         # raw bytes in and out: decoding here turns a malformed message into INVALID_ARGUMENT with a reason
         handlers: dict[str, grpc.RpcMethodHandler] = {
@@ -281,14 +262,20 @@ class GrpcServer:
             handlers[method] = grpc.stream_stream_rpc_method_handler(self._stream_handler(kind))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         try:
-            port = server.add_insecure_port(self._requested)
+            if self._credentials is not None:
+                port = server.add_secure_port(self._requested, self._credentials)
+            else:
+                port = server.add_insecure_port(self._requested)
         except RuntimeError as error:
-            raise OSError(f"cannot listen on {self._requested}: {error}") from None
+            raise OSError(f"cannot listen on {self._requested}{self._tls_hint()}: {error}") from None
         if port == 0:
-            raise OSError(f"cannot listen on {self._requested}")
+            raise OSError(f"cannot listen on {self._requested}{self._tls_hint()}")
         await server.start()
         self._server = server
         return port
+
+    def _tls_hint(self) -> str:
+        return " (or the TLS certificate and key are not a pair)" if self._credentials is not None else ""
 
     async def _stop(self, grace: float) -> None:
         for stream in list(self._streams):
@@ -301,19 +288,70 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace)
 
+    # ---- who may speak for an RM ------------------------------------------------------------------
+
+    async def _check_caller(self, rm_id: str, context: grpc.aio.ServicerContext) -> None:
+        refusal = self._auth.refusal(rm_id, context)
+        if refusal is not None:
+            log.warning("refused a call from %s: %s", context.peer(), refusal)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+
+    def _foreign(
+        self, session: RmSession, context: grpc.aio.ServicerContext, registering: bool
+    ) -> Abort | None:
+        """Why this call may not act for the session's RM from its connection, or None.
+
+        The session is bound to the connection the RM registered on. From another one, a call needs the
+        RM's credentials (its token; its client certificate under mutual TLS); without them it is refused
+        while the RM is live, and otherwise told to register again from there (an RM coming back on a
+        new connection registers again; a stream or update from it would join a session it did not
+        start, which may have been registered over since)."""
+        if context.peer() == session.peer or self._auth.carries_credentials(session.identity, context):
+            return None
+        if session.live:
+            return Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"RmID={session.rm_id} is live on another connection (its streams are open there): acting "
+                "for it from this one needs that RM's credentials",
+            )
+        if registering:
+            return None
+        return Abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"RmID={session.rm_id} was registered on another connection: {RESYNC} from this one",
+            resync=True,
+        )
+
+    # ---- unary calls ------------------------------------------------------------------------------
+
     async def _register(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             request = parse(si_pb2.RegisterResourceManagerRequest, data)
         except ConversionError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        await self._check_caller(request.rm_id, context)
         if not request.config and self._default_config:
             request = attrs.evolve(request, config=self._default_config)
-        # kept only once registered, so refused registrations leave nothing behind
-        outbox = self._outboxes.get(request.rm_id) or _Outbox(request.rm_id, self._max_backlog)
-        callback = _RemoteCallback(self, outbox)
-        await self._call_core(context, self._core.register_resource_manager, request, callback)
-        self._outboxes[request.rm_id] = outbox
-        outbox.reset()
+        session = self._sessions.get(request.rm_id)
+        was_registered = session is not None
+        if session is not None:
+            foreign = self._foreign(session, context, registering=True)
+            if foreign is not None:
+                log.warning("refused a registration from %s: %s", context.peer(), foreign.details)
+                await context.abort(foreign.code, foreign.details)
+        else:  # kept only once registered, so refused registrations leave nothing behind
+            session = RmSession(request.rm_id, self._max_backlog, self._max_backlog_bytes)
+        generation = session.begin_registration()
+        callback = _RemoteCallback(self, session, generation)
+        try:
+            await self._call_core(context, self._core.register_resource_manager, request, callback)
+        except BaseException as error:
+            if session.generation == generation:
+                session.registration_failed(str(error) or type(error).__name__, was_registered)
+            raise
+        if session.generation == generation:  # no later registration overtook this one
+            session.registered(context.peer(), self._auth.identity(context))
+            self._sessions[request.rm_id] = session
         return si_pb2.RegisterResourceManagerResponse().SerializeToString()
 
     async def _update_configuration(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -321,8 +359,20 @@ class GrpcServer:
             request = parse(si_pb2.UpdateConfigurationRequest, data)
         except ConversionError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        await self._check_caller(request.rm_id, context)
+        session = self._sessions.get(request.rm_id)
+        if session is not None:
+            await self._check_session(session, context)
         await self._call_core(context, self._core.update_configuration, request)
         return si_pb2.UpdateConfigurationResponse().SerializeToString()
+
+    async def _check_session(self, session: RmSession, context: grpc.aio.ServicerContext) -> None:
+        if session.resync is not None:
+            abort = Abort(grpc.StatusCode.FAILED_PRECONDITION, session.resync, resync=True)
+            await context.abort(abort.code, abort.details, abort.trailing_metadata)
+        foreign = self._foreign(session, context, registering=False)
+        if foreign is not None:
+            await context.abort(foreign.code, foreign.details, foreign.trailing_metadata)
 
     async def _call_core(
         self, context: grpc.aio.ServicerContext, method: Callable[..., Any], *args: Any
@@ -337,6 +387,8 @@ class GrpcServer:
         except KorralError as error:
             await context.abort(grpc.StatusCode.INTERNAL, str(error))
 
+    # ---- streams ----------------------------------------------------------------------------------
+
     def _stream_handler(self, kind: str) -> Callable[..., Any]:
         async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
             await self._serve_stream(kind, requests, context)
@@ -346,59 +398,98 @@ class GrpcServer:
     async def _serve_stream(
         self, kind: str, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> None:
-        stream = _Stream(kind)
+        stream = Stream(kind, context.peer())
+        stream.task = asyncio.current_task()
         self._streams.add(stream)
-        reader = asyncio.ensure_future(self._read_requests(stream, requests))
+        reader = asyncio.ensure_future(self._read_requests(stream, requests, context))
         try:
             while True:
                 item = await stream.queue.get()
-                if item is _CLOSE:
+                if item is CLOSE:
                     return
-                if isinstance(item, _Abort):
-                    await context.abort(item.code, item.details)
-                rm_id, data = item
-                outbox = self._outboxes.get(rm_id)
-                if outbox is not None:
-                    outbox.written(kind)
-                await context.write(data)
+                if isinstance(item, Abort):
+                    await context.abort(item.code, item.details, item.trailing_metadata)
+                stream.sent_any = True
+                stream.writing = True
+                try:
+                    await context.write(item)
+                except asyncio.CancelledError:
+                    interrupt = stream.interrupt
+                    if interrupt is None:
+                        raise
+                    # korral cut the RM off while the client was not reading: end the call now
+                    current = asyncio.current_task()
+                    if current is not None:
+                        current.uncancel()
+                    await context.abort(interrupt.code, interrupt.details, interrupt.trailing_metadata)
+                stream.writing = False
+                session = stream.session
+                if session is not None and session.generation == stream.generation:
+                    session.written(kind, len(item))
         finally:
             reader.cancel()
             self._streams.discard(stream)
-            # what this stream could not write waits, in order, for the RM's next stream of this kind
-            unsent: dict[str, list[bytes]] = collections.defaultdict(list)
-            while not stream.queue.empty():
-                item = stream.queue.get_nowait()
-                if isinstance(item, tuple):
-                    unsent[item[0]].append(item[1])
-            for rm_id in stream.rm_ids:
-                outbox = self._outboxes.get(rm_id)
-                if outbox is not None and outbox.streams[kind] is stream:
-                    outbox.unbind(stream)
-                    outbox.held[kind].extendleft(reversed(unsent.get(rm_id, [])))
+            if stream.session is not None:
+                stream.session.ended(stream)
 
-    async def _read_requests(self, stream: _Stream, requests: AsyncIterator[bytes]) -> None:
+    async def _read_requests(
+        self, stream: Stream, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> None:
         proto_type, method_name, request_name = _STREAMS[stream.kind]
         try:
             async for data in requests:
                 try:
                     request = parse(proto_type, data)
                 except ConversionError as error:
-                    stream.close(_Abort(grpc.StatusCode.INVALID_ARGUMENT, str(error)))
+                    stream.close(Abort(grpc.StatusCode.INVALID_ARGUMENT, str(error)))
                     return
-                outbox = self._outboxes.get(request.rm_id)
-                if outbox is not None and outbox.lost is not None:
-                    stream.close(_Abort(grpc.StatusCode.FAILED_PRECONDITION, outbox.lost))
+                refusal = await self._admit(stream, request.rm_id, request_name, context)
+                if refusal is not None:
+                    log.warning("refused a %s stream from %s: %s", stream.kind, stream.peer, refusal.details)
+                    stream.close(refusal)
                     return
-                if outbox is not None:
-                    outbox.bind(stream)  # before routing: the responses must find this stream
                 try:
                     getattr(self._core, method_name)(request)
                 except SchedulerError as error:
-                    stream.close(_Abort(grpc.StatusCode.FAILED_PRECONDITION, str(error)))
+                    stream.close(Abort(grpc.StatusCode.FAILED_PRECONDITION, str(error)))
                     return
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the call broke underneath us: end this stream only
             log.debug("%s stream ended: %s", request_name, error)
-            stream.close()
+            stream.queue.put_nowait(CLOSE)  # a break, not korral's close: what it wrote may be lost
         # a half-close by the client leaves the stream open for the responses still to come
+
+    async def _admit(
+        self, stream: Stream, rm_id: str, request_name: str, context: grpc.aio.ServicerContext
+    ) -> Abort | None:
+        """May this request go on: the stream's own RM, from a caller that may speak for it?"""
+        if stream.first_rm_id is None:
+            stream.first_rm_id = rm_id
+        elif rm_id != stream.first_rm_id:  # the stream's RM is fixed: the first request chose it
+            return Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"this stream carries RmID={stream.first_rm_id}: a {request_name} for RmID={rm_id} is "
+                "refused (open a stream of its own for each RM)",
+            )
+        session = stream.session
+        if session is not None:
+            if session.resync is not None or stream.generation != session.generation:
+                reason = session.resync or f"RmID={rm_id} registered again since this stream opened"
+                return Abort(grpc.StatusCode.FAILED_PRECONDITION, reason, resync=True)
+            session.bind(stream)
+            return None
+        refusal = self._auth.refusal(rm_id, context)
+        if refusal is not None:
+            return Abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+        session = self._sessions.get(rm_id)
+        if session is None:
+            # not registered over gRPC: the core answers (not registered, or an RM registered in-process)
+            return None
+        if session.resync is not None:
+            return Abort(grpc.StatusCode.FAILED_PRECONDITION, session.resync, resync=True)
+        foreign = self._foreign(session, context, registering=False)
+        if foreign is not None:
+            return foreign
+        session.attach(stream)  # before routing: the responses must find this stream
+        return None

@@ -194,10 +194,14 @@ def test_a_client_that_disconnects_mid_stream_leaves_the_core_and_other_rms_unaf
         core.wait_until_idle()
         assert other.allocated_total == 4
 
-        # the leaving RM comes back on fresh streams without registering again: its held responses
-        # come first, then answers to its new requests
+        # the leaving RM comes back on a new connection: its streams broke after korral wrote on them,
+        # so it registers again (resyncs) and is served as before
         back = t.RecordingRM("leaving")
         with korral.connect(address) as returning:
+            with pytest.raises(korral.ResyncRequired, match="register again to resync"):
+                returning.update_configuration(
+                    si.UpdateConfigurationRequest(rm_id="leaving", config=TWO_LEAVES)
+                )
             returning.register_resource_manager(t.register("leaving", TWO_LEAVES), back)
             returning.update_node(t.nodes("leaving", ["n1"], NODE))
             assert back.wait_for(lambda r: r.accepted_nodes == ["n1"])
