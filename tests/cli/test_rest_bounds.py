@@ -1,0 +1,528 @@
+"""The REST server's bounds over real loopback sockets (issue 22, point 5): idle and half-open
+connections are closed, connections are capped, event stream readers are limited per host and in
+total and cut off when they fall behind, a client leaving is one log line, out-of-range numbers are
+400, and the same API is served over TLS (certificates made here, with ``cryptography``)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import http.client
+import ipaddress
+import json
+import logging
+import os
+import resource
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import TWO_LEAVES, add_apps, add_nodes, eventually, running
+
+import korral
+
+pytest.importorskip("aiohttp")
+
+WAIT = 30.0  # generous: a loaded machine still closes what it must well within it
+
+
+def hostport(url: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return parts.hostname, parts.port
+
+
+def closed_by_server(sock: socket.socket, timeout: float = WAIT) -> bool:
+    """Whether the server closes the connection (EOF or reset) within ``timeout``; reads and drops
+    whatever it sent before."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+def stream(
+    host: str, port: int, *, source: str = "127.0.0.1", path: str = "/ws/v1/events/stream"
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    connection = http.client.HTTPConnection(host, port, timeout=WAIT, source_address=(source, 0))
+    connection.request("GET", path)
+    return connection, connection.getresponse()
+
+
+# ---- connections: header and idle timeouts, the cap ---------------------------------------------------
+
+
+def test_silent_slow_and_idle_connections_are_closed_after_the_timeouts() -> None:
+    core = korral.start()
+    try:
+        host, port = hostport(core.serve_rest("127.0.0.1:0", header_timeout=0.5, idle_timeout=0.5))
+        silent = [socket.create_connection((host, port)) for _ in range(50)]  # open, never send
+        slow = socket.create_connection((host, port))
+        slow.sendall(b"GET /ws/v1/partitions HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+        idle = http.client.HTTPConnection(host, port, timeout=WAIT)  # answered once, then idle
+        idle.request("GET", "/ws/v1/partitions")
+        answer = idle.getresponse()
+        assert answer.status == 200 and answer.getheader("Connection") != "close"
+        answer.read()
+        assert idle.sock is not None
+        kept = idle.sock
+        assert all(closed_by_server(sock) for sock in [*silent, slow, kept])
+        # and the server still answers newcomers
+        fresh = http.client.HTTPConnection(host, port, timeout=WAIT)
+        fresh.request("GET", "/ws/v1/partitions")
+        assert fresh.getresponse().status == 200
+        for sock in [*silent, slow]:
+            sock.close()
+        idle.close()
+        fresh.close()
+    finally:
+        core.stop()
+
+
+def test_a_connection_that_keeps_asking_is_not_idle() -> None:
+    core = korral.start()
+    try:
+        host, port = hostport(core.serve_rest("127.0.0.1:0", header_timeout=5, idle_timeout=1))
+        connection = http.client.HTTPConnection(host, port, timeout=WAIT)
+        began = time.monotonic()
+        while time.monotonic() - began < 3:  # three idle timeouts long, one keep-alive connection
+            connection.request("GET", "/ws/v1/partitions")
+            response = connection.getresponse()
+            assert response.status == 200
+            response.read()
+            time.sleep(0.2)
+        assert connection.sock is not None  # never reconnected: http.client would have, silently
+        connection.close()
+    finally:
+        core.stop()
+
+
+def test_connections_past_the_cap_are_answered_503_and_closed() -> None:
+    core = korral.start()
+    try:
+        host, port = hostport(core.serve_rest("127.0.0.1:0", max_connections=5, header_timeout=60))
+        held = [socket.create_connection((host, port)) for _ in range(5)]
+        time.sleep(0.2)  # the server has taken them (it accepts as they come)
+        extra = socket.create_connection((host, port))
+        extra.settimeout(WAIT)
+        answer = b""
+        while chunk := extra.recv(65536):
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503")
+        assert json.loads(body)["message"] == "Too many connections"
+        for sock in held:
+            sock.close()
+
+        def served() -> bool:
+            with contextlib.suppress(OSError):
+                connection = http.client.HTTPConnection(host, port, timeout=WAIT)
+                connection.request("GET", "/ws/v1/partitions")
+                status = connection.getresponse().status
+                connection.close()
+                return status == 200
+            return False
+
+        eventually(served)  # room again once they are gone
+        extra.close()
+    finally:
+        core.stop()
+
+
+def test_limits_are_checked_when_serving_starts() -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with korral.start() as core:
+        with pytest.raises(ValueError, match="RLIMIT_NOFILE"):
+            core.serve_rest("127.0.0.1:0", max_connections=soft)
+        with pytest.raises(ValueError, match="idle_timeout must be a positive number"):
+            core.serve_rest("127.0.0.1:0", idle_timeout=0)
+        with pytest.raises(ValueError, match="max_streams_per_host must be a whole number"):
+            core.serve_rest("127.0.0.1:0", max_streams_per_host=-1)
+        with pytest.raises(TypeError, match=r"unknown REST setting.*max_conections"):
+            core.serve_rest("127.0.0.1:0", max_conections=5)
+
+
+# ---- query numbers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query, reason",
+    [
+        ("start=" + "9" * 5000, "value out of range"),
+        ("count=" + "1" * 5000, "value out of range"),
+        ("start=18446744073709551616", "value out of range"),
+        ("start=-1", "invalid syntax"),
+        ("count=%C2%B2", "invalid syntax"),  # a superscript two: str.isdigit() says yes
+    ],
+)
+def test_out_of_range_numbers_are_400(query: str, reason: str) -> None:
+    with korral.start() as core:
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        paths = ["/ws/v1/events/batch"] + (["/ws/v1/events/stream"] if query.startswith("count") else [])
+        for path in paths:
+            connection = http.client.HTTPConnection(host, port, timeout=WAIT)
+            connection.request("GET", f"{path}?{query}")
+            response = connection.getresponse()
+            body = json.loads(response.read())
+            assert response.status == 400, body
+            assert body["status_code"] == 400 and reason in body["message"]
+            connection.close()
+
+
+def test_the_largest_unsigned_number_is_accepted() -> None:
+    with korral.start() as core:
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        connection = http.client.HTTPConnection(host, port, timeout=WAIT)
+        connection.request("GET", "/ws/v1/events/batch?start=18446744073709551615")
+        response = connection.getresponse()
+        assert response.status == 200
+        assert json.loads(response.read())["EventRecords"] == []
+
+
+# ---- the event stream -----------------------------------------------------------------------------
+
+
+def test_stream_limits_per_host_and_in_total_answer_as_yunikorn() -> None:
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0", max_streams=3, max_streams_per_host=2))
+        opened = []
+        for source in ("127.0.0.1", "127.0.0.1"):
+            connection, response = stream(host, port, source=source)
+            assert response.status == 200
+            opened.append(connection)
+        connection, response = stream(host, port, source="127.0.0.1")  # a third from one host
+        assert response.status == 503
+        assert json.loads(response.read()) == {
+            "status_code": 503,
+            "message": "Too many streaming connections",
+            "description": "Too many streaming connections",
+        }
+        connection.close()
+        other, response = stream(host, port, source="127.0.0.2")  # another host: room in total
+        assert response.status == 200
+        opened.append(other)
+        connection, response = stream(host, port, source="127.0.0.3")  # the fourth in total
+        assert response.status == 503
+        assert json.loads(response.read())["message"] == "Too many streaming connections"
+        connection.close()
+        opened.pop(0).close()  # one leaves: its host has room again
+
+        def admitted() -> bool:
+            connection, response = stream(host, port, source="127.0.0.1")
+            if response.status == 200:
+                opened.append(connection)
+                return True
+            connection.close()
+            return False
+
+        eventually(admitted)
+        add_nodes(core, rm, ["n1"])  # and every admitted reader hears the next event
+        for connection in opened:
+            assert connection.sock is not None
+        for connection in opened:
+            connection.close()
+
+
+def _events_until(condition: Any, core: korral.Core, rm: Any, prefix: str) -> int:
+    """Log events (applications added, each an event of ~300 bytes) until ``condition()``."""
+    batch = 0
+    while not condition():
+        add_apps(core, rm, {f"{prefix}-{batch}-{i}-{'x' * 40}": "root.a" for i in range(200)})
+        batch += 1
+        assert batch < 200, "never happened"
+    return batch
+
+
+def test_a_reader_that_does_not_read_is_cut_off(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="korral.rest")
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0", max_streams=1, stream_buffer_bytes=64 * 1024))
+        lazy = socket.socket()
+        lazy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # takes little, then nothing
+        lazy.connect((host, port))
+        lazy.sendall(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        lazy.settimeout(WAIT)
+        assert lazy.recv(4096).startswith(b"HTTP/1.1 200")  # a reader now; from here on it reads nothing
+
+        def cut() -> bool:
+            return "cut off" in caplog.text
+
+        _events_until(cut, core, rm, "lazy")
+        lines = [r for r in caplog.records if "cut off" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+        assert "fell behind" in lines[0].getMessage() or "write waited" in lines[0].getMessage()
+        assert closed_by_server(lazy)
+        lazy.close()
+        # its place is free: a reader that reads gets in, and gets what happens next
+        connection, response = stream(host, port)
+        assert response.status == 200
+        assert "InstanceUUID" in json.loads(response.readline())
+        add_apps(core, rm, {"after": "root.a"})
+        assert json.loads(response.readline())["objectID"] == "after"
+        connection.close()
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_reader_that_keeps_up_gets_every_event_in_order() -> None:
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        connection, response = stream(host, port, path="/ws/v1/events/stream?count=5")
+        assert "InstanceUUID" in json.loads(response.readline())
+        names = {f"app-{i}": "root.a" for i in range(600)}
+        for chunk in range(0, 600, 100):
+            add_apps(core, rm, dict(list(names.items())[chunk : chunk + 100]))
+        seen: list[str] = []
+        while len(set(seen) & set(names)) < len(names):
+            seen.append(json.loads(response.readline())["objectID"])
+        firsts = [name for i, name in enumerate(seen) if name in names and name not in seen[:i]]
+        assert firsts == list(names)  # every one, in the order they were logged
+        connection.close()
+
+
+def test_a_reader_leaving_mid_stream_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        sock = socket.create_connection((host, port))
+        sock.sendall(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536)  # the head and the instance id
+        add_apps(core, rm, {"first": "root.a"})
+        assert sock.recv(65536)
+        # leave with a reset while the server has events to write
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.close()
+
+        def left() -> bool:
+            add_apps(core, rm, {f"more-{time.monotonic_ns()}": "root.a"})
+            return any("left" in r.getMessage() for r in caplog.records if r.name == "korral.rest")
+
+        eventually(left)
+        add_apps(core, rm, {"last": "root.a"})
+        mine = [r for r in caplog.records if r.name.startswith(("korral.rest", "aiohttp"))]
+        about = [r for r in mine if "left" in r.getMessage() or r.exc_info]
+        assert len(about) == 1, [r.getMessage() for r in about]
+        assert about[0].levelno in (logging.INFO, logging.WARNING) and about[0].exc_info is None
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+# ---- TLS -----------------------------------------------------------------------------------------------
+
+
+def _certificates(directory: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by the CA."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    def write(stem: str, key: ec.EllipticCurvePrivateKey, cert: x509.Certificate) -> None:
+        (directory / f"{stem}.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        (directory / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("korral test CA"))
+        .issuer_name(name("korral test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    write("ca", ca_key, ca)
+    for stem, usage, names in (
+        ("server", ExtendedKeyUsageOID.SERVER_AUTH, [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+        ("client", ExtendedKeyUsageOID.CLIENT_AUTH, [x509.DNSName("client.korral.test")]),
+    ):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name(stem))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        write(stem, key, cert)
+    return {stem: directory / f"{stem}.pem" for stem in ("ca", "server", "client")} | {
+        f"{stem}_key": directory / f"{stem}.key" for stem in ("server", "client")
+    }
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    pytest.importorskip("cryptography")
+    return _certificates(tmp_path_factory.mktemp("tls"))
+
+
+def _client_context(certs: dict[str, Path], *, with_cert: bool = False) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs["ca"]))
+    if with_cert:
+        context.load_cert_chain(str(certs["client"]), str(certs["client_key"]))
+    return context
+
+
+def _get(url: str, path: str, context: ssl.SSLContext) -> tuple[int, Any]:
+    host, port = hostport(url)
+    connection = http.client.HTTPSConnection(host, port, timeout=WAIT, context=context)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_tls_round_trip(certs: dict[str, Path]) -> None:
+    with running(TWO_LEAVES) as (core, rm):
+        add_nodes(core, rm, ["n1"])
+        url = core.serve_rest("127.0.0.1:0", tls={"cert": certs["server"], "key": certs["server_key"]})
+        assert url.startswith("https://127.0.0.1:")
+        status, body = _get(url, "/ws/v1/partition/default/nodes", _client_context(certs))
+        assert status == 200 and [node["nodeID"] for node in body] == ["n1"]
+        # the event stream over TLS too
+        host, port = hostport(url)
+        connection = http.client.HTTPSConnection(host, port, timeout=WAIT, context=_client_context(certs))
+        connection.request("GET", "/ws/v1/events/stream")
+        response = connection.getresponse()
+        assert "InstanceUUID" in json.loads(response.readline())
+        add_nodes(core, rm, ["n2"])
+        assert json.loads(response.readline())["objectID"] == "n2"
+        connection.close()
+        # plain HTTP to the TLS port is not answered as HTTP
+        plain = http.client.HTTPConnection(host, port, timeout=WAIT)
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            plain.request("GET", "/ws/v1/partitions")
+            plain.getresponse()
+        plain.close()
+        # a client that does not trust the server's CA refuses it
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _get(url, "/ws/v1/partitions", ssl.create_default_context())
+
+
+def test_mutual_tls_wants_a_client_certificate(certs: dict[str, Path]) -> None:
+    with korral.start() as core:
+        url = core.serve_rest(
+            "127.0.0.1:0",
+            tls={"cert": certs["server"], "key": certs["server_key"], "client_ca": certs["ca"]},
+        )
+        assert _get(url, "/ws/v1/partitions", _client_context(certs, with_cert=True))[0] == 200
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _get(url, "/ws/v1/partitions", _client_context(certs))
+
+
+def test_tls_settings_are_checked(certs: dict[str, Path], tmp_path: Path) -> None:
+    with korral.start() as core:
+        with pytest.raises(ValueError, match="both a certificate"):
+            core.serve_rest("127.0.0.1:0", tls={"cert": certs["server"]})
+        with pytest.raises(ValueError, match="key file not found"):
+            core.serve_rest("127.0.0.1:0", tls={"cert": certs["server"], "key": tmp_path / "none"})
+        with pytest.raises(ValueError, match="unknown TLS setting"):
+            core.serve_rest("127.0.0.1:0", tls={"cert": certs["server"], "key": certs["server_key"], "ca": 1})
+        with pytest.raises(ValueError, match="not usable"):  # a key that is not the certificate's
+            core.serve_rest("127.0.0.1:0", tls={"cert": certs["server"], "key": certs["client_key"]})
+
+
+def test_korral_serve_over_tls(certs: dict[str, Path]) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [
+        sys.executable,
+        "-m",
+        "korral",
+        "serve",
+        "--grpc",
+        "127.0.0.1:0",
+        "--rest",
+        "127.0.0.1:0",
+        "--rest-tls-cert",
+        str(certs["server"]),
+        "--rest-tls-key",
+        str(certs["server_key"]),
+    ]
+    with _process(command, env) as process:
+        assert process.stdout is not None
+        url = ""
+        while not url:
+            line = process.stdout.readline()
+            assert line, "korral serve ended before serving REST"
+            if "REST API at " in line:
+                url = line.split("REST API at ", 1)[1].strip()
+        assert url.startswith("https://")
+        assert _get(url, "/ws/v1/partitions", _client_context(certs))[0] == 200
+
+
+@contextlib.contextmanager
+def _process(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.wait(WAIT)
+
+
+def test_korral_serve_refuses_half_a_tls_pair(certs: dict[str, Path]) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "korral",
+            "serve",
+            "--rest",
+            "127.0.0.1:0",
+            "--rest-tls-cert",
+            str(certs["server"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+    )
+    assert result.returncode != 0
+    assert "--rest-tls-key" in result.stderr
