@@ -544,7 +544,7 @@ class RestServer:
             return _json(dao.error(exc.status, exc.reason), exc.status)
         except ConnectionError as exc:  # the client left before its answer: one line, no traceback
             log.info("REST %s %s: the client left (%s)", request.method, request.path, exc)
-            raise
+            return _json(dao.error(500, "the client left"), 500)  # never delivered; raised, aiohttp logs it
         except Exception as exc:  # a fault of the server's own: the client still gets an error body
             log.exception("REST %s %s failed", request.method, request.path)
             return _json(dao.error(500, str(exc)), 500)

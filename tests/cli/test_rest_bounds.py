@@ -27,6 +27,7 @@ import pytest
 from core_helpers import TWO_LEAVES, add_apps, add_nodes, eventually, running
 
 import korral
+from korral import testing as t
 
 pytest.importorskip("aiohttp")
 
@@ -139,6 +140,27 @@ def test_connections_past_the_cap_are_answered_503_and_closed() -> None:
         extra.close()
     finally:
         core.stop()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_a_flood_of_rest_connections_holds_at_most_the_cap_and_grpc_still_answers() -> None:
+    with korral.start() as core:
+        grpc_address = core.serve_grpc("127.0.0.1:0")
+        host, port = hostport(core.serve_rest("127.0.0.1:0", max_connections=20, header_timeout=60))
+        before = len(os.listdir("/proc/self/fd"))
+        flood = [socket.create_connection((host, port)) for _ in range(300)]  # none sends anything
+
+        def server_side() -> int:  # descriptors the server holds: all but the clients' own
+            return len(os.listdir("/proc/self/fd")) - before - len(flood)
+
+        eventually(lambda: server_side() <= 20)
+        time.sleep(0.5)  # and it stays there
+        assert server_side() <= 20
+        with korral.connect(grpc_address) as remote:  # the gRPC server has descriptors to spare
+            rm = t.RecordingRM("rm")
+            remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        for sock in flood:
+            sock.close()
 
 
 def test_limits_are_checked_when_serving_starts() -> None:
@@ -526,3 +548,33 @@ def test_korral_serve_refuses_half_a_tls_pair(certs: dict[str, Path]) -> None:
     )
     assert result.returncode != 0
     assert "--rest-tls-key" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"object_id": "app-1", "message": "ask added", "reference_id": "key-1"},
+        {
+            "object_id": "u",
+            "group_id": "root.a",
+            "resource": {"memory": 10, "vcore": 1_000, "nvidia.com/gpu": 1},
+        },
+        {"object_id": 'quo"te\\d \u00e9\u4e2d\U0001f600\n', "reason": "only a reason", "message": ""},
+        {"object_id": "", "reference_id": "", "group_id": "", "message": "", "resource": {}},
+    ],
+)
+def test_the_stream_writes_each_event_as_the_batch_route_does(fields: dict[str, Any]) -> None:
+    from korral import si
+    from korral.server import dao
+    from korral.server.rest_stream import event_line
+
+    for kind in si.EventRecordType:
+        for change in si.EventChangeType:
+            record = si.EventRecord(
+                type=kind,
+                timestamp_nano=1_700_000_000_123_456_789,
+                event_change_type=change,
+                event_change_detail=si.EventChangeDetail.ALLOC_PREEMPT,
+                **fields,
+            )
+            assert event_line(12_345, record) == json.dumps(dao.event(12_345, record)) + "\n"
