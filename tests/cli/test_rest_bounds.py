@@ -313,6 +313,24 @@ def test_a_reader_that_keeps_up_gets_every_event_in_order() -> None:
         connection.close()
 
 
+def test_an_http_1_0_reader_gets_the_events_unframed() -> None:
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        sock = socket.create_connection((host, port), timeout=WAIT)
+        sock.sendall(b"GET /ws/v1/events/stream HTTP/1.0\r\n\r\n")
+        body = sock.makefile("rb")
+        assert body.readline().startswith(b"HTTP/1.0 200")
+        head = []
+        while (line := body.readline()) not in (b"\r\n", b""):
+            head.append(line.lower())
+        assert not [line for line in head if line.startswith(b"transfer-encoding")]
+        assert "InstanceUUID" in json.loads(body.readline())
+        add_apps(core, rm, {"plain": "root.a"})
+        assert json.loads(body.readline())["objectID"] == "plain"
+        body.close()
+        sock.close()
+
+
 def test_a_reader_leaving_mid_stream_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     with running(TWO_LEAVES) as (core, rm):
