@@ -357,6 +357,37 @@ def test_a_reader_leaving_mid_stream_is_one_line(caplog: pytest.LogCaptureFixtur
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+def test_a_reader_leaving_while_the_server_waits_on_it_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """It stopped reading (the server's writes back up), then closed: main logged an ERROR traceback."""
+    caplog.set_level(logging.DEBUG)
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(core.serve_rest("127.0.0.1:0"))
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, port))
+        sock.sendall(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(WAIT)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        for batch in range(10):  # ~400 KB of events it does not read
+            add_apps(core, rm, {f"unread-{batch}-{i}-{'x' * 40}": "root.a" for i in range(200)})
+        sock.close()
+
+        def said() -> list[logging.LogRecord]:
+            add_apps(core, rm, {f"more-{time.monotonic_ns()}": "root.a"})
+            return [
+                r
+                for r in caplog.records
+                if r.name == "korral.rest" and "event stream reader" in r.getMessage()
+            ]
+
+        eventually(said)
+        add_apps(core, rm, {"last": "root.a"})
+        time.sleep(0.2)
+        assert len(said()) == 1, [r.getMessage() for r in said()]
+        assert said()[0].levelno in (logging.INFO, logging.WARNING)
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
 # ---- TLS -----------------------------------------------------------------------------------------------
 
 
