@@ -94,7 +94,7 @@ class Reader:
         """More events for the reader. Cut off if it had not taken what it was given before by more
         than ``stream_buffer_bytes`` (a large flush alone, the server's own lag, is never the reader's
         fault), or took nothing for ``stream_write_timeout`` while it had something to take."""
-        if self.cut is not None or self.left or not data:
+        if self.cut is not None or self.left:
             return
         if self.transport.is_closing():  # gone: its handler ends (handler_cancellation)
             self.left = True
@@ -114,19 +114,25 @@ class Reader:
                 f"{unsent:,} bytes unsent"
             )
             return
+        if data:
+            self.waiting.append(data)  # the same bytes for every reader: shared, not copied
         if self.ready:
-            self.transport.write(data)  # the same bytes for every reader: shared, not copied
-            self.unsent = self.transport.get_write_buffer_size()
-        else:
-            self.waiting.append(data)
+            self._send()
+
+    def _send(self) -> None:
+        """Hand what waits to the connection while it holds nothing unsent: each write then goes to
+        the socket at once, and at most the part the socket did not take is copied into the
+        transport's buffer (writing into a non-empty buffer copies every byte, and asyncio moves the
+        rest of a large buffer after each send)."""
+        waiting = self.waiting
+        while waiting and self.transport.get_write_buffer_size() == 0:
+            self.transport.write(waiting.pop(0))
+        self.unsent = self.transport.get_write_buffer_size()
 
     def begin(self) -> None:
         """The head and backlog went out: what waited follows, then events as they are flushed."""
         self.ready = True
-        for chunk in self.waiting:
-            self.transport.write(chunk)
-        self.waiting.clear()
-        self.unsent = self.transport.get_write_buffer_size()
+        self._send()
         self.progress_at = time.monotonic()
 
     def cut_off(self, reason: str) -> None:
@@ -206,6 +212,7 @@ class EventFanout:
         self._lock = threading.Lock()
         self._gathered: list[Batch] = []
         self._armed = False
+        self._pumping = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def listener(self, batch: Batch) -> None:
@@ -248,6 +255,24 @@ class EventFanout:
                 reader.offer(framed, limits, now)
             else:
                 reader.offer(encoded, limits, now)
+        self._pump_later()
+
+    def _pump_later(self) -> None:
+        """While some reader has bytes waiting for its connection to take what it holds, look again
+        each interval (events may not come to do it)."""
+        if self._pumping or self._loop is None:
+            return
+        if any(reader.waiting and reader.ready and reader.cut is None for reader in self.readers):
+            self._pumping = True
+            self._loop.call_later(self.limits.stream_flush_interval, self._pump)
+
+    def _pump(self) -> None:
+        self._pumping = False
+        now = time.monotonic()
+        for reader in list(self.readers):
+            if reader.waiting and reader.ready and reader.cut is None:
+                reader.offer(b"", self.limits, now)
+        self._pump_later()
 
     def join(self, reader: Reader) -> None:
         if not self.readers:
