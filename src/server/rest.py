@@ -616,4 +616,5 @@ class RestServer:
             count=count,
             error=lambda status, message: _json(dao.error(status, message), status),
             headers=HEADERS,
+            connection=self._guard.of(request.transport) if self._guard is not None else None,
         )

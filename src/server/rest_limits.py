@@ -134,7 +134,7 @@ def tls_context(tls: ssl.SSLContext | Mapping[str, Any] | None) -> ssl.SSLContex
     return context
 
 
-class _Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One accepted connection: aiohttp's protocol behind it, and what the guard's sweeps read."""
 
     def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
@@ -148,6 +148,7 @@ class _Connection(asyncio.Protocol):
         self.handling = 0  # requests being answered (a stream's whole life)
         self.unsent = 0  # bytes of an answer the client had not taken at the last sweep
         self.progress_at = now
+        self.on_drained: Callable[[], None] | None = None  # an event stream's: its transport sent all
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -176,6 +177,8 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.inner.resume_writing()
+        if self.on_drained is not None:
+            self.on_drained()
 
     def started(self) -> None:
         """A request's head arrived and its handler runs."""
@@ -194,7 +197,7 @@ class ConnectionGuard:
     def __init__(self, limits: RestLimits, factory: Callable[[], asyncio.Protocol]) -> None:
         self.limits = limits
         self.factory = factory
-        self.connections: dict[Any, _Connection] = {}  # transport -> connection
+        self.connections: dict[Any, Connection] = {}  # transport -> connection
         self.refused = 0
         self.closed_idle = 0
         self.closed_slow_head = 0
@@ -203,7 +206,7 @@ class ConnectionGuard:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self) -> asyncio.Protocol:
-        return _Connection(self, self.factory())
+        return Connection(self, self.factory())
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -240,7 +243,7 @@ class ConnectionGuard:
 
     # ---- the connections' life -------------------------------------------------------------------
 
-    def admit(self, connection: _Connection) -> bool:
+    def admit(self, connection: Connection) -> bool:
         transport = connection.transport
         assert transport is not None
         if len(self.connections) >= self.limits.max_connections:
@@ -262,10 +265,10 @@ class ConnectionGuard:
         self.connections[transport] = connection
         return True
 
-    def forget(self, connection: _Connection) -> None:
+    def forget(self, connection: Connection) -> None:
         self.connections.pop(connection.transport, None)
 
-    def of(self, transport: Any) -> _Connection | None:
+    def of(self, transport: Any) -> Connection | None:
         return self.connections.get(transport)
 
     def _sweep(self) -> None:

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from korral import si
 from korral.server.events import EventLog
-from korral.server.rest_limits import RestLimits
+from korral.server.rest_limits import Connection, RestLimits
 
 log = logging.getLogger("korral.rest")
 
@@ -129,11 +129,21 @@ class Reader:
             self.transport.write(waiting.pop(0))
         self.unsent = self.transport.get_write_buffer_size()
 
-    def begin(self) -> None:
-        """The head and backlog went out: what waited follows, then events as they are flushed."""
+    def begin(self, connection: Connection | None) -> None:
+        """The head and backlog went out: what waited follows, then events as they are flushed. The
+        connection says when its transport has sent everything (a buffer limit of 0: paused while it
+        holds anything), and the next chunk goes out then."""
         self.ready = True
+        if connection is not None:
+            connection.on_drained = self._drained
+            self.transport.set_write_buffer_limits(high=0)
         self._send()
         self.progress_at = time.monotonic()
+
+    def _drained(self) -> None:
+        if self.ready and self.cut is None and not self.left and self.waiting:
+            self.progress_at = time.monotonic()
+            self._send()
 
     def cut_off(self, reason: str) -> None:
         if self.cut is not None:
@@ -302,13 +312,14 @@ async def serve_stream(
     count: int,
     error: Callable[[int, str], web.Response],
     headers: dict[str, str],
+    connection: Connection | None = None,
 ) -> web.StreamResponse:
     """One reader's stream: the instance id, the last ``count`` events, then each event as logged."""
     host = request.remote or "?"
     if not limiter.add(host):
         return error(503, "Too many streaming connections")
     try:
-        return await _stream(request, fanout, host, instance_uuid, count, headers)
+        return await _stream(request, fanout, host, instance_uuid, count, headers, connection)
     finally:
         limiter.remove(host)
 
@@ -320,6 +331,7 @@ async def _stream(
     instance_uuid: str,
     count: int,
     headers: dict[str, str],
+    connection: Connection | None,
 ) -> web.StreamResponse:
     limits = fanout.limits
     response = web.StreamResponse(headers={**headers, "Content-Type": "application/json; charset=UTF-8"})
@@ -338,7 +350,7 @@ async def _stream(
         first = (json.dumps({"InstanceUUID": instance_uuid}) + "\n").encode() + _encode([backlog])
         # the head and the backlog through aiohttp's writer; then events go to the connection directly
         await asyncio.wait_for(response.write(first), limits.stream_write_timeout)
-        reader.begin()
+        reader.begin(connection)
         await reader.done.wait()
     except TimeoutError:
         reader.cut_off(

@@ -297,6 +297,27 @@ def test_a_reader_that_does_not_read_is_cut_off(caplog: pytest.LogCaptureFixture
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+def test_a_reader_that_takes_nothing_is_cut_off_after_the_write_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="korral.rest")
+    with running(TWO_LEAVES) as (core, rm):
+        host, port = hostport(
+            core.serve_rest("127.0.0.1:0", stream_buffer_bytes=256 << 20, stream_write_timeout=1)
+        )
+        lazy = socket.socket()
+        lazy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        lazy.connect((host, port))
+        lazy.sendall(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        lazy.settimeout(WAIT)
+        assert lazy.recv(4096).startswith(b"HTTP/1.1 200")
+        _events_until(lambda: "cut off" in caplog.text, core, rm, "stuck")
+        lines = [r.getMessage() for r in caplog.records if "cut off" in r.getMessage()]
+        assert len(lines) == 1 and "took nothing for 1s (stream_write_timeout)" in lines[0]
+        assert closed_by_server(lazy)
+        lazy.close()
+
+
 def test_a_reader_that_keeps_up_gets_every_event_in_order() -> None:
     with running(TWO_LEAVES) as (core, rm):
         host, port = hostport(core.serve_rest("127.0.0.1:0"))
