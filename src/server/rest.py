@@ -402,7 +402,7 @@ class RestServer:
         self.host, self.port = parse_address(address)
         self.limits = RestLimits.of(limits)
         self._ssl = tls_context(tls)
-        self._guard: ConnectionGuard | None = None
+        self._guard = ConnectionGuard(self.limits)  # every connection through it (rest_limits)
         self._server: asyncio.AbstractServer | None = None
         self._fanout = EventFanout(core.metrics.events, self.limits)
         self._stream_limiter = StreamLimiter(self.limits)
@@ -461,13 +461,13 @@ class RestServer:
         await self._runner.setup()
         assert self._runner.server is not None
         # every connection through the guard: counted, capped, closed when slow or idle (rest_limits)
-        self._guard = ConnectionGuard(limits, self._runner.server)
-        self._server, self.url = await self._guard.listen(self.host, self.port, self._ssl)
+        self._server, self.url = await self._guard.listen(
+            self._runner.server, self.host, self.port, self._ssl
+        )
 
     async def _shutdown(self) -> None:
         self._fanout.close()  # ends the streams' responses
-        if self._guard is not None:
-            self._guard.stop()
+        self._guard.stop()
         if self._server is not None:
             self._server.close()
         if self._runner is not None:
@@ -488,7 +488,7 @@ class RestServer:
     # ---- routing ----------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._track, self._errors])
+        app = web.Application(middlewares=[self._guard.middleware, self._errors])
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
             ("/ws/v1/partitions", api.partitions),
@@ -521,18 +521,6 @@ class RestServer:
         app.router.add_get("/ws/v1/events/stream", self._event_stream)
         app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
         return app
-
-    @web.middleware
-    async def _track(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-        """The connection is answering a request: no header or idle timeout meanwhile (rest_limits)."""
-        connection = self._guard.of(request.transport) if self._guard is not None else None
-        if connection is None:
-            return await handler(request)
-        connection.started()
-        try:
-            return await handler(request)
-        finally:
-            connection.finished()
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
@@ -616,5 +604,5 @@ class RestServer:
             count=count,
             error=lambda status, message: _json(dao.error(status, message), status),
             headers=HEADERS,
-            connection=self._guard.of(request.transport) if self._guard is not None else None,
+            connection=self._guard.of(request.transport),
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from aiohttp import web
 
 log = logging.getLogger("korral.rest")
 
@@ -194,9 +195,9 @@ class ConnectionGuard:
     """Counts the REST server's connections, refuses them past ``max_connections`` and closes those
     that send no request head in time or sit idle; one sweep over all of them a few times a second."""
 
-    def __init__(self, limits: RestLimits, factory: Callable[[], asyncio.Protocol]) -> None:
+    def __init__(self, limits: RestLimits) -> None:
         self.limits = limits
-        self.factory = factory
+        self.factory: Callable[[], asyncio.Protocol] | None = None  # aiohttp's, when it listens
         self.connections: dict[Any, Connection] = {}  # transport -> connection
         self.refused = 0
         self.closed_idle = 0
@@ -206,7 +207,20 @@ class ConnectionGuard:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self) -> asyncio.Protocol:
+        assert self.factory is not None
         return Connection(self, self.factory())
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        """The connection is answering a request: no header or idle timeout meanwhile."""
+        connection = self.of(request.transport)
+        if connection is None:
+            return await handler(request)
+        connection.started()
+        try:
+            return await handler(request)
+        finally:
+            connection.finished()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -218,10 +232,11 @@ class ConnectionGuard:
             self._sweeper = None
 
     async def listen(
-        self, host: str, port: int, context: ssl.SSLContext | None
+        self, factory: Callable[[], asyncio.Protocol], host: str, port: int, context: ssl.SSLContext | None
     ) -> tuple[asyncio.Server, str]:
-        """Listen at ``host:port`` (TLS with ``context``), every connection through the guard; returns
-        the server and its base URL."""
+        """Listen at ``host:port`` (TLS with ``context``), every connection of ``factory`` (aiohttp's
+        server) through the guard; returns the server and its base URL."""
+        self.factory = factory
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
             self,
