@@ -815,6 +815,8 @@ def serve(
     if rest_tls_cert or rest_tls_key or rest_tls_client_ca:
         if not (rest_tls_cert and rest_tls_key):
             fail("REST over TLS needs both --rest-tls-cert and --rest-tls-key")
+        if rest_address is None:
+            fail("the --rest-tls-* options are for the REST API: give --rest HOST:PORT")
         rest_tls = {"cert": rest_tls_cert, "key": rest_tls_key, "client_ca": rest_tls_client_ca}
     default_config = ""
     if config is not None:

@@ -240,3 +240,11 @@ def test_korral_serve_refuses_half_a_tls_pair(certs: dict[str, Path]) -> None:
     )
     assert result.returncode != 0
     assert "--rest-tls-key" in result.stderr
+
+
+def test_korral_serve_refuses_tls_without_rest(certs: dict[str, Path]) -> None:
+    command = [sys.executable, "-m", "korral", "serve", "--grpc", "127.0.0.1:0"]
+    command += ["--rest-tls-cert", str(certs["server"]), "--rest-tls-key", str(certs["server_key"])]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=WAIT * 2)
+    assert result.returncode == 1
+    assert "give --rest HOST:PORT" in result.stderr
