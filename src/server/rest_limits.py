@@ -74,6 +74,8 @@ class RestLimits:
     - ``stream_write_timeout``: seconds one write to a stream reader may wait on it (YuniKorn: 5).
     - ``stream_flush_interval``: seconds events are gathered before they go out to the readers (one
       encoding and one write per reader per interval, whatever the scheduler's event rate).
+    - ``stream_lag_events``: events logged but not yet sent to the readers (the server's own lag, when
+      it cannot send as fast as the core makes them) at most; past it every reader is cut off.
     """
 
     max_connections: int = attrs.field(factory=default_max_connections, validator=_count)
@@ -84,6 +86,7 @@ class RestLimits:
     stream_buffer_bytes: int = attrs.field(default=4 << 20, validator=_count)
     stream_write_timeout: float = attrs.field(default=5.0, validator=_positive)
     stream_flush_interval: float = attrs.field(default=0.05, validator=_positive)
+    stream_lag_events: int = attrs.field(default=100_000, validator=_count)
 
     def __attrs_post_init__(self) -> None:
         ceiling = fd_limit() // MAX_FD_SHARE

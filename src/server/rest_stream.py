@@ -223,12 +223,20 @@ class EventFanout:
         self._gathered: list[Batch] = []
         self._armed = False
         self._pumping = False
+        self._lagging = 0  # events gathered, not yet flushed
+        self._overflow = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def listener(self, batch: Batch) -> None:
         """Called on the thread that logged the batch: a list append, and a wake-up per interval."""
         with self._lock:
-            self._gathered.append(batch)
+            if self._lagging + len(batch) > self.limits.stream_lag_events:
+                self._overflow = True  # the readers are cut off at the flush: nothing kept meanwhile
+                self._gathered = []
+                self._lagging = 0
+            else:
+                self._gathered.append(batch)
+                self._lagging += len(batch)
             if self._armed:
                 return
             self._armed = True
@@ -240,7 +248,17 @@ class EventFanout:
     def _flush(self) -> None:
         with self._lock:
             batches, self._gathered = self._gathered, []
+            overflow, self._overflow = self._overflow, False
+            self._lagging = 0
             self._armed = False
+        if overflow:
+            reason = (
+                f"the server fell more than {self.limits.stream_lag_events:,} events behind the core "
+                "(stream_lag_events): it cannot send them as fast as they are made"
+            )
+            for reader in list(self.readers):  # each has missed events: it reconnects (events/batch)
+                reader.cut_off(reason)
+            return
         if not batches or not self.readers:
             return
         encoded: bytes | None = None
@@ -296,6 +314,8 @@ class EventFanout:
             self.events.unlisten(self.listener)
             with self._lock:
                 self._gathered = []
+                self._lagging = 0
+                self._overflow = False
 
     def close(self) -> None:
         for reader in list(self.readers):

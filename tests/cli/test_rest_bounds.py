@@ -326,6 +326,29 @@ def test_a_reader_that_takes_nothing_is_cut_off_after_the_write_timeout(
         lazy.close()
 
 
+def test_readers_are_cut_off_when_the_server_falls_behind_the_core(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="korral.rest")
+    with running(TWO_LEAVES) as (core, rm):
+        # flushes 2 s apart: 300 events logged meanwhile are more than the server may hold for readers
+        host, port = hostport(core.serve_rest("127.0.0.1:0", stream_lag_events=100, stream_flush_interval=2))
+        readers = [stream(host, port) for _ in range(2)]
+        for _, response in readers:
+            assert "InstanceUUID" in json.loads(response.readline())
+        add_apps(core, rm, {f"burst-{i}": "root.a" for i in range(300)})
+        for connection, response in readers:
+            with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+                response.read()  # the server ended it mid-stream (no last chunk): it reads to the end
+            connection.close()
+        lines = [r.getMessage() for r in caplog.records if "cut off" in r.getMessage()]
+        assert len(lines) == 2 and all("stream_lag_events" in line for line in lines)
+        # a newcomer is served from here on
+        connection, response = stream(host, port)
+        assert "InstanceUUID" in json.loads(response.readline())
+        add_apps(core, rm, {"calm": "root.a"})
+        assert json.loads(response.readline())["objectID"] == "calm"
+        connection.close()
+
+
 def test_a_reader_that_keeps_up_gets_every_event_in_order() -> None:
     with running(TWO_LEAVES) as (core, rm):
         host, port = hostport(core.serve_rest("127.0.0.1:0"))
