@@ -858,6 +858,19 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     help="HOST:PORT of the REST API /ws/v1 (default: off)",
 )
 @click.option(
+    "--rest-tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="serve REST over HTTPS: PEM certificate",
+)
+@click.option(
+    "--rest-tls-key", type=click.Path(exists=True, dir_okay=False), help="the certificate's PEM private key"
+)
+@click.option(
+    "--rest-tls-client-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    help="REST clients need a certificate it signed",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -888,6 +901,9 @@ def serve(
     grpc_address: str,
     rest_address: str | None,
     log_level: str,
+    rest_tls_cert: str | None = None,
+    rest_tls_key: str | None = None,
+    rest_tls_client_ca: str | None = None,
     grpc_tls_cert: Path | None = None,
     grpc_tls_key: Path | None = None,
     grpc_tls_client_ca: Path | None = None,
@@ -903,6 +919,13 @@ def serve(
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve_log.configure()
+    rest_tls = None
+    if rest_tls_cert or rest_tls_key or rest_tls_client_ca:
+        if not (rest_tls_cert and rest_tls_key):
+            fail("REST over TLS needs both --rest-tls-cert and --rest-tls-key")
+        if rest_address is None:
+            fail("the --rest-tls-* options are for the REST API: give --rest HOST:PORT")
+        rest_tls = {"cert": rest_tls_cert, "key": rest_tls_key, "client_ca": rest_tls_client_ca}
     default_config = ""
     if config is not None:
         try:
@@ -919,7 +942,7 @@ def serve(
         bound = core.serve_grpc(grpc_address, default_config=default_config, **security)
         click.echo(f"korral: gRPC SI listening on {bound}")
         if rest_address is not None:
-            click.echo(f"korral: REST API at {core.serve_rest(rest_address)}")
+            click.echo(f"korral: REST API at {core.serve_rest(rest_address, tls=rest_tls)}")
         sys.stdout.flush()
         while not stop.wait(1.0):
             pass

@@ -394,8 +394,8 @@ class Core:
 
     def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
-        returns the base URL. Needs the ``serve`` extra (aiohttp). options: switch_interval
-        (korral.server.rest.RestServer). Stopped by ``stop()``."""
+        returns the base URL. Needs the ``serve`` extra (aiohttp). options: tls, switch_interval and
+        the bounds (korral.server.rest_limits.RestLimits; docs/api.md). Stopped by ``stop()``."""
         from korral.server.rest import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:

@@ -46,6 +46,11 @@ class EventLog:
         with self._lock:
             return list(self._records)[-count:] if count > 0 else []
 
+    def highest(self) -> int | None:
+        """The id of the newest event kept; None when there is none."""
+        with self._lock:
+            return self._records[-1][0] if self._records else None
+
     def listen(self, listener: Listener) -> None:
         with self._lock:
             self._listeners.append(listener)

@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import json
 import logging
-import sys
+import re
+import ssl
 import threading
 import time
 import uuid
@@ -34,6 +35,9 @@ from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.policies.placement import PlacementManager
 from korral.server import dao
+from korral.server.rest_limits import ConnectionGuard, RestLimits, tls_context
+from korral.server.rest_stream import EventFanout, StreamLimiter, serve_stream
+from korral.server.switch_interval import switch_interval as _switch_interval
 
 if TYPE_CHECKING:
     from korral.core import Core
@@ -43,10 +47,8 @@ log = logging.getLogger("korral.rest")
 WORKERS = 4
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
-# yunikorn-core configs: event.RESTResponseSize, event.maxStreams
+# yunikorn-core config: event.RESTResponseSize (the stream limits: rest_limits.RestLimits)
 MAX_EVENTS_PER_RESPONSE = 10_000
-MAX_EVENT_STREAMS = 100
-STREAM_BACKLOG = 10_000  # events queued for one slow stream client before it is cut off
 # a published queue tree larger than this is turned into JSON on a worker, not on the event loop
 INLINE_MAX_QUEUES = 2_000
 # While a REST server runs, the interpreter hands the GIL over at least this often (Python's default
@@ -54,36 +56,6 @@ INLINE_MAX_QUEUES = 2_000
 # scheduler batch. Measured on the yunikorn shape: the same CPU time per allocation at 1 ms as at 5 ms.
 SWITCH_INTERVAL = 0.001
 
-
-class _SwitchInterval:
-    """The process's switch interval lowered while any REST server runs, restored after the last."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._previous: float | None = None
-        self._set: float | None = None
-
-    def acquire(self, interval: float) -> None:
-        with self._lock:
-            self._users += 1
-            current = sys.getswitchinterval()
-            if current > interval:
-                if self._previous is None:
-                    self._previous = current
-                sys.setswitchinterval(interval)
-                self._set = interval
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0 and self._previous is not None:
-                if sys.getswitchinterval() == self._set:  # nobody else changed it meanwhile
-                    sys.setswitchinterval(self._previous)
-                self._previous = self._set = None
-
-
-_switch_interval = _SwitchInterval()
 
 HEADERS = {
     "Access-Control-Allow-Origin": "*",
@@ -399,18 +371,41 @@ def _active_status_message() -> str:
     return f"Only following active statuses are allowed: {','.join(dao.ACTIVE_STATES)}"
 
 
+_DIGITS = re.compile(r"[0-9]+")
+UINT64_MAX = (1 << 64) - 1
+
+
 def _unsigned(text: str) -> int:
-    if not text.isdigit():
+    """A query's unsigned number as YuniKorn's strconv.ParseUint(text, 10, 64) reads it: 400 for
+    anything else, however long (Python's int() refuses over 4,300 digits: that was a 500)."""
+    if not _DIGITS.fullmatch(text):
         raise HttpError(400, f'strconv.ParseUint: parsing "{text}": invalid syntax')
+    if len(text.lstrip("0")) > 20 or int(text) > UINT64_MAX:
+        raise HttpError(400, f'strconv.ParseUint: parsing "{text}": value out of range')
     return int(text)
 
 
 class RestServer:
     """The REST API of one core on ``host:port``, on its own thread and event loop."""
 
-    def __init__(self, core: Core, address: str, *, switch_interval: float | None = SWITCH_INTERVAL) -> None:
-        """``switch_interval``: the longest GIL hand-off while serving (None: leave the process's)."""
+    def __init__(
+        self,
+        core: Core,
+        address: str,
+        *,
+        switch_interval: float | None = SWITCH_INTERVAL,
+        tls: ssl.SSLContext | Mapping[str, Any] | None = None,
+        **limits: Any,
+    ) -> None:
+        """``switch_interval``: the longest GIL hand-off while serving (None: leave the process's);
+        ``tls``: serve HTTPS (rest_limits.tls_context); ``limits``: rest_limits.RestLimits' settings."""
         self.host, self.port = parse_address(address)
+        self.limits = RestLimits.of(limits)
+        self._ssl = tls_context(tls)
+        self._guard = ConnectionGuard(self.limits)  # every connection through it (rest_limits)
+        self._server: asyncio.AbstractServer | None = None
+        self._fanout = EventFanout(core.metrics.events, self.limits)
+        self._stream_limiter = StreamLimiter(self.limits)
         self.switch_interval = switch_interval
         self._switch_held = False
         self.api = RestApi(core)
@@ -421,7 +416,6 @@ class RestServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
-        self._streams: set[asyncio.Queue] = set()
         self.url = ""
 
     # ---- lifecycle --------------------------------------------------------------------------------
@@ -456,18 +450,26 @@ class RestServer:
             loop.close()
 
     async def _start_site(self) -> None:
-        self._runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=STOP_TIMEOUT)
+        limits = self.limits
+        self._runner = web.AppRunner(
+            self._app(),
+            access_log=None,
+            shutdown_timeout=STOP_TIMEOUT,
+            keepalive_timeout=limits.idle_timeout,
+            handler_cancellation=True,  # a client gone: its stream (or wait) ends at once, its slot freed
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr,attr-defined]
-        port = sockets[0].getsockname()[1] if sockets else self.port
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.url = f"http://{host}:{port}"
+        assert self._runner.server is not None
+        # every connection through the guard: counted, capped, closed when slow or idle (rest_limits)
+        self._server, self.url = await self._guard.listen(
+            self._runner.server, self.host, self.port, self._ssl
+        )
 
     async def _shutdown(self) -> None:
-        for stream in list(self._streams):
-            stream.put_nowait(None)  # ends the stream's response
+        self._fanout.close()  # ends the streams' responses
+        self._guard.stop()
+        if self._server is not None:
+            self._server.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -486,7 +488,7 @@ class RestServer:
     # ---- routing ----------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors])
+        app = web.Application(middlewares=[self._guard.middleware, self._errors])
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
             ("/ws/v1/partitions", api.partitions),
@@ -528,6 +530,9 @@ class RestServer:
             if exc.status < 400:
                 raise
             return _json(dao.error(exc.status, exc.reason), exc.status)
+        except ConnectionError as exc:  # the client left before its answer: one line, no traceback
+            log.info("REST %s %s: the client left (%s)", request.method, request.path, exc)
+            return _json(dao.error(500, "the client left"), 500)  # never delivered; raised, aiohttp logs it
         except Exception as exc:  # a fault of the server's own: the client still gets an error body
             log.exception("REST %s %s failed", request.method, request.path)
             return _json(dao.error(500, str(exc)), 500)
@@ -573,7 +578,10 @@ class RestServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _validate_conf(self, request: web.Request) -> web.Response:
-        raw = await request.read()
+        try:  # the body within the header timeout too: a stalled upload holds no connection for good
+            raw = await asyncio.wait_for(request.read(), self.limits.header_timeout)
+        except TimeoutError:
+            return _json(dao.error(408, "the request body did not arrive in time"), 408)
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -581,49 +589,20 @@ class RestServer:
         return await self._answer(self.api.validate_conf, body)
 
     async def _event_stream(self, request: web.Request) -> web.StreamResponse:
-        """One JSON document per line: the instance id, then every event as it is logged."""
-        if len(self._streams) >= MAX_EVENT_STREAMS:
-            return _json(dao.error(503, "Too many streaming connections"), 503)
+        """One JSON document per line: the instance id, then every event as it is logged (rest_stream)."""
         count = 0
         if "count" in request.query:
             try:
                 count = min(_unsigned(request.query["count"]), MAX_EVENTS_PER_RESPONSE)
             except HttpError as exc:
                 return _json(dao.error(exc.status, exc.message), exc.status)
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue(maxsize=STREAM_BACKLOG)
-
-        def deliver(batch: list[tuple[int, Any]]) -> None:
-            if queue.full():  # a client this far behind is cut off rather than queue without bound
-                while not queue.empty():
-                    queue.get_nowait()
-                queue.put_nowait(None)
-            else:
-                queue.put_nowait(batch)
-
-        def listener(batch: list[tuple[int, Any]]) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-                loop.call_soon_threadsafe(deliver, batch)
-
-        response = web.StreamResponse(headers={**HEADERS, "Content-Type": "application/json; charset=UTF-8"})
-        await response.prepare(request)
-        self._streams.add(queue)
-        events = self.metrics.events
-        events.listen(listener)
-        try:
-            await response.write((json.dumps({"InstanceUUID": self.api.instance_uuid}) + "\n").encode())
-            backlog = events.latest(count)
-            if backlog:
-                await queue.put(backlog)
-            while True:
-                batch = await queue.get()
-                if batch is None:
-                    break
-                lines = "".join(json.dumps(dao.event(i, r)) + "\n" for i, r in batch)
-                await response.write(lines.encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            events.unlisten(listener)
-            self._streams.discard(queue)
-        return response
+        return await serve_stream(
+            request,
+            fanout=self._fanout,
+            limiter=self._stream_limiter,
+            instance_uuid=self.api.instance_uuid,
+            count=count,
+            error=lambda status, message: _json(dao.error(status, message), status),
+            headers=HEADERS,
+            connection=self._guard.of(request.transport),
+        )

@@ -1,0 +1,387 @@
+"""``/ws/v1/events/stream``: every event the core logs, to many readers, bounded and cheap.
+
+One listener on the core's event log serves every reader of a server (none while nobody reads): the
+scheduler's threads only append a batch to a list and, once per ``stream_flush_interval``, wake the
+server's event loop; the loop encodes what gathered once and hands the same bytes to every reader. So
+100 readers cost the scheduler one list append per batch, and the loop one encoding per interval plus
+one write per reader.
+
+A reader that falls behind by more than ``stream_buffer_bytes`` (what is queued for it and what its
+connection has not taken), or whose write waits more than ``stream_write_timeout``, is cut off, as
+YuniKorn removes a consumer whose buffer is full. Readers are limited in total and per client address
+(``StreamLimiter``, as YuniKorn's streaming_limit.go). A reader leaving, or cut off, is one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _quoted  # type: ignore[attr-defined]
+from typing import Any
+
+from aiohttp import web
+
+from korral import si
+from korral.server.events import EventLog
+from korral.server.rest_limits import Connection, RestLimits
+
+log = logging.getLogger("korral.rest")
+
+Batch = list[tuple[int, Any]]
+
+
+class StreamLimiter:
+    """Open streams in total and per client address (YuniKorn's StreamingLimiter; korral counts by the
+    client's address, where YuniKorn counts by the Host header the client sent)."""
+
+    def __init__(self, limits: RestLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.per_host: dict[str, int] = {}
+
+    def add(self, host: str) -> bool:
+        if self.total >= self.limits.max_streams:
+            log.info("event stream refused to %s: max_streams %d reached", host, self.limits.max_streams)
+            return False
+        if self.per_host.get(host, 0) >= self.limits.max_streams_per_host:
+            log.info(
+                "event stream refused to %s: max_streams_per_host %d reached",
+                host,
+                self.limits.max_streams_per_host,
+            )
+            return False
+        self.total += 1
+        self.per_host[host] = self.per_host.get(host, 0) + 1
+        return True
+
+    def remove(self, host: str) -> None:
+        count = self.per_host.get(host, 0)
+        if count <= 0:
+            return
+        self.total -= 1
+        if count == 1:
+            del self.per_host[host]
+        else:
+            self.per_host[host] = count - 1
+
+
+class Reader:
+    """One stream client: its connection, what waits for it until its stream has begun, and why it
+    was cut off, if it was. Events go straight to its connection (no task per reader to wake)."""
+
+    def __init__(self, host: str, transport: asyncio.Transport) -> None:
+        self.host = host
+        self.transport = transport
+        self.after: int | None = None  # events up to this id were sent as the backlog
+        self.chunked = True  # HTTP/1.1 chunked transfer encoding (HTTP/1.0: the bare body)
+        self.ready = False  # the head and backlog went out: events may follow directly
+        self.waiting: list[bytes] = []
+        self.done = asyncio.Event()
+        self.cut: str | None = None
+        self.left = False
+        self.unsent = 0  # the connection's unsent bytes after the last write
+        self.progress_at = time.monotonic()
+
+    def behind(self) -> int:
+        return sum(len(chunk) for chunk in self.waiting) + self.transport.get_write_buffer_size()
+
+    def offer(self, data: bytes, limits: RestLimits, now: float) -> None:
+        """More events for the reader. Cut off if it had not taken what it was given before by more
+        than ``stream_buffer_bytes`` (a large flush alone, the server's own lag, is never the reader's
+        fault), or took nothing for ``stream_write_timeout`` while it had something to take."""
+        if self.cut is not None or self.left:
+            return
+        if self.transport.is_closing():  # gone: its handler ends (handler_cancellation)
+            self.left = True
+            return
+        behind = self.behind()
+        if behind > limits.stream_buffer_bytes:
+            self.cut_off(
+                f"fell behind by {behind:,} bytes (stream_buffer_bytes {limits.stream_buffer_bytes:,})"
+            )
+            return
+        unsent = self.transport.get_write_buffer_size()
+        if unsent == 0 or unsent < self.unsent:
+            self.progress_at = now
+        elif now - self.progress_at > limits.stream_write_timeout:
+            self.cut_off(
+                f"took nothing for {limits.stream_write_timeout:g}s (stream_write_timeout), "
+                f"{unsent:,} bytes unsent"
+            )
+            return
+        if data:
+            self.waiting.append(data)  # the same bytes for every reader: shared, not copied
+        if self.ready:
+            self._send()
+
+    def _send(self) -> None:
+        """Hand what waits to the connection while it holds nothing unsent: each write then goes to
+        the socket at once, and at most the part the socket did not take is copied into the
+        transport's buffer (writing into a non-empty buffer copies every byte, and asyncio moves the
+        rest of a large buffer after each send)."""
+        waiting = self.waiting
+        while waiting and self.transport.get_write_buffer_size() == 0:
+            self.transport.write(waiting.pop(0))
+        self.unsent = self.transport.get_write_buffer_size()
+
+    def begin(self, connection: Connection | None) -> None:
+        """The head and backlog went out: what waited follows, then events as they are flushed. The
+        connection says when its transport has sent everything (a buffer limit of 0: paused while it
+        holds anything), and the next chunk goes out then."""
+        self.ready = True
+        if connection is not None:
+            connection.on_drained = self._drained
+            self.transport.set_write_buffer_limits(high=0)
+        self._send()
+        self.progress_at = time.monotonic()
+
+    def _drained(self) -> None:
+        if self.ready and self.cut is None and not self.left and self.waiting:
+            self.progress_at = time.monotonic()
+            self._send()
+
+    def cut_off(self, reason: str) -> None:
+        if self.cut is not None:
+            return
+        self.cut = reason
+        self.waiting.clear()
+        log.warning("event stream reader %s cut off: %s", self.host, reason)
+        self.transport.abort()
+        self.done.set()
+
+
+# an enum member's number as text, looked up rather than converted for each event
+_NUMBER = {
+    member: str(int(member))
+    for kind in (si.EventRecordType, si.EventChangeType, si.EventChangeDetail)
+    for member in kind
+}
+
+
+def event_line(event_id: int, record: si.EventRecord) -> str:
+    """``json.dumps(dao.event(event_id, record)) + "\\n"``, the same text at half the cost or less: the
+    stream encodes every event the core logs (about three per allocation), under the GIL."""
+    object_id = record.object_id
+    reference = record.reference_id or record.group_id
+    message = record.message or record.reason
+    resource = record.resource
+    return "".join(
+        (
+            '{"id": ',
+            str(event_id),
+            ', "type": ',
+            _NUMBER[record.type],
+            ', "objectID": ' + _quoted(object_id) if object_id else "",
+            ', "referenceID": ' + _quoted(reference) if reference else "",
+            ', "message": ' + _quoted(message) if message else "",
+            ', "timestampNano": ',
+            str(record.timestamp_nano),
+            ', "eventChangeType": ',
+            _NUMBER[record.event_change_type],
+            ', "eventChangeDetail": ',
+            _NUMBER[record.event_change_detail],
+            ', "resource": {"resources": {' + _resources(resource) + "}}" if resource else "",
+            "}\n",
+        )
+    )
+
+
+def _resources(resource: dict[str, int]) -> str:
+    return ", ".join(
+        f'{_quoted(name)}: {{"value": {value if type(value) is int else json.dumps(value)}}}'
+        for name, value in resource.items()
+    )
+
+
+def _encode(batches: list[Batch], after: int | None = None) -> bytes:
+    return "".join(
+        event_line(event_id, record)
+        for batch in batches
+        for event_id, record in batch
+        if after is None or event_id > after
+    ).encode()
+
+
+def _chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of HTTP/1.1's chunked transfer encoding (framed once, for every reader)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+class EventFanout:
+    """The one listener of a server on the core's event log, and its readers."""
+
+    def __init__(self, events: EventLog, limits: RestLimits) -> None:
+        self.events = events
+        self.limits = limits
+        self.readers: set[Reader] = set()
+        self._lock = threading.Lock()
+        self._gathered: list[Batch] = []
+        self._armed = False
+        self._pumping = False
+        self._lagging = 0  # events gathered, not yet flushed
+        self._overflow = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def listener(self, batch: Batch) -> None:
+        """Called on the thread that logged the batch: a list append, and a wake-up per interval."""
+        with self._lock:
+            if self._lagging + len(batch) > self.limits.stream_lag_events:
+                self._overflow = True  # the readers are cut off at the flush: nothing kept meanwhile
+                self._gathered = []
+                self._lagging = 0
+            else:
+                self._gathered.append(batch)
+                self._lagging += len(batch)
+            if self._armed:
+                return
+            self._armed = True
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                loop.call_soon_threadsafe(loop.call_later, self.limits.stream_flush_interval, self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            batches, self._gathered = self._gathered, []
+            overflow, self._overflow = self._overflow, False
+            self._lagging = 0
+            self._armed = False
+        if overflow:
+            reason = (
+                f"the server fell more than {self.limits.stream_lag_events:,} events behind the core "
+                "(stream_lag_events): it cannot send them as fast as they are made"
+            )
+            for reader in list(self.readers):  # each has missed events: it reconnects (events/batch)
+                reader.cut_off(reason)
+            return
+        if not batches or not self.readers:
+            return
+        encoded: bytes | None = None
+        framed: bytes | None = None
+        limits = self.limits
+        now = time.monotonic()
+        first = next((batch[0][0] for batch in batches if batch), None)
+        for reader in list(self.readers):
+            if reader.after is not None and (first is None or first <= reader.after):
+                own = _encode(batches, reader.after)  # without what its backlog held
+                if own:
+                    reader.offer(_chunk(own) if reader.chunked else own, limits, now)
+                continue
+            reader.after = None
+            if encoded is None:
+                encoded = _encode(batches)
+                if not encoded:
+                    return
+            if reader.chunked:
+                if framed is None:
+                    framed = _chunk(encoded)
+                reader.offer(framed, limits, now)
+            else:
+                reader.offer(encoded, limits, now)
+        self._pump_later()
+
+    def _pump_later(self) -> None:
+        """While some reader has bytes waiting for its connection to take what it holds, look again
+        each interval (events may not come to do it)."""
+        if self._pumping or self._loop is None:
+            return
+        if any(reader.waiting and reader.ready and reader.cut is None for reader in self.readers):
+            self._pumping = True
+            self._loop.call_later(self.limits.stream_flush_interval, self._pump)
+
+    def _pump(self) -> None:
+        self._pumping = False
+        now = time.monotonic()
+        for reader in list(self.readers):
+            if reader.waiting and reader.ready and reader.cut is None:
+                reader.offer(b"", self.limits, now)
+        self._pump_later()
+
+    def join(self, reader: Reader) -> None:
+        if not self.readers:
+            self._loop = asyncio.get_running_loop()
+            self.events.listen(self.listener)
+        self.readers.add(reader)
+
+    def leave(self, reader: Reader) -> None:
+        self.readers.discard(reader)
+        if not self.readers:
+            self.events.unlisten(self.listener)
+            with self._lock:
+                self._gathered = []
+                self._lagging = 0
+                self._overflow = False
+
+    def close(self) -> None:
+        for reader in list(self.readers):
+            reader.cut = reader.cut or "the server stops"
+            reader.done.set()
+
+
+async def serve_stream(
+    request: web.Request,
+    *,
+    fanout: EventFanout,
+    limiter: StreamLimiter,
+    instance_uuid: str,
+    count: int,
+    error: Callable[[int, str], web.Response],
+    headers: dict[str, str],
+    connection: Connection | None = None,
+) -> web.StreamResponse:
+    """One reader's stream: the instance id, the last ``count`` events, then each event as logged."""
+    host = request.remote or "?"
+    if not limiter.add(host):
+        return error(503, "Too many streaming connections")
+    try:
+        return await _stream(request, fanout, host, instance_uuid, count, headers, connection)
+    finally:
+        limiter.remove(host)
+
+
+async def _stream(
+    request: web.Request,
+    fanout: EventFanout,
+    host: str,
+    instance_uuid: str,
+    count: int,
+    headers: dict[str, str],
+    connection: Connection | None,
+) -> web.StreamResponse:
+    limits = fanout.limits
+    response = web.StreamResponse(headers={**headers, "Content-Type": "application/json; charset=UTF-8"})
+    transport = request.transport
+    if not isinstance(transport, asyncio.Transport):  # gone before its stream began
+        return response
+    reader = Reader(host, transport)
+    fanout.join(reader)  # listening before the backlog is read: nothing falls between the two
+    try:
+        backlog = fanout.events.latest(count) if count else []
+        reader.after = backlog[-1][0] if backlog else fanout.events.highest()
+        reader.chunked = request.version >= (1, 1)
+        if reader.chunked:  # said here: the events written directly are framed as chunks (_chunk)
+            response.enable_chunked_encoding()
+        await response.prepare(request)
+        first = (json.dumps({"InstanceUUID": instance_uuid}) + "\n").encode() + _encode([backlog])
+        # the head and the backlog through aiohttp's writer; then events go to the connection directly
+        await asyncio.wait_for(response.write(first), limits.stream_write_timeout)
+        reader.begin(connection)
+        await reader.done.wait()
+    except TimeoutError:
+        reader.cut_off(
+            f"its backlog waited more than {limits.stream_write_timeout:g}s (stream_write_timeout)"
+        )
+    except ConnectionError as exc:  # the client left mid-write: its own choice, one line
+        log.info("event stream reader %s left: %s", host, exc or type(exc).__name__)
+    except asyncio.CancelledError:  # the client left (handler_cancellation) or was cut off
+        if reader.cut is None:
+            log.info("event stream reader %s left", host)
+        raise
+    finally:
+        fanout.leave(reader)
+    return response
