@@ -34,16 +34,20 @@ from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
     PartitionBoard,
+    Pending,
     Register,
     RMProxyActor,
     Route,
     StopAll,
     UpdateConfiguration,
+    build_placements,
+    complete_registration,
     stop_and_wait,
 )
 from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
+from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.errors import KorralError, SchedulerError
 from korral.info import (
@@ -199,9 +203,19 @@ class Core:
             )
         if type(request.rm_id) is not str or type(request.config) is not str:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
-        response = self._call(
-            Register(request=request, callback=callback or ResourceManagerCallback()), REGISTRATION_TIMEOUT
-        )
+        # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
+        config = load_config(request.config)
+        build_here = self.simulation is not None or self._ray is not None
+        callback = callback or ResourceManagerCallback()
+        response = self._call(Register(request, callback, config, build_here), REGISTRATION_TIMEOUT)
+        if isinstance(response, Pending):
+            response = complete_registration(
+                response,
+                lambda message: self._call(message, REGISTRATION_TIMEOUT),
+                tracker=self.tracker,
+                timer=self._timer,
+                settings=self.settings,
+            )
         with self._lock:
             self._registered.add(request.rm_id)
         return response
@@ -240,7 +254,9 @@ class Core:
             raise SchedulerError(
                 f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
             )
-        self._call(UpdateConfiguration(request=request), REGISTRATION_TIMEOUT)
+        config = load_config(request.config)  # on this thread, as for a registration
+        placements = build_placements(config, request.rm_id)
+        self._call(UpdateConfiguration(request, config, placements), REGISTRATION_TIMEOUT)
 
     # ---- waiting and reading state -----------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from korral.config.schema import (
 )
 from korral.config.validator import validate_config
 from korral.config.yaml_reader import read_yaml
-from korral.errors import ConfigError
+from korral.errors import ConfigError, ConfigLimitError
 
 # YuniKorn's configs.DefaultSchedulerConfig, used when a resource manager registers without a config.
 DEFAULT_CONFIG_TEXT = """\
@@ -199,29 +199,37 @@ def _as_str_map(value: object, key: str, where: str) -> dict[str, str]:
 # --- the document ---
 
 
-class _QueueCount:
-    """The queues parsed so far: refused past ``MAX_QUEUES``, before the rest is walked."""
+def _count_queues(raw_partitions: list[Any]) -> int:
+    """The queues the document defines, before any is parsed: a list shared through YAML aliases is
+    counted once per place it appears (so as often as the parse would build it), but walked once."""
+    seen: dict[int, int] = {}
 
-    def __init__(self) -> None:
-        self.count = 0
+    def in_list(queues: object) -> int:
+        if not isinstance(queues, list):
+            return 0
+        known = seen.get(id(queues))
+        if known is None:
+            known = seen[id(queues)] = sum(
+                1 + in_list(queue.get("queues")) for queue in queues if isinstance(queue, Mapping)
+            )
+        return known
 
-    def add(self, where: str) -> None:
-        self.count += 1
-        if self.count > MAX_QUEUES:
-            raise ConfigError(f"too many queues: more than the limit of {MAX_QUEUES:,} (at {where})")
+    return sum(in_list(p.get("queues")) for p in raw_partitions if isinstance(p, Mapping))
 
 
 def _parse_config(data: object) -> SchedulerConfig:
     top = _as_map(data, "configuration (top level)", _TOP_KEYS)
     _as_str(top.get("checksum"), "checksum", "configuration (top level)")
     raw_partitions = _as_list(top.get("partitions"), "partitions", "configuration (top level)")
-    count = _QueueCount()
+    queues = _count_queues(raw_partitions)
+    if queues > MAX_QUEUES:
+        raise ConfigLimitError(f"too many queues: {queues:,}, over the limit of {MAX_QUEUES:,} queues")
     return SchedulerConfig(
-        partitions=tuple(_parse_partition(raw, index, count) for index, raw in enumerate(raw_partitions))
+        partitions=tuple(_parse_partition(raw, index) for index, raw in enumerate(raw_partitions))
     )
 
 
-def _parse_partition(raw: object, index: int, count: _QueueCount) -> PartitionConfig:
+def _parse_partition(raw: object, index: int) -> PartitionConfig:
     partition = _as_map(raw, f"partitions[{index}]", _PARTITION_KEYS)
     name = _as_str(partition.get("name"), "name", f"partitions[{index}]").lower() or "default"
     where = f"partition '{name}'"
@@ -235,7 +243,7 @@ def _parse_partition(raw: object, index: int, count: _QueueCount) -> PartitionCo
     )
     parent_path = None if top_is_root else "root"
     queues = tuple(
-        _parse_queue(raw_queue, parent_path, f"{where}: queues[{pos}]", where, count)
+        _parse_queue(raw_queue, parent_path, f"{where}: queues[{pos}]", where)
         for pos, raw_queue in enumerate(raw_queues)
     )
 
@@ -270,20 +278,17 @@ def _parse_partition(raw: object, index: int, count: _QueueCount) -> PartitionCo
     )
 
 
-def _parse_queue(
-    raw: object, parent_path: str | None, position: str, partition_where: str, count: _QueueCount
-) -> QueueConfig:
+def _parse_queue(raw: object, parent_path: str | None, position: str, partition_where: str) -> QueueConfig:
     queue = _as_map(raw, position)
     name = _as_str(queue.get("name"), "name", position).lower()
     path = name if parent_path is None else f"{parent_path}.{name}"
     where = f"{partition_where}: queue '{path}'"
-    count.add(where)
     _as_map(queue, where, _QUEUE_KEYS)
 
     template_raw = queue.get("childtemplate")
     template = None if template_raw is None else _parse_template(template_raw, f"{where}: childtemplate")
     children = tuple(
-        _parse_queue(child, path, f"{where}: queues[{pos}]", partition_where, count)
+        _parse_queue(child, path, f"{where}: queues[{pos}]", partition_where)
         for pos, child in enumerate(_as_list(queue.get("queues"), "queues", where))
     )
     return QueueConfig(

@@ -28,7 +28,7 @@ from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.resolver import Resolver
 
-from korral.errors import ConfigError
+from korral.errors import ConfigError, ConfigLimitError
 
 MAX_CONFIG_BYTES = 10 * 1024 * 1024
 MAX_NESTING_DEPTH = 100
@@ -39,14 +39,14 @@ def read_yaml(text: str) -> Any:
     """The data of one YAML document, strictly (no duplicate keys) and within the bounds above."""
     if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
         size = len(text.encode("utf-8", "surrogatepass"))
-        raise ConfigError(
+        raise ConfigLimitError(
             f"configuration too large: {size:,} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
         )
     try:
         return yaml.load(text, Loader=_BoundedLoader)  # safe constructors only
     except yaml.YAMLError as err:
         if "maximum nesting depth" in str(err):  # libyaml's own bound (1,000) met before ours
-            raise ConfigError(
+            raise ConfigLimitError(
                 f"configuration nested too deep: maps and lists more than {MAX_NESTING_DEPTH} levels deep "
                 f"(the limit is {MAX_NESTING_DEPTH})"
             ) from None
@@ -73,11 +73,11 @@ class _BoundedComposer(Composer):
         self._nodes += count
         if self._nodes > MAX_YAML_NODES:
             if alias is not None:
-                raise ConfigError(
+                raise ConfigLimitError(
                     f"YAML aliases expand the configuration past the limit of {MAX_YAML_NODES:,} nodes "
                     f"(alias *{alias}{_line(event)})"
                 )
-            raise ConfigError(
+            raise ConfigLimitError(
                 f"configuration too large: more than the limit of {MAX_YAML_NODES:,} YAML nodes{_line(event)}"
             )
 
@@ -89,7 +89,9 @@ class _BoundedComposer(Composer):
             anchor = str(event.anchor)
             size = self._sizes.get(anchor)
             if size is None and anchor in self.anchors:
-                raise ConfigError(f"YAML alias *{anchor}{_line(event)} refers to a node that contains it")
+                raise ConfigLimitError(
+                    f"YAML alias *{anchor}{_line(event)} refers to a node that contains it (no recursion)"
+                )
             node = super().compose_node(parent, index)  # an undefined alias is PyYAML's error
             self._add(size or 0, event, anchor)
             return node
@@ -97,7 +99,7 @@ class _BoundedComposer(Composer):
         if collection:
             self._depth += 1
             if self._depth > MAX_NESTING_DEPTH:
-                raise ConfigError(
+                raise ConfigLimitError(
                     f"configuration nested too deep: maps and lists more than {MAX_NESTING_DEPTH} levels "
                     f"deep{_line(event)} (the limit is {MAX_NESTING_DEPTH})"
                 )
