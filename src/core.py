@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Callable
@@ -205,17 +206,10 @@ class Core:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
         # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
         config = load_config(request.config)
-        build_here = self.simulation is not None or self._ray is not None
         callback = callback or ResourceManagerCallback()
-        response = self._call(Register(request, callback, config, build_here), REGISTRATION_TIMEOUT)
-        if isinstance(response, Pending):
-            response = complete_registration(
-                response,
-                lambda message: self._call(message, REGISTRATION_TIMEOUT),
-                tracker=self.tracker,
-                timer=self._timer,
-                settings=self.settings,
-            )
+        response = self._complete(
+            self._call(Register(request, callback, config, self._build_here), REGISTRATION_TIMEOUT)
+        )
         with self._lock:
             self._registered.add(request.rm_id)
         return response
@@ -256,7 +250,22 @@ class Core:
             )
         config = load_config(request.config)  # on this thread, as for a registration
         placements = build_placements(config, request.rm_id)
-        self._call(UpdateConfiguration(request, config, placements), REGISTRATION_TIMEOUT)
+        update = UpdateConfiguration(request, config, placements, self._build_here)
+        self._complete(self._call(update, REGISTRATION_TIMEOUT))
+
+    @property
+    def _build_here(self) -> bool:
+        """Whether the RMProxy starts partitions itself (simulated runtime, engine="ray")."""
+        return self.simulation is not None or self._ray is not None
+
+    def _complete(self, answer: Any) -> Any:
+        """The caller's half of a registration or update the RMProxy answered ``Pending``."""
+        if not isinstance(answer, Pending):
+            return answer
+        call = functools.partial(self._call, timeout=REGISTRATION_TIMEOUT)
+        return complete_registration(
+            answer, call, tracker=self.tracker, timer=self._timer, settings=self.settings
+        )
 
     # ---- waiting and reading state -----------------------------------------------------------------
 

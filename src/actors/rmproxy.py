@@ -79,6 +79,8 @@ class UpdateConfiguration:
     # parsed, validated and with each partition's placement rules built by the caller
     config: SchedulerConfig = attrs.field(repr=False)
     placements: dict[str, PlacementManager] = attrs.field(repr=False)
+    # as Register's: False answers ``Pending`` when partitions are to be stopped or started
+    build_here: bool = True
 
 
 @attrs.frozen(slots=True)
@@ -117,11 +119,14 @@ class RegisteredRM:
 
 @attrs.frozen(slots=True)
 class Pending:
-    """Proxy -> caller: the RM is registered but has no partitions yet; stop ``retired`` (the partitions
-    of the registration it replaces), start ``rm.config``'s, then ``Install`` them."""
+    """Proxy -> caller: the RM's requests are held until the caller has stopped ``retired`` (the
+    partitions the registration or update replaces or drops) and started ``start`` (all of a
+    registration's, those an update adds) and ``Install``ed them."""
 
     rm: RegisteredRM
     retired: list[Handle]
+    start: tuple[PartitionConfig, ...]
+    update: bool = False
 
 
 class PartitionBoard:
@@ -204,7 +209,7 @@ class RMProxyActor(ThreadedActor):
         if not message.build_here:
             rm.pending = []
             self._publish()
-            return Pending(rm=rm, retired=retired)
+            return Pending(rm=rm, retired=retired, start=config.partitions)
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
         self._publish()
@@ -277,27 +282,40 @@ class RMProxyActor(ThreadedActor):
             )
         if rm.pending is not None:
             return SchedulerError(
-                f'RmID="{request.rm_id}" is still registering: update its configuration once it has'
+                f'RmID="{request.rm_id}" is still registering or reloading: update its configuration '
+                "once that has returned"
             )
         config, placements = message.config, message.placements
         if config.checksum == rm.config.checksum:
             return None
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
+        retired: list[Handle] = []
         for name, stopping in list(rm.partitions.items()):
             if name not in wanted:
-                self._stop_partition(stopping)
+                retired.append(stopping)
                 del rm.partitions[name]
                 rm.queue_boards.pop(name, None)
+        start: list[PartitionConfig] = []
         for name, partition_config in wanted.items():
             handle = rm.partitions.get(name)
             if handle is None:
-                self._start_partition(rm, partition_config)
+                start.append(partition_config)
             else:
                 # Told, not asked: validated above, it cannot fail, and the partition applies it in
                 # order with the requests before it. An ask could time out behind a long backlog and
                 # leave the reload half done (partitions changed, rm.config not).
                 handle.tell(ApplyConfig(config=partition_config, placement=placements[name]))
         rm.config = config
+        if message.build_here:
+            for stopping in retired:
+                self._stop_partition(stopping)
+            for partition_config in start:
+                self._start_partition(rm, partition_config)
+        elif retired or start:
+            # the caller stops and starts them; the RM's requests wait for the partitions they name
+            rm.pending = [] if start else None
+            self._publish()
+            return Pending(rm=rm, retired=retired, start=tuple(start), update=True)
         self._publish()
         return None
 
@@ -456,14 +474,17 @@ def complete_registration(
     timer: Any,
     settings: PartitionSettings,
 ) -> Any:
-    """The caller's half of a ``Pending`` registration, on the caller's thread: stop the partitions it
-    replaces, start the RM's, install them (``call`` asks the proxy and raises what it answers)."""
+    """The caller's half of a ``Pending`` registration or update, on the caller's thread: stop the
+    partitions it drops, start the new ones, install them (``call`` asks the proxy and raises what it
+    answers)."""
     for handle in pending.retired:
         stop_partition(handle, Rank.OUTSIDE)
+    if pending.update and not pending.start:
+        return None
     started: dict[str, Handle] = {}
     boards: dict[str, QueueBoard] = {}
     try:
-        for partition_config in pending.rm.config.partitions:
+        for partition_config in pending.start:
             name, handle, board = start_partition(
                 pending.rm, partition_config, tracker=tracker, timer=timer, settings=settings
             )
@@ -471,10 +492,17 @@ def complete_registration(
             if board is not None:
                 boards[name] = board
     except BaseException:
+        installed = False
         with contextlib.suppress(Exception):  # a stopped core has removed the RM already
-            call(Abort(rm=pending.rm))
-        for handle in started.values():
-            stop_partition(handle, Rank.OUTSIDE)
+            # an update keeps what it could start (the RM is served); a registration is undone
+            if pending.update:
+                call(Install(pending.rm, started, boards))
+                installed = True
+            else:
+                call(Abort(rm=pending.rm))
+        if not installed:
+            for handle in started.values():
+                stop_partition(handle, Rank.OUTSIDE)
         raise
     try:
         return call(Install(rm=pending.rm, partitions=started, queue_boards=boards))

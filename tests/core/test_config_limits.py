@@ -194,3 +194,39 @@ def test_requests_of_an_rm_that_registers_again_wait_for_its_new_partitions() ->
         # a node sent before the registration reached the core went to the old partitions (gone with
         # them, as in YuniKorn); every one sent after it is in the new partition
         assert nodes and nodes == {f"n{n}" for n in range(sent - len(nodes) + 1, sent + 1)}
+
+
+def test_rm_b_is_served_while_rm_a_reloads_a_config_that_adds_a_20000_queue_partition() -> None:
+    big = many_queues(20_000).replace("  - name: default", "  - name: big")
+    both = ROOT_ONLY.rstrip("\n") + "\n" + big.split("\n", 1)[1]  # partitions default and big
+    with korral.start() as core:  # default timings: 20,000 queues swept every 0.2 s would keep it busy
+        rm_b = t.RecordingRM("b")
+        core.register_resource_manager(t.register("b", ROOT_ONLY), rm_b)
+        core.register_resource_manager(t.register("a", ROOT_ONLY), t.RecordingRM("a"))
+        busy = threading.Event()
+        busy.set()
+        failures: list[BaseException] = []
+
+        def reload() -> None:
+            try:
+                core.update_configuration(si.UpdateConfigurationRequest(rm_id="a", config=both))
+            except BaseException as error:  # reported below
+                failures.append(error)
+            finally:
+                busy.clear()
+
+        thread = threading.Thread(target=reload)
+        thread.start()
+        rounds = _serve_b_while(core, rm_b, busy)
+        thread.join(300)
+        assert not failures, failures
+        assert [during for _, during in rounds].count(True) >= 1, rounds
+        assert set(core.partition_names()) == {"[a]default", "[a]big", "[b]default"}
+        assert len(core.published_queues("[a]big") or []) == 20_001
+        # and back: the dropped partition is stopped, A's default partition serves on
+        core.update_configuration(si.UpdateConfigurationRequest(rm_id="a", config=ROOT_ONLY))
+        assert set(core.partition_names()) == {"[a]default", "[b]default"}
+        rm_a = t.RecordingRM("a")
+        core.register_resource_manager(t.register("a", ROOT_ONLY), rm_a)
+        core.update_node(t.nodes("a", ["a1"], NODE))
+        assert rm_a.wait_for(lambda r: r.accepted_nodes == ["a1"])
