@@ -230,3 +230,34 @@ def test_rm_b_is_served_while_rm_a_reloads_a_config_that_adds_a_20000_queue_part
         core.register_resource_manager(t.register("a", ROOT_ONLY), rm_a)
         core.update_node(t.nodes("a", ["a1"], NODE))
         assert rm_a.wait_for(lambda r: r.accepted_nodes == ["a1"])
+
+
+def test_two_registrations_of_one_rm_at_once_leave_one_set_of_partitions() -> None:
+    # the later registration wins; the earlier one, overtaken while it started its partitions, raises
+    # SchedulerError and stops what it started: nothing is left running, nothing logged
+    with korral.start() as core, collect_errors() as errors:
+        outcomes: list[str] = []
+        texts = [many_queues(3_000), many_queues(3_000).replace("name: p0\n", "name: first\n")]
+
+        def register(text: str) -> None:
+            try:
+                core.register_resource_manager(t.register("a", text), t.RecordingRM("a"))
+                outcomes.append("registered")
+            except korral.SchedulerError as error:
+                assert "ended before its partitions were installed" in str(error)
+                outcomes.append("overtaken")
+
+        threads = [threading.Thread(target=register, args=(text,)) for text in texts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert sorted(outcomes) in (["overtaken", "registered"], ["registered", "registered"])
+        core.wait_until_idle(60)
+        assert core.partition_names() == ["[a]default"]
+        assert len(core.published_queues("[a]default") or []) == 3_001
+        rm = t.RecordingRM("a")
+        core.register_resource_manager(t.register("a", ROOT_ONLY), rm)
+        core.update_node(t.nodes("a", ["n1"], NODE))
+        assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+        assert core.tracker.errors == 0 and errors.messages() == []
