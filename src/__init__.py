@@ -7,7 +7,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
-from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.errors import ConfigError, ConfigLimitError, KorralError, SchedulerError
 from korral.info import (
     AllocationInfo,
     ApplicationInfo,
@@ -30,6 +30,7 @@ __all__ = [
     "AllocationInfo",
     "ApplicationInfo",
     "ConfigError",
+    "ConfigLimitError",
     "Core",
     "GroupUsageInfo",
     "KorralError",

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 import korral
 from korral.cli_checks import BENCH_MODES, host_port, refuse_inapplicable, stress_mode
-from korral.errors import ConfigError
+from korral.errors import ConfigError, ConfigLimitError
 from korral.harness import faults
 
 # the key under which YuniKorn's Kubernetes shim keeps queues.yaml in its ConfigMap (yunikorn-configs)
@@ -95,9 +94,13 @@ def source_name(file: Path) -> str:
 
 def unwrap_configmap(text: str, name: str) -> tuple[str, str]:
     """A ConfigMap's data."queues.yaml" (the shim's way to deploy it); any other text unchanged."""
+    from korral.config.yaml_reader import read_yaml
+
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
+        document = read_yaml(text)  # within the bounds of a config (size, nesting, aliases)
+    except ConfigLimitError:
+        raise
+    except ConfigError:
         return text, name  # not one YAML document: the validator reports where it breaks
     if not isinstance(document, dict) or not ({"apiVersion", "kind"} & document.keys()):
         return text, name

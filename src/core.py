@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Callable
@@ -34,16 +35,20 @@ from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     FindPartitions,
     PartitionBoard,
+    Pending,
     Register,
     RMProxyActor,
     Route,
     StopAll,
     UpdateConfiguration,
+    build_placements,
+    complete_registration,
     stop_and_wait,
 )
 from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
+from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.errors import KorralError, SchedulerError
 from korral.info import (
@@ -199,8 +204,11 @@ class Core:
             )
         if type(request.rm_id) is not str or type(request.config) is not str:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
-        response = self._call(
-            Register(request=request, callback=callback or ResourceManagerCallback()), REGISTRATION_TIMEOUT
+        # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
+        config = load_config(request.config)
+        callback = callback or ResourceManagerCallback()
+        response = self._complete(
+            self._call(Register(request, callback, config, self._build_here), REGISTRATION_TIMEOUT)
         )
         with self._lock:
             self._registered.add(request.rm_id)
@@ -240,7 +248,24 @@ class Core:
             raise SchedulerError(
                 f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
             )
-        self._call(UpdateConfiguration(request=request), REGISTRATION_TIMEOUT)
+        config = load_config(request.config)  # on this thread, as for a registration
+        placements = build_placements(config, request.rm_id)
+        update = UpdateConfiguration(request, config, placements, self._build_here)
+        self._complete(self._call(update, REGISTRATION_TIMEOUT))
+
+    @property
+    def _build_here(self) -> bool:
+        """Whether the RMProxy starts partitions itself (simulated runtime, engine="ray")."""
+        return self.simulation is not None or self._ray is not None
+
+    def _complete(self, answer: Any) -> Any:
+        """The caller's half of a registration or update the RMProxy answered ``Pending``."""
+        if not isinstance(answer, Pending):
+            return answer
+        call = functools.partial(self._call, timeout=REGISTRATION_TIMEOUT)
+        return complete_registration(
+            answer, call, tracker=self.tracker, timer=self._timer, settings=self.settings
+        )
 
     # ---- waiting and reading state -----------------------------------------------------------------
 

@@ -9,5 +9,10 @@ class ConfigError(KorralError):
     """A configuration that YuniKorn's validator would reject; the message names the offending part."""
 
 
+class ConfigLimitError(ConfigError):
+    """A configuration refused before it was judged: past one of the bounds of docs/api.md ("Bounds of a
+    configuration": size, nesting, alias expansion, queues); the message names the bound."""
+
+
 class SchedulerError(KorralError):
     """A request the core cannot take at all (for example from an unregistered resource manager)."""

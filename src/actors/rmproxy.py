@@ -1,4 +1,11 @@
-"""The RMProxy actor: registers RMs, validates configuration, routes SI requests to partitions."""
+"""The RMProxy actor: registers RMs, routes SI requests to partitions.
+
+It routes every RM's requests, so nothing that costs in proportion to one RM's configuration runs on it:
+the caller parses and validates a configuration (``load_config``, on its own thread) and sends the
+result; a registration started on the threads runtime comes back ``Pending`` and the caller starts the
+RM's partitions (100,000 queues: seconds) before it ``Install``s them here, while this actor goes on
+routing the other RMs' requests (the RM's own are held and routed in order once installed).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import contextlib
 import functools
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -21,38 +28,59 @@ from korral.actors.messages import (
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
-    StopPartition,
 )
-from korral.actors.partition import PartitionActor, PartitionSettings
+from korral.actors.partition import PartitionSettings
 from korral.actors.queue_board import QueueBoard
+from korral.actors.registration import (
+    STOP_TIMEOUT,
+    build_placements,
+    start_partition,
+    stop_and_wait,
+    stop_partition,
+)
 from korral.actors.timer import TimerService
-from korral.callback import ResourceManagerCallback
-from korral.config import load_config
-from korral.config.schema import SchedulerConfig
-from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.config.schema import PartitionConfig, SchedulerConfig
+from korral.errors import KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
-from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.policies.placement import PlacementManager
 from korral.si.validate import Checked
-
-STOP_TIMEOUT = 5.0
-
-
-def stop_and_wait(handle: Handle, timeout: float = STOP_TIMEOUT) -> None:
-    """Stop an actor and wait (bounded) until it has stopped: a stopped core leaves nothing running."""
-    with contextlib.suppress(Exception):
-        if handle.is_alive:
-            handle.ref.stop(block=True, timeout=timeout)
 
 
 @attrs.frozen(slots=True)
 class Register:
     request: si.RegisterResourceManagerRequest
     callback: Any
+    # the request's config, parsed and validated by the caller (never on this actor)
+    config: SchedulerConfig = attrs.field(repr=False)
+    # True: start the partitions here and answer the registration (the simulated runtime, engine="ray");
+    # False: answer ``Pending``, the caller starts them and sends ``Install``
+    build_here: bool = True
+
+
+@attrs.frozen(slots=True)
+class Install:
+    """Caller -> proxy: the partitions it started for a ``Pending`` registration."""
+
+    rm: Any  # RegisteredRM, the pending one (by identity)
+    partitions: dict[str, Handle]
+    queue_boards: dict[str, QueueBoard]
+
+
+@attrs.frozen(slots=True)
+class Abort:
+    """Caller -> proxy: a ``Pending`` registration whose partitions could not be started."""
+
+    rm: Any  # RegisteredRM
 
 
 @attrs.frozen(slots=True)
 class UpdateConfiguration:
     request: si.UpdateConfigurationRequest
+    # parsed, validated and with each partition's placement rules built by the caller
+    config: SchedulerConfig = attrs.field(repr=False)
+    placements: dict[str, PlacementManager] = attrs.field(repr=False)
+    # as Register's: False answers ``Pending`` when partitions are to be stopped or started
+    build_here: bool = True
 
 
 @attrs.frozen(slots=True)
@@ -85,6 +113,20 @@ class RegisteredRM:
     closed: threading.Event
     partitions: dict[str, Handle] = attrs.Factory(dict)
     queue_boards: dict[str, QueueBoard] = attrs.Factory(dict)
+    # while a registration is pending (its partitions being started by the caller): its requests, held
+    pending: list[Route] | None = None
+
+
+@attrs.frozen(slots=True)
+class Pending:
+    """Proxy -> caller: the RM's requests are held until the caller has stopped ``retired`` (the
+    partitions the registration or update replaces or drops) and started ``start`` (all of a
+    registration's, those an update adds) and ``Install``ed them."""
+
+    rm: RegisteredRM
+    retired: list[Handle]
+    start: tuple[PartitionConfig, ...]
+    update: bool = False
 
 
 class PartitionBoard:
@@ -139,12 +181,13 @@ class RMProxyActor(ThreadedActor):
         if "[" in request.rm_id or "]" in request.rm_id:
             # partitions are named "[rmID]name": a bracket in the id would not round-trip
             return SchedulerError(f"rm_id {request.rm_id!r} must not contain '[' or ']'")
-        try:
-            config = load_config(request.config)
-        except ConfigError as error:
-            return error
+        config = message.config
+        retired: list[Handle] = []
         if request.rm_id in self.rms:
-            self._remove_rm(request.rm_id)
+            if message.build_here:
+                self._remove_rm(request.rm_id)
+            else:
+                retired = self._detach_rm(request.rm_id)
         closed = threading.Event()
         metrics = self.settings.metrics
         dispatcher = start_actor(
@@ -162,51 +205,61 @@ class RMProxyActor(ThreadedActor):
             config=config,
             closed=closed,
         )
+        self.rms[request.rm_id] = rm
+        if not message.build_here:
+            rm.pending = []
+            self._publish()
+            return Pending(rm=rm, retired=retired, start=config.partitions)
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
-        self.rms[request.rm_id] = rm
         self._publish()
         return si.RegisterResourceManagerResponse()
 
-    def _start_partition(self, rm: RegisteredRM, partition_config: Any) -> None:
-        name = normalize_partition_name(partition_config.name, rm.rm_id)
-        if self.engine is not None:
-            rm.partitions[name] = self.engine.start_partition(
-                name,
-                rm_id=rm.rm_id,
-                config=partition_config,
-                settings=self.settings,
-                callback=rm.callback,
-                closed=rm.closed,
-                dispatcher=rm.dispatcher,
+    def on_Install(self, message: Install) -> Any:
+        rm: RegisteredRM = message.rm
+        current = self.rms.get(rm.rm_id)
+        if current is not rm or rm.pending is None:
+            return SchedulerError(
+                f"registration of RmID={rm.rm_id!r} ended before its partitions were installed "
+                "(registered again meanwhile, or the core stopped)"
             )
-            return
-        queue_board = rm.queue_boards[name] = QueueBoard()
-        rm.partitions[name] = start_actor(
-            PartitionActor,
-            self.tracker,
-            name,
-            rm_id=rm.rm_id,
-            config=partition_config,
-            callback=rm.callback,
-            callback_closed=rm.closed,
-            dispatcher=rm.dispatcher,
+        rm.partitions.update(message.partitions)
+        rm.queue_boards.update(message.queue_boards)
+        held, rm.pending = rm.pending, None
+        self._publish()
+        for route in held:
+            self.on_Route(route)
+        return si.RegisterResourceManagerResponse()
+
+    def on_Abort(self, message: Abort) -> None:
+        rm_id: str = message.rm.rm_id
+        if self.rms.get(rm_id) is message.rm:
+            self._remove_rm(rm_id)
+
+    def _start_partition(self, rm: RegisteredRM, partition_config: PartitionConfig) -> None:
+        name, handle, queue_board = start_partition(
+            rm,
+            partition_config,
+            tracker=self.tracker,
             timer=self.timer,
             settings=self.settings,
-            events=type(rm.callback).send_event is not ResourceManagerCallback.send_event,
-            queue_board=queue_board,
+            engine=self.engine,
         )
+        rm.partitions[name] = handle
+        if queue_board is not None:
+            rm.queue_boards[name] = queue_board
 
     def _stop_partition(self, handle: Handle) -> None:
-        if self.engine is not None:
-            handle.stop(timeout=STOP_TIMEOUT)  # type: ignore[call-arg]  # a RayPartition: stops its host
-            return
-        # a partition that cannot answer is stopped all the same
-        with contextlib.suppress(Exception):
-            self.ask(handle, StopPartition())
-        stop_and_wait(handle)
+        stop_partition(handle, Rank.RM_PROXY, ray=self.engine is not None)
 
     def _remove_rm(self, rm_id: str) -> None:
+        dispatcher = self.rms[rm_id].dispatcher
+        for handle in self._detach_rm(rm_id, forget=False):
+            self._stop_partition(handle)
+        self.tracker.forget(dispatcher.actor_id)
+
+    def _detach_rm(self, rm_id: str, *, forget: bool = True) -> list[Handle]:
+        """Take the RM out of routing and close its callbacks; return its partitions, still to stop."""
         rm = self.rms.pop(rm_id)
         self._publish()
         # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
@@ -214,11 +267,11 @@ class RMProxyActor(ThreadedActor):
         # nothing queued or produced later reaches this callback object.
         rm.closed.set()
         rm.dispatcher.stop()
-        for handle in rm.partitions.values():
-            self._stop_partition(handle)
         # What is still queued for the closed dispatcher will be dropped, never delivered: it must not
         # keep the core from being idle while a callback blocks the dispatcher's thread.
-        self.tracker.forget(rm.dispatcher.actor_id)
+        if forget:
+            self.tracker.forget(rm.dispatcher.actor_id)
+        return list(rm.partitions.values())
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
         request = message.request
@@ -227,37 +280,42 @@ class RMProxyActor(ThreadedActor):
             return SchedulerError(
                 f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
             )
-        try:
-            config = load_config(request.config)
-        except ConfigError as error:
-            return error
+        if rm.pending is not None:
+            return SchedulerError(
+                f'RmID="{request.rm_id}" is still registering or reloading: update its configuration '
+                "once that has returned"
+            )
+        config, placements = message.config, message.placements
         if config.checksum == rm.config.checksum:
             return None
-        # Everything that could still fail is checked before anything changes.
-        placements: dict[str, PlacementManager] = {}
-        for partition_config in config.partitions:
-            try:
-                placements[normalize_partition_name(partition_config.name, rm.rm_id)] = (
-                    PlacementManager.build(partition_config.placement_rules)
-                )
-            except PlacementRuleError as error:
-                return ConfigError(f"partition {partition_config.name}: placement rules rejected: {error}")
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
+        retired: list[Handle] = []
         for name, stopping in list(rm.partitions.items()):
             if name not in wanted:
-                self._stop_partition(stopping)
+                retired.append(stopping)
                 del rm.partitions[name]
                 rm.queue_boards.pop(name, None)
+        start: list[PartitionConfig] = []
         for name, partition_config in wanted.items():
             handle = rm.partitions.get(name)
             if handle is None:
-                self._start_partition(rm, partition_config)
+                start.append(partition_config)
             else:
                 # Told, not asked: validated above, it cannot fail, and the partition applies it in
                 # order with the requests before it. An ask could time out behind a long backlog and
                 # leave the reload half done (partitions changed, rm.config not).
                 handle.tell(ApplyConfig(config=partition_config, placement=placements[name]))
         rm.config = config
+        if message.build_here:
+            for stopping in retired:
+                self._stop_partition(stopping)
+            for partition_config in start:
+                self._start_partition(rm, partition_config)
+        elif retired or start:
+            # the caller stops and starts them; the RM's requests wait for the partitions they name
+            rm.pending = [] if start else None
+            self._publish()
+            return Pending(rm=rm, retired=retired, start=tuple(start), update=True)
         self._publish()
         return None
 
@@ -267,6 +325,9 @@ class RMProxyActor(ThreadedActor):
         request = message.request
         rm = self.rms.get(request.rm_id)
         if rm is None:
+            return
+        if rm.pending is not None:
+            rm.pending.append(message)  # routed in order once its partitions are installed
             return
         checked = message.checked
         if checked is not None:
@@ -405,15 +466,68 @@ class RMProxyActor(ThreadedActor):
             self._remove_rm(rm_id)
 
 
+def complete_registration(
+    pending: Pending,
+    call: Callable[[Any], Any],
+    *,
+    tracker: Tracker,
+    timer: Any,
+    settings: PartitionSettings,
+) -> Any:
+    """The caller's half of a ``Pending`` registration or update, on the caller's thread: stop the
+    partitions it drops, start the new ones, install them (``call`` asks the proxy and raises what it
+    answers)."""
+    for handle in pending.retired:
+        stop_partition(handle, Rank.OUTSIDE)
+    if pending.update and not pending.start:
+        return None
+    started: dict[str, Handle] = {}
+    boards: dict[str, QueueBoard] = {}
+    try:
+        for partition_config in pending.start:
+            name, handle, board = start_partition(
+                pending.rm, partition_config, tracker=tracker, timer=timer, settings=settings
+            )
+            started[name] = handle
+            if board is not None:
+                boards[name] = board
+    except BaseException:
+        installed = False
+        with contextlib.suppress(Exception):  # a stopped core has removed the RM already
+            # an update keeps what it could start (the RM is served); a registration is undone
+            if pending.update:
+                call(Install(pending.rm, started, boards))
+                installed = True
+            else:
+                call(Abort(rm=pending.rm))
+        if not installed:
+            for handle in started.values():
+                stop_partition(handle, Rank.OUTSIDE)
+        raise
+    try:
+        return call(Install(rm=pending.rm, partitions=started, queue_boards=boards))
+    except BaseException:
+        for handle in started.values():
+            stop_partition(handle, Rank.OUTSIDE)
+        raise
+
+
 __all__ = [
     "STOP_TIMEOUT",
+    "Abort",
     "FindPartitions",
+    "Install",
     "KorralError",
     "PartitionBoard",
+    "Pending",
     "RMProxyActor",
     "Register",
     "Route",
     "StopAll",
     "UpdateConfiguration",
+    "build_placements",
+    "complete_registration",
+    "start_partition",
     "stop_and_wait",
+    "stop_partition",
 ]

@@ -10,11 +10,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import yaml
 
 from korral.config.quantity import parse_resources
 from korral.config.schema import (
@@ -31,7 +30,8 @@ from korral.config.schema import (
     SchedulerConfig,
 )
 from korral.config.validator import validate_config
-from korral.errors import ConfigError
+from korral.config.yaml_reader import read_yaml
+from korral.errors import ConfigError, ConfigLimitError
 
 # YuniKorn's configs.DefaultSchedulerConfig, used when a resource manager registers without a config.
 DEFAULT_CONFIG_TEXT = """\
@@ -74,6 +74,9 @@ _NODE_SORT_KEYS = frozenset({"type", "resourceweights"})
 _RESOLVER_KEYS = frozenset({"type"})
 
 _MAX_UINT64 = 2**64 - 1
+# queues one configuration may define, over all its partitions (each becomes an actor): 100,000 is a
+# case korral is measured with (docs/api.md, "Bounds of a configuration")
+MAX_QUEUES = 200_000
 _CHECKSUM_LINE = re.compile(r"^checksum:[^\n]*(?:\n|\Z)", re.MULTILINE)
 
 
@@ -83,10 +86,7 @@ def load_config(text: str) -> SchedulerConfig:
         raise ConfigError(f"configuration must be text, got {type(text).__name__}")
     if not text.strip():
         text = DEFAULT_CONFIG_TEXT
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe_load plus duplicate keys
-    except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML: {err}") from None
+    data = read_yaml(text)  # bounded: size, nesting, aliases (korral.config.yaml_reader)
     config = validate_config(_parse_config(data))
     return attrs.evolve(config, checksum=config_checksum(text))
 
@@ -101,31 +101,6 @@ def config_checksum(text: str) -> str:
     """SHA-256 of the text without its top-level `checksum:` line, upper-case hex as YuniKorn prints it."""
     stripped = _CHECKSUM_LINE.sub("", text)
     return hashlib.sha256(stripped.encode("utf-8")).hexdigest().upper()
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader that also rejects duplicate keys in a map, as Go's yaml.v3 does."""
-
-
-def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Hashable] = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # keys merged in with `<<` may be overridden, as YAML allows
-        key = loader.construct_object(key_node)
-        if isinstance(key, Hashable):
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
 # --- typed accessors: every one names the key and the place when the value has the wrong type ---
@@ -224,10 +199,31 @@ def _as_str_map(value: object, key: str, where: str) -> dict[str, str]:
 # --- the document ---
 
 
+def _count_queues(raw_partitions: list[Any]) -> int:
+    """The queues the document defines, before any is parsed: a list shared through YAML aliases is
+    counted once per place it appears (so as often as the parse would build it), but walked once."""
+    seen: dict[int, int] = {}
+
+    def in_list(queues: object) -> int:
+        if not isinstance(queues, list):
+            return 0
+        known = seen.get(id(queues))
+        if known is None:
+            known = seen[id(queues)] = sum(
+                1 + in_list(queue.get("queues")) for queue in queues if isinstance(queue, Mapping)
+            )
+        return known
+
+    return sum(in_list(p.get("queues")) for p in raw_partitions if isinstance(p, Mapping))
+
+
 def _parse_config(data: object) -> SchedulerConfig:
     top = _as_map(data, "configuration (top level)", _TOP_KEYS)
     _as_str(top.get("checksum"), "checksum", "configuration (top level)")
     raw_partitions = _as_list(top.get("partitions"), "partitions", "configuration (top level)")
+    queues = _count_queues(raw_partitions)
+    if queues > MAX_QUEUES:
+        raise ConfigLimitError(f"too many queues: {queues:,}, over the limit of {MAX_QUEUES:,} queues")
     return SchedulerConfig(
         partitions=tuple(_parse_partition(raw, index) for index, raw in enumerate(raw_partitions))
     )

@@ -29,8 +29,9 @@ import yaml
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from korral.config import load_config
+from korral.config import MAX_CONFIG_BYTES, load_config
 from korral.config.validator import GROUP_NAME_RE, QUEUE_NAME_RE, USER_NAME_RE
+from korral.errors import ConfigLimitError
 from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.policies.placement import PlacementManager
@@ -328,6 +329,8 @@ class RestApi:
     def validate_conf(self, body: str) -> Any:
         try:
             load_config(body)
+        except ConfigLimitError as exc:  # refused before it could be judged (docs/api.md): a bad request
+            raise HttpError(400, str(exc)) from None
         except Exception as exc:  # every reason a config is refused, as YuniKorn's reason text
             return {"allowed": False, "reason": str(exc)}
         return {"allowed": True, "reason": ""}
@@ -488,7 +491,10 @@ class RestServer:
     # ---- routing ----------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard.middleware, self._errors])
+        # a body one byte over the config size limit still reaches validate-conf, which says so (400)
+        app = web.Application(
+            middlewares=[self._guard.middleware, self._errors], client_max_size=MAX_CONFIG_BYTES + 1
+        )
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
             ("/ws/v1/partitions", api.partitions),

@@ -195,7 +195,10 @@ def test_simulated_only_calls_refuse_a_threads_core() -> None:
 # ---- korral stress --simulated ----------------------------------------------------------------------------
 
 FAULT = "removed-app-keeps-placed"
-SEED_BOUND = 300  # the fault shows in ~2% of the seeds of this scenario
+# The fault shows in few seeds of this scenario: 475, 586 and 728 of the first 1,000 (37 too while an
+# invalid configuration reload still sent a message to the RMProxy: it is now refused on the caller's
+# thread). Searched in a window of 400 seeds that holds one, so the test stays short.
+SEEDS = range(401, 801)
 
 
 def test_the_same_stress_scenario_run_twice_with_one_seed_gives_identical_traces() -> None:
@@ -209,7 +212,7 @@ def test_the_same_stress_scenario_run_twice_with_one_seed_gives_identical_traces
 
 def test_a_fault_of_one_rare_message_order_is_found_and_its_seed_replays_it_exactly() -> None:
     harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
-    found, count, _ = harness.search(range(1, SEED_BOUND + 1), budget=600.0)
+    found, count, _ = harness.search(SEEDS, budget=600.0)
     assert found is not None, f"the injected fault was not found in {count} seeds"
     assert any("has no application" in v for v in found.violations), found.violations
     # replayed twice in a row from the seed alone: the same violation, the same trace
@@ -238,7 +241,7 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
     assert clean.exit_code == 0, clean.output
     assert "3 seeds" in clean.output and "no violation" in clean.output
     harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
-    found, _, _ = harness.search(range(1, SEED_BOUND + 1), budget=600.0)
+    found, _, _ = harness.search(SEEDS, budget=600.0)
     assert found is not None
     replay = ["stress", "--simulated", "--rms", "1", "--inject-fault", FAULT, "--seed", str(found.seed)]
     outputs = [runner.invoke(main, [*replay, "--replay"]) for _ in range(2)]
