@@ -7,7 +7,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
-from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.errors import ConfigError, InvalidRequestError, KorralError, SchedulerError
 from korral.info import (
     AllocationInfo,
     ApplicationInfo,
@@ -32,6 +32,7 @@ __all__ = [
     "ConfigError",
     "Core",
     "GroupUsageInfo",
+    "InvalidRequestError",
     "KorralError",
     "LimitUsageInfo",
     "NodeInfo",

@@ -45,7 +45,7 @@ from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import SchedulerConfig
-from korral.errors import KorralError, SchedulerError
+from korral.errors import InvalidRequestError, KorralError, SchedulerError
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -199,6 +199,8 @@ class Core:
             )
         if type(request.rm_id) is not str or type(request.config) is not str:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
+        if not request.rm_id:
+            raise InvalidRequestError("RegisterResourceManagerRequest needs an rmID: it is empty")
         response = self._call(
             Register(request=request, callback=callback or ResourceManagerCallback()), REGISTRATION_TIMEOUT
         )
@@ -211,6 +213,8 @@ class Core:
         if self._stopped:
             raise SchedulerError("the core is stopped")
         rm_id = checked.request.rm_id
+        if rm_id == "":
+            raise InvalidRequestError(f"{kind} needs an rmID: it is empty")
         with self._lock:
             registered = type(rm_id) is str and rm_id in self._registered
         if not registered:
@@ -234,6 +238,8 @@ class Core:
             )
         if type(request.config) is not str:
             raise SchedulerError("UpdateConfigurationRequest: config must be a string")
+        if request.rm_id == "":
+            raise InvalidRequestError("UpdateConfigurationRequest needs an rmID: it is empty")
         with self._lock:
             registered = type(request.rm_id) is str and request.rm_id in self._registered
         if not registered:

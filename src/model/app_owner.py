@@ -66,8 +66,9 @@ def ask_rejection(
             positive = True
     if not positive:
         return f"allocation ask {allocation_key} contains no resources"
-    if max_allocations < 0:
-        return f"allocation ask {allocation_key} has a negative max allocations"
+    if max_allocations <= 0:
+        # YuniKorn: an ask for no allocations is an invalid ask, not an ask for one
+        return f"invalid ask {allocation_key}: max allocations {max_allocations}, it must be at least 1"
     if app.state not in LIVE_FOR_ASKS:
         return f"application {app.application_id} is {app.state.value}: no new asks accepted"
     return ""
@@ -97,7 +98,7 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         request.allocation_key,
         request.application_id,
         resource,
-        request.max_allocations or 1,
+        request.max_allocations,
         request.priority,
         create_seq,
         now,

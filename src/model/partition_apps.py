@@ -278,7 +278,7 @@ class PartitionApplications(PartitionRegistry):
             allocation_key,
             application_id,
             res.prune(resource),
-            max_allocations=max_allocations or 1,
+            max_allocations=max_allocations,
             priority=priority,
             create_seq=next(self._ask_seq),
             create_time=self.clock(),

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 
 from korral import si
 from korral.callback import ResourceManagerCallback
-from korral.errors import ConfigError, SchedulerError
+from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.convert import ConversionError, parse, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
 from korral.si import si_pb2
@@ -192,6 +192,8 @@ class RemoteCore:
         self, request: si.RegisterResourceManagerRequest, callback: ResourceManagerCallback | None = None
     ) -> si.RegisterResourceManagerResponse:
         self._check_open()
+        if request.rm_id == "":
+            raise InvalidRequestError("RegisterResourceManagerRequest needs an rmID: it is empty")
         try:
             self._register(to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT)
         except grpc.RpcError as error:
@@ -223,6 +225,8 @@ class RemoteCore:
         """As in-process: items of a bad shape are rejected through the RM's callback, the rest sent."""
         self._check_open()
         rm_id = checked.request.rm_id
+        if rm_id == "":
+            raise InvalidRequestError(f"{name} needs an rmID: it is empty")
         with self._lock:
             rm = self._rms.get(rm_id) if type(rm_id) is str else None
         if rm is None:

@@ -1224,7 +1224,7 @@ def test_ask_with_the_same_key_replaces_the_old_one(make_partition):
     assert len({a.ask_generation for a in app.allocations.values()}) == 2
 
 
-@pytest.mark.parametrize("max_allocations, expected", [(0, 1), (1, 1), (5, 5)])
+@pytest.mark.parametrize("max_allocations, expected", [(1, 1), (5, 5)])
 def test_max_allocations_repeats_the_ask(make_partition, max_allocations, expected):
     p = make_partition(conf("- name: q"))
     p.add_node("node-1", {"memory": 100})
@@ -1242,7 +1242,8 @@ def test_max_allocations_repeats_the_ask(make_partition, max_allocations, expect
         ("app-1", "k", {"memory": 0}, 1, "contains no resources"),
         ("app-1", "k", {}, 1, "contains no resources"),
         ("app-1", "k", {"memory": -1, "vcore": 5}, 1, "contains negative resources"),
-        ("app-1", "k", {"memory": 1}, -1, "negative max allocations"),
+        ("app-1", "k", {"memory": 1}, -1, "invalid ask k: max allocations -1"),
+        ("app-1", "k", {"memory": 1}, 0, "invalid ask k: max allocations 0"),
         ("app-1", "", {"memory": 1}, 1, "allocation key must not be empty"),
         ("ghost", "k", {"memory": 1}, 1, "failed to find application ghost"),
     ],
