@@ -28,6 +28,7 @@ from korral.actors.queue_board import QueueBoard
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
+from korral.config.defaulted import log_defaulted_values
 from korral.config.schema import SchedulerConfig
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
@@ -166,6 +167,7 @@ class RMProxyActor(ThreadedActor):
             self._start_partition(rm, partition_config)
         self.rms[request.rm_id] = rm
         self._publish()
+        log_defaulted_values(config, request.rm_id)
         return si.RegisterResourceManagerResponse()
 
     def _start_partition(self, rm: RegisteredRM, partition_config: Any) -> None:
@@ -233,6 +235,7 @@ class RMProxyActor(ThreadedActor):
             return error
         if config.checksum == rm.config.checksum:
             return None
+        log_defaulted_values(config, rm.rm_id)
         # Everything that could still fail is checked before anything changes.
         placements: dict[str, PlacementManager] = {}
         for partition_config in config.partitions:

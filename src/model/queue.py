@@ -244,7 +244,8 @@ class Queue:
             child.refresh_properties()
 
     def _apply_property_settings(self) -> None:
-        policy = self.properties.get(APPLICATION_SORT_POLICY, SORT_FIFO).lower()
+        # case-sensitive, as YuniKorn's SortPolicyFromString: "FAIR" is not a policy and sorts fifo
+        policy = self.properties.get(APPLICATION_SORT_POLICY, SORT_FIFO)
         self.sort_policy = policy if policy in (SORT_FIFO, SORT_FAIR, SORT_STATE_AWARE) else SORT_FIFO
         self.priority_sort_enabled = (
             self.properties.get(APPLICATION_SORT_PRIORITY, "enabled").lower() != "disabled"
