@@ -197,7 +197,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
         self.published_usage = self.queue_board.usage
         # node -> the application holding a reservation on it, as the scheduler last told
-        self.node_reservations: dict[str, str] = {}
+        self.node_reservations: dict[str, tuple[str, ...]] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
@@ -360,9 +360,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
     def on_NodeReservations(self, message: NodeReservations) -> None:
-        for node_id, holder in message.reservations:
-            if holder and node_id in self.nodes:
-                self.node_reservations[node_id] = holder
+        for node_id, holders in message.reservations:
+            if holders and node_id in self.nodes:
+                self.node_reservations[node_id] = holders
             else:
                 self.node_reservations.pop(node_id, None)
 

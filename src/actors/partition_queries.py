@@ -56,7 +56,7 @@ class PartitionQueries:
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
-    node_reservations: dict[str, str]
+    node_reservations: dict[str, tuple[str, ...]]
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -207,6 +207,6 @@ class PartitionQueries:
         if handle is None:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
-        holder = self.node_reservations.get(node_id)
+        holders = self.node_reservations.get(node_id, ())
         # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
-        return attrs.evolve(info, reservations=[holder] if holder else [])  # type: ignore[misc]
+        return attrs.evolve(info, reservations=list(holders))  # type: ignore[misc]

@@ -46,6 +46,7 @@ from korral.model.partition_registry import (
 )
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
+from korral.model.reservations import wait_expired
 from korral.policies.sorting import SORT_STATE_AWARE
 
 __all__ = [
@@ -443,11 +444,13 @@ class PartitionModel(PartitionAllocations):
                 if ask.allow_preempt_other and not ask.required_node:
                     try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
                 if not ask.required_node or over.parent is not None:
+                    wait_expired(self, application_id, allocation_key, now)  # a short headroom
                     continue
                 # a required-node ask: only its node's room counts, not the cluster's size
             if app.user_limits is not None and (
                 not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
             ):
+                wait_expired(self, application_id, allocation_key, now)  # a short user headroom
                 continue
             if ask.required_node:
                 allocation = try_reserved_required_node(self, app, queue, ask, node, now)

@@ -24,6 +24,7 @@ from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.order import IncrementalOrder
 from korral.model.queue import ROOT, Queue, QueueState
+from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
 from korral.model.ugm import UserGroupTracker
 from korral.policies.placement import PlacementManager, PlacementRuleError
@@ -62,6 +63,8 @@ class PartitionRegistry:
     cooling: Set[str] = frozenset()
     # False for the scheduler's view: it is told where applications went, so it builds no placement rules
     places_applications = True
+    # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
+    reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
 
     def __init__(
         self,
@@ -96,6 +99,8 @@ class PartitionRegistry:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # when each reservation was made (the partition's clock)
+        self.reserved_at: dict[tuple[str, str], float] = {}
         # nodes whose reservation changed since the driver last looked (the actors publish them)
         self.reservation_changes: set[str] = set()
         self.node_sort_policy = "fair"
@@ -126,7 +131,8 @@ class PartitionRegistry:
         self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
-        # request events of preemption attempts (application, allocation key, message)
+        # request events of preemption attempts and reservations cancelled (application, allocation
+        # key, message)
         self.preemption_events: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
@@ -320,8 +326,8 @@ class PartitionRegistry:
             done = self.release_allocation(allocation.application_id, allocation.uuid, complete=complete)
             if done is not None:
                 released.append(done)
-        if node.reservation is not None:
-            self.unreserve(*node.reservation)
+        for holder in node.reservations:
+            self.unreserve(*holder)
         self.node_order.discard(node_id)
         del self.nodes[node_id]
         res.sub_into(self.capacity, node.capacity)

@@ -81,3 +81,110 @@ def test_a_clean_config_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="korral.config"), running(SINGLE_LEAF):
         pass
     assert [r for r in caplog.records if r.name == "korral.config"] == []
+
+
+# ---- reservations (YUNIKORN-3219, 2976, 3092) through the actors on the simulated runtime -------------
+
+RESERVING = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: high
+            resources: {guaranteed: {memory: 500}}
+            properties: {preemption.delay: 10s}
+          - name: low
+            resources: {guaranteed: {memory: 200}, max: {memory: %(low_max)d}}
+"""
+REQUIRED_NODE = "yunikorn.apache.org/requiredNode"
+
+
+def _ask(app_id: str, key: str, memory: int, *, node: str = "", priority: int = 0, preempt: bool = False):
+    return si.AllocationRequest(
+        rm_id="rm",
+        asks=[
+            si.AllocationAsk(
+                allocation_key=key,
+                application_id=app_id,
+                resource_ask={"memory": memory},
+                max_allocations=1,
+                priority=priority,
+                tags={REQUIRED_NODE: node} if node else {},
+                preemption_policy=si.PreemptionPolicy(allow_preempt_other=True) if preempt else None,
+            )
+        ],
+    )
+
+
+def _reserving_core(core: korral.Core, rm: t.RecordingRM) -> None:
+    """n1 (1000) full with low-app's two 500s; n2 and n3 (200 each) leave room in the cluster that no
+    300 ask fits, so a 300 ask waits with a reservation on n1."""
+    core.register_resource_manager(t.register("rm", RESERVING % {"low_max": 5000}), rm)
+    core.update_node(t.nodes("rm", ["n1"], {"memory": 1000}))
+    core.update_node(t.nodes("rm", ["n2", "n3"], {"memory": 200}))
+    core.update_application(t.applications("rm", {"low-app": "root.low", "hi": "root.high"}))
+    core.wait_until_idle()
+    for index in range(2):
+        core.update_allocation(_ask("low-app", f"low-{index}", 500))
+    core.wait_until_idle()
+    assert rm.allocated_total == 2
+
+
+def test_a_reservation_on_a_short_headroom_is_cancelled_after_the_wait_time() -> None:
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=1) as core:
+        _reserving_core(core, rm)
+        core.update_allocation(_ask("low-app", "waiter", 300))
+        core.wait_until_idle()
+        core.advance(3.0)  # past the reservation delay
+        assert core.node(part(), "n1").reservations == ["low-app"]
+        # the queue's max drops below its usage plus the reserved ask: the headroom stays short
+        core.update_configuration(
+            si.UpdateConfigurationRequest(rm_id="rm", config=RESERVING % {"low_max": 1100})
+        )
+        core.wait_until_idle()
+        core.advance(3590.0)
+        assert core.node(part(), "n1").reservations == ["low-app"]
+        core.advance(20.0)  # held for more than 60 minutes on a short headroom
+        assert core.node(part(), "n1").reservations == []
+        assert core.application(part(), "low-app").pending_asks == ["waiter"]
+
+
+def test_several_required_node_asks_hold_one_node_through_the_core() -> None:
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=2) as core:
+        _reserving_core(core, rm)
+        for key in ("ds-a", "ds-b"):
+            core.update_allocation(_ask("hi", key, 250, node="n1"))
+        core.wait_until_idle()
+        assert core.node(part(), "n1").reservations == ["hi", "hi"]
+        core.update_allocation(t.release("rm", "low-app", allocation_key="low-1"))
+        core.wait_until_idle()
+        assert sorted(a.allocation_key for a in rm.live.values() if a.application_id == "hi") == [
+            "ds-a",
+            "ds-b",
+        ]
+        assert core.node(part(), "n1").reservations == []
+
+
+def test_a_stale_lower_priority_reservation_gives_way_to_a_preemptor() -> None:
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=3) as core:
+        _reserving_core(core, rm)
+        core.update_allocation(_ask("low-app", "waiter", 300))
+        core.wait_until_idle()
+        core.advance(3.0)
+        assert core.node(part(), "n1").reservations == ["low-app"]
+        core.advance(3600.0)
+        core.update_allocation(_ask("hi", "urgent", 300, priority=10, preempt=True))
+        core.wait_until_idle()
+        core.advance(11.0)
+        preempted = [
+            r.allocation_key
+            for r in rm.released
+            if r.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
+        ]
+        assert preempted == ["low-1"]
+        assert core.node(part(), "n1").reservations == ["hi"]

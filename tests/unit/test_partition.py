@@ -12,9 +12,11 @@ import json
 import textwrap
 from collections import Counter
 
+import attrs
 import pytest
 
-from korral.config import load_config
+from korral.config import PartitionConfig, PlacementRuleConfig, load_config
+from korral.errors import ConfigError
 from korral.model.allocation import Allocation
 from korral.model.application import ApplicationState
 from korral.model.partition import ModelError, PartitionModel
@@ -1607,16 +1609,27 @@ def test_cleanup_removes_empty_dynamic_parents_bottom_up(make_partition):
     assert p.cleanup_queues() == ["root.a.d", "root.a"]
 
 
+def _bogus_rules(text: str) -> PartitionConfig:
+    """The config's partition with a rule no validated config can hold (load_config refuses the name):
+    the model still defends itself against it."""
+    partition = load_config(text).partitions[0]
+    return attrs.evolve(partition, placement_rules=(PlacementRuleConfig(name="bogus"),))
+
+
+def test_the_validator_refuses_an_unknown_rule_before_the_model_sees_it():
+    with pytest.raises(ConfigError, match="unknown placement rule name 'bogus'"):
+        load_config(BEFORE.replace("{name: provided, create: true}", "{name: bogus}"))
+
+
 def test_reload_with_broken_placement_rules_keeps_the_old_rules(make_partition):
     p = make_partition(BEFORE)
-    broken = BEFORE.replace("{name: provided, create: true}", "{name: bogus}")
     with pytest.raises(ModelError, match="placement rules rejected"):
-        p.apply_config(load_config(broken).partitions[0])
+        p.apply_config(_bogus_rules(BEFORE))
     assert p.add_application("app-1", queue_name="root.new", user="u").queue_path == "root.new"
 
 
-def test_broken_placement_rules_at_creation_fall_back_to_provided(make_partition):
-    p = make_partition(BEFORE.replace("{name: provided, create: true}", "{name: bogus}"))
+def test_broken_placement_rules_at_creation_fall_back_to_provided(clock):
+    p = PartitionModel("[rm]default", _bogus_rules(BEFORE), rm_id="rm", clock=clock)
     assert p.add_application("app-1", queue_name="root.base", user="u").queue_path == "root.base"
     with pytest.raises(ModelError):
         p.add_application("app-2", queue_name="root.new", user="u")
