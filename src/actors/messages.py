@@ -438,6 +438,14 @@ class RecoveredGone:
 
 
 @attrs.frozen(slots=True)
+class AppBackoffs:
+    """Scheduler -> partition: the backoff deadline (epoch seconds) each of these applications got
+    (YUNIKORN-3115), kept by the partition for application snapshots as node reservations are."""
+
+    deadlines: tuple[tuple[str, float], ...]
+
+
+@attrs.frozen(slots=True)
 class NodeReservations:
     """Scheduler -> partition: the applications holding a reservation on each of these nodes (several
     only when each requires the node; () = none).

@@ -57,6 +57,7 @@ class PartitionQueries:
     queue_board: QueueBoard
     _tree_publish_queued: bool
     node_reservations: dict[str, tuple[str, ...]]
+    app_backoffs: dict[str, float]
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -200,7 +201,11 @@ class PartitionQueries:
         handle = self.apps.get(application_id)
         if handle is None:
             return self.completed.get(application_id)
-        return self.ask(handle, Snapshot())
+        info: ApplicationInfo = self.ask(handle, Snapshot())
+        deadline = self.app_backoffs.get(application_id)
+        if deadline is not None:
+            info = attrs.evolve(info, backoff_deadline=deadline)  # type: ignore[misc]
+        return info
 
     def _node_info(self, node_id: str) -> NodeInfo | None:
         handle = self.nodes.get(node_id)

@@ -187,6 +187,9 @@ class Application:
         self.user_limits: AppTracking | None = None
         # the partition's resource epoch at which every pending ask was over a queue limit (-1: not)
         self.quota_blocked_at = -1
+        # YUNIKORN-3115: no scheduling from this application before this moment (the partition's
+        # clock); set when its queue's application.unschedasks.backoff asks in a row fit no node
+        self.backoff_deadline: float | None = None
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
         # ---- gang scheduling and timeouts ----

@@ -226,6 +226,9 @@ class PartitionModel(PartitionAllocations):
                     continue
                 if app.user_limits is not None and not self._user_limits_admit(app):
                     continue  # blocked until one of its user's or group's applications ends (epoch)
+                if app.backoff_deadline is not None and now < app.backoff_deadline:
+                    all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
+                    continue
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
@@ -279,7 +282,12 @@ class PartitionModel(PartitionAllocations):
             queue.over_quota_epoch = epoch
             queue.over_quota_shapes.clear()
         known_over = queue.over_quota_shapes
+        backoff = queue.unsched_backoff
+        unschedulable = 0  # asks of this pass that fit its headroom but no node
         for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
+            if backoff and unschedulable >= backoff:
+                self._back_off(app, queue, now)
+                return None
             ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
@@ -326,9 +334,17 @@ class PartitionModel(PartitionAllocations):
                 continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
+            if ask.allocation_key not in app.reservations:
+                unschedulable += 1
         if only_quota_blocked:
             app.quota_blocked_at = epoch
         return None
+
+    def _back_off(self, app: Application, queue: Queue, now: float) -> None:
+        """YUNIKORN-3115: ``application.unschedasks.backoff`` asks in a row fit no node; the
+        application is not scheduled again until its queue's backoff delay has passed."""
+        app.backoff_deadline = now + queue.unsched_backoff_delay
+        self.backoff_changes[app.application_id] = app.backoff_deadline
 
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's

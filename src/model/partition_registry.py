@@ -101,6 +101,8 @@ class PartitionRegistry:
         self.reservations: dict[tuple[str, str], str] = {}
         # when each reservation was made (the partition's clock)
         self.reserved_at: dict[tuple[str, str], float] = {}
+        # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
+        self.backoff_changes: dict[str, float] = {}
         # nodes whose reservation changed since the driver last looked (the actors publish them)
         self.reservation_changes: set[str] = set()
         self.node_sort_policy = "fair"

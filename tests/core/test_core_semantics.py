@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import attrs
 import pytest
 from core_helpers import FAST, SINGLE_LEAF, add_apps, part, running
 
@@ -188,3 +189,56 @@ def test_a_stale_lower_priority_reservation_gives_way_to_a_preemptor() -> None:
         ]
         assert preempted == ["low-1"]
         assert core.node(part(), "n1").reservations == ["hi"]
+
+
+# ---- unschedulable-ask backoff (YUNIKORN-3115) --------------------------------------------------------
+
+BACKOFF = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: q
+            properties:
+              application.unschedasks.backoff: "1"
+              application.unschedasks.backoff.delay: 20s
+"""
+
+
+def test_an_application_backs_off_and_its_deadline_is_in_its_snapshot_and_rest() -> None:
+    from korral.server import dao
+
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=4) as core:
+        core.register_resource_manager(t.register("rm", BACKOFF), rm)
+        core.update_node(t.nodes("rm", ["n1", "n2", "n3"], {"memory": 100}))
+        core.update_application(t.applications("rm", {"app": "root.q"}))
+        core.wait_until_idle()
+        assert core.application(part(), "app").backoff_deadline is None
+        core.update_allocation(
+            si.AllocationRequest(
+                rm_id="rm",
+                asks=[
+                    si.AllocationAsk(
+                        allocation_key=f"k{index}",
+                        application_id="app",
+                        resource_ask={"memory": 150},
+                        max_allocations=1,
+                    )
+                    for index in range(2)
+                ],
+            )
+        )
+        core.wait_until_idle()
+        info = core.application(part(), "app")
+        assert info.backoff_deadline is not None
+        core.update_node(t.nodes("rm", ["big"], {"memory": 1000}))
+        core.wait_until_idle()
+        assert rm.allocated_total == 0  # room, but the application backs off
+        # the REST application object (YuniKorn's ApplicationDAOInfo) carries it as a time
+        assert dao.application(info)["backoffDeadline"].endswith("Z")
+        assert "backoffDeadline" not in dao.application(attrs.evolve(info, backoff_deadline=None))
+        core.advance(21.0)
+        assert rm.allocated_total == 2
