@@ -1,4 +1,4 @@
-"""Queue property values YuniKorn accepts and silently replaces with a default, found so they can be said.
+"""Config values YuniKorn accepts and silently replaces with a default, found so they can be said.
 
 YuniKorn's queue (``UpdateQueueProperties``) reads each property it knows and, when the value is not
 one it understands, logs at debug level and runs with the default: ``application.sort.policy: fiar``
@@ -105,6 +105,17 @@ def defaulted_values(config: SchedulerConfig) -> list[str]:
     order of the config."""
     found: list[str] = []
     for partition in config.partitions:
+        resolver = partition.user_group_resolver
+        if resolver == "ldap":
+            found.append(
+                f"partition {partition.name}: usergroupresolver ldap is not supported by korral: an "
+                "application submitted without groups is rejected (YuniKorn would ask its LDAP server)"
+            )
+        elif resolver not in ("", "os"):
+            found.append(
+                f"partition {partition.name}: usergroupresolver type {resolver!r} is not one YuniKorn "
+                "knows (os, ldap): no resolver, a user's only group is named as the user"
+            )
         for where, properties in _properties(partition.root, partition.root.name):
             for key, value in properties.items():
                 check = CHECKS.get(key)

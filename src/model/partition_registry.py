@@ -28,6 +28,7 @@ from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
 from korral.model.ugm import UserGroupTracker
 from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.policies.usergroups import UserGroupCache
 
 # ask, node, allocate (True) or reserve (False) -> may the ask go there
 Predicate = Callable[[str, str, bool], bool]
@@ -91,6 +92,8 @@ class PartitionRegistry:
         self.nodes_predicate = nodes_predicate
         self.candidates_per_call = max(1, candidates_per_call)
         self.config = config
+        # resolves the groups of a user submitted without any (the partition's usergroupresolver)
+        self.user_groups = UserGroupCache(config.user_group_resolver, clock)
         self.root = Queue(ROOT, None, leaf=False, managed=True)
         self.queues: dict[str, Queue] = {ROOT: self.root}
         self.applications: dict[str, Application] = {}
@@ -177,6 +180,8 @@ class PartitionRegistry:
                 placement = PlacementManager.build(())
         if placement is not None:
             self.placement = placement
+        if config.user_group_resolver != self.user_groups.kind:
+            self.user_groups = UserGroupCache(config.user_group_resolver, self.clock)
         self.config = config
         self.node_sort_policy = config.node_sort_policy.type or "fair"
         self.resource_weights = dict(config.node_sort_policy.resource_weights)

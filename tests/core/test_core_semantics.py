@@ -242,3 +242,62 @@ def test_an_application_backs_off_and_its_deadline_is_in_its_snapshot_and_rest()
         assert "backoffDeadline" not in dao.application(attrs.evolve(info, backoff_deadline=None))
         core.advance(21.0)
         assert rm.allocated_total == 2
+
+
+# ---- usergroupresolver ---------------------------------------------------------------------------------
+
+GROUP_ACL = """
+partitions:
+  - name: default
+%(resolver)s
+    queues:
+      - name: root
+        queues:
+          - name: secure
+            submitacl: " %(group)s"
+"""
+
+
+def _submit(
+    core: korral.Core, rm: t.RecordingRM, app_id: str, user: str, groups: tuple[str, ...] = ()
+) -> None:
+    core.update_application(t.applications("rm", {app_id: "root.secure"}, user=user, groups=list(groups)))
+    core.wait_until_idle()
+
+
+def _resolver(kind: str) -> str:
+    return f"    usergroupresolver:\n      type: {kind}" if kind else ""
+
+
+def test_the_os_resolver_gives_a_user_sent_without_groups_its_os_groups() -> None:
+    import grp
+    import os
+    import pwd
+
+    me = pwd.getpwuid(os.getuid())
+    primary = grp.getgrgid(me.pw_gid).gr_name
+    with running(GROUP_ACL % {"resolver": _resolver("os"), "group": primary}) as (core, rm):
+        _submit(core, rm, "mine", me.pw_name)  # no groups: resolved from the OS, the ACL lets it in
+        _submit(core, rm, "ghost", "no-such-user-k26")
+        _submit(core, rm, "told", "no-such-user-k26", (primary,))  # groups sent: taken as they are
+        assert sorted(rm.accepted_apps) == ["mine", "told"]
+        assert "user no-such-user-k26 does not exist" in dict(rm.rejected_apps)["ghost"]
+
+
+def test_without_a_resolver_a_users_only_group_is_named_as_the_user() -> None:
+    """YuniKorn's default (no resolver): korral used to give a user sent without groups none at all."""
+    with running(GROUP_ACL % {"resolver": "", "group": "alice"}) as (core, rm):
+        _submit(core, rm, "a", "alice")
+        _submit(core, rm, "b", "bob")
+        assert rm.accepted_apps == ["a"]
+        assert core.application(part(), "a").queue == "root.secure"
+
+
+def test_the_ldap_resolver_is_refused_where_it_would_be_used() -> None:
+    with running(GROUP_ACL % {"resolver": _resolver("ldap"), "group": "staff"}) as (core, rm):
+        _submit(core, rm, "unresolved", "alice")
+        _submit(core, rm, "told", "alice", ("staff",))
+        assert rm.accepted_apps == ["told"]
+        assert (
+            "usergroupresolver is ldap, which korral does not support" in dict(rm.rejected_apps)["unresolved"]
+        )

@@ -80,3 +80,20 @@ def test_one_message_per_value_unknown_keys_included_child_templates_too() -> No
 
 def test_a_clean_config_has_nothing_to_say() -> None:
     assert defaulted_values(load_config("")) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "warned"),
+    [("", None), ("os", None), ("ldap", "is not supported by korral"), ("test", "no resolver")],
+)
+def test_the_user_group_resolver_type_is_named_when_it_does_not_do_what_it_says(
+    kind: str, warned: str | None
+):
+    text = "partitions:\n  - name: default\n    usergroupresolver:\n      type: " + (kind or "''") + "\n"
+    text += "    queues:\n      - name: root\n"
+    found = defaulted_values(load_config(text))
+    if warned is None:
+        assert found == []
+    else:
+        [message] = found
+        assert message.startswith("partition default: usergroupresolver") and warned in message
