@@ -160,7 +160,9 @@ def check_orders(partition: PartitionModel) -> None:
         return  # orders are rebuilt before the next scheduling cycle
     for app in partition.applications.values():
         expected = sorted(
-            (-a.priority, a.create_seq, a.allocation_key) for a in app.asks.values() if a.pending
+            (-a.priority, a.create_time, a.create_seq, a.allocation_key)
+            for a in app.asks.values()
+            if a.pending
         )
         assert _live(app.pending_asks) == expected, f"{app.application_id}: ask order"
     for queue in partition.queues.values():

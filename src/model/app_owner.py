@@ -26,6 +26,7 @@ from korral.model.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.creation import created_at
 from korral.model.resource import Resource
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -101,7 +102,8 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         request.max_allocations,
         request.priority,
         create_seq,
-        now,
+        # a re-sent ask keeps its age (YUNIKORN-2772): the tag, when it has one (plain asks: no tags)
+        (created_at(request.tags, now) or now) if request.tags else now,
         request.tags,
         request.placeholder and bool(request.task_group_name),
         request.task_group_name,

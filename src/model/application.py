@@ -60,6 +60,7 @@ from korral.model.app_state import (
 from korral.model.order import IncrementalOrder
 from korral.model.resource import Resource
 from korral.model.ugm import AppTracking
+from korral.si.messages import CREATION_TIME
 
 MIN_PRIORITY = -(1 << 31)
 MAX_PRIORITY = (1 << 31) - 1
@@ -273,7 +274,9 @@ class Application:
             self.real_group_asks = True
         if ask.pending > 0:
             res.add_into(self.pending, ask.resource, ask.pending)
-            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_seq))
+            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_time, ask.create_seq))
+        if ask.tags and CREATION_TIME in ask.tags and ask.create_time < self.submission_time:
+            self.submission_time = ask.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
 
     def remove_ask(self, allocation_key: str) -> Ask | None:

@@ -20,6 +20,7 @@ from korral.model.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import ModelError
@@ -72,6 +73,9 @@ class PartitionAllocations(PartitionApplications):
             recovered=True,
         )
         queue = self.queues[app.queue_path]
+        created = created_at(recovered.tags, self.clock())
+        if created is not None and created < app.submission_time:
+            app.submission_time = created  # it keeps its place after a restart (YUNIKORN-2772)
         app.add_allocation(recovered)
         if recovered.placeholder:
             app.after_booking(recovered, 0, self.clock())

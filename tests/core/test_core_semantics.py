@@ -301,3 +301,54 @@ def test_the_ldap_resolver_is_refused_where_it_would_be_used() -> None:
         assert (
             "usergroupresolver is ldap, which korral does not support" in dict(rm.rejected_apps)["unresolved"]
         )
+
+
+# ---- creationTime (YUNIKORN-2772) ------------------------------------------------------------------------
+
+FIFO = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: '*'
+        queues:
+          - name: default
+            properties: {application.sort.policy: fifo}
+"""
+
+
+def test_after_a_restart_re_sent_work_keeps_its_place_by_its_creation_time() -> None:
+    """The RM re-registers (a restart) and re-sends its work: the application that was older keeps
+    going first even though it is re-added second, by its allocation's and asks' creationTime tags."""
+    import time
+
+    old = str(int(time.time()) - 3600)
+    with running(FIFO) as (core, rm):
+        core.update_application(t.applications("rm", {"young": "root.default"}))
+        core.update_application(t.applications("rm", {"veteran": "root.default"}))
+        running_pod = si.Allocation(
+            allocation_key="veteran-0",
+            application_id="veteran",
+            node_id="n0",
+            partition_name="default",
+            resource_per_alloc={"memory": 1},
+            allocation_tags={si.CREATION_TIME: old},
+        )
+        core.update_node(t.nodes("rm", ["n0"], {"memory": 1}, existing=[running_pod]))
+        core.wait_until_idle()
+        asks = [
+            si.AllocationAsk(
+                allocation_key=f"{app}-1",
+                application_id=app,
+                resource_ask={"memory": 10},
+                max_allocations=1,
+                tags={si.CREATION_TIME: old} if app == "veteran" else {},
+            )
+            for app in ("young", "veteran")
+        ]
+        core.update_allocation(si.AllocationRequest(rm_id="rm", asks=asks))
+        core.wait_until_idle()
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 10}))  # room for one of them
+        core.wait_until_idle()
+        placed = sorted(a.allocation_key for a in rm.live.values() if a.node_id == "n1")
+        assert placed == ["veteran-1"]
