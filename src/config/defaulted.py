@@ -106,12 +106,7 @@ def defaulted_values(config: SchedulerConfig) -> list[str]:
     found: list[str] = []
     for partition in config.partitions:
         resolver = partition.user_group_resolver
-        if resolver == "ldap":
-            found.append(
-                f"partition {partition.name}: usergroupresolver ldap is not supported by korral: an "
-                "application submitted without groups is rejected (YuniKorn would ask its LDAP server)"
-            )
-        elif resolver not in ("", "os"):
+        if resolver not in ("", "os", "ldap"):
             found.append(
                 f"partition {partition.name}: usergroupresolver type {resolver!r} is not one YuniKorn "
                 "knows (os, ldap): no resolver, a user's only group is named as the user"

@@ -9,9 +9,9 @@ configured resolver, through a cache:
 - ``os``: the operating system's user and group databases (pwd/grp here, ``os/user`` there): the
   primary group first, then the other groups the user belongs to; a group id without a name is
   kept as the id; an unknown user is a failure;
-- ``ldap``: YuniKorn reads an LDAP server's settings from a mounted secrets directory and searches it.
-  korral does not: a user submitted without groups under an ``ldap`` partition is refused with a
-  reason (docs/api.md), never silently given no groups.
+- ``ldap``: an LDAP server, with YuniKorn's settings from a secrets directory
+  (korral.policies.ldap_groups); settings missing or a server that fails reject the application
+  with the reason.
 
 The cache keeps a resolved user for 300 s and a failed one for 30 s (YuniKorn's poscache and
 negcache; its cleaner runs every 60 s, so a failure there may be remembered up to 90 s), on the
@@ -24,6 +24,8 @@ import grp
 import os
 import pwd
 from collections.abc import Callable
+
+from korral.policies.ldap_groups import LdapError, LdapSettings, ldap_groups, read_settings
 
 POSITIVE_TTL = 300.0
 NEGATIVE_TTL = 30.0
@@ -61,18 +63,26 @@ def os_groups(user: str) -> tuple[str, ...]:
     return tuple(groups)
 
 
-def refuse_ldap(user: str) -> tuple[str, ...]:
-    raise UserGroupError(
-        f"user {user} was submitted without groups and the partition's usergroupresolver is ldap, "
-        "which korral does not support: the RM must send the user's groups"
-    )
+def ldap_resolver() -> Callable[[str], tuple[str, ...]]:
+    """YuniKorn's LDAP resolver (korral.policies.ldap_groups); its settings are read at first use."""
+    settings: list[LdapSettings] = []
+
+    def resolve(user: str) -> tuple[str, ...]:
+        try:
+            if not settings:
+                settings.append(read_settings())
+            return ldap_groups(settings[0], user)
+        except LdapError as error:
+            raise UserGroupError(str(error)) from None
+
+    return resolve
 
 
 def resolver_for(kind: str) -> Callable[[str], tuple[str, ...]]:
     if kind == OS:
         return os_groups
     if kind == LDAP:
-        return refuse_ldap
+        return ldap_resolver()
     return echo_user
 
 

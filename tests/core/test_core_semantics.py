@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import attrs
 import pytest
 from core_helpers import FAST, SINGLE_LEAF, add_apps, part, running
+from slapd import running_slapd, write_secrets
 
 import korral
 from korral import si
@@ -293,14 +295,28 @@ def test_without_a_resolver_a_users_only_group_is_named_as_the_user() -> None:
         assert core.application(part(), "a").queue == "root.secure"
 
 
-def test_the_ldap_resolver_is_refused_where_it_would_be_used() -> None:
+def test_the_ldap_resolver_gives_a_user_its_directory_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_slapd(tmp_path / "slapd") as settings:
+        monkeypatch.setenv("KORRAL_LDAP_SECRETS", str(write_secrets(tmp_path / "secrets", **settings)))
+        with running(GROUP_ACL % {"resolver": _resolver("ldap"), "group": "devs"}) as (core, rm):
+            _submit(core, rm, "alices", "alice")  # resolved from LDAP: in devs
+            _submit(core, rm, "carols", "carol")  # only in ops
+            _submit(core, rm, "told", "carol", ("devs",))  # groups sent: taken as they are
+            assert sorted(rm.accepted_apps) == ["alices", "told"]
+            assert "carols" in rm.rejected_apps
+
+
+def test_the_ldap_resolver_without_its_settings_rejects_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KORRAL_LDAP_SECRETS", str(tmp_path / "absent"))
     with running(GROUP_ACL % {"resolver": _resolver("ldap"), "group": "staff"}) as (core, rm):
         _submit(core, rm, "unresolved", "alice")
         _submit(core, rm, "told", "alice", ("staff",))
         assert rm.accepted_apps == ["told"]
-        assert (
-            "usergroupresolver is ldap, which korral does not support" in dict(rm.rejected_apps)["unresolved"]
-        )
+        assert "LDAP settings directory" in rm.rejected_apps["unresolved"]
 
 
 # ---- creationTime (YUNIKORN-2772) ------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def test_a_clean_config_has_nothing_to_say() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "warned"),
-    [("", None), ("os", None), ("ldap", "is not supported by korral"), ("test", "no resolver")],
+    [("", None), ("os", None), ("ldap", None), ("test", "no resolver")],
 )
 def test_the_user_group_resolver_type_is_named_when_it_does_not_do_what_it_says(
     kind: str, warned: str | None

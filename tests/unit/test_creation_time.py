@@ -116,6 +116,7 @@ def test_a_tagged_ask_keeps_its_age_for_the_preemption_delay() -> None:
     clock = Clock()
     scheduler = ReferenceScheduler(CONFIG, clock=clock)
     scheduler.update_application(t.applications("rm", {"app1": "root.default"}))
-    scheduler.update_allocation(si.AllocationRequest(rm_id="rm", asks=[ask("app1", "a1", 1, str(NOW - 40))]))
+    tagged = str(int(time.time()) - 40)  # now, not at import: the age is measured from the wall clock
+    scheduler.update_allocation(si.AllocationRequest(rm_id="rm", asks=[ask("app1", "a1", 1, tagged)]))
     created = scheduler.partition().applications["app1"].asks["a1"].create_time
-    assert clock.now - 41 < created < clock.now - 39
+    assert clock.now - 42 < created < clock.now - 38

@@ -46,8 +46,9 @@ def test_an_unknown_os_user_is_a_failure_with_a_reason() -> None:
         os_groups("no-such-user-k26")
 
 
-def test_ldap_is_refused_with_a_reason() -> None:
-    with pytest.raises(UserGroupError, match="usergroupresolver is ldap, which korral does not support"):
+def test_ldap_without_its_settings_is_a_failure_with_a_reason(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("KORRAL_LDAP_SECRETS", str(tmp_path / "none"))
+    with pytest.raises(UserGroupError, match="LDAP settings directory"):
         UserGroupCache("ldap", Clock()).groups("alice")
 
 
