@@ -7,7 +7,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
-from korral.errors import ConfigError, ConfigLimitError, KorralError, SchedulerError
+from korral.errors import ConfigError, ConfigLimitError, InvalidRequestError, KorralError, SchedulerError
 from korral.info import (
     AllocationInfo,
     ApplicationInfo,
@@ -33,6 +33,7 @@ __all__ = [
     "ConfigLimitError",
     "Core",
     "GroupUsageInfo",
+    "InvalidRequestError",
     "KorralError",
     "LimitUsageInfo",
     "NodeInfo",

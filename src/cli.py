@@ -62,13 +62,16 @@ def validate_config(file: Path) -> None:
     YuniKorn's shim deploys it); - reads standard input.
     """
     from korral.config import load_config
+    from korral.config.defaulted import defaulted_values
 
     source = source_name(file)
     try:
         text, source = read_config(file)
-        load_config(text)
+        config = load_config(text)
     except ConfigError as error:
         fail(f"invalid: {naming(error, source)}")
+    for warning in defaulted_values(config):  # accepted as YuniKorn accepts them, but said
+        click.echo(f"warning: {source}: {warning}", err=True)
     click.echo("OK")
 
 

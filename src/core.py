@@ -49,8 +49,9 @@ from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.timer import TimerService
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
+from korral.config.defaulted import log_defaulted_values
 from korral.config.schema import SchedulerConfig
-from korral.errors import KorralError, SchedulerError
+from korral.errors import InvalidRequestError, KorralError, SchedulerError
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -204,6 +205,8 @@ class Core:
             )
         if type(request.rm_id) is not str or type(request.config) is not str:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
+        if not request.rm_id:
+            raise InvalidRequestError("RegisterResourceManagerRequest needs an rmID: it is empty")
         # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
         config = load_config(request.config)
         callback = callback or ResourceManagerCallback()
@@ -212,6 +215,7 @@ class Core:
         )
         with self._lock:
             self._registered.add(request.rm_id)
+        log_defaulted_values(config, request.rm_id)
         return response
 
     def _route(self, checked: Checked, kind: str) -> None:
@@ -219,6 +223,8 @@ class Core:
         if self._stopped:
             raise SchedulerError("the core is stopped")
         rm_id = checked.request.rm_id
+        if rm_id == "":
+            raise InvalidRequestError(f"{kind} needs an rmID: it is empty")
         with self._lock:
             registered = type(rm_id) is str and rm_id in self._registered
         if not registered:
@@ -242,6 +248,8 @@ class Core:
             )
         if type(request.config) is not str:
             raise SchedulerError("UpdateConfigurationRequest: config must be a string")
+        if request.rm_id == "":
+            raise InvalidRequestError("UpdateConfigurationRequest needs an rmID: it is empty")
         with self._lock:
             registered = type(request.rm_id) is str and request.rm_id in self._registered
         if not registered:
@@ -252,6 +260,7 @@ class Core:
         placements = build_placements(config, request.rm_id)
         update = UpdateConfiguration(request, config, placements, self._build_here)
         self._complete(self._call(update, REGISTRATION_TIMEOUT))
+        log_defaulted_values(config, request.rm_id)
 
     @property
     def _build_here(self) -> bool:

@@ -16,3 +16,12 @@ class ConfigLimitError(ConfigError):
 
 class SchedulerError(KorralError):
     """A request the core cannot take at all (for example from an unregistered resource manager)."""
+
+    grpc_status = "FAILED_PRECONDITION"  # the status the gRPC SI answers it with
+
+
+class InvalidRequestError(SchedulerError):
+    """A request the SI does not allow whoever sends it, such as one with an empty rmID (over gRPC:
+    ``INVALID_ARGUMENT``, where a request the core cannot take now is ``FAILED_PRECONDITION``)."""
+
+    grpc_status = "INVALID_ARGUMENT"

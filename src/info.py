@@ -117,6 +117,9 @@ class ApplicationInfo:
     allocations: list[AllocationInfo]
     pending_asks: list[str]
     asks: list[AskInfo] = attrs.field(factory=list)  # pending_asks in full, in the same order
+    # YUNIKORN-3115: not scheduled before this moment (epoch seconds) since too many of its asks fit no
+    # node in one pass; None: never backed off
+    backoff_deadline: float | None = None
 
 
 @frozen

@@ -53,8 +53,12 @@ def check_invariants(partition: PartitionModel) -> None:
         for uuid, allocation in node.allocations.items():
             app = partition.applications.get(allocation.application_id)
             assert app is not None and uuid in app.allocations, f"orphan allocation {uuid} on {node.node_id}"
-        if node.reservation is not None:
-            assert partition.reservations.get(node.reservation) == node.node_id, "node reservation"
+        for holder in node.reservations:
+            assert partition.reservations.get(holder) == node.node_id, "node reservation"
+        if len(node.reservations) > 1:  # several only when each requires this node (YUNIKORN-2976)
+            for app_id, key in node.reservations:
+                ask = partition.applications[app_id].asks.get(key)
+                assert ask is not None and ask.required_node == node.node_id, "shared normal reservation"
     for app in partition.applications.values():
         assert res.equals(app.allocated, _total(a.resource for a in app.allocations.values())), (
             "app allocated"
@@ -69,7 +73,7 @@ def check_invariants(partition: PartitionModel) -> None:
         assert queue.applications.get(app.application_id) is app, "application not in its queue"
         check_gang_books(app)
     for (app_id, key), node_id in partition.reservations.items():
-        assert nodes[node_id].reservation == (app_id, key), "reservation not on its node"
+        assert (app_id, key) in nodes[node_id].reservations, "reservation not on its node"
         assert partition.applications[app_id].reservations.get(key) == node_id, "reservation not on its app"
     for queue in partition.queues.values():
         if queue.is_leaf:
@@ -156,7 +160,9 @@ def check_orders(partition: PartitionModel) -> None:
         return  # orders are rebuilt before the next scheduling cycle
     for app in partition.applications.values():
         expected = sorted(
-            (-a.priority, a.create_seq, a.allocation_key) for a in app.asks.values() if a.pending
+            (-a.priority, a.create_time, a.create_seq, a.allocation_key)
+            for a in app.asks.values()
+            if a.pending
         )
         assert _live(app.pending_asks) == expected, f"{app.application_id}: ask order"
     for queue in partition.queues.values():

@@ -438,14 +438,23 @@ class RecoveredGone:
 
 
 @attrs.frozen(slots=True)
+class AppBackoffs:
+    """Scheduler -> partition: the backoff deadline (epoch seconds) each of these applications got
+    (YUNIKORN-3115), kept by the partition for application snapshots as node reservations are."""
+
+    deadlines: tuple[tuple[str, float], ...]
+
+
+@attrs.frozen(slots=True)
 class NodeReservations:
-    """Scheduler -> partition: the application holding a reservation on each of these nodes ("" = none).
+    """Scheduler -> partition: the applications holding a reservation on each of these nodes (several
+    only when each requires the node; () = none).
 
     The partition keeps a copy for node snapshots, so reading a node never waits on the scheduler,
     which may be inside the RM's predicates callback that is doing the reading.
     """
 
-    reservations: tuple[tuple[str, str], ...]
+    reservations: tuple[tuple[str, tuple[str, ...]], ...]
 
 
 @attrs.frozen(slots=True)

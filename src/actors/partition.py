@@ -34,6 +34,7 @@ from korral.actors.base import (
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
+    AppBackoffs,
     ApplyConfig,
     AppSpec,
     Deliver,
@@ -98,6 +99,7 @@ TREE_UNCHANGED: frozenset[type] = frozenset(
         PublishQueueTree,
         RetireTombstones,
         NodeReservations,
+        AppBackoffs,
         RecoveredGone,
         RouteAllocationRequest,
         StartNodeActors,
@@ -197,7 +199,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
         self.published_usage = self.queue_board.usage
         # node -> the application holding a reservation on it, as the scheduler last told
-        self.node_reservations: dict[str, str] = {}
+        self.node_reservations: dict[str, tuple[str, ...]] = {}
+        # application -> its backoff deadline (epoch seconds), as the scheduler last told
+        self.app_backoffs: dict[str, float] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
         self._sync_queue_actors(announce=False)
@@ -314,6 +318,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
+            self.app_backoffs.pop(remove.application_id, None)
             if handle is None:
                 continue
             self.registry.remove_application(remove.application_id)
@@ -360,17 +365,23 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.scheduler.tell(AppAdded(spec=spec, app=handle))
 
     def on_NodeReservations(self, message: NodeReservations) -> None:
-        for node_id, holder in message.reservations:
-            if holder and node_id in self.nodes:
-                self.node_reservations[node_id] = holder
+        for node_id, holders in message.reservations:
+            if holders and node_id in self.nodes:
+                self.node_reservations[node_id] = holders
             else:
                 self.node_reservations.pop(node_id, None)
+
+    def on_AppBackoffs(self, message: AppBackoffs) -> None:
+        for application_id, deadline in message.deadlines:
+            if application_id in self.apps:
+                self.app_backoffs[application_id] = deadline
 
     def on_RecoveredGone(self, message: RecoveredGone) -> None:
         self.registry.forget_recovered(message.uuids)
 
     def on_AppFinished(self, message: AppFinished) -> None:
         handle = self.apps.pop(message.application_id, None)
+        self.app_backoffs.pop(message.application_id, None)
         if handle is None:
             return
         if message.application_id in self.registry.applications:

@@ -58,7 +58,7 @@ class PartitionNodes:
     pool: Any
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
-    node_reservations: dict[str, str]
+    node_reservations: dict[str, tuple[str, ...]]
     metrics: Any
     _node_metric_deltas: dict[str, int] | None
     _nodes_added: list[NodeAdded]

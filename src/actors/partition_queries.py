@@ -56,7 +56,8 @@ class PartitionQueries:
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
-    node_reservations: dict[str, str]
+    node_reservations: dict[str, tuple[str, ...]]
+    app_backoffs: dict[str, float]
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -200,13 +201,17 @@ class PartitionQueries:
         handle = self.apps.get(application_id)
         if handle is None:
             return self.completed.get(application_id)
-        return self.ask(handle, Snapshot())
+        info: ApplicationInfo = self.ask(handle, Snapshot())
+        deadline = self.app_backoffs.get(application_id)
+        if deadline is not None:
+            info = attrs.evolve(info, backoff_deadline=deadline)  # type: ignore[misc]
+        return info
 
     def _node_info(self, node_id: str) -> NodeInfo | None:
         handle = self.nodes.get(node_id)
         if handle is None:
             return None
         info: NodeInfo = self.ask(handle, Snapshot())
-        holder = self.node_reservations.get(node_id)
+        holders = self.node_reservations.get(node_id, ())
         # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
-        return attrs.evolve(info, reservations=[holder] if holder else [])  # type: ignore[misc]
+        return attrs.evolve(info, reservations=list(holders))  # type: ignore[misc]

@@ -18,6 +18,7 @@ from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates, tell_each
 from korral.actors.messages import (
     AppAdded,
+    AppBackoffs,
     AppGone,
     ApplyConfig,
     Deliver,
@@ -171,10 +172,17 @@ class SchedulerActor(ThreadedActor):
             reservations = []
             for node_id in sorted(changed):  # a set: its order changes between processes
                 node = nodes.get(node_id)
-                holder = node.reservation[0] if node is not None and node.reservation else ""
-                reservations.append((node_id, holder))
+                holders = tuple(app_id for app_id, _ in node.reservations) if node is not None else ()
+                reservations.append((node_id, holders))
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
+
+    def _publish_backoffs(self) -> None:
+        # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
+        offset = self.tracker.wall_clock_ns() / 1e9 - self.clock()
+        changed, self.view.backoff_changes = self.view.backoff_changes, {}
+        deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
+        self.partition.tell(AppBackoffs(deadlines=deadlines))
 
     def _wake(self) -> None:
         if self.view.reservation_changes:
@@ -439,6 +447,8 @@ class SchedulerActor(ThreadedActor):
             self._send_core_releases()
         if view.preemption_events:
             self._send_preemption_events()
+        if view.backoff_changes:
+            self._publish_backoffs()
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()

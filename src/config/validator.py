@@ -49,6 +49,8 @@ NODE_SORT_TYPES = {"": "fair", "fair": "fair", "binpacking": "binpacking"}
 RECOVERY_RULE = "recovery"
 FIXED_RULE = "fixed"
 TAG_RULE = "tag"
+# the rules korral places with; YuniKorn also builds a "test" rule, for its own tests only
+KNOWN_RULES = ("provided", "user", FIXED_RULE, TAG_RULE)
 
 Resource = Mapping[str, int]
 
@@ -298,6 +300,13 @@ class _PartitionChecker:
             raise self.error(f"{where}: invalid rule name '{rule.name}', a name must be a valid identifier")
         if rule.name == RECOVERY_RULE:
             raise self.error(f"{where}: recovery rule cannot be part of the config")
+        if rule.name.lower() not in KNOWN_RULES:
+            # Stricter than YuniKorn, whose validator passes the name and whose partition then
+            # rejects every application; korral refuses the config instead (docs/api.md)
+            raise self.error(
+                f"{where}: unknown placement rule name '{rule.name}', "
+                f"known rules are {', '.join(KNOWN_RULES)}"
+            )
         if rule.parent is not None:
             self._rule(rule.parent, f"{where}: parent rule ({rule.parent.name})")
         self._filter(rule.filter, where)

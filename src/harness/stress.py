@@ -466,6 +466,7 @@ class Driver:
         self._send(core, "apps", request, f"add gang application {app_id} ({count} placeholders)")
         asks = [
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=f"{app_id}-ph-{index}",
                 application_id=app_id,
                 resource_ask=dict(resource),
@@ -500,7 +501,11 @@ class Driver:
             key = f"{app_id}-ask-{self.ask_seq}"
             asks.append(
                 si.AllocationAsk(
-                    allocation_key=key, application_id=app_id, resource_ask=real, task_group_name="tg"
+                    max_allocations=1,
+                    allocation_key=key,
+                    application_id=app_id,
+                    resource_ask=real,
+                    task_group_name="tg",
                 )
             )
             self.asks[key] = app_id
@@ -2245,6 +2250,7 @@ class PreemptionDriver(Driver):
         )
         tags = {si.DOMAIN_YUNIKORN + si.KEY_REQUIRED_NODE: required_node} if required_node else {}
         return si.AllocationAsk(
+            max_allocations=1,
             allocation_key=key,
             application_id=app_id,
             resource_ask=resource,

@@ -175,9 +175,10 @@ class Ask:
         return twin
 
     @property
-    def sort_key(self) -> tuple[int, int]:
-        """Request ordering: highest priority first, then oldest first."""
-        return (-self.priority, self.create_seq)
+    def sort_key(self) -> tuple[int, float, int]:
+        """Request ordering: highest priority first, then oldest first (YuniKorn: by creation time,
+        which a re-sent ask's creationTime tag sets), then in the order received."""
+        return (-self.priority, self.create_time, self.create_seq)
 
 
 def recovery_rejection(allocation: Allocation, *, issued_prefix: str, live_recovered: Container[str]) -> str:

@@ -26,6 +26,7 @@ from korral.model.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.creation import created_at
 from korral.model.resource import Resource
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -66,8 +67,9 @@ def ask_rejection(
             positive = True
     if not positive:
         return f"allocation ask {allocation_key} contains no resources"
-    if max_allocations < 0:
-        return f"allocation ask {allocation_key} has a negative max allocations"
+    if max_allocations <= 0:
+        # YuniKorn: an ask for no allocations is an invalid ask, not an ask for one
+        return f"invalid ask {allocation_key}: max allocations {max_allocations}, it must be at least 1"
     if app.state not in LIVE_FOR_ASKS:
         return f"application {app.application_id} is {app.state.value}: no new asks accepted"
     return ""
@@ -97,10 +99,11 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         request.allocation_key,
         request.application_id,
         resource,
-        request.max_allocations or 1,
+        request.max_allocations,
         request.priority,
         create_seq,
-        now,
+        # a re-sent ask keeps its age (YUNIKORN-2772): the tag, when it has one (plain asks: no tags)
+        (created_at(request.tags, now) or now) if request.tags else now,
         request.tags,
         request.placeholder and bool(request.task_group_name),
         request.task_group_name,

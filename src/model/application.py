@@ -60,6 +60,7 @@ from korral.model.app_state import (
 from korral.model.order import IncrementalOrder
 from korral.model.resource import Resource
 from korral.model.ugm import AppTracking
+from korral.si.messages import CREATION_TIME
 
 MIN_PRIORITY = -(1 << 31)
 MAX_PRIORITY = (1 << 31) - 1
@@ -187,6 +188,9 @@ class Application:
         self.user_limits: AppTracking | None = None
         # the partition's resource epoch at which every pending ask was over a queue limit (-1: not)
         self.quota_blocked_at = -1
+        # YUNIKORN-3115: no scheduling from this application before this moment (the partition's
+        # clock); set when its queue's application.unschedasks.backoff asks in a row fit no node
+        self.backoff_deadline: float | None = None
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
         # ---- gang scheduling and timeouts ----
@@ -270,7 +274,9 @@ class Application:
             self.real_group_asks = True
         if ask.pending > 0:
             res.add_into(self.pending, ask.resource, ask.pending)
-            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_seq))
+            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_time, ask.create_seq))
+        if ask.tags and CREATION_TIME in ask.tags and ask.create_time < self.submission_time:
+            self.submission_time = ask.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
 
     def remove_ask(self, allocation_key: str) -> Ask | None:

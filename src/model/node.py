@@ -20,7 +20,9 @@ class Node:
     """available = capacity - allocated - occupied, kept incrementally.
 
     ``occupied`` is what other schedulers use on the node (reported by the RM); ``allocated`` is the sum
-    of korral's allocations on it. A node holds at most one reservation (YuniKorn's rule).
+    of korral's allocations on it. A node holds one reservation, or several when every one of them
+    is for an ask that requires this node (YuniKorn 1.8, YUNIKORN-2976: several daemon-set asks may
+    wait on one node; a normal reservation is made only on a node with none).
     """
 
     __slots__ = (
@@ -31,7 +33,7 @@ class Node:
         "node_id",
         "occupied",
         "partition",
-        "reservation",
+        "reservations",
         "schedulable",
         "score_terms",
     )
@@ -54,10 +56,15 @@ class Node:
         self.attributes: dict[str, str] = dict(attributes) if attributes else _NO_ATTRIBUTES
         self.schedulable = schedulable
         self.allocations: dict[str, Allocation] = {}
-        # (application_id, allocation_key) of the ask holding this node, if any
-        self.reservation: tuple[str, str] | None = None
+        # (application_id, allocation_key) of each ask holding this node, in the order they reserved it
+        self.reservations: tuple[tuple[str, str], ...] = ()
         # the partition's cache for its node order: (capacity, weights, terms, total weight)
         self.score_terms: tuple[Any, ...] | None = None
+
+    @property
+    def reservation(self) -> tuple[str, str] | None:
+        """The first ask holding this node (the only one unless they all require this node)."""
+        return self.reservations[0] if self.reservations else None
 
     @property
     def allocated(self) -> Resource:

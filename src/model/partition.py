@@ -46,6 +46,7 @@ from korral.model.partition_registry import (
 )
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
+from korral.model.reservations import wait_expired
 from korral.policies.sorting import SORT_STATE_AWARE
 
 __all__ = [
@@ -225,6 +226,9 @@ class PartitionModel(PartitionAllocations):
                     continue
                 if app.user_limits is not None and not self._user_limits_admit(app):
                     continue  # blocked until one of its user's or group's applications ends (epoch)
+                if app.backoff_deadline is not None and now < app.backoff_deadline:
+                    all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
+                    continue
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
                     return allocation
@@ -278,7 +282,12 @@ class PartitionModel(PartitionAllocations):
             queue.over_quota_epoch = epoch
             queue.over_quota_shapes.clear()
         known_over = queue.over_quota_shapes
+        backoff = queue.unsched_backoff
+        unschedulable = 0  # asks of this pass that fit its headroom but no node
         for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
+            if backoff and unschedulable >= backoff:
+                self._back_off(app, queue, now)
+                return None
             ask = asks[entry[-1]]
             if app.reservations and ask.allocation_key in app.reservations:
                 only_quota_blocked = False
@@ -325,9 +334,17 @@ class PartitionModel(PartitionAllocations):
                 continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
                 self._try_reserve(app, ask, now)
+            if ask.allocation_key not in app.reservations:
+                unschedulable += 1
         if only_quota_blocked:
             app.quota_blocked_at = epoch
         return None
+
+    def _back_off(self, app: Application, queue: Queue, now: float) -> None:
+        """YUNIKORN-3115: ``application.unschedasks.backoff`` asks in a row fit no node; the
+        application is not scheduled again until its queue's backoff delay has passed."""
+        app.backoff_deadline = now + queue.unsched_backoff_delay
+        self.backoff_changes[app.application_id] = app.backoff_deadline
 
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's
@@ -443,11 +460,13 @@ class PartitionModel(PartitionAllocations):
                 if ask.allow_preempt_other and not ask.required_node:
                     try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
                 if not ask.required_node or over.parent is not None:
+                    wait_expired(self, application_id, allocation_key, now)  # a short headroom
                     continue
                 # a required-node ask: only its node's room counts, not the cluster's size
             if app.user_limits is not None and (
                 not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
             ):
+                wait_expired(self, application_id, allocation_key, now)  # a short user headroom
                 continue
             if ask.required_node:
                 allocation = try_reserved_required_node(self, app, queue, ask, node, now)

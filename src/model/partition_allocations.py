@@ -20,6 +20,7 @@ from korral.model.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import ModelError
@@ -72,6 +73,9 @@ class PartitionAllocations(PartitionApplications):
             recovered=True,
         )
         queue = self.queues[app.queue_path]
+        created = created_at(recovered.tags, self.clock())
+        if created is not None and created < app.submission_time:
+            app.submission_time = created  # it keeps its place after a restart (YUNIKORN-2772)
         app.add_allocation(recovered)
         if recovered.placeholder:
             app.after_booking(recovered, 0, self.clock())
@@ -286,23 +290,29 @@ class PartitionAllocations(PartitionApplications):
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
         self.reservation_changes.add(node.node_id)
-        node.reservation = (app.application_id, ask.allocation_key)
+        key = (app.application_id, ask.allocation_key)
+        if key not in node.reservations:
+            node.reservations = (*node.reservations, key)
         app.reservations[ask.allocation_key] = node.node_id
-        self.reservations[(app.application_id, ask.allocation_key)] = node.node_id
+        self.reservations[key] = node.node_id
+        self.reserved_at[key] = self.clock()  # the wait timeout runs from here (YUNIKORN-3219)
         self._reorder_node(node)
 
     def unreserve(self, application_id: str, allocation_key: str) -> None:
-        node_id = self.reservations.pop((application_id, allocation_key), None)
+        key = (application_id, allocation_key)
+        node_id = self.reservations.pop(key, None)
+        self.reserved_at.pop(key, None)
         app = self.applications.get(application_id)
         if app is not None:
             app.reservations.pop(allocation_key, None)
         if node_id is not None:
             node = self.nodes.get(node_id)
-            if node is not None and node.reservation == (application_id, allocation_key):
+            if node is not None and key in node.reservations:
                 self.reservation_changes.add(node_id)
-                node.reservation = None
-                self._reorder_node(node)
-                self._resources_changed()
+                node.reservations = tuple(held for held in node.reservations if held != key)
+                if not node.reservations:
+                    self._reorder_node(node)
+                    self._resources_changed()
 
     def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:
         if allocation_key in app.reservations:

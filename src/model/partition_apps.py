@@ -22,6 +22,7 @@ from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage
 from korral.policies.placement import Placement, PlacementError, PlacementRequest
 from korral.policies.sorting import SORT_FIFO
+from korral.policies.usergroups import UserGroupError
 
 TAG_RESOURCE_QUOTA = "namespace.resourcequota"
 TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
@@ -150,11 +151,18 @@ class PartitionApplications(PartitionRegistry):
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
         """``add_application`` for an SI request (every driver's entry point)."""
         ugi = request.ugi or si.UserGroupInformation()
+        groups = ugi.groups
+        if ugi.user and not groups:
+            # YuniKorn resolves only a user sent without groups (korral.policies.usergroups)
+            try:
+                groups = self.user_groups.groups(ugi.user)
+            except UserGroupError as error:
+                raise ModelError(f"application {request.application_id} rejected: {error}") from None
         return self.add_application(
             request.application_id,
             queue_name=request.queue_name,
             user=ugi.user,
-            groups=ugi.groups,
+            groups=groups,
             tags=request.tags,
             placeholder_ask=request.placeholder_ask,
             execution_timeout_ms=request.execution_timeout_milliseconds,
@@ -278,7 +286,7 @@ class PartitionApplications(PartitionRegistry):
             allocation_key,
             application_id,
             res.prune(resource),
-            max_allocations=max_allocations or 1,
+            max_allocations=max_allocations,
             priority=priority,
             create_seq=next(self._ask_seq),
             create_time=self.clock(),

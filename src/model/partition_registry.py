@@ -24,9 +24,11 @@ from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.order import IncrementalOrder
 from korral.model.queue import ROOT, Queue, QueueState
+from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
 from korral.model.ugm import UserGroupTracker
 from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.policies.usergroups import UserGroupCache
 
 # ask, node, allocate (True) or reserve (False) -> may the ask go there
 Predicate = Callable[[str, str, bool], bool]
@@ -62,6 +64,8 @@ class PartitionRegistry:
     cooling: Set[str] = frozenset()
     # False for the scheduler's view: it is told where applications went, so it builds no placement rules
     places_applications = True
+    # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
+    reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
 
     def __init__(
         self,
@@ -88,6 +92,8 @@ class PartitionRegistry:
         self.nodes_predicate = nodes_predicate
         self.candidates_per_call = max(1, candidates_per_call)
         self.config = config
+        # resolves the groups of a user submitted without any (the partition's usergroupresolver)
+        self.user_groups = UserGroupCache(config.user_group_resolver, clock)
         self.root = Queue(ROOT, None, leaf=False, managed=True)
         self.queues: dict[str, Queue] = {ROOT: self.root}
         self.applications: dict[str, Application] = {}
@@ -96,6 +102,10 @@ class PartitionRegistry:
         self.node_order: IncrementalOrder[Node] = IncrementalOrder()
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
+        # when each reservation was made (the partition's clock)
+        self.reserved_at: dict[tuple[str, str], float] = {}
+        # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
+        self.backoff_changes: dict[str, float] = {}
         # nodes whose reservation changed since the driver last looked (the actors publish them)
         self.reservation_changes: set[str] = set()
         self.node_sort_policy = "fair"
@@ -126,7 +136,8 @@ class PartitionRegistry:
         self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
-        # request events of preemption attempts (application, allocation key, message)
+        # request events of preemption attempts and reservations cancelled (application, allocation
+        # key, message)
         self.preemption_events: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
@@ -169,6 +180,8 @@ class PartitionRegistry:
                 placement = PlacementManager.build(())
         if placement is not None:
             self.placement = placement
+        if config.user_group_resolver != self.user_groups.kind:
+            self.user_groups = UserGroupCache(config.user_group_resolver, self.clock)
         self.config = config
         self.node_sort_policy = config.node_sort_policy.type or "fair"
         self.resource_weights = dict(config.node_sort_policy.resource_weights)
@@ -320,8 +333,8 @@ class PartitionRegistry:
             done = self.release_allocation(allocation.application_id, allocation.uuid, complete=complete)
             if done is not None:
                 released.append(done)
-        if node.reservation is not None:
-            self.unreserve(*node.reservation)
+        for holder in node.reservations:
+            self.unreserve(*holder)
         self.node_order.discard(node_id)
         del self.nodes[node_id]
         res.sub_into(self.capacity, node.capacity)

@@ -25,6 +25,7 @@ from korral.model.allocation import TAG_REQUIRED_NODE, Allocation, Ask, tag_allo
 from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.queue import Queue
+from korral.model.reservations import clear_for_required_node, free_for_preemptor
 from korral.policies import preemption as policy
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         if (
             not node.allocations
             or not node.schedulable
-            or (node.reservation is not None and node.reservation != mine)
+            or (node.reservations and not free_for_preemptor(model, node, mine, ask.priority, now))
             or not node.capacity_fits(ask.resource)
         ):
             return []
@@ -250,16 +251,9 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
 
 
 def _claim(model: PartitionModel, app: Application, ask: Ask, node: Node) -> bool:
-    """Make the node free of other reservations for a required-node ask: another required-node ask's
-    reservation stands (it waits), anything else is cancelled (YuniKorn: the daemon set goes first)."""
-    holder = node.reservation
-    if holder is None or holder == (app.application_id, ask.allocation_key):
-        return True
-    holder_app = model.applications.get(holder[0])
-    holder_ask = holder_app.asks.get(holder[1]) if holder_app is not None else None
-    if holder_ask is not None and holder_ask.required_node == node.node_id:
-        return False
-    model.unreserve(holder[0], holder[1])
+    """Make the node free of normal reservations for a required-node ask (the daemon set goes first);
+    other required-node asks' reservations stay beside its own (korral.model.reservations)."""
+    clear_for_required_node(model, app, ask.allocation_key, node)
     return True
 
 

@@ -27,6 +27,12 @@ PREEMPTION_POLICY = "preemption.policy"
 PREEMPTION_DELAY = "preemption.delay"
 # YuniKorn's default preemption.delay: an ask may preempt once it has waited this long
 DEFAULT_PREEMPTION_DELAY = 30.0
+# YUNIKORN-3115: after this many asks of an application fit no node in one pass, the application is
+# not scheduled for the delay (0: never backs off)
+UNSCHED_ASKS_BACKOFF = "application.unschedasks.backoff"
+UNSCHED_ASKS_BACKOFF_DELAY = "application.unschedasks.backoff.delay"
+DEFAULT_BACKOFF_DELAY = 30.0
+_UINT_TEXT = re.compile(r"[0-9]+")
 
 
 class QueueState(enum.StrEnum):
@@ -89,6 +95,19 @@ def parse_go_duration(text: str) -> float | None:
         total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
         at = match.end()
     return sign * total if body else None
+
+
+def _parse_backoff(text: str | None) -> int:
+    """``application.unschedasks.backoff`` as YuniKorn reads it (ParseUint): 0 unless an unsigned int."""
+    if text is None or _UINT_TEXT.fullmatch(text) is None or int(text) >= 1 << 64:
+        return 0
+    return int(text)
+
+
+def _parse_positive_delay(text: str | None, default: float) -> float:
+    """A positive Go duration, else ``default`` (YuniKorn's convertDelay)."""
+    delay = parse_go_duration(text) if text is not None else None
+    return delay if delay is not None and delay > 0 else default
 
 
 def _parse_preemption_delay(text: str | None) -> float:
@@ -161,6 +180,8 @@ class Queue:
         # the effective preemption.policy (default, fence, disabled) and preemption.delay in seconds
         self.preemption_policy = "default"
         self.preemption_delay = DEFAULT_PREEMPTION_DELAY
+        self.unsched_backoff = 0
+        self.unsched_backoff_delay = DEFAULT_BACKOFF_DELAY
         if parent is not None:
             self.properties = inherited_properties(parent.properties)
             self._apply_property_settings()
@@ -244,7 +265,8 @@ class Queue:
             child.refresh_properties()
 
     def _apply_property_settings(self) -> None:
-        policy = self.properties.get(APPLICATION_SORT_POLICY, SORT_FIFO).lower()
+        # case-sensitive, as YuniKorn's SortPolicyFromString: "FAIR" is not a policy and sorts fifo
+        policy = self.properties.get(APPLICATION_SORT_POLICY, SORT_FIFO)
         self.sort_policy = policy if policy in (SORT_FIFO, SORT_FAIR, SORT_STATE_AWARE) else SORT_FIFO
         self.priority_sort_enabled = (
             self.properties.get(APPLICATION_SORT_PRIORITY, "enabled").lower() != "disabled"
@@ -254,6 +276,10 @@ class Queue:
         policy = self.properties.get(PREEMPTION_POLICY, "default").lower()
         self.preemption_policy = policy if policy in ("fence", "disabled") else "default"
         self.preemption_delay = _parse_preemption_delay(self.properties.get(PREEMPTION_DELAY))
+        self.unsched_backoff = _parse_backoff(self.properties.get(UNSCHED_ASKS_BACKOFF))
+        self.unsched_backoff_delay = _parse_positive_delay(
+            self.properties.get(UNSCHED_ASKS_BACKOFF_DELAY), DEFAULT_BACKOFF_DELAY
+        )
 
     def refresh_limits(self, cluster_capacity: Resource | None = None) -> None:
         """Recompute effective max here and below (on config change or cluster capacity change)."""

@@ -30,9 +30,9 @@ def app_key(queue: Queue, app: Application) -> tuple[Any, ...]:
         total = queue.guaranteed or queue.effective_max
         ratio = res.usage_ratio_key(app.allocated, total, total or ())
         if queue.priority_sort_enabled:
-            return (-app.priority, ratio, app.submission_seq)
-        return (0, ratio, -app.priority, app.submission_seq)
-    return (-app.priority if queue.priority_sort_enabled else 0, app.submission_seq)
+            return (-app.priority, ratio, app.submission_time, app.submission_seq)
+        return (0, ratio, -app.priority, app.submission_time, app.submission_seq)
+    return (-app.priority if queue.priority_sort_enabled else 0, app.submission_time, app.submission_seq)
 
 
 def child_entry(parent: Queue, child: Queue) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 
 from korral import si
 from korral.callback import ResourceManagerCallback
-from korral.errors import ConfigError, SchedulerError
+from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
 from korral.server.convert import ConversionError, parse, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
@@ -317,6 +317,8 @@ class RemoteCore:
     ) -> si.RegisterResourceManagerResponse:
         """Registering an RM again (a resync) first ends its streams: what they still carry is stale."""
         self._check_open()
+        if request.rm_id == "":
+            raise InvalidRequestError("RegisterResourceManagerRequest needs an rmID: it is empty")
         with self._lock:
             previous = self._rms.pop(request.rm_id, None) if type(request.rm_id) is str else None
         if previous is not None:
@@ -364,6 +366,8 @@ class RemoteCore:
         """As in-process: items of a bad shape are rejected through the RM's callback, the rest sent."""
         self._check_open()
         rm_id = checked.request.rm_id
+        if rm_id == "":
+            raise InvalidRequestError(f"{name} needs an rmID: it is empty")
         with self._lock:
             rm = self._rms.get(rm_id) if type(rm_id) is str else None
         if rm is None:

@@ -8,7 +8,10 @@ and checked against each other at import, so a field added on one side only fail
 
 Decoding is strict where the proto is open: an enum number korral does not know, or a known field sent
 with the wrong wire type, raises :class:`ConversionError` naming the message and field (the server
-answers ``INVALID_ARGUMENT``). Unknown field numbers are ignored, as proto3 does.
+answers ``INVALID_ARGUMENT``). Unknown field numbers are ignored, as proto3 does. Inside a resource map
+the check is per item: a quantity or map entry with the wrong wire type decodes to an ``Undecodable``
+that rejects the ask, node or allocation holding it (with the reason, through the RM's callback) and
+lets the rest of the request go on.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from korral import si
 from korral.si import si_pb2
+from korral.si.validate import Undecodable
 
 __all__ = ["ConversionError", "from_pb", "parse", "resource_from_pb", "resource_to_pb", "to_pb"]
 
@@ -187,8 +191,27 @@ def to_pb(message: Any) -> Message:
 # ---- protobuf -> korral ----------------------------------------------------------------------------------
 
 
+def _mistyped(message: Message) -> bool:
+    """Whether field 1 (``Resource.resources``, ``Quantity.value``) came with the wrong wire type;
+    other unknown field numbers are a newer client's additions and ignored."""
+    unknown = UnknownFieldSet(message)
+    return bool(len(unknown)) and any(item.field_number == 1 for item in unknown)  # type: ignore[attr-defined]
+
+
 def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
-    return {name: quantity.value for name, quantity in resource.resources.items()}
+    """The resource map; a map entry or a quantity sent with the wrong wire type (protobuf keeps it as
+    an unknown field and reads 0) becomes an :class:`Undecodable` in its place, so that the item that
+    holds it is rejected with the reason, alone, where a silent 0 would drop that resource."""
+    quantities: dict[str, Any] = {}
+    if _mistyped(resource):  # the entry's name is lost with it
+        quantities["(entry)"] = Undecodable("a resource map entry has the wrong wire type")
+    for name, quantity in resource.resources.items():
+        if _mistyped(quantity):
+            reason = f"quantity of {name!r} has the wrong wire type (an int64 varint expected)"
+            quantities[name] = Undecodable(reason)
+        else:
+            quantities[name] = quantity.value
+    return quantities
 
 
 class _Invalid(Exception):

@@ -7,6 +7,7 @@ logs, placeholder data) is left out rather than made up, as YuniKorn leaves out 
 
 from __future__ import annotations
 
+import datetime
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -161,7 +162,7 @@ def ask(info: AskInfo) -> JSON:
 def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
     still to make)."""
-    return {
+    found: JSON = {
         "applicationID": info.application_id,
         "usedResource": info.allocated,
         "pendingResource": info.pending,
@@ -174,6 +175,10 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "rejectedMessage": rejected_message,
         "placeholderResource": info.placeholder,
     }
+    if info.backoff_deadline is not None:  # YUNIKORN-3115, omitted when never set (Go's omitempty)
+        moment = datetime.datetime.fromtimestamp(info.backoff_deadline, datetime.UTC)
+        found["backoffDeadline"] = moment.isoformat().replace("+00:00", "Z")
+    return found
 
 
 def rejected_application(application_id: str, partition_name: str, reason: str) -> JSON:

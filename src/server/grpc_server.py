@@ -383,7 +383,7 @@ class GrpcServer:
         except ConfigError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except SchedulerError as error:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+            await context.abort(grpc.StatusCode[error.grpc_status], str(error))
         except KorralError as error:
             await context.abort(grpc.StatusCode.INTERNAL, str(error))
 
@@ -451,7 +451,7 @@ class GrpcServer:
                 try:
                     getattr(self._core, method_name)(request)
                 except SchedulerError as error:
-                    stream.close(Abort(grpc.StatusCode.FAILED_PRECONDITION, str(error)))
+                    stream.close(Abort(grpc.StatusCode[error.grpc_status], str(error)))
                     return
         except asyncio.CancelledError:
             raise

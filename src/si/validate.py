@@ -48,7 +48,17 @@ class BadItem(ValueError):
     """One item of a request has the wrong shape; the message says which field and why."""
 
 
+@attrs.frozen
+class Undecodable:
+    """What the gRPC server's decoder puts where a value arrived with the wrong wire type (a resource
+    map, or one quantity of it): the item that holds it is rejected with ``reason``, alone."""
+
+    reason: str
+
+
 def _int(value: Any, field: str, low: int = MIN_INT64, high: int = MAX_INT64) -> None:
+    if type(value) is Undecodable:
+        raise BadItem(f"{field}: {value.reason}")
     # bool is an int subclass, but True as a quantity is a bug in the RM, not a 1
     if type(value) is not int:
         raise BadItem(f"{field} must be an integer, got {type(value).__name__} {value!r}")

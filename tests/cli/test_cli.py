@@ -938,3 +938,24 @@ def test_stage_costs_split_an_allocation_by_stage_and_leave_the_rest_to_plumbing
     assert stages["other handlers"] == pytest.approx(100.0)
     assert stages["plumbing and gc"] == pytest.approx(0.0)
     assert stages["total"] == pytest.approx(1000.0)
+
+
+def test_validate_config_warns_once_per_value_yunikorn_silently_defaults(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Issue 26: `application.sort.policy: fiar` was OK with no word, and then ran as fifo."""
+    text = (
+        "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
+        "          - name: a\n            properties:\n              application.sort.policy: fiar\n"
+        "              preemption.delay: '10'\n"
+    )
+    path = write_config(tmp_path, text)
+    result = runner.invoke(main, ["validate-config", str(path)])
+    assert result.exit_code == 0 and result.stdout == "OK\n"
+    warnings = result.stderr.splitlines()
+    assert warnings == [
+        f"warning: {path}: partition default: queue root.a: application.sort.policy 'fiar' is not a sort "
+        "policy YuniKorn knows (fifo, fair, stateaware): the queue sorts fifo",
+        f"warning: {path}: partition default: queue root.a: preemption.delay '10' is not a positive "
+        "duration (such as 30s or 1m): it is 30s",
+    ]

@@ -272,6 +272,7 @@ def test_each_victim_release_names_the_ask_it_makes_room_for() -> None:
                 rm_id="rm",
                 asks=[
                     si.AllocationAsk(
+                        max_allocations=1,
                         allocation_key=f"ds-{node}",
                         application_id="ds",
                         resource_ask={"memory": 500},

@@ -24,6 +24,7 @@ LEAF = "root.singleleaf"
 
 
 def _ask(key: str, app_id: str = "app1", resource=SMALL, **fields) -> si.AllocationRequest:
+    fields.setdefault("max_allocations", 1)
     return si.AllocationRequest(
         rm_id="rm",
         asks=[
@@ -187,10 +188,13 @@ def test_invalid_asks_are_rejected_with_a_reason():
         core.update_allocation(_ask("empty", resource={}))
         core.update_allocation(_ask("negative", resource={"memory": -10, "vcore": 1_000}))
         core.update_allocation(_ask("", resource=SMALL))
+        # YuniKorn: an ask for no allocations is invalid (it is not an ask for one)
+        core.update_allocation(_ask("no-repeat", max_allocations=0))
         core.update_allocation(_ask("good"))
         core.wait_until_idle()
         reasons = {r.allocation_key: r.reason for r in rm.rejected_asks}
-        assert set(reasons) == {"unknown-app", "zero", "empty", "negative", ""}
+        assert set(reasons) == {"unknown-app", "zero", "empty", "negative", "", "no-repeat"}
+        assert reasons["no-repeat"] == "invalid ask no-repeat: max allocations 0, it must be at least 1"
         assert "ghost" in reasons["unknown-app"]
         assert "no resources" in reasons["zero"] and "no resources" in reasons["empty"]
         assert "negative" in reasons["negative"]
@@ -324,13 +328,20 @@ def test_ask_release_keeps_existing_allocations():
         check_invariants(core, P, rm)
 
 
-def test_max_allocations_zero_means_one():
+def test_max_allocations_zero_is_an_invalid_ask_and_the_request_goes_on():
+    """YuniKorn's TestAddAllocationAsk: a 0 repeat ask is an invalid ask; it was allocated as 1."""
     with running(SINGLE_LEAF) as (core, rm):
         add_nodes(core, rm, ["n1"])
         add_apps(core, rm, {"app1": LEAF})
-        core.update_allocation(_ask("k", max_allocations=0))
+        zero, one = (
+            si.AllocationAsk(allocation_key=key, application_id="app1", resource_ask=SMALL, max_allocations=n)
+            for key, n in (("zero", 0), ("one", 1))
+        )
+        core.update_allocation(si.AllocationRequest(rm_id="rm", asks=[zero, one]))
         core.wait_until_idle()
-        assert rm.allocated_total == 1 and rm.rejected_asks == []
+        assert [r.allocation_key for r in rm.rejected_asks] == ["zero"]
+        assert "invalid ask zero" in rm.rejected_asks[0].reason
+        assert [a.allocation_key for a in rm.live.values()] == ["one"]
         assert core.application(P, "app1").pending_asks == []
 
 

@@ -72,6 +72,7 @@ def gang_asks(
         rm_id="rm",
         asks=[
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=f"{prefix}-{index}",
                 application_id=app_id,
                 resource_ask=dict(resource),

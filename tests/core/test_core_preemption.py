@@ -96,6 +96,7 @@ def ask(
         rm_id="rm",
         asks=[
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=key,
                 application_id=app_id,
                 resource_ask=dict(resource),

@@ -532,6 +532,7 @@ def group_asks(
         rm_id=RM,
         asks=[
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=f"{prefix}{index}",
                 application_id=app_id,
                 resource_ask=dict(resource),
@@ -809,6 +810,7 @@ partitions:
 def preempting_asks(rng: random.Random, app_id: str, prefix: str, count: int) -> si.AllocationRequest:
     asks = [
         si.AllocationAsk(
+            max_allocations=1,
             allocation_key=f"{prefix}{index}",
             application_id=app_id,
             resource_ask={"memory": rng.choice([300, 500, 1000]), "vcore": rng.choice([100, 500, 1000])},

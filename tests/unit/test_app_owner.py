@@ -157,12 +157,6 @@ def test_owner_in_reaches_each_state(state):
             id="resource-times-max-allocations",
         ),
         pytest.param(
-            [si_ask("k1", max_allocations=0)],
-            [("put_ask", ("k1", 1))],
-            {"vcore": 1000},
-            id="max-allocations-zero-means-one",
-        ),
-        pytest.param(
             [si_ask("k1", {"vcore": 300, "memory": 0}, max_allocations=2)],
             [("put_ask", ("k1", 1))],
             {"vcore": 600},
@@ -231,8 +225,9 @@ REJECTIONS = [
     pytest.param(S.NEW, si_ask("k1", {"vcore": 0, "memory": 0}), "k1 contains no resources", id="all-zero"),
     pytest.param(S.NEW, si_ask("k1", {}), "k1 contains no resources", id="no-resources"),
     pytest.param(
-        S.NEW, si_ask("k1", max_allocations=-1), "k1 has a negative max allocations", id="negative-max"
+        S.NEW, si_ask("k1", max_allocations=-1), "invalid ask k1: max allocations -1", id="negative-max"
     ),
+    pytest.param(S.NEW, si_ask("k1", max_allocations=0), "invalid ask k1: max allocations 0", id="zero-max"),
     pytest.param(S.COMPLETED, si_ask("k9"), "is Completed: no new asks accepted", id="completed-app"),
     pytest.param(S.EXPIRED, si_ask("k9"), "is Expired: no new asks accepted", id="expired-app"),
     pytest.param(S.REJECTED, si_ask("k9"), "is Rejected: no new asks accepted", id="rejected-app"),
@@ -272,7 +267,7 @@ def test_ask_rejection_reports_the_first_problem(request_, reason):
 
 
 def test_ask_rejection_accepts_a_valid_ask():
-    assert ask_rejection(Application(APP), "k", {"vcore": 1, "memory": 0}, 0) == ""
+    assert ask_rejection(Application(APP), "k", {"vcore": 1, "memory": 0}, 1) == ""
 
 
 def test_add_asks_to_a_removed_application_are_rejected():

@@ -372,7 +372,7 @@ def test_request_order(asks, expected):
 
 def test_ask_sort_key_and_defaults():
     ask = Ask("a", "app-1", {"vcore": 1, "memory": 10}, priority=3, create_seq=4, max_allocations=-2)
-    assert ask.sort_key == (-3, 4)
+    assert ask.sort_key == (-3, 0.0, 4)  # priority, creation time, arrival
     assert ask.max_allocations == 1 and ask.pending == 1
     assert ask.tags == {}
     assert ask.failed_since is None

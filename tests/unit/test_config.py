@@ -1149,9 +1149,9 @@ RULE_QUEUES = root(
             [{"name": "fixed", "value": "leafq", "parent": {"name": "user"}}],
             id="fixed-after-dynamic-not-checked",
         ),
-        pytest.param([{"name": "custom_rule"}], id="unknown-but-valid-identifier"),
-        pytest.param([{"name": "_x1"}], id="underscore-identifier"),
-        pytest.param([{"name": "test"}], id="test-rule"),
+        pytest.param(
+            [{"name": "User"}, {"name": "PROVIDED"}, {"name": "Tag", "value": "ns"}], id="name-case"
+        ),
         pytest.param(
             [{"name": "user", "filter": {"type": "allow", "users": ["bob", "sue"]}}], id="filter-users"
         ),
@@ -1182,6 +1182,20 @@ def test_rule8_valid_placement_rules(rules: list[dict[str, Any]]) -> None:
         pytest.param([{"name": ""}], ["invalid rule name ''"], id="empty-name"),
         pytest.param([{}], ["invalid rule name ''"], id="missing-name"),
         pytest.param([{"name": "recovery"}], ["recovery rule cannot be part of the config"], id="recovery"),
+        # korral is stricter than YuniKorn here: its validator passes these names, and then its
+        # partition rejects every application (docs/api.md)
+        pytest.param(
+            [{"name": "custom_rule"}],
+            ["placement rule #0 (custom_rule)", "unknown placement rule name 'custom_rule'"],
+            id="unknown-but-valid-identifier",
+        ),
+        pytest.param([{"name": "_x1"}], ["unknown placement rule name '_x1'"], id="underscore-identifier"),
+        pytest.param([{"name": "test"}], ["unknown placement rule name 'test'"], id="yunikorns-test-rule"),
+        pytest.param(
+            [{"name": "user", "parent": {"name": "namespaces"}}],
+            ["parent rule (namespaces)", "unknown placement rule name 'namespaces'"],
+            id="unknown-parent",
+        ),
         pytest.param(
             [{"name": "Recovery"}], ["recovery rule cannot be part of the config"], id="recovery-case"
         ),

@@ -95,6 +95,7 @@ def asks(
         rm_id=RM,
         asks=[
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=f"{prefix}-{index}",
                 application_id=app_id,
                 resource_ask=dict(resource),
@@ -363,6 +364,7 @@ def test_an_ask_execution_timeout_releases_each_allocation_that_long_after_it_wa
             rm_id=RM,
             asks=[
                 si.AllocationAsk(
+                    max_allocations=1,
                     allocation_key="timed-1",
                     application_id="p",
                     resource_ask={"memory": 10},
@@ -462,6 +464,7 @@ def owner_with_placeholder(**kwargs) -> tuple[ApplicationOwner, Allocation]:
     owner.add_asks(
         [
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key="ph",
                 application_id="g",
                 resource_ask=PH,
@@ -469,7 +472,11 @@ def owner_with_placeholder(**kwargs) -> tuple[ApplicationOwner, Allocation]:
                 task_group_name="tg",
             ),
             si.AllocationAsk(
-                allocation_key="real", application_id="g", resource_ask=PH, task_group_name="tg"
+                max_allocations=1,
+                allocation_key="real",
+                application_id="g",
+                resource_ask=PH,
+                task_group_name="tg",
             ),
         ],
         0.0,

@@ -227,9 +227,9 @@ def test_is_full(capacity, occupied, allocations, full):
     assert node.is_full() is full
 
 
-def test_reservation_can_be_set_and_cleared():
+def test_reservations_are_held_in_order_and_the_first_is_the_reservation():
     node = Node("node-1", {"memory": 10})
-    node.reservation = ("app-1", "ask-1")
+    node.reservations = (("app-1", "ask-1"), ("app-2", "ask-2"))
     assert node.reservation == ("app-1", "ask-1")
-    node.reservation = None
+    node.reservations = ()
     assert node.reservation is None

@@ -12,9 +12,11 @@ import json
 import textwrap
 from collections import Counter
 
+import attrs
 import pytest
 
-from korral.config import load_config
+from korral.config import PartitionConfig, PlacementRuleConfig, load_config
+from korral.errors import ConfigError
 from korral.model.allocation import Allocation
 from korral.model.application import ApplicationState
 from korral.model.partition import ModelError, PartitionModel
@@ -1224,7 +1226,7 @@ def test_ask_with_the_same_key_replaces_the_old_one(make_partition):
     assert len({a.ask_generation for a in app.allocations.values()}) == 2
 
 
-@pytest.mark.parametrize("max_allocations, expected", [(0, 1), (1, 1), (5, 5)])
+@pytest.mark.parametrize("max_allocations, expected", [(1, 1), (5, 5)])
 def test_max_allocations_repeats_the_ask(make_partition, max_allocations, expected):
     p = make_partition(conf("- name: q"))
     p.add_node("node-1", {"memory": 100})
@@ -1242,7 +1244,8 @@ def test_max_allocations_repeats_the_ask(make_partition, max_allocations, expect
         ("app-1", "k", {"memory": 0}, 1, "contains no resources"),
         ("app-1", "k", {}, 1, "contains no resources"),
         ("app-1", "k", {"memory": -1, "vcore": 5}, 1, "contains negative resources"),
-        ("app-1", "k", {"memory": 1}, -1, "negative max allocations"),
+        ("app-1", "k", {"memory": 1}, -1, "invalid ask k: max allocations -1"),
+        ("app-1", "k", {"memory": 1}, 0, "invalid ask k: max allocations 0"),
         ("app-1", "", {"memory": 1}, 1, "allocation key must not be empty"),
         ("ghost", "k", {"memory": 1}, 1, "failed to find application ghost"),
     ],
@@ -1606,16 +1609,27 @@ def test_cleanup_removes_empty_dynamic_parents_bottom_up(make_partition):
     assert p.cleanup_queues() == ["root.a.d", "root.a"]
 
 
+def _bogus_rules(text: str) -> PartitionConfig:
+    """The config's partition with a rule no validated config can hold (load_config refuses the name):
+    the model still defends itself against it."""
+    partition = load_config(text).partitions[0]
+    return attrs.evolve(partition, placement_rules=(PlacementRuleConfig(name="bogus"),))
+
+
+def test_the_validator_refuses_an_unknown_rule_before_the_model_sees_it():
+    with pytest.raises(ConfigError, match="unknown placement rule name 'bogus'"):
+        load_config(BEFORE.replace("{name: provided, create: true}", "{name: bogus}"))
+
+
 def test_reload_with_broken_placement_rules_keeps_the_old_rules(make_partition):
     p = make_partition(BEFORE)
-    broken = BEFORE.replace("{name: provided, create: true}", "{name: bogus}")
     with pytest.raises(ModelError, match="placement rules rejected"):
-        p.apply_config(load_config(broken).partitions[0])
+        p.apply_config(_bogus_rules(BEFORE))
     assert p.add_application("app-1", queue_name="root.new", user="u").queue_path == "root.new"
 
 
-def test_broken_placement_rules_at_creation_fall_back_to_provided(make_partition):
-    p = make_partition(BEFORE.replace("{name: provided, create: true}", "{name: bogus}"))
+def test_broken_placement_rules_at_creation_fall_back_to_provided(clock):
+    p = PartitionModel("[rm]default", _bogus_rules(BEFORE), rm_id="rm", clock=clock)
     assert p.add_application("app-1", queue_name="root.base", user="u").queue_path == "root.base"
     with pytest.raises(ModelError):
         p.add_application("app-2", queue_name="root.new", user="u")

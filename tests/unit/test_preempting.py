@@ -62,6 +62,7 @@ def ask(
         rm_id="rm",
         asks=[
             si.AllocationAsk(
+                max_allocations=1,
                 allocation_key=key,
                 application_id=app_id,
                 resource_ask=dict(resource),
@@ -238,7 +239,10 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
     from korral.model.view_ops import Unpreempt
 
     owner = ApplicationOwner(Application("app", partition="[rm]default", queue_path="root.low", user="u"))
-    owner.add_asks([si.AllocationAsk(allocation_key="k", application_id="app", resource_ask=SMALL)], 0.0)
+    owner.add_asks(
+        [si.AllocationAsk(max_allocations=1, allocation_key="k", application_id="app", resource_ask=SMALL)],
+        0.0,
+    )
     generation = owner.app.asks["k"].generation
     booked = Allocation("u1", "k", "app", "n1", dict(SMALL), queue_path="root.low", ask_generation=generation)
     owner.confirm("n1", [booked], 0.0)

@@ -173,7 +173,7 @@ def test_dynamic_child_inherits_from_parent_on_creation():
         pytest.param("fifo", SORT_FIFO, id="fifo"),
         pytest.param("fair", SORT_FAIR, id="fair"),
         pytest.param("stateaware", SORT_STATE_AWARE, id="stateaware"),
-        pytest.param("FAIR", SORT_FAIR, id="case-insensitive"),
+        pytest.param("FAIR", SORT_FIFO, id="case-sensitive-as-yunikorn"),
         pytest.param("priority", SORT_FIFO, id="unknown-is-fifo"),
         pytest.param("", SORT_FIFO, id="empty-is-fifo"),
     ],

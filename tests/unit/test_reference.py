@@ -244,7 +244,8 @@ def test_removing_an_application_reports_its_releases(make_reference):
         (ask("app-1", "k", {"memory": -5}), "contains negative resources"),
         (ask("ghost", "k", {"memory": 5}), "failed to find application ghost"),
         (ask("app-1", "", {"memory": 5}), "allocation key must not be empty"),
-        (ask("app-1", "k", {"memory": 5}, repeat=-1), "negative max allocations"),
+        (ask("app-1", "k", {"memory": 5}, repeat=-1), "invalid ask k: max allocations -1"),
+        (ask("app-1", "k", {"memory": 5}, repeat=0), "invalid ask k: max allocations 0"),
         (ask("app-1", "k", {"memory": 5}, partition_name="nowhere"), "partition nowhere not found"),
     ],
 )

@@ -254,6 +254,7 @@ def gang(nodes: int = 1000, asks: int = 10_000) -> Workload:
                 rm_id=RM_ID,
                 asks=[
                     si.AllocationAsk(
+                        max_allocations=1,
                         allocation_key=f"{app_id}-{kind}-{index}",
                         application_id=app_id,
                         resource_ask=dict(size),
@@ -391,6 +392,7 @@ partitions:
             rm_id=RM_ID,
             asks=[
                 si.AllocationAsk(
+                    max_allocations=1,
                     allocation_key=f"low-{queue}-{index}",
                     application_id=f"low-{queue}",
                     resource_ask=dict(size),
@@ -403,6 +405,7 @@ partitions:
     )
     urgent = tuple(
         si.AllocationAsk(
+            max_allocations=1,
             allocation_key=f"urgent-{index}",
             application_id="urgent",
             resource_ask={name: quantity * PREEMPTION_VICTIMS_PER_ASK for name, quantity in size.items()},
