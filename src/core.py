@@ -129,6 +129,8 @@ class Core:
         self.tracker = Tracker()
         self.simulation: Simulation | None = None
         self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
+        if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
+            self.metrics.start_history(self.tracker.wall_clock_ns)
         self.engine = engine
         self._ray: Any = None
         if engine == "ray":
@@ -167,6 +169,7 @@ class Core:
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
         stop_and_wait(self._proxy)
         self._timer.stop()
+        self.metrics.close()
         if self._ray is not None:
             self._ray.stop()
         gc_tuning.restore(self._gc_thresholds)

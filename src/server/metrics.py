@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from korral.server.events import EventLog
+from korral.server.history import MetricsHistory
+
+# YuniKorn's Go client emits no ``*_created`` series: neither does korral (process-wide switch of
+# prometheus_client, set before any metric of a core is made)
+disable_created_metrics()
 
 NAMESPACE = "yunikorn"
 # yunikorn-core: prometheus.ExponentialBuckets(0.0001, 10, 6); YuniKorn observes seconds in this
@@ -110,6 +122,8 @@ class CoreMetrics:
         # applications the RMs were told were rejected, newest last: (rm_id, application id, reason)
         self.rejected_applications: list[tuple[str, str, str]] = []
         self.rejected_capacity = 10_000
+        # YuniKorn's internal metrics history (/ws/v1/history/*): started with the core
+        self.history: MetricsHistory | None = None
 
     # ---- what the core delivers to an RM (the dispatcher, once per delivery) ------------------------
 
@@ -221,6 +235,28 @@ class CoreMetrics:
 
     def scheduled(self, seconds: float) -> None:
         self.scheduling_latency.observe(seconds)
+
+    # ---- the internal metrics history ------------------------------------------------------------
+
+    def totals(self) -> tuple[int, int]:
+        """(running applications, running containers) as YuniKorn's history collector reads them."""
+        running = int(self.value("yunikorn_scheduler_application_total", {"state": "running"}))
+        attempts = "yunikorn_scheduler_container_allocation_attempt_total"
+        containers = int(
+            self.value(attempts, {"state": "allocated"}) - self.value(attempts, {"state": "released"})
+        )
+        return running, containers
+
+    def start_history(self, wall_clock_ns: Callable[[], int], **options: Any) -> MetricsHistory:
+        """Sample ``totals()`` into a bounded ring on a period (options: size, period)."""
+        if self.history is None:
+            self.history = MetricsHistory(self.totals, wall_clock_ns, **options)
+            self.history.start()
+        return self.history
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.stop()
 
     # ---- reading ----------------------------------------------------------------------------------
 

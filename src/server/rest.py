@@ -33,7 +33,7 @@ from korral.config.validator import GROUP_NAME_RE, QUEUE_NAME_RE, USER_NAME_RE
 from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.policies.placement import PlacementManager
-from korral.server import dao
+from korral.server import dao, rest_routes
 
 if TYPE_CHECKING:
     from korral.core import Core
@@ -85,12 +85,7 @@ class _SwitchInterval:
 
 _switch_interval = _SwitchInterval()
 
-HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Credentials": "true",
-    "Access-Control-Allow-Methods": "GET,POST,HEAD,OPTIONS",
-    "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
-}
+HEADERS = rest_routes.cors_headers()  # yunikorn-core's writeHeaders
 
 
 class WouldBlock(Exception):
@@ -203,11 +198,14 @@ class RestApi:
 
     def partitions(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         documents = []
-        for info in self.core.partitions():
+        infos = self.core.partitions()
+        names = rest_routes.display_names(info.name for info in infos)
+        for info in infos:
             apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
             containers = sum(len(app.allocations) for app in apps)
             rejected = [r for r in self.core.metrics.rejected_applications if r[0] == info.rm_id]
             documents.append(dao.partition(info, apps, containers))
+            documents[-1]["name"] = names[info.name]
             if rejected:
                 documents[-1]["applications"]["Rejected"] = len(rejected)
                 documents[-1]["applications"]["total"] += len(rejected)
@@ -353,41 +351,77 @@ class RestApi:
             "EventRecords": [dao.event(event_id, record) for event_id, record in records],
         }
 
+    def _history(self) -> list[Any]:
+        history = self.core.metrics.history
+        if history is None:
+            raise HttpError(500, "Internal metrics collection is not enabled.")
+        return history.records()
+
+    def application_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return rest_routes.application_history(self._history())
+
+    def container_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return rest_routes.container_history(self._history())
+
+    def node_utilizations(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return [
+            rest_routes.node_utilizations(
+                info.rm_id, partition_without_rm(info.name), self.core.nodes(info.name)
+            )
+            for info in self.core.partitions()
+        ]
+
     def validate_conf(self, body: str) -> Any:
         try:
             load_config(body)
         except Exception as exc:  # every reason a config is refused, as YuniKorn's reason text
             return {"allowed": False, "reason": str(exc)}
-        return {"allowed": True, "reason": ""}
+        return {"allowed": True}  # reason: omitempty
 
     def state_dump(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        """yunikorn-core's ``AggregatedStateInfo`` (every field omitempty); korral has no event stream
+        bookkeeping by name, so ``eventStreams`` is left out."""
         with self._dump_lock:  # one dump at a time, as YuniKorn
             partitions = self.core.partitions()
             applications: list[Any] = []
             nodes = []
             queues = []
+            rules = []
             for info in partitions:
                 apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
                 applications.extend(dao.application(a) for a in apps)
                 applications.extend(self._rejected(info.name))
+                plain = partition_without_rm(info.name)
+                node_documents = [dao.node(n) for n in self.core.nodes(info.name)]
                 nodes.append(
-                    {
-                        "partitionName": partition_without_rm(info.name),
-                        "nodesInfo": [dao.node(n) for n in self.core.nodes(info.name)],
-                    }
+                    {"partitionName": plain, "nodesInfo": node_documents}
+                    if node_documents
+                    else {"partitionName": plain}
                 )
                 with contextlib.suppress(HttpError):  # a partition without a root: stopping
                     queues.append(self.queue_tree(info.name, "root", True))
-            return {
+                with contextlib.suppress(HttpError):  # removed meanwhile
+                    rules.append(
+                        {"partition": plain, "rules": self.placement_rules({"partition": info.name}, {})}
+                    )
+            history = self.core.metrics.history
+            records = history.records() if history is not None else []
+            configs = self.core.configurations()
+            document = {
                 "timestamp": time.time_ns(),
                 "partitions": self.partitions(params, query),
                 "applications": applications,
+                "appHistory": rest_routes.application_history(records),
                 "nodes": nodes,
                 "clusterInfo": [dao.cluster(info, self.started_ns) for info in partitions],
+                "containerHistory": rest_routes.container_history(records),
                 "queues": queues,
                 "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
-                "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
+                "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()).lower(),
+                "config": dao.config(configs, yaml_keys=False) if configs else None,
+                "placementRules": rules,
             }
+            return {key: value for key, value in document.items() if value}
 
 
 def rm_of(partition: str) -> str:
@@ -486,7 +520,7 @@ class RestServer:
     # ---- routing ----------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors])
+        app = web.Application(middlewares=[self._errors, rest_routes.compress])
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
             ("/ws/v1/partitions", api.partitions),
@@ -506,6 +540,9 @@ class RestServer:
             ("/ws/v1/partition/{partition}/usage/group/{group}", api.group),
             ("/ws/v1/clusters", api.clusters),
             ("/ws/v1/scheduler/healthcheck", api.healthcheck),
+            ("/ws/v1/scheduler/node-utilizations", api.node_utilizations),
+            ("/ws/v1/history/apps", api.application_history),
+            ("/ws/v1/history/containers", api.container_history),
             ("/ws/v1/events/batch", api.events),
             ("/ws/v1/fullstatedump", api.state_dump),
             ("/debug/fullstatedump", api.state_dump),
@@ -518,6 +555,7 @@ class RestServer:
         app.router.add_get("/ws/v1/config", self._config)
         app.router.add_get("/ws/v1/events/stream", self._event_stream)
         app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
+        rest_routes.add_options(app)
         return app
 
     @web.middleware

@@ -353,7 +353,7 @@ def test_validate_conf_answers_allowed_and_reason(served) -> None:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
-    assert validate(TWO_LEAVES) == {"allowed": True, "reason": ""}
+    assert validate(TWO_LEAVES) == {"allowed": True}  # yunikorn-core: reason is omitempty
     refused = validate(TWO_LEAVES.replace("name: b", "name: b!"))
     assert refused["allowed"] is False and "b!" in refused["reason"]
     request = urllib.request.Request(url + "/ws/v1/validate-conf", data=b"\xff\xfe\x00", method="POST")
@@ -418,9 +418,10 @@ def test_two_rms_partitions_by_full_name_and_metrics_apart() -> None:
         for rm_id, nodes in (("rm1", {"a1"}), ("rm2", {"b1", "b2"})):
             quoted = urllib.parse.quote(f"[{rm_id}]default", safe="")
             assert {n["nodeID"] for n in ok(url + f"/ws/v1/partition/{quoted}/nodes")} == nodes
+        # the plain name is shared: each is listed under its full name (issue 27)
         assert sorted((p["clusterId"], p["name"]) for p in ok(url + "/ws/v1/partitions")) == [
-            ("rm1", "default"),
-            ("rm2", "default"),
+            ("rm1", "[rm1]default"),
+            ("rm2", "[rm2]default"),
         ]
         samples = metrics(url)
         used = {"queue": "root.a", "state": "allocated", "resource": "memory"}

@@ -1,0 +1,163 @@
+"""The routes YuniKorn's web UI calls besides the partition ones, and the HTTP manners of its server.
+
+- ``/ws/v1/history/apps`` and ``/containers``: the core's internal metrics history (``history.py``);
+- ``/ws/v1/scheduler/node-utilizations``: per partition and resource type, how many nodes fall in each
+  tenth of utilisation (yunikorn-core's handlers.go ``getPartitionNodesUtilJSON``);
+- ``OPTIONS`` on every route: 200 with ``Allow`` and YuniKorn's CORS headers (a browser's preflight);
+- gzip: a response of 1,400 bytes or more is compressed when ``Accept-Encoding`` accepts gzip (not the
+  event stream), as yunikorn-core's ``compressResponse``;
+- partition names: with several RMs, the name ``/ws/v1/partitions`` shows for a partition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from korral.info import NodeInfo
+from korral.model.naming import partition_without_rm
+from korral.server.history import HistoryRecord
+
+JSON = dict[str, Any]
+BUCKETS = 10
+MIN_COMPRESSION_SIZE = 1400  # yunikorn-core's minCompressionSize
+STREAM_PATH = "/ws/v1/events/stream"
+
+
+def cors_headers(method: str = "GET") -> dict[str, str]:
+    """yunikorn-core's ``writeHeaders``: what every answer carries."""
+    return {
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Allow-Methods": "OPTIONS, POST" if method == "POST" else "GET, OPTIONS",
+        "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
+    }
+
+
+# ---- partition names with several RMs ---------------------------------------------------------------
+
+
+def display_names(full_names: Iterable[str]) -> dict[str, str]:
+    """The name each partition is listed under: YuniKorn's plain name (``default``) while one RM owns
+    it, the core's full name (``[rm1]default``) when several RMs have a partition of that name - so
+    that every name ``/ws/v1/partitions`` lists works in ``/ws/v1/partition/{name}/...``."""
+    names = list(full_names)
+    owners: dict[str, int] = {}
+    for full in names:
+        plain = partition_without_rm(full)
+        owners[plain] = owners.get(plain, 0) + 1
+    return {
+        full: full if owners[partition_without_rm(full)] > 1 else partition_without_rm(full) for full in names
+    }
+
+
+# ---- the internal metrics history -------------------------------------------------------------------
+
+
+def application_history(records: Iterable[HistoryRecord]) -> list[JSON]:
+    """``dao.ApplicationHistoryDAOInfo`` per record (omitempty: a zero is left out, as Go does)."""
+    return [
+        _omit_zero({"timestamp": r.timestamp_ns, "totalApplications": str(r.total_applications)})
+        for r in records
+    ]
+
+
+def container_history(records: Iterable[HistoryRecord]) -> list[JSON]:
+    """``dao.ContainerHistoryDAOInfo`` per record."""
+    return [
+        _omit_zero({"timestamp": r.timestamp_ns, "totalContainers": str(r.total_containers)}) for r in records
+    ]
+
+
+def _omit_zero(document: JSON) -> JSON:
+    return {key: value for key, value in document.items() if value not in (0, "")}
+
+
+# ---- node utilisation buckets -----------------------------------------------------------------------
+
+
+def bucket_of(capacity: int, used: int) -> int:
+    """The tenth of utilisation a node falls in: YuniKorn's ``ceil(percent / 10) - 1``, at least 0,
+    where percent is CalculateAbsUsedCapacity's whole percentage (0-10 % is bucket 0, 90-100 % 9)."""
+    percent = int(used * 100 / capacity) if capacity > 0 else 0
+    return min(int(max(math.ceil(percent / 10) - 1, 0)), BUCKETS - 1)
+
+
+def node_utilizations(rm_id: str, partition_name: str, nodes: Iterable[NodeInfo]) -> JSON:
+    """``dao.PartitionNodesUtilDAOInfo``: per resource type a node advertises, the nodes per bucket."""
+    buckets: dict[str, list[list[str]]] = {}
+    for node in nodes:
+        for name, capacity in node.capacity.items():
+            lists = buckets.setdefault(name, [[] for _ in range(BUCKETS)])
+            used = node.allocated.get(name, 0)
+            index = bucket_of(capacity, used) if capacity > 0 else 0
+            lists[index].append(node.node_id)
+    utilizations = [
+        {
+            "type": name,
+            "utilization": [
+                _omit_zero(
+                    {
+                        "bucketName": f"{k * 10}-{(k + 1) * 10}%",
+                        "numOfNodes": len(lists[k]),
+                        "nodeNames": lists[k] or "",
+                    }
+                )
+                for k in range(BUCKETS)
+            ],
+        }
+        for name, lists in sorted(buckets.items())
+    ]
+    document: JSON = {"clusterId": rm_id, "partition": partition_name}
+    if utilizations:
+        document["utilizations"] = utilizations
+    return document
+
+
+# ---- HTTP manners -----------------------------------------------------------------------------------
+
+
+def add_options(app: web.Application) -> None:
+    """``OPTIONS`` on every route registered so far: 200, its methods in ``Allow``, CORS headers."""
+    methods: dict[str, set[str]] = {}
+    for route in app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("path") or info.get("formatter")
+        if path and route.method not in (hdrs.METH_ANY, hdrs.METH_HEAD):  # HEAD: aiohttp's own
+            methods.setdefault(path, set()).add(route.method)
+    for path, allowed in methods.items():
+        allow = ", ".join(sorted({*allowed, "OPTIONS"}))
+        headers = {"Allow": allow, **cors_headers("POST" if "POST" in allowed else "GET")}
+
+        async def options(request: web.Request, headers: Mapping[str, str] = headers) -> web.Response:
+            return web.Response(status=200, headers=headers)
+
+        app.router.add_route("OPTIONS", path, options)
+
+
+def accepts_gzip(header: str) -> bool:
+    """yunikorn-core's ``clientAcceptsGzip``: a ``gzip`` token without ``q=0``."""
+    for token in header.split(","):
+        name, _, quality = token.strip().partition(";")
+        if name.strip().lower() != "gzip":
+            continue
+        return not quality or quality.strip() != "q=0"
+    return False
+
+
+@web.middleware
+async def compress(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    """gzip an answer of ``MIN_COMPRESSION_SIZE`` bytes or more when the client accepts it."""
+    response = await handler(request)
+    if (
+        request.path != STREAM_PATH
+        and isinstance(response, web.Response)
+        and response.body is not None
+        and len(response.body) >= MIN_COMPRESSION_SIZE  # type: ignore[arg-type]
+        and accepts_gzip(request.headers.get(hdrs.ACCEPT_ENCODING, ""))
+    ):
+        response.enable_compression(web.ContentCoding.gzip)
+        response.headers.add(hdrs.VARY, hdrs.ACCEPT_ENCODING)
+    return response
