@@ -364,11 +364,11 @@ class RestApi:
         return rest_routes.container_history(self._history())
 
     def node_utilizations(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        infos = self.core.partitions()
+        names = rest_routes.display_names(info.name for info in infos)  # as /ws/v1/partitions lists them
         return [
-            rest_routes.node_utilizations(
-                info.rm_id, partition_without_rm(info.name), self.core.nodes(info.name)
-            )
-            for info in self.core.partitions()
+            rest_routes.node_utilizations(info.rm_id, names[info.name], self.core.nodes(info.name))
+            for info in infos
         ]
 
     def validate_conf(self, body: str) -> Any:

@@ -91,9 +91,9 @@ def test_a_plain_name_stays_while_one_rm_owns_it() -> None:
 def test_node_utilizations_bucket_each_resource_of_every_partition(two_rms) -> None:
     _, url = two_rms
     answer = {(p["clusterId"], p["partition"]): p for p in ok(url + "/ws/v1/scheduler/node-utilizations")}
-    assert set(answer) == {("rm1", "default"), ("rm2", "default")}
-    busy = {u["type"]: u["utilization"] for u in answer[("rm1", "default")]["utilizations"]}
-    idle = {u["type"]: u["utilization"] for u in answer[("rm2", "default")]["utilizations"]}
+    assert set(answer) == {("rm1", "[rm1]default"), ("rm2", "[rm2]default")}  # as /partitions lists them
+    busy = {u["type"]: u["utilization"] for u in answer[("rm1", "[rm1]default")]["utilizations"]}
+    idle = {u["type"]: u["utilization"] for u in answer[("rm2", "[rm2]default")]["utilizations"]}
     assert set(busy) == set(idle) == set(NODE)
     for buckets in (*busy.values(), *idle.values()):
         assert [b["bucketName"] for b in buckets] == [f"{k * 10}-{k * 10 + 10}%" for k in range(10)]
