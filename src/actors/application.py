@@ -114,7 +114,6 @@ class ApplicationActor(RetiringActor):
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.clock
-        self._wall_offset_ns: int | None = None
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -220,6 +219,7 @@ class ApplicationActor(RetiringActor):
         for ask in app.asks.values():
             if ask.pending > 0:
                 res.add_into(pending, ask.resource, ask.pending)
+        offset_ns = self.tracker.wall_offset_ns()
         return ApplicationInfo(
             application_id=app.application_id,
             partition=app.partition,
@@ -230,11 +230,15 @@ class ApplicationActor(RetiringActor):
             pending=res.prune(pending),
             placeholder=res.prune(app.placeholder_allocated),
             allocations=[
-                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "")
+                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "", offset_ns)
                 for a in app.allocations.values()
             ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
             asks=self._ask_infos(),
+            groups=list(app.groups),
+            submission_time_ns=offset_ns + int(app.submission_time * 1e9),
+            state_log=[(offset_ns + int(at * 1e9), state) for at, state in app.state_log],
+            max_allocated=res.prune(app.max_allocated),
         )
 
     def _publish_state(self, state: str) -> None:
@@ -248,9 +252,7 @@ class ApplicationActor(RetiringActor):
     def _ask_infos(self) -> list[AskInfo]:
         # an ask's create_time is on the core's clock: its wall time is that long before now (the
         # offset between the clocks taken once, so that every snapshot gives the same time)
-        if self._wall_offset_ns is None:
-            self._wall_offset_ns = self.tracker.wall_clock_ns() - int(self.clock() * 1e9)
-        offset_ns = self._wall_offset_ns
+        offset_ns = self.tracker.wall_offset_ns()
         return [
             AskInfo(
                 allocation_key=ask.allocation_key,
@@ -323,6 +325,11 @@ class ApplicationActor(RetiringActor):
         pending = res.prune(effects.pending_delta)
         if allocated or pending:
             self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
+        if any(value > 0 for value in allocated.values()):  # once per burst: the most held at once
+            peak = self.owner.app.max_allocated
+            for name, value in self.owner.app.allocated.items():
+                if value > peak.get(name, 0):
+                    peak[name] = value
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:

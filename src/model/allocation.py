@@ -66,6 +66,10 @@ class Allocation(NamedTuple):
     recovered: bool = False
     # the placeholder this real allocation replaces (gang scheduling); "" for a plain allocation
     replaces: str = ""
+    # core clock seconds: when its ask came in (a placeholder's, when it replaced one) and when it was
+    # made (0.0: not known, as for an allocation recovered from the RM)
+    request_time: float = 0.0
+    create_time: float = 0.0
 
 
 class Ask:

@@ -89,14 +89,14 @@ class PartitionModel(PartitionAllocations):
                     if self._filters_nodes and not self._accepts(ask.allocation_key, placeholder.node_id):
                         refused = True
                         continue
-                    return self.replace(app, ask, placeholder)
+                    return self.replace(app, ask, placeholder, now)
             if not refused:
                 del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
         return None
 
     # ---- booking -----------------------------------------------------------------------------------
 
-    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
+    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
         # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
         allocation = _new_tuple(
@@ -116,6 +116,8 @@ class PartitionModel(PartitionAllocations):
                 ask.generation,
                 False,
                 "",
+                ask.create_time,
+                now,
             ),
         )
         app.book(ask, allocation)
@@ -320,7 +322,7 @@ class PartitionModel(PartitionAllocations):
                 continue
             node = self._find_node(ask)
             if node is not None:
-                return self.commit(app, queue, ask, node)
+                return self.commit(app, queue, ask, node, now)
             if ask.allow_preempt_other and try_preempt(self, app, queue, ask, now):
                 continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
@@ -465,7 +467,7 @@ class PartitionModel(PartitionAllocations):
                 target = self._find_node(ask)
             if target is not None:
                 self.unreserve(application_id, allocation_key)
-                return self.commit(app, queue, ask, target)
+                return self.commit(app, queue, ask, target, now)
             if ask.allow_preempt_other:
                 try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
         return None

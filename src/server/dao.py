@@ -65,8 +65,15 @@ def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], cont
     return _omit_empty(document, "totalNodes", "totalContainers")
 
 
-def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> JSON:
-    """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree)."""
+def queue(
+    info: QueueInfo,
+    partition_name: str,
+    children: list[JSON] | None,
+    headroom: Mapping[str, int] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> JSON:
+    """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree); ``headroom``
+    and ``extra`` fields (the priority fields) as the REST layer derives them."""
     parent, _, _ = info.path.rpartition(".")
     document = {
         "queuename": info.path,
@@ -90,9 +97,14 @@ def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> 
         "prioritySorting": info.priority_sorting,
         "preemptionEnabled": info.preemption_policy != "disabled",
         "isPreemptionFence": info.preemption_policy == "fence",
+        "headroom": dict(headroom) if headroom else None,
+        **(extra or {}),
     }
     return _omit_empty(
         document,
+        "headroom",
+        "priorityOffset",
+        "preemptionDelay",
         "pendingResource",
         "maxResource",
         "guaranteedResource",
@@ -109,22 +121,39 @@ def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> 
 
 
 def allocation(info: AllocationInfo) -> JSON:
-    """``dao.AllocationDAOInfo``."""
+    """``dao.AllocationDAOInfo`` (times in Unix ns; a time korral does not know is left out)."""
+    delay = (
+        info.allocation_time_ns - info.request_time_ns
+        if info.request_time_ns and info.allocation_time_ns
+        else 0
+    )
     return _omit_empty(
         {
             "allocationKey": info.allocation_key,
+            "allocationTags": info.tags,
+            "requestTime": info.request_time_ns,
+            "allocationTime": info.allocation_time_ns,
+            "allocationDelay": delay,
             "resource": info.resource,
             "priority": str(info.priority),
             "nodeId": info.node_id,
             "applicationId": info.application_id,
             "placeholder": info.placeholder,
+            "placeholderUsed": info.placeholder_used,
             "taskGroupName": info.task_group_name,
+            "preempted": info.releasing == "PREEMPTED_BY_SCHEDULER",
         },
+        "allocationTags",
+        "requestTime",
+        "allocationTime",
+        "allocationDelay",
         "resource",
         "nodeId",
         "applicationId",
         "placeholder",
+        "placeholderUsed",
         "taskGroupName",
+        "preempted",
     )
 
 
@@ -158,32 +187,66 @@ def ask(info: AskInfo) -> JSON:
     )
 
 
+# the states whose entry YuniKorn stamps as the application's finishedTime
+FINISHED_STATES = ("Completed", "Failed", "Rejected")
+
+
 def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
-    still to make)."""
-    return {
+    still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory`` is empty
+    (korral keeps no resource-seconds per instance type)."""
+    finished = [at for at, state in info.state_log if state in FINISHED_STATES]
+    started = [at for at, state in info.state_log if state == "Running"]
+    priorities = [a.priority for a in info.asks]
+    document: JSON = {
         "applicationID": info.application_id,
         "usedResource": info.allocated,
+        "maxUsedResource": info.max_allocated,
         "pendingResource": info.pending,
         "partition": partition_without_rm(info.partition),
         "queueName": info.queue,
+        "submissionTime": info.submission_time_ns,
+        "finishedTime": finished[-1] if finished else None,
         "requests": [ask(a) for a in info.asks],
         "allocations": [allocation(a) for a in info.allocations],
         "applicationState": info.state,
         "user": info.user,
+        "groups": info.groups,
         "rejectedMessage": rejected_message,
-        "placeholderResource": info.placeholder,
+        "stateLog": [{"time": at, "applicationState": state} for at, state in info.state_log],
+        "maxRequestPriority": max(priorities) if priorities else 0,
+        "startTime": started[-1] // 1_000_000 if started else 0,
+        "resourceHistory": {},
+        "placeholderResource": info.placeholder,  # korral's: the placeholders it holds
     }
+    return _omit_empty(
+        document,
+        "usedResource",
+        "maxUsedResource",
+        "pendingResource",
+        "submissionTime",
+        "finishedTime",
+        "requests",
+        "allocations",
+        "applicationState",
+        "user",
+        "groups",
+        "rejectedMessage",
+        "stateLog",
+        "maxRequestPriority",
+        "startTime",
+        "placeholderResource",
+    )
 
 
 def rejected_application(application_id: str, partition_name: str, reason: str) -> JSON:
     return {
         "applicationID": application_id,
         "partition": partition_without_rm(partition_name),
+        "queueName": "",
         "applicationState": "Rejected",
         "rejectedMessage": reason,
-        "requests": [],
-        "allocations": [],
+        "resourceHistory": {},
     }
 
 
@@ -199,6 +262,12 @@ def node(info: NodeInfo) -> JSON:
             "allocated": info.allocated,
             "occupied": info.occupied,
             "available": info.available,
+            # YuniKorn's GetUtilizedResource: the percentage of each allocated resource the node has
+            "utilized": {
+                name: value
+                for name, value in utilization(info.capacity, info.allocated).items()
+                if name in info.allocated
+            },
             "allocations": [allocation(a) for a in info.allocations],
             "schedulable": info.schedulable,
             "isReserved": bool(info.reservations),
@@ -211,6 +280,7 @@ def node(info: NodeInfo) -> JSON:
         "allocated",
         "occupied",
         "available",
+        "utilized",
         "allocations",
         "reservations",
     )
@@ -253,8 +323,8 @@ def event(event_id: int, record: si.EventRecord) -> JSON:
 
 
 def _resource(resource: Mapping[str, int]) -> JSON | None:
-    """A yunikorn-core ``resources.Resource`` as encoding/json writes it (no json tags)."""
-    return {"Resources": dict(resource)} if resource else None
+    """A resource as yunikorn-core's DAOMap writes it today: a flat map (be3bb487)."""
+    return dict(resource) if resource else None
 
 
 def usage_tree(rows: Iterable[Any]) -> JSON | None:

@@ -185,14 +185,15 @@ class RestApi:
         self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
     ) -> dict:
         """A queue's document, with its children's if ``subtree``."""
+        derived = rest_routes.headroom(infos, info.path), rest_routes.priority_fields(info.properties)
         if not subtree:
-            return dao.queue(info, partition, None)
+            return dao.queue(info, partition, None, *derived)
         children = [
             self._queue_tree(partition, infos, infos[path], subtree)
             for path in info.children
             if path in infos
         ]
-        return dao.queue(info, partition, children)
+        return dao.queue(info, partition, children, *derived)
 
     # ---- routes -----------------------------------------------------------------------------------
 

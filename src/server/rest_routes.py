@@ -12,13 +12,21 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiohttp import hdrs, web
 
-from korral.info import NodeInfo
+from korral.info import NodeInfo, QueueInfo
 from korral.model.naming import partition_without_rm
+from korral.model.queue import (
+    DEFAULT_PREEMPTION_DELAY,
+    PREEMPTION_DELAY,
+    PRIORITY_OFFSET,
+    PRIORITY_POLICY,
+    parse_go_duration,
+)
 from korral.server.history import HistoryRecord
 
 JSON = dict[str, Any]
@@ -161,3 +169,65 @@ async def compress(request: web.Request, handler: Callable[..., Any]) -> web.Str
         response.enable_compression(web.ContentCoding.gzip)
         response.headers.add(hdrs.VARY, hdrs.ACCEPT_ENCODING)
     return response
+
+
+# ---- queue fields derived from what a queue publishes -----------------------------------------------
+
+
+def headroom(infos: Mapping[str, QueueInfo], path: str) -> dict[str, int] | None:
+    """yunikorn-core's ``getHeadRoom``: what the queue may still be given, the least of its own max
+    less allocated and every ancestor's (only the resources a max names count; None: no max above)."""
+    info = infos.get(path)
+    if info is None:
+        return None
+    parent_path = path.rpartition(".")[0]
+    parent = headroom(infos, parent_path) if parent_path else None
+    if not info.max:
+        return parent
+    own = {name: limit - info.allocated.get(name, 0) for name, limit in info.max.items()}
+    if parent is None:
+        return own
+    return {name: min(value, parent[name]) if name in parent else value for name, value in own.items()}
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` writes it: ``30s``, ``1m30s``, ``1h0m0s``, ``500ms``."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign = "-" if nanos < 0 else ""
+    nanos = abs(nanos)
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size:
+                return sign + _trim(nanos / size) + unit
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _trim(rest / 1e9) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    if minutes:
+        return f"{sign}{minutes}m{text}"
+    return sign + text
+
+
+def _trim(value: float) -> str:
+    return f"{value:.9f}".rstrip("0").rstrip(".")
+
+
+def priority_fields(properties: Mapping[str, str]) -> JSON:
+    """``isPriorityFence``, ``priorityOffset`` and ``preemptionDelay`` from the queue's properties, as
+    yunikorn-core reads them (an offset outside int32 or not a number is 0; a delay that is not a
+    positive Go duration is the default 30 s)."""
+    offset_text = properties.get(PRIORITY_OFFSET, "0").strip()
+    offset = int(offset_text) if re.fullmatch(r"[+-]?[0-9]+", offset_text) else 0
+    if not -(2**31) <= offset < 2**31:
+        offset = 0
+    delay = parse_go_duration(properties.get(PREEMPTION_DELAY, ""))
+    return {
+        "isPriorityFence": properties.get(PRIORITY_POLICY, "").lower() == "fence",
+        "priorityOffset": offset,
+        "preemptionDelay": go_duration(
+            delay if delay is not None and delay > 0 else DEFAULT_PREEMPTION_DELAY
+        ),
+    }

@@ -601,9 +601,9 @@ def test_user_and_group_usage_as_yunikorns_tree() -> None:
     user = dao.user_usage(SimpleNamespace(user="bob", queues=rows))
     assert user["userName"] == "bob"
     tree = user["queues"]
-    assert tree["queuePath"] == "root" and tree["resourceUsage"] == {"Resources": {"memory": 30}}
+    assert tree["queuePath"] == "root" and tree["resourceUsage"] == {"memory": 30}
     assert [c["queuePath"] for c in tree["children"]] == ["root.a", "root.b"]
-    assert tree["children"][0]["maxResources"] == {"Resources": {"memory": 50}}
+    assert tree["children"][0]["maxResources"] == {"memory": 50}
     assert tree["children"][0]["maxApplications"] == 2 and "maxApplications" not in tree
     assert "children" not in tree["children"][1]
     group = dao.group_usage(SimpleNamespace(group="devs", queues=rows))
