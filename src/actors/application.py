@@ -365,7 +365,9 @@ class ApplicationActor(RetiringActor):
                 )
             updated = [
                 si.UpdatedApplication(
-                    application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)
+                    application_id=app_id,
+                    state=state,
+                    state_transition_timestamp=self.tracker.wall_offset_ns() + int(when * 1e9),  # Unix ns
                 )
                 for state, when in effects.state_changes
             ]

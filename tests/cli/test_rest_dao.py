@@ -190,3 +190,36 @@ def test_application_dao_from_a_snapshot() -> None:
     assert document["startTime"] == 2_500 and document["submissionTime"] == 999
     assert "finishedTime" not in document and "usedResource" not in document
     assert document["stateLog"][0] == {"time": 1_000_000_123, "applicationState": "Accepted"}
+
+
+class StampedRM(t.RecordingRM):
+    """Also keeps each application state change's timestamp as the RM was sent it."""
+
+    def __init__(self, rm_id: str) -> None:
+        super().__init__(rm_id)
+        self.stamps: list[tuple[str, str, int]] = []
+
+    def update_application(self, response: Any) -> None:
+        self.stamps.extend(
+            (u.application_id, u.state, u.state_transition_timestamp) for u in response.updated
+        )
+        super().update_application(response)
+
+
+def test_state_transition_timestamps_are_unix_nanoseconds() -> None:
+    rm = StampedRM("rm")
+    before = time.time_ns()
+    with running(CONFIG, rm=rm) as (core, _):
+        add_nodes(core, rm, ["n1"])
+        add_apps(core, rm, {"app": "root.a"})
+        core.update_allocation(t.asks("rm", "app", 1, SMALL))
+        assert rm.wait_for_allocations(1)
+        core.wait_until_idle()
+        after = time.time_ns()
+        url = core.serve_rest("127.0.0.1:0")
+        log = ok(url + "/ws/v1/partition/default/application/app")["stateLog"]
+    stamps = [(state, stamp) for app, state, stamp in rm.stamps if app == "app"]
+    assert [state for state, _ in stamps] == ["Accepted", "Starting"]
+    assert all(before <= stamp <= after for _, stamp in stamps)
+    # the RM is told the same times as the REST API shows
+    assert stamps == [(entry["applicationState"], entry["time"]) for entry in log]
