@@ -26,10 +26,10 @@ from korral.actors.messages import (
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.timer import TimerService
-from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.errors import ConfigError, KorralError, SchedulerError
+from korral.model import events
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager, PlacementRuleError
 from korral.si.validate import Checked
@@ -193,7 +193,7 @@ class RMProxyActor(ThreadedActor):
             dispatcher=rm.dispatcher,
             timer=self.timer,
             settings=self.settings,
-            events=type(rm.callback).send_event is not ResourceManagerCallback.send_event,
+            events=events.wanted(rm.callback, self.settings.metrics),
             queue_board=queue_board,
         )
 

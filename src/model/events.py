@@ -1,7 +1,8 @@
 """EventRecords about applications, nodes, queues and requests (YuniKorn's event system, reference 2.18).
 
 Plain builders: the actors collect these per burst and send them to the RM in one ``send_event`` call,
-and only when the RM's callback overrides ``send_event`` (no cost otherwise).
+and only when someone takes them (``wanted``): the RM's callback overrides ``send_event``, or the core
+logs them for its REST API (its metrics are on) - whatever the RM is, in-process, gRPC or Ray.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 import attrs
 
 from korral import si
+from korral.callback import ResourceManagerCallback
 from korral.model.allocation import Allocation
 
 Detail = si.EventChangeDetail
@@ -31,6 +33,12 @@ APP_STATE_DETAIL: dict[str, si.EventChangeDetail] = {
     "Resuming": Detail.APP_RESUMING,
     "Expired": Detail.APP_EXPIRED,
 }
+
+
+def wanted(callback: object, metrics: object | None) -> bool:
+    """Are events made for this RM? When its callback takes them or the core logs them (``metrics``:
+    the core's metrics, whose event log ``/ws/v1/events`` serves; None when they are off)."""
+    return metrics is not None or type(callback).send_event is not ResourceManagerCallback.send_event  # type: ignore[attr-defined]
 
 
 def _now() -> int:

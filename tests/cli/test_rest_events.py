@@ -1,0 +1,82 @@
+"""The core's event system runs whatever the RM is (issue 27): the events of an RM served over gRPC
+reach ``/ws/v1/events/batch`` and ``/stream`` as an in-process RM's do, one RM or two."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, eventually
+
+import korral
+from korral import si
+from korral import testing as t
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("grpc")
+
+Kind = si.EventRecordType
+Detail = si.EventChangeDetail
+
+
+def ok(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _run(sink: Any, rm: t.RecordingRM) -> None:
+    """One node, one application of two allocations, one released."""
+    sink.register_resource_manager(t.register(rm.rm_id, TWO_LEAVES), rm)
+    sink.update_node(t.nodes(rm.rm_id, [f"{rm.rm_id}-n1"], NODE))
+    assert rm.wait_for(lambda r: len(r.accepted_nodes) == 1)
+    sink.update_application(t.applications(rm.rm_id, {f"{rm.rm_id}-app": "root.a"}))
+    assert rm.wait_for(lambda r: len(r.accepted_apps) == 1)
+    sink.update_allocation(t.asks(rm.rm_id, f"{rm.rm_id}-app", 2, SMALL))
+    assert rm.wait_for_allocations(2)
+    uuid = sorted(rm.live)[0]
+    sink.update_allocation(t.release(rm.rm_id, f"{rm.rm_id}-app", uuid=uuid))
+    assert rm.wait_for(lambda r: uuid not in r.live)
+
+
+def _kinds(records: list[dict], object_id: str) -> list[tuple[int, int, int]]:
+    return [
+        (r["type"], r["eventChangeType"], r["eventChangeDetail"])
+        for r in records
+        if r.get("objectID") == object_id
+    ]
+
+
+def test_a_grpc_rm_and_an_in_process_rm_both_have_their_events_logged() -> None:
+    with korral.start(**FAST) as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        url = core.serve_rest("127.0.0.1:0")
+        local = korral.testing.RecordingRM("local")
+        _run(core, local)
+        with korral.connect(address) as remote:
+            far = t.RecordingRM("far")
+            _run(remote, far)
+            core.wait_until_idle()
+
+            def logged() -> list[dict]:
+                records = ok(url + "/ws/v1/events/batch")["EventRecords"]
+                done = [r for r in records if r.get("objectID") == "far-app" and r["eventChangeType"] == 2]
+                return records if done else []
+
+            records = eventually(logged)
+        for rm_id in ("local", "far"):
+            app = _kinds(records, f"{rm_id}-app")
+            set_, add, remove = (
+                int(si.EventChangeType.SET),
+                int(si.EventChangeType.ADD),
+                int(si.EventChangeType.REMOVE),
+            )
+            assert (int(Kind.APP), set_, int(Detail.APP_NEW)) in app
+            assert (int(Kind.APP), set_, int(Detail.APP_RUNNING)) in app
+            assert app.count((int(Kind.APP), add, int(Detail.APP_ALLOC))) == 2
+            assert app.count((int(Kind.APP), remove, int(Detail.ALLOC_CANCEL))) == 1
+            node = _kinds(records, f"{rm_id}-n1")
+            assert (int(Kind.NODE), add, int(Detail.NODE_READY)) in node
+        ids = [r["id"] for r in records]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
