@@ -44,6 +44,7 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationState
+from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocation, to_si_release
 from korral.model.view_ops import DropAsk, PutAsk
@@ -90,7 +91,7 @@ class ApplicationActor(RetiringActor):
         timer: TimerService,
         completing_timeout: float,
         pool: ActorPool,
-        events: bool = False,
+        events: bool | Wanted = False,
         metrics: Any = None,
         app_states: dict[str, str] | None = None,
     ) -> None:
@@ -192,6 +193,9 @@ class ApplicationActor(RetiringActor):
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
         self.owner.remove(message.reason, self.clock(), self._collect())
         self._flush()
+        if self.metrics is not None:  # it leaves: its state's counts go with it (Completing, Completed)
+            app = self.owner.app
+            self._metric_state = self.metrics.app_removed(app.partition, app.queue_path, self._metric_state)
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id, app=self.handle))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
@@ -332,6 +336,11 @@ class ApplicationActor(RetiringActor):
                     peak[name] = value
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
+        if self.metrics is not None and (effects.new_allocations or effects.released):
+            app = self.owner.app
+            self.metrics.queue_containers(
+                app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
+            )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
             self.dispatcher.tell(
                 Deliver(

@@ -66,6 +66,7 @@ from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
 from korral.model.application import Application
+from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 
 
@@ -141,7 +142,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         dispatcher: Handle,
         timer: TimerService,
         settings: PartitionSettings,
-        events: bool = False,
+        events: bool | Wanted = False,
         queue_board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
@@ -242,6 +243,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         for path, queue in self.registry.queues.items():
             self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
             self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+            running = {"apps": queue.max_applications} if queue.max_applications else {}
+            self.metrics.queue_resources(self.name, path, "maxRunningApps", running)
 
     def on_receive(self, message: Any) -> Any:
         try:

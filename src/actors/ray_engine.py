@@ -80,7 +80,8 @@ class RayEngine:
             config=config,
             # the core's metrics live in this process: a partition's process does not feed them
             settings=attrs.evolve(settings, metrics=None),
-            events=events.wanted(callback, settings.metrics),  # logged in this process
+            # taken by the RM, or logged in this process for a REST server serving it now
+            events=bool(events.wanted(callback, settings.metrics)),
             predicates=type(callback).predicates is not ResourceManagerCallback.predicates,
         )
         # wait until it is up, so that a registration that returned has its partitions running

@@ -8,8 +8,7 @@ logs them for its REST API (its metrics are on) - whatever the RM is, in-process
 from __future__ import annotations
 
 import time
-
-import attrs
+from typing import Any
 
 from korral import si
 from korral.callback import ResourceManagerCallback
@@ -35,19 +34,43 @@ APP_STATE_DETAIL: dict[str, si.EventChangeDetail] = {
 }
 
 
-def wanted(callback: object, metrics: object | None) -> bool:
-    """Are events made for this RM? When its callback takes them or the core logs them (``metrics``:
-    the core's metrics, whose event log ``/ws/v1/events`` serves; None when they are off)."""
-    return metrics is not None or type(callback).send_event is not ResourceManagerCallback.send_event  # type: ignore[attr-defined]
+class Wanted:
+    """Whether events are made for an RM, asked at each burst: when its callback takes them, or while
+    the core logs them for a reader (its metrics are on and a REST server serves it: ``/ws/v1/events``).
+    Made otherwise, events would cost every allocation ~10 us for no one."""
+
+    __slots__ = ("callback_takes", "metrics")
+
+    def __init__(self, callback_takes: bool, metrics: Any) -> None:
+        self.callback_takes = callback_takes
+        self.metrics = metrics
+
+    def __bool__(self) -> bool:
+        return self.callback_takes or (self.metrics is not None and self.metrics.events_read)
+
+
+def wanted(callback: object, metrics: Any) -> Wanted:
+    """Are events made for this RM (``metrics``: the core's metrics, None when they are off)?"""
+    takes = type(callback).send_event is not ResourceManagerCallback.send_event  # type: ignore[attr-defined]
+    return Wanted(takes, metrics)
 
 
 def _now() -> int:
     return time.time_ns()
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
 def stamped(records: list[si.EventRecord], timestamp_nano: int) -> list[si.EventRecord]:
-    """The records as sent: stamped with the sender's clock (a simulated core's is virtual)."""
-    return [attrs.evolve(r, timestamp_nano=timestamp_nano) for r in records]
+    """The records as sent: stamped with the sender's clock (a simulated core's is virtual).
+
+    Stamped in place: every record is the sender's own, built by ``record`` for this burst and not
+    yet shared (an ``attrs.evolve`` copy cost ~5 us a record, three records an allocation)."""
+    for r in records:
+        _set(r, "timestamp_nano", timestamp_nano)
+    return records
 
 
 def record(
@@ -61,17 +84,20 @@ def record(
     resource: dict[str, int] | None = None,
     group_id: str = "",
 ) -> si.EventRecord:
-    return si.EventRecord(
-        type=kind,
-        object_id=object_id,
-        group_id=group_id,
-        message=message,
-        timestamp_nano=_now(),
-        event_change_type=change,
-        event_change_detail=detail,
-        reference_id=reference_id,
-        resource=resource or {},
-    )
+    """An ``si.EventRecord`` of values already of its fields' types, built without its converters
+    (~1 us instead of ~6 us: made up to three times per allocation while events are wanted)."""
+    r = _new(si.EventRecord)
+    _set(r, "type", kind)
+    _set(r, "object_id", object_id)
+    _set(r, "group_id", group_id)
+    _set(r, "reason", "")
+    _set(r, "message", message)
+    _set(r, "timestamp_nano", _now())
+    _set(r, "event_change_type", change)
+    _set(r, "event_change_detail", detail)
+    _set(r, "reference_id", reference_id)
+    _set(r, "resource", dict(resource) if resource else {})
+    return r
 
 
 def app_state(application_id: str, state: str, queue: str) -> si.EventRecord:

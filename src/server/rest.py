@@ -121,6 +121,7 @@ class RestApi:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        core.metrics.events_read = True  # the event log has a reader: events for every RM from now on
         self.started_ns = time.time_ns()
         self.instance_uuid = str(uuid.uuid4())
         self._dump_lock = threading.Lock()
@@ -372,6 +373,17 @@ class RestApi:
             for info in infos
         ]
 
+    def metrics_exposition(self) -> bytes:
+        """``/ws/v1/metrics``: the node usage gauges from the nodes as they are now, then every metric."""
+        metrics = self.core.metrics
+        if metrics.history is not None:  # metrics on
+            metrics.node_usage(
+                (node.capacity, node.allocated)
+                for info in self.core.partitions()
+                for node in self.core.nodes(info.name)
+            )
+        return metrics.exposition()
+
     def validate_conf(self, body: str) -> Any:
         try:
             load_config(body)
@@ -608,7 +620,7 @@ class RestServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(self._executor, self.metrics.exposition)
+        body = await loop.run_in_executor(self._executor, self.api.metrics_exposition)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _validate_conf(self, request: web.Request) -> web.Response:
