@@ -353,11 +353,7 @@ class RestApi:
             "EventRecords": [dao.event(event_id, record) for event_id, record in records],
         }
 
-    def _history(self) -> list[Any]:
-        history = self.core.metrics.history
-        if history is None:
-            raise HttpError(500, "Internal metrics collection is not enabled.")
-        return history.records()
+    # ---- what YuniKorn's web UI reads besides the partition routes (rest_routes.py) ---------------
 
     def application_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         return rest_routes.application_history(self._history())
@@ -365,24 +361,18 @@ class RestApi:
     def container_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         return rest_routes.container_history(self._history())
 
+    def _history(self) -> list[Any]:
+        history = self.core.metrics.history
+        if history is None:
+            raise HttpError(500, "Internal metrics collection is not enabled.")
+        return history.records()
+
     def node_utilizations(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        infos = self.core.partitions()
-        names = rest_routes.display_names(info.name for info in infos)  # as /ws/v1/partitions lists them
-        return [
-            rest_routes.node_utilizations(info.rm_id, names[info.name], self.core.nodes(info.name))
-            for info in infos
-        ]
+        return rest_routes.every_node_utilization(self.core)
 
     def metrics_exposition(self) -> bytes:
         """``/ws/v1/metrics``: the node usage gauges from the nodes as they are now, then every metric."""
-        metrics = self.core.metrics
-        if metrics.history is not None:  # metrics on
-            metrics.node_usage(
-                (node.capacity, node.allocated)
-                for info in self.core.partitions()
-                for node in self.core.nodes(info.name)
-            )
-        return metrics.exposition()
+        return rest_routes.metrics_exposition(self.core)
 
     def validate_conf(self, body: str) -> Any:
         try:
@@ -392,49 +382,8 @@ class RestApi:
         return {"allowed": True}  # reason: omitempty
 
     def state_dump(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        """yunikorn-core's ``AggregatedStateInfo`` (every field omitempty); korral has no event stream
-        bookkeeping by name, so ``eventStreams`` is left out."""
         with self._dump_lock:  # one dump at a time, as YuniKorn
-            partitions = self.core.partitions()
-            applications: list[Any] = []
-            nodes = []
-            queues = []
-            rules = []
-            for info in partitions:
-                apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
-                applications.extend(dao.application(a) for a in apps)
-                applications.extend(self._rejected(info.name))
-                plain = partition_without_rm(info.name)
-                node_documents = [dao.node(n) for n in self.core.nodes(info.name)]
-                nodes.append(
-                    {"partitionName": plain, "nodesInfo": node_documents}
-                    if node_documents
-                    else {"partitionName": plain}
-                )
-                with contextlib.suppress(HttpError):  # a partition without a root: stopping
-                    queues.append(self.queue_tree(info.name, "root", True))
-                with contextlib.suppress(HttpError):  # removed meanwhile
-                    rules.append(
-                        {"partition": plain, "rules": self.placement_rules({"partition": info.name}, {})}
-                    )
-            history = self.core.metrics.history
-            records = history.records() if history is not None else []
-            configs = self.core.configurations()
-            document = {
-                "timestamp": time.time_ns(),
-                "partitions": self.partitions(params, query),
-                "applications": applications,
-                "appHistory": rest_routes.application_history(records),
-                "nodes": nodes,
-                "clusterInfo": [dao.cluster(info, self.started_ns) for info in partitions],
-                "containerHistory": rest_routes.container_history(records),
-                "queues": queues,
-                "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
-                "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()).lower(),
-                "config": dao.config(configs, yaml_keys=False) if configs else None,
-                "placementRules": rules,
-            }
-            return {key: value for key, value in document.items() if value}
+            return rest_routes.state_dump(self, params, query)
 
 
 def rm_of(partition: str) -> str:

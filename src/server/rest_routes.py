@@ -11,10 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import hdrs, web
 
@@ -28,6 +31,10 @@ from korral.model.queue import (
     parse_go_duration,
 )
 from korral.server.history import HistoryRecord
+
+if TYPE_CHECKING:
+    from korral.core import Core
+    from korral.server.rest import RestApi
 
 JSON = dict[str, Any]
 BUCKETS = 10
@@ -231,3 +238,70 @@ def priority_fields(properties: Mapping[str, str]) -> JSON:
             delay if delay is not None and delay > 0 else DEFAULT_PREEMPTION_DELAY
         ),
     }
+
+
+# ---- answers that read the whole core ------------------------------------------------------------
+
+
+def every_node_utilization(core: Core) -> list[JSON]:
+    """``/ws/v1/scheduler/node-utilizations``: every partition, named as ``/ws/v1/partitions`` lists it."""
+    infos = core.partitions()
+    names = display_names(info.name for info in infos)
+    return [node_utilizations(info.rm_id, names[info.name], core.nodes(info.name)) for info in infos]
+
+
+def metrics_exposition(core: Core) -> bytes:
+    """``/ws/v1/metrics``: the node usage gauges from the nodes as they are now, then every metric."""
+    metrics = core.metrics
+    if metrics.history is not None:  # metrics on
+        metrics.node_usage(
+            (node.capacity, node.allocated) for info in core.partitions() for node in core.nodes(info.name)
+        )
+    return metrics.exposition()
+
+
+def state_dump(api: RestApi, params: Mapping[str, str], query: Mapping[str, str]) -> JSON:
+    """yunikorn-core's ``AggregatedStateInfo`` (every field omitempty); korral keeps no event streams
+    by name, so ``eventStreams`` is left out."""
+    from korral.server import dao
+    from korral.server.rest import HttpError  # rest imports this module
+
+    core = api.core
+    partitions = core.partitions()
+    applications: list[Any] = []
+    nodes = []
+    queues = []
+    rules = []
+    for info in partitions:
+        apps = core.applications(info.name) + core.completed_applications(info.name)
+        applications.extend(dao.application(a) for a in apps)
+        applications.extend(api._rejected(info.name))
+        plain = partition_without_rm(info.name)
+        node_documents = [dao.node(n) for n in core.nodes(info.name)]
+        nodes.append(
+            {"partitionName": plain, "nodesInfo": node_documents}
+            if node_documents
+            else {"partitionName": plain}
+        )
+        with contextlib.suppress(HttpError):  # a partition without a root: stopping
+            queues.append(api.queue_tree(info.name, "root", True))
+        with contextlib.suppress(HttpError):  # removed meanwhile
+            rules.append({"partition": plain, "rules": api.placement_rules({"partition": info.name}, {})})
+    history = core.metrics.history
+    records = history.records() if history is not None else []
+    configs = core.configurations()
+    document = {
+        "timestamp": time.time_ns(),
+        "partitions": api.partitions(params, query),
+        "applications": applications,
+        "appHistory": application_history(records),
+        "nodes": nodes,
+        "clusterInfo": [dao.cluster(info, api.started_ns) for info in partitions],
+        "containerHistory": container_history(records),
+        "queues": queues,
+        "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
+        "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()).lower(),
+        "config": dao.config(configs, yaml_keys=False) if configs else None,
+        "placementRules": rules,
+    }
+    return {key: value for key, value in document.items() if value}
