@@ -419,7 +419,8 @@ class ApplicationActor(RetiringActor):
         )
         records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
         records.extend(
-            events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
+            events.app_allocation(a, events.Change.REMOVE, text, kind, a.uuid in effects.node_removed)
+            for a, kind, text in effects.released
         )
         for allocation in effects.new_allocations:
             records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))

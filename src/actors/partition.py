@@ -424,12 +424,22 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
     # ---- configuration and housekeeping -----------------------------------------------------------
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
+        before = self._queue_limits() if self.events else {}
         self.registry.apply_config(message.config, placement=message.placement)
         self._sync_queue_actors(announce=False)
         self._publish_queue_limits()
         self._event(events.queue_config_updated)
+        if self.events:
+            self._records.extend(events.queue_changes(before, self._queue_limits()))
         self._send_events()
         self.scheduler.tell(ApplyConfig(config=message.config))
+
+    def _queue_limits(self) -> dict[str, tuple[Any, Any, bool]]:
+        """Each queue's configured (max, guaranteed, is leaf): what a configuration update may change."""
+        return {
+            path: (dict(q.max or {}), dict(q.guaranteed or {}), q.is_leaf)
+            for path, q in self.registry.queues.items()
+        }
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         removed = self.registry.cleanup_queues()

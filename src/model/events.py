@@ -124,10 +124,14 @@ def app_allocation(
     change: si.EventChangeType,
     message: str = "",
     termination: si.TerminationType = si.TerminationType.STOPPED_BY_RM,
+    node_removed: bool = False,
 ) -> si.EventRecord:
+    """``node_removed``: released because its node went (YuniKorn's ALLOC_NODEREMOVED)."""
     detail = Detail.APP_ALLOC
     if change == Change.REMOVE:
-        detail = REMOVAL_DETAIL.get(termination, Detail.ALLOC_CANCEL)
+        detail = (
+            Detail.ALLOC_NODEREMOVED if node_removed else REMOVAL_DETAIL.get(termination, Detail.ALLOC_CANCEL)
+        )
     return record(
         Kind.APP,
         allocation.application_id,
@@ -219,6 +223,27 @@ def queue_created(path: str) -> si.EventRecord:
 
 def queue_removed(path: str) -> si.EventRecord:
     return queue(path, Change.REMOVE, Detail.DETAILS_NONE, f"queue {path} removed")
+
+
+def queue_changes(
+    before: dict[str, tuple[Any, Any, bool]], after: dict[str, tuple[Any, Any, bool]]
+) -> list[si.EventRecord]:
+    """YuniKorn's QUEUE_MAX, QUEUE_GUARANTEED and QUEUE_TYPE records of a configuration update: every
+    queue there before and after, per (max, guaranteed, is leaf) that changed."""
+    records = []
+    for path in sorted(set(before) & set(after)):
+        (old_max, old_guaranteed, was_leaf), (new_max, new_guaranteed, is_leaf) = before[path], after[path]
+        if (old_max or {}) != (new_max or {}):
+            records.append(record(Kind.QUEUE, path, "", Change.SET, Detail.QUEUE_MAX, resource=new_max))
+        if (old_guaranteed or {}) != (new_guaranteed or {}):
+            records.append(
+                record(Kind.QUEUE, path, "", Change.SET, Detail.QUEUE_GUARANTEED, resource=new_guaranteed)
+            )
+        if was_leaf != is_leaf:
+            records.append(
+                record(Kind.QUEUE, path, f"leaf queue: {str(is_leaf).lower()}", Change.SET, Detail.QUEUE_TYPE)
+            )
+    return records
 
 
 def queue_config_updated() -> si.EventRecord:

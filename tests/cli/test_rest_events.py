@@ -80,3 +80,34 @@ def test_a_grpc_rm_and_an_in_process_rm_both_have_their_events_logged() -> None:
             assert (int(Kind.NODE), add, int(Detail.NODE_READY)) in node
         ids = [r["id"] for r in records]
         assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_queue_changes_and_allocations_lost_with_their_node_are_logged() -> None:
+    with korral.start(**FAST) as core:
+        url = core.serve_rest("127.0.0.1:0")
+        rm = t.RecordingRM("rm")
+        _run(core, rm)  # rm-app holds one allocation on rm-n1
+        (uuid,) = list(rm.live)
+        changed = TWO_LEAVES.replace(
+            "          - name: b\n",
+            "          - name: b\n            resources:\n              max: {memory: 70M}\n",
+        )
+        assert changed != TWO_LEAVES
+        core.update_configuration(si.UpdateConfigurationRequest(rm_id="rm", config=changed))
+        core.update_node(t.node_action("rm", "rm-n1", si.NodeAction.DECOMISSION))
+        assert rm.wait_for(lambda r: uuid not in r.live)
+        core.wait_until_idle()
+
+        def logged() -> list[dict]:
+            records = ok(url + "/ws/v1/events/batch")["EventRecords"]
+            remove = int(si.EventChangeType.REMOVE)
+            lost = [r for r in records if r.get("referenceID") == uuid and r["eventChangeType"] == remove]
+            return records if lost else []
+
+        records = eventually(logged)
+        (queue_max,) = [r for r in records if r["eventChangeDetail"] == int(Detail.QUEUE_MAX)]
+        assert queue_max["objectID"] == "root.b" and queue_max["type"] == int(Kind.QUEUE)
+        assert queue_max["resource"] == {"resources": {"memory": {"value": 70_000_000}}}
+        remove = int(si.EventChangeType.REMOVE)
+        (lost,) = [r for r in records if r.get("referenceID") == uuid and r["eventChangeType"] == remove]
+        assert lost["eventChangeDetail"] == int(Detail.ALLOC_NODEREMOVED) and lost["objectID"] == "rm-app"
