@@ -133,6 +133,9 @@ class ApplicationInfo:
     submission_time_ns: int = 0
     state_log: list[tuple[int, str]] = attrs.field(factory=list)
     max_allocated: dict[str, int] = attrs.field(factory=dict)  # the most it held at once
+    # resource-seconds of released allocations: resourceUsage, preemptedResource, placeholderResource,
+    # each per instance type (YuniKorn's tracked resources)
+    resource_seconds: dict[str, dict[str, dict[str, int]]] = attrs.field(factory=dict)
 
 
 @frozen

@@ -43,6 +43,7 @@ from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
+from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState
 from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
@@ -202,6 +203,7 @@ class ApplicationActor(RetiringActor):
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
+            log_summary(self.owner.app, self.tracker.wall_offset_ns(), rm_of(self.owner.app.partition))
             app_id = self.owner.app.application_id
             self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
             self.partition.tell(
@@ -243,6 +245,10 @@ class ApplicationActor(RetiringActor):
             submission_time_ns=offset_ns + int(app.submission_time * 1e9),
             state_log=[(offset_ns + int(at * 1e9), state) for at, state in app.state_log],
             max_allocated=res.prune(app.max_allocated),
+            resource_seconds={
+                kind: {t: dict(r) for t, r in by_type.items()}
+                for kind, by_type in app.resource_seconds.items()
+            },
         )
 
     def _publish_state(self, state: str) -> None:
@@ -336,6 +342,8 @@ class ApplicationActor(RetiringActor):
                     peak[name] = value
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
+        if effects.released:
+            track_released(self.owner.app, effects.released, self.clock())
         if self.metrics is not None and (effects.new_allocations or effects.released):
             app = self.owner.app
             self.metrics.queue_containers(

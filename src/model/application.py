@@ -174,6 +174,9 @@ class Application:
         self.state_log: list[tuple[float, str]] = []
         # the most allocated at once, per resource (YuniKorn's maxAllocatedResource)
         self.max_allocated: Resource = {}
+        # resource-seconds of released allocations: used, preempted, placeholder, each per instance type
+        # (YuniKorn's tracked resources: the application summary and the REST resourceHistory)
+        self.resource_seconds: dict[str, dict[str, dict[str, int]]] = {}
         self.asks: dict[str, Ask] = {}
         # request order (priority, then age) for schedulers; an owner that only counts uses PendingKeys
         self.pending_asks: IncrementalOrder[Ask] | PendingKeys = (

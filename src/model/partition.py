@@ -20,7 +20,7 @@ from itertools import islice
 from typing import Any, cast
 
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
 from korral.model.application import (
     RUNNING_STATES,
     Application,
@@ -47,6 +47,7 @@ from korral.model.partition_registry import (
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
 from korral.policies.sorting import SORT_STATE_AWARE
+from korral.si import INSTANCE_TYPE
 
 __all__ = [
     "TAG_CREATE_FORCE",
@@ -118,6 +119,7 @@ class PartitionModel(PartitionAllocations):
                 "",
                 ask.create_time,
                 now,
+                node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
             ),
         )
         app.book(ask, allocation)

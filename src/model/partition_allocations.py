@@ -259,6 +259,7 @@ class PartitionAllocations(PartitionApplications):
                 placeholder.uuid,
                 placeholder.create_time,  # YuniKorn: a real allocation was asked for when its placeholder was
                 now,
+                placeholder.instance_type,
             ),
         )
         app.take_pending(ask)

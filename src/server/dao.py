@@ -193,8 +193,8 @@ FINISHED_STATES = ("Completed", "Failed", "Rejected")
 
 def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
-    still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory`` is empty
-    (korral keeps no resource-seconds per instance type)."""
+    still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory``: the
+    resource-seconds of its released allocations per instance type."""
     finished = [at for at, state in info.state_log if state in FINISHED_STATES]
     started = [at for at, state in info.state_log if state == "Running"]
     priorities = [a.priority for a in info.asks]
@@ -216,7 +216,7 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "stateLog": [{"time": at, "applicationState": state} for at, state in info.state_log],
         "maxRequestPriority": max(priorities) if priorities else 0,
         "startTime": started[-1] // 1_000_000 if started else 0,
-        "resourceHistory": {},
+        "resourceHistory": dict(info.resource_seconds),
         "placeholderResource": info.placeholder,  # korral's: the placeholders it holds
     }
     return _omit_empty(

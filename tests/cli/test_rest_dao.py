@@ -5,6 +5,7 @@ queue headroom and priority fields - with the values the scenario implies. Real 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -110,7 +111,6 @@ def test_application_times_state_log_groups_and_peak(scenario) -> None:
     assert app["usedResource"]["memory"] == 20_000_000
     assert app["maxUsedResource"]["memory"] == 30_000_000  # the most it held, not what it holds
     assert "finishedTime" not in app and "requests" not in app  # omitempty
-    assert app["resourceHistory"] == {}
 
 
 def test_a_completed_application_has_its_finished_time(scenario) -> None:
@@ -223,3 +223,35 @@ def test_state_transition_timestamps_are_unix_nanoseconds() -> None:
     assert all(before <= stamp <= after for _, stamp in stamps)
     # the RM is told the same times as the REST API shows
     assert stamps == [(entry["applicationState"], entry["time"]) for entry in log]
+
+
+def test_a_completed_application_has_its_resource_seconds(scenario) -> None:
+    _, url, _, _ = scenario
+    (done,) = ok(url + "/ws/v1/partition/default/applications/completed")
+    used = done["resourceHistory"]["resourceUsage"]
+    assert list(used) == ["UNKNOWN"]  # its node has no instance type attribute: YuniKorn's name
+    seconds = used["UNKNOWN"]["memory"] // SMALL["memory"]
+    assert used["UNKNOWN"] == {name: value * seconds for name, value in SMALL.items()}
+    app = ok(url + "/ws/v1/partition/default/application/app-1")
+    assert list(app["resourceHistory"]) == ["resourceUsage"]  # the one released allocation
+
+
+def test_a_completed_application_logs_its_summary(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="korral.application.usage")
+    with running(CONFIG) as (core, rm):
+        add_nodes(core, rm, ["n1"])
+        add_apps(core, rm, {"app": "root.b"}, user="bob")
+        core.update_allocation(t.asks("rm", "app", 2, SMALL))
+        assert rm.wait_for_allocations(2)
+        for uuid in list(rm.live):
+            core.update_allocation(t.release("rm", "app", uuid=uuid))
+        eventually(lambda: core.completed_applications(part()))
+        core.wait_until_idle()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("YK_APP_SUMMARY: ")]
+    assert len(lines) == 1
+    line = lines[0]
+    assert "ApplicationID: app, " in line and "User: bob, Queue: root.b, State: Completed, RmID: rm, " in line
+    assert (
+        "ResourceUsage: TrackedResource{UNKNOWN:memory=" in line
+        and "PreemptedResource: TrackedResource{}" in line
+    )
