@@ -168,6 +168,8 @@ class CoreMetrics:
         # set once a REST server serves this core: from then on the core makes events for every RM
         # (korral.model.events.Wanted), not only for RMs whose callback takes them
         self.events_read = False
+        # korral setting log_events: False keeps events to the RMs that take them, served or not
+        self.log_events = True
         # yunikorn_<queue>_queue_container_total{partition, state}, one family per queue path as
         # YuniKorn names it; and <resource>_node_usage_total{range}, one per resource: made on first use
         self._queue_containers: dict[str, Counter] = {}

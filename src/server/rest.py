@@ -121,7 +121,8 @@ class RestApi:
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        core.metrics.events_read = True  # the event log has a reader: events for every RM from now on
+        # the event log has a reader: events for every RM from now on (korral setting log_events)
+        core.metrics.events_read = core.metrics.log_events
         self.started_ns = time.time_ns()
         self.instance_uuid = str(uuid.uuid4())
         self._dump_lock = threading.Lock()

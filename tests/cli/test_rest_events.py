@@ -111,3 +111,19 @@ def test_queue_changes_and_allocations_lost_with_their_node_are_logged() -> None
         remove = int(si.EventChangeType.REMOVE)
         (lost,) = [r for r in records if r.get("referenceID") == uuid and r["eventChangeType"] == remove]
         assert lost["eventChangeDetail"] == int(Detail.ALLOC_NODEREMOVED) and lost["objectID"] == "rm-app"
+
+
+@pytest.mark.parametrize("log_events", [True, False])
+def test_log_events_decides_for_rms_that_take_none(log_events: bool) -> None:
+    with korral.start(log_events=log_events, **FAST) as core:
+        url = core.serve_rest("127.0.0.1:0")
+        quiet = korral.ResourceManagerCallback()  # takes no events
+        core.register_resource_manager(t.register("quiet", TWO_LEAVES), quiet)
+        core.update_node(t.nodes("quiet", ["q1"], NODE))
+        core.wait_until_idle()
+        taking = t.RecordingRM("taking")
+        _run(core, taking)  # takes its events: made either way
+        core.wait_until_idle()
+        objects = {r.get("objectID") for r in ok(url + "/ws/v1/events/batch")["EventRecords"]}
+        assert "taking-app" in objects
+        assert ("q1" in objects) is log_events
