@@ -103,6 +103,7 @@ def queue(
     return _omit_empty(
         document,
         "headroom",
+        "template",
         "priorityOffset",
         "preemptionDelay",
         "pendingResource",

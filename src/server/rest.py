@@ -181,17 +181,25 @@ class RestApi:
         info = infos.get(path.lower())
         if info is None:
             raise HttpError(404, "Queue not found")
-        return self._queue_tree(partition, infos, info, subtree)
+        templates = rest_routes.queue_templates(self.core, partition)
+        return self._queue_tree(partition, infos, info, subtree, templates)
 
     def _queue_tree(
-        self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
+        self,
+        partition: str,
+        infos: dict[str, QueueInfo],
+        info: QueueInfo,
+        subtree: bool,
+        templates: dict[str, Any],
     ) -> dict:
         """A queue's document, with its children's if ``subtree``."""
-        derived = rest_routes.headroom(infos, info.path), rest_routes.priority_fields(info.properties)
+        extra = rest_routes.priority_fields(info.properties)
+        extra["template"] = rest_routes.template_of(infos, templates, info)
+        derived = rest_routes.headroom(infos, info.path), extra
         if not subtree:
             return dao.queue(info, partition, None, *derived)
         children = [
-            self._queue_tree(partition, infos, infos[path], subtree)
+            self._queue_tree(partition, infos, infos[path], subtree, templates)
             for path in info.children
             if path in infos
         ]

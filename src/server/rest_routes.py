@@ -305,3 +305,69 @@ def state_dump(api: RestApi, params: Mapping[str, str], query: Mapping[str, str]
         "placementRules": rules,
     }
     return {key: value for key, value in document.items() if value}
+
+
+# ---- queue templates (yunikorn-core Queue.template, dao.TemplateInfo) ------------------------------
+
+
+def _template(config: Any) -> JSON | None:
+    """``dao.TemplateInfo`` of a child template; None for none or an empty one (template.FromConf)."""
+    if config is None:
+        return None
+    properties = {k: v for k, v in config.properties.items() if v}
+    resources = config.resources
+    if not (config.max_applications or properties or resources.guaranteed or resources.max):
+        return None
+    document: JSON = {
+        "maxApplications": config.max_applications,
+        "maxResource": dict(resources.max),
+        "guaranteedResource": dict(resources.guaranteed),
+        "properties": dict(config.properties),
+    }
+    return {key: value for key, value in document.items() if value}
+
+
+def templates(partition_config: Any) -> dict[str, JSON]:
+    """Each configured queue's template by path: its own child template, else (a parent queue) its
+    parent's, as yunikorn-core sets and inherits them; a leaf has only its own."""
+    found: dict[str, JSON] = {}
+
+    def walk(queue: Any, prefix: str, inherited: JSON | None) -> None:
+        path = f"{prefix}.{queue.name}".lower() if prefix else queue.name.lower()
+        own = _template(queue.child_template)
+        is_parent = queue.parent or bool(queue.queues)
+        effective = own if own is not None else (inherited if is_parent else None)
+        if effective is not None:
+            found[path] = effective
+        for child in queue.queues:
+            walk(child, path, effective)
+
+    for queue in partition_config.queues if partition_config is not None else ():
+        walk(queue, "", None)
+    return found
+
+
+def queue_templates(core: Core, partition: str) -> dict[str, JSON]:
+    """The templates of a partition's configured queues (korral's full partition name)."""
+    rm_id = partition[1 : partition.index("]")] if partition.startswith("[") and "]" in partition else ""
+    config = core.configurations().get(rm_id)
+    return templates(config.partition(partition_without_rm(partition)) if config is not None else None)
+
+
+def template_of(
+    infos: Mapping[str, QueueInfo], templates: Mapping[str, JSON], info: QueueInfo
+) -> JSON | None:
+    """A queue's template: a configured queue's as configured or inherited; a dynamic parent queue
+    inherits its nearest ancestor's, a dynamic leaf has none (it was made from it)."""
+    if info.path in templates:
+        return templates[info.path]
+    if info.is_managed or info.is_leaf:
+        return None
+    parent = info.path.rpartition(".")[0]
+    while parent:
+        if parent in templates:
+            return templates[parent]
+        if parent not in infos or infos[parent].is_managed:
+            return None
+        parent = parent.rpartition(".")[0]
+    return None

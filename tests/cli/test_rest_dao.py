@@ -255,3 +255,49 @@ def test_a_completed_application_logs_its_summary(caplog: pytest.LogCaptureFixtu
         "ResourceUsage: TrackedResource{UNKNOWN:memory=" in line
         and "PreemptedResource: TrackedResource{}" in line
     )
+
+
+TEMPLATED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: t
+            parent: true
+            childtemplate:
+              maxapplications: 3
+              properties: {application.sort.policy: fair}
+              resources:
+                max: {memory: 50M}
+            queues:
+              - name: sub
+                parent: true
+              - name: leaf
+          - name: plain
+"""
+
+
+def test_queues_show_their_template_as_yunikorn_sets_and_inherits_it() -> None:
+    with running(TEMPLATED) as (core, _):
+        url = core.serve_rest("127.0.0.1:0")
+        tree = ok(url + "/ws/v1/partition/default/queues")
+        by_path: dict[str, Any] = {}
+
+        def walk(document: dict) -> None:
+            by_path[document["queuename"]] = document
+            for child in document.get("children", []):
+                walk(child)
+
+        walk(tree)
+        expected = {
+            "maxApplications": 3,
+            "maxResource": {"memory": 50_000_000},
+            "properties": {"application.sort.policy": "fair"},
+        }
+        assert by_path["root.t"]["template"] == expected
+        assert by_path["root.t.sub"]["template"] == expected  # a parent inherits its parent's
+        for path in ("root", "root.t.leaf", "root.plain"):  # none of its own, or a leaf: omitted
+            assert "template" not in by_path[path], path
+        assert ok(url + "/ws/v1/partition/default/queue/root.t.sub")["template"] == expected
