@@ -315,10 +315,15 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._start_application(app)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
             self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
+            if app.limit_group:  # tracked against a group's limits: YuniKorn's UG_APP_LINK
+                self._event(partial(events.group_link, app.limit_group, app.application_id, True))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             if handle is None:
                 continue
+            gone = self.registry.applications.get(remove.application_id)
+            if gone is not None and gone.limit_group:
+                self._event(partial(events.group_link, gone.limit_group, remove.application_id, False))
             self.registry.remove_application(remove.application_id)
             self.queue_board.app_states.pop(remove.application_id, None)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))

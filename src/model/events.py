@@ -246,6 +246,13 @@ def queue_changes(
     return records
 
 
+def group_link(group: str, application_id: str, linked: bool) -> si.EventRecord:
+    """YuniKorn's UG_APP_LINK: an application tracked against (SET) or no longer against (REMOVE) a
+    group's limits."""
+    change = Change.SET if linked else Change.REMOVE
+    return record(Kind.USERGROUP, group, "", change, Detail.UG_APP_LINK, reference_id=application_id)
+
+
 def queue_config_updated() -> si.EventRecord:
     return queue("root", Change.SET, Detail.QUEUE_CONFIG, "queue configuration updated")
 

@@ -127,3 +127,38 @@ def test_log_events_decides_for_rms_that_take_none(log_events: bool) -> None:
         objects = {r.get("objectID") for r in ok(url + "/ws/v1/events/batch")["EventRecords"]}
         assert "taking-app" in objects
         assert ("q1" in objects) is log_events
+
+
+GROUP_LIMITS = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: team
+            limits:
+              - limit: dev group
+                groups: [dev]
+                maxapplications: 2
+          - name: free
+"""
+
+
+def test_an_application_linked_to_a_group_and_unlinked() -> None:
+    with korral.start(**FAST) as core:
+        url = core.serve_rest("127.0.0.1:0")
+        rm = t.RecordingRM("rm")
+        core.register_resource_manager(t.register("rm", GROUP_LIMITS), rm)
+        core.update_application(t.applications("rm", {"app-d": "root.team"}, user="alice", groups=["dev"]))
+        core.update_application(t.applications("rm", {"app-f": "root.free"}, user="bob", groups=["ops"]))
+        assert rm.wait_for(lambda r: len(r.accepted_apps) == 2)
+        core.update_application(t.remove_applications("rm", ["app-d"]))
+        core.wait_until_idle()
+        links = [
+            (r["objectID"], r["referenceID"], r["eventChangeType"])
+            for r in ok(url + "/ws/v1/events/batch")["EventRecords"]
+            if r["eventChangeDetail"] == int(Detail.UG_APP_LINK)
+        ]
+        set_, remove = int(si.EventChangeType.SET), int(si.EventChangeType.REMOVE)
+        assert links == [("dev", "app-d", set_), ("dev", "app-d", remove)]  # ops has no limit: no link
