@@ -430,12 +430,14 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         before = self._queue_limits() if self.events else {}
+        limits_before = events.limits_of(self.registry.config) if self.events else {}
         self.registry.apply_config(message.config, placement=message.placement)
         self._sync_queue_actors(announce=False)
         self._publish_queue_limits()
         self._event(events.queue_config_updated)
         if self.events:
             self._records.extend(events.queue_changes(before, self._queue_limits()))
+            self._records.extend(events.limit_changes(limits_before, events.limits_of(self.registry.config)))
         self._send_events()
         self.scheduler.tell(ApplyConfig(config=message.config))
 

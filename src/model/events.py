@@ -253,6 +253,49 @@ def group_link(group: str, application_id: str, linked: bool) -> si.EventRecord:
     return record(Kind.USERGROUP, group, "", change, Detail.UG_APP_LINK, reference_id=application_id)
 
 
+def limits_of(config: Any) -> dict[tuple[str, str, str], tuple[Any, int]]:
+    """Every user and group limit of a partition's configuration: (kind "user" or "group", name,
+    queue path) -> (max resources, max applications); the partition's own limits are root's."""
+    found: dict[tuple[str, str, str], tuple[Any, int]] = {}
+
+    def add(limits: Any, path: str) -> None:
+        for limit in limits:
+            value = (dict(limit.max_resources), limit.max_applications)
+            for user in limit.users:
+                found[("user", user, path)] = value
+            for group in limit.groups:
+                found[("group", group, path)] = value
+
+    def walk(queue: Any, prefix: str) -> None:
+        path = f"{prefix}.{queue.name}".lower() if prefix else queue.name.lower()
+        add(queue.limits, path)
+        for child in queue.queues:
+            walk(child, path)
+
+    if config is not None:
+        add(config.limits, "root")
+        for queue in config.queues:
+            walk(queue, "")
+    return found
+
+
+def limit_changes(
+    before: dict[tuple[str, str, str], tuple[Any, int]], after: dict[tuple[str, str, str], tuple[Any, int]]
+) -> list[si.EventRecord]:
+    """YuniKorn's UG_USER_LIMIT / UG_GROUP_LIMIT records of a configuration update: SET for a limit
+    that is new or changed, REMOVE for one that is gone (object: the user or group; reference: the
+    queue path)."""
+    records = []
+    for key in sorted(set(before) | set(after)):
+        kind, name, path = key
+        detail = Detail.UG_USER_LIMIT if kind == "user" else Detail.UG_GROUP_LIMIT
+        if key not in after:
+            records.append(record(Kind.USERGROUP, name, "", Change.REMOVE, detail, reference_id=path))
+        elif before.get(key) != after[key]:
+            records.append(record(Kind.USERGROUP, name, "", Change.SET, detail, reference_id=path))
+    return records
+
+
 def queue_config_updated() -> si.EventRecord:
     return queue("root", Change.SET, Detail.QUEUE_CONFIG, "queue configuration updated")
 

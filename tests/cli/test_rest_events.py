@@ -162,3 +162,29 @@ def test_an_application_linked_to_a_group_and_unlinked() -> None:
         ]
         set_, remove = int(si.EventChangeType.SET), int(si.EventChangeType.REMOVE)
         assert links == [("dev", "app-d", set_), ("dev", "app-d", remove)]  # ops has no limit: no link
+
+
+def test_limit_changes_of_a_configuration_update_are_logged() -> None:
+    with korral.start(**FAST) as core:
+        url = core.serve_rest("127.0.0.1:0")
+        rm = t.RecordingRM("rm")
+        core.register_resource_manager(t.register("rm", GROUP_LIMITS), rm)
+        core.wait_until_idle()
+        updated = (  # dev's group limit goes, alice gets a user limit
+            GROUP_LIMITS.replace("limit: dev group", "limit: alice")
+            .replace("groups: [dev]", "users: [alice]")
+            .replace("maxapplications: 2", "maxapplications: 4")
+        )
+        assert updated != GROUP_LIMITS
+        core.update_configuration(si.UpdateConfigurationRequest(rm_id="rm", config=updated))
+        core.wait_until_idle()
+        limits = [
+            (r["objectID"], r["referenceID"], r["eventChangeType"], r["eventChangeDetail"])
+            for r in ok(url + "/ws/v1/events/batch")["EventRecords"]
+            if r["eventChangeDetail"] in (int(Detail.UG_USER_LIMIT), int(Detail.UG_GROUP_LIMIT))
+        ]
+        set_, remove = int(si.EventChangeType.SET), int(si.EventChangeType.REMOVE)
+        assert limits == [
+            ("dev", "root.team", remove, int(Detail.UG_GROUP_LIMIT)),
+            ("alice", "root.team", set_, int(Detail.UG_USER_LIMIT)),
+        ]
