@@ -170,6 +170,8 @@ class UserUsageInfo:
     user: str
     partition: str
     queues: list[LimitUsageInfo]  # root first, then by path
+    # application id -> the group it is tracked against, for the user's applications that have one
+    groups: dict[str, str] = attrs.field(factory=dict)
 
 
 @frozen

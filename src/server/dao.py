@@ -361,7 +361,10 @@ def usage_tree(rows: Iterable[Any]) -> JSON | None:
 
 def user_usage(info: Any) -> JSON:
     """``dao.UserResourceUsageDAOInfo`` of a user's usage snapshot (``user``, ``queues`` rows)."""
-    return _omit_empty({"userName": info.user, "queues": usage_tree(info.queues)}, "queues")
+    groups = dict(getattr(info, "groups", {}))  # application -> the group it is tracked against
+    return _omit_empty(
+        {"userName": info.user, "groups": groups, "queues": usage_tree(info.queues)}, "groups", "queues"
+    )
 
 
 def group_usage(info: Any) -> JSON:

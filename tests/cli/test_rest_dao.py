@@ -301,3 +301,18 @@ def test_queues_show_their_template_as_yunikorn_sets_and_inherits_it() -> None:
         for path in ("root", "root.t.leaf", "root.plain"):  # none of its own, or a leaf: omitted
             assert "template" not in by_path[path], path
         assert ok(url + "/ws/v1/partition/default/queue/root.t.sub")["template"] == expected
+
+
+def test_a_users_applications_name_the_group_they_are_tracked_against() -> None:
+    limited = CONFIG.replace(
+        "          - name: b\n",
+        "          - name: b\n            limits:\n              - limit: dev\n"
+        "                groups: [dev]\n                maxapplications: 5\n",
+    )
+    with running(limited) as (core, rm):
+        add_apps(core, rm, {"app-d": "root.b"}, user="alice", groups=["dev"])
+        add_apps(core, rm, {"app-o": "root.a"}, user="alice", groups=["ops"])
+        url = core.serve_rest("127.0.0.1:0")
+        alice = ok(url + "/ws/v1/partition/default/usage/user/alice")
+        assert alice["groups"] == {"app-d": "dev"}  # app-o: no group limit applies, not tracked
+        assert ok(url + "/ws/v1/partition/default/usage/users")[0]["groups"] == {"app-d": "dev"}
