@@ -34,9 +34,16 @@ class AllocationInfo:
     task_group_name: str = ""
     # the termination type name of a release the core made and the RM has not confirmed yet ("": none)
     releasing: str = ""
+    tags: dict[str, str] = attrs.field(factory=dict)
+    # Unix ns (0: not known): when its ask came in (its placeholder's, if it replaced one), when made
+    request_time_ns: int = 0
+    allocation_time_ns: int = 0
+    placeholder_used: bool = False  # it replaced a placeholder
 
     @classmethod
-    def of(cls, allocation: Allocation, releasing: str = "") -> AllocationInfo:
+    def of(cls, allocation: Allocation, releasing: str = "", wall_offset_ns: int = 0) -> AllocationInfo:
+        """``wall_offset_ns``: Unix ns less core clock ns, to give the allocation's times as Unix ns."""
+        request, created = allocation.request_time, allocation.create_time
         return cls(
             allocation_key=allocation.allocation_key,
             uuid=allocation.uuid,
@@ -47,6 +54,10 @@ class AllocationInfo:
             placeholder=allocation.placeholder,
             task_group_name=allocation.task_group_name,
             releasing=releasing,
+            tags=dict(allocation.tags),
+            request_time_ns=wall_offset_ns + int(request * 1e9) if request else 0,
+            allocation_time_ns=wall_offset_ns + int(created * 1e9) if created else 0,
+            placeholder_used=bool(allocation.replaces),
         )
 
 
@@ -117,6 +128,14 @@ class ApplicationInfo:
     allocations: list[AllocationInfo]
     pending_asks: list[str]
     asks: list[AskInfo] = attrs.field(factory=list)  # pending_asks in full, in the same order
+    groups: list[str] = attrs.field(factory=list)
+    # Unix ns: when it was submitted; (when, state entered) of each state change, oldest first
+    submission_time_ns: int = 0
+    state_log: list[tuple[int, str]] = attrs.field(factory=list)
+    max_allocated: dict[str, int] = attrs.field(factory=dict)  # the most it held at once
+    # resource-seconds of released allocations: resourceUsage, preemptedResource, placeholderResource,
+    # each per instance type (YuniKorn's tracked resources)
+    resource_seconds: dict[str, dict[str, dict[str, int]]] = attrs.field(factory=dict)
     # YUNIKORN-3115: not scheduled before this moment (epoch seconds) since too many of its asks fit no
     # node in one pass; None: never backed off
     backoff_deadline: float | None = None
@@ -154,6 +173,8 @@ class UserUsageInfo:
     user: str
     partition: str
     queues: list[LimitUsageInfo]  # root first, then by path
+    # application id -> the group it is tracked against, for the user's applications that have one
+    groups: dict[str, str] = attrs.field(factory=dict)
 
 
 @frozen

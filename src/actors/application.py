@@ -43,7 +43,9 @@ from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
+from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState
+from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocation, to_si_release
 from korral.model.view_ops import DropAsk, PutAsk
@@ -90,7 +92,7 @@ class ApplicationActor(RetiringActor):
         timer: TimerService,
         completing_timeout: float,
         pool: ActorPool,
-        events: bool = False,
+        events: bool | Wanted = False,
         metrics: Any = None,
         app_states: dict[str, str] | None = None,
     ) -> None:
@@ -114,7 +116,6 @@ class ApplicationActor(RetiringActor):
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.clock
-        self._wall_offset_ns: int | None = None
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -193,12 +194,16 @@ class ApplicationActor(RetiringActor):
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
         self.owner.remove(message.reason, self.clock(), self._collect())
         self._flush()
+        if self.metrics is not None:  # it leaves: its state's counts go with it (Completing, Completed)
+            app = self.owner.app
+            self._metric_state = self.metrics.app_removed(app.partition, app.queue_path, self._metric_state)
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id, app=self.handle))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
+            log_summary(self.owner.app, self.tracker.wall_offset_ns(), rm_of(self.owner.app.partition))
             app_id = self.owner.app.application_id
             self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
             self.partition.tell(
@@ -220,6 +225,7 @@ class ApplicationActor(RetiringActor):
         for ask in app.asks.values():
             if ask.pending > 0:
                 res.add_into(pending, ask.resource, ask.pending)
+        offset_ns = self.tracker.wall_offset_ns()
         return ApplicationInfo(
             application_id=app.application_id,
             partition=app.partition,
@@ -230,11 +236,19 @@ class ApplicationActor(RetiringActor):
             pending=res.prune(pending),
             placeholder=res.prune(app.placeholder_allocated),
             allocations=[
-                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "")
+                AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "", offset_ns)
                 for a in app.allocations.values()
             ],
             pending_asks=[ask.allocation_key for ask in app.asks.values() if ask.pending > 0],
             asks=self._ask_infos(),
+            groups=list(app.groups),
+            submission_time_ns=offset_ns + int(app.submission_time * 1e9),
+            state_log=[(offset_ns + int(at * 1e9), state) for at, state in app.state_log],
+            max_allocated=res.prune(app.max_allocated),
+            resource_seconds={
+                kind: {t: dict(r) for t, r in by_type.items()}
+                for kind, by_type in app.resource_seconds.items()
+            },
         )
 
     def _publish_state(self, state: str) -> None:
@@ -248,9 +262,7 @@ class ApplicationActor(RetiringActor):
     def _ask_infos(self) -> list[AskInfo]:
         # an ask's create_time is on the core's clock: its wall time is that long before now (the
         # offset between the clocks taken once, so that every snapshot gives the same time)
-        if self._wall_offset_ns is None:
-            self._wall_offset_ns = self.tracker.wall_clock_ns() - int(self.clock() * 1e9)
-        offset_ns = self._wall_offset_ns
+        offset_ns = self.tracker.wall_offset_ns()
         return [
             AskInfo(
                 allocation_key=ask.allocation_key,
@@ -323,8 +335,20 @@ class ApplicationActor(RetiringActor):
         pending = res.prune(effects.pending_delta)
         if allocated or pending:
             self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
+        if any(value > 0 for value in allocated.values()):  # once per burst: the most held at once
+            peak = self.owner.app.max_allocated
+            for name, value in self.owner.app.allocated.items():
+                if value > peak.get(name, 0):
+                    peak[name] = value
         if effects.view_ops:
             self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
+        if effects.released:
+            track_released(self.owner.app, effects.released, self.clock())
+        if self.metrics is not None and (effects.new_allocations or effects.released):
+            app = self.owner.app
+            self.metrics.queue_containers(
+                app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
+            )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
             self.dispatcher.tell(
                 Deliver(
@@ -358,7 +382,9 @@ class ApplicationActor(RetiringActor):
                 )
             updated = [
                 si.UpdatedApplication(
-                    application_id=app_id, state=state, state_transition_timestamp=int(when * 1e9)
+                    application_id=app_id,
+                    state=state,
+                    state_transition_timestamp=self.tracker.wall_offset_ns() + int(when * 1e9),  # Unix ns
                 )
                 for state, when in effects.state_changes
             ]
@@ -401,7 +427,8 @@ class ApplicationActor(RetiringActor):
         )
         records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
         records.extend(
-            events.app_allocation(a, events.Change.REMOVE, text, kind) for a, kind, text in effects.released
+            events.app_allocation(a, events.Change.REMOVE, text, kind, a.uuid in effects.node_removed)
+            for a, kind, text in effects.released
         )
         for allocation in effects.new_allocations:
             records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))

@@ -122,6 +122,14 @@ class Tracker:
         self._timing_round = 0
         self._timing_dicts: list[dict[str, float]] = []
 
+    def wall_offset_ns(self) -> int:
+        """Unix ns less ``clock`` ns, taken once: a time on the core's clock as Unix ns, the same in
+        every snapshot (the REST API's times)."""
+        offset = self.__dict__.get("_wall_offset_ns")
+        if offset is None:
+            offset = self.__dict__["_wall_offset_ns"] = self.wall_clock_ns() - int(self.clock() * 1e9)
+        return offset
+
     def start_timing(self) -> None:
         """Start timing handlers per message type (what ``stop_timing`` returns)."""
         with self._lock:

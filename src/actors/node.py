@@ -172,6 +172,7 @@ class NodeActor(RetiringActor):
 
     def on_Snapshot(self, message: Snapshot) -> NodeInfo:
         node = self.node
+        offset_ns = self.tracker.wall_offset_ns()  # the allocations' times as Unix ns
         return NodeInfo(
             node_id=node.node_id,
             partition=node.partition,
@@ -181,6 +182,6 @@ class NodeActor(RetiringActor):
             available=res.prune(node.available),
             schedulable=node.schedulable,
             attributes=dict(node.attributes),
-            allocations=[AllocationInfo.of(a) for a in node.allocations.values()],
+            allocations=[AllocationInfo.of(a, "", offset_ns) for a in node.allocations.values()],
             reservations=[],
         )

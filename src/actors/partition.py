@@ -67,6 +67,7 @@ from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
 from korral.model.application import Application
+from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 
 
@@ -143,7 +144,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         dispatcher: Handle,
         timer: TimerService,
         settings: PartitionSettings,
-        events: bool = False,
+        events: bool | Wanted = False,
         queue_board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
@@ -246,6 +247,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         for path, queue in self.registry.queues.items():
             self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
             self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+            running = {"apps": queue.max_applications} if queue.max_applications else {}
+            self.metrics.queue_resources(self.name, path, "maxRunningApps", running)
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -316,11 +319,16 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._start_application(app)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
             self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
+            if app.limit_group:  # tracked against a group's limits: YuniKorn's UG_APP_LINK
+                self._event(partial(events.group_link, app.limit_group, app.application_id, True))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             self.app_backoffs.pop(remove.application_id, None)
             if handle is None:
                 continue
+            gone = self.registry.applications.get(remove.application_id)
+            if gone is not None and gone.limit_group:
+                self._event(partial(events.group_link, gone.limit_group, remove.application_id, False))
             self.registry.remove_application(remove.application_id)
             self.queue_board.app_states.pop(remove.application_id, None)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
@@ -432,12 +440,24 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
     # ---- configuration and housekeeping -----------------------------------------------------------
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
+        before = self._queue_limits() if self.events else {}
+        limits_before = events.limits_of(self.registry.config) if self.events else {}
         self.registry.apply_config(message.config, placement=message.placement)
         self._sync_queue_actors(announce=False)
         self._publish_queue_limits()
         self._event(events.queue_config_updated)
+        if self.events:
+            self._records.extend(events.queue_changes(before, self._queue_limits()))
+            self._records.extend(events.limit_changes(limits_before, events.limits_of(self.registry.config)))
         self._send_events()
         self.scheduler.tell(ApplyConfig(config=message.config))
+
+    def _queue_limits(self) -> dict[str, tuple[Any, Any, bool]]:
+        """Each queue's configured (max, guaranteed, is leaf): what a configuration update may change."""
+        return {
+            path: (dict(q.max or {}), dict(q.guaranteed or {}), q.is_leaf)
+            for path, q in self.registry.queues.items()
+        }
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         removed = self.registry.cleanup_queues()

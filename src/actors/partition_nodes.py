@@ -31,6 +31,7 @@ from korral.actors.messages import (
 )
 from korral.model import events
 from korral.model.allocation import Allocation
+from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 from korral.model.view_ops import AdoptRecovered
 
@@ -68,7 +69,7 @@ class PartitionNodes:
 
     handle: Handle
     dispatcher: Handle
-    events: bool
+    events: bool | Wanted
 
     if TYPE_CHECKING:  # KorralActor's
 

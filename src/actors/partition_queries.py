@@ -115,11 +115,14 @@ class PartitionQueries:
         count for its decisions (proposals included); asking it here would wait on a scheduler that
         may be inside the RM's predicates."""
         reported: dict[str, list[AppUsage]] = {}
+        linked: dict[str, dict[str, str]] = {}  # user -> application -> its limit group
         for app in list(self.registry.applications.values()):
             name = app.user if kind == "user" else app.limit_group
             if not name or (only is not None and name != only):
                 continue
             info = self._app_info(app.application_id)
+            if kind == "user" and app.limit_group:
+                linked.setdefault(name, {})[app.application_id] = app.limit_group
             if info is not None:
                 reported.setdefault(name, []).append(
                     AppUsage(
@@ -135,7 +138,14 @@ class PartitionQueries:
             if rows is None:
                 continue
             if kind == "user":
-                infos.append(UserUsageInfo(user=name, partition=self.name, queues=limit_usage_infos(rows)))
+                infos.append(
+                    UserUsageInfo(
+                        user=name,
+                        partition=self.name,
+                        queues=limit_usage_infos(rows),
+                        groups=linked.get(name, {}),
+                    )
+                )
             else:
                 infos.append(GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows)))
         return infos

@@ -33,6 +33,7 @@ from korral.actors.ray_host import PartitionHost
 from korral.actors.ray_partition import CALL_TIMEOUT, RayPartition
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.model import events
 
 log = logging.getLogger("korral.ray")
 
@@ -79,7 +80,8 @@ class RayEngine:
             config=config,
             # the core's metrics live in this process: a partition's process does not feed them
             settings=attrs.evolve(settings, metrics=None),
-            events=type(callback).send_event is not ResourceManagerCallback.send_event,
+            # taken by the RM, or logged in this process for a REST server serving it now
+            events=bool(events.wanted(callback, settings.metrics)),
             predicates=type(callback).predicates is not ResourceManagerCallback.predicates,
         )
         # wait until it is up, so that a registration that returned has its partitions running

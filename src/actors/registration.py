@@ -11,9 +11,9 @@ from korral.actors.base import Handle, Rank, Tracker, start_actor
 from korral.actors.messages import StopPartition
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.queue_board import QueueBoard
-from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import ConfigError
+from korral.model.events import wanted as wanted_events
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager, PlacementRuleError
 
@@ -77,7 +77,7 @@ def start_partition(
         dispatcher=rm.dispatcher,
         timer=timer,
         settings=settings,
-        events=type(rm.callback).send_event is not ResourceManagerCallback.send_event,
+        events=wanted_events(rm.callback, settings.metrics),
         queue_board=queue_board,
     )
     return name, handle, queue_board

@@ -525,10 +525,7 @@ class SchedulerActor(ThreadedActor):
     def _send_preemption_events(self) -> None:
         """Request events about preemption (YuniKorn's ask events), when the RM takes events at all."""
         found, self.view.preemption_events = self.view.preemption_events, []
-        if (
-            type(self.callback).send_event is ResourceManagerCallback.send_event
-            or self.callback_closed.is_set()
-        ):
+        if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
             events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)

@@ -42,6 +42,9 @@ def tag_allows_preemption(tags: Mapping[str, str]) -> bool:
     return tags.get(TAG_ALLOW_PREEMPTION, "").lower() != "false"
 
 
+UNKNOWN_INSTANCE_TYPE = "UNKNOWN"  # YuniKorn's instance type of a node without the attribute
+
+
 class Allocation(NamedTuple):
     """One placed allocation. Immutable, so it crosses mailboxes as is.
 
@@ -66,6 +69,13 @@ class Allocation(NamedTuple):
     recovered: bool = False
     # the placeholder this real allocation replaces (gang scheduling); "" for a plain allocation
     replaces: str = ""
+    # core clock seconds: when its ask came in (a placeholder's, when it replaced one) and when it was
+    # made (0.0: not known, as for an allocation recovered from the RM)
+    request_time: float = 0.0
+    create_time: float = 0.0
+    # its node's instance type (si.INSTANCE_TYPE attribute, YuniKorn's "UNKNOWN" without one): the key
+    # of the application's resource-seconds
+    instance_type: str = ""
 
 
 class Ask:

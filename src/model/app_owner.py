@@ -125,6 +125,8 @@ class AppEffects:
 
     new_allocations: list[Allocation] = attrs.Factory(list)
     released: list[tuple[Allocation, si.TerminationType, str]] = attrs.Factory(list)
+    # uuids of released allocations whose node went away (their events: ALLOC_NODEREMOVED)
+    node_removed: set[str] = attrs.Factory(set)
     rejected_asks: list[tuple[str, str]] = attrs.Factory(list)
     state_changes: list[tuple[str, float]] = attrs.Factory(list)
     allocated_delta: Resource = attrs.Factory(dict)
@@ -470,6 +472,7 @@ class ApplicationOwner:
         effects = effects if effects is not None else AppEffects()
         for uuid in uuids:
             self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=False)
+            effects.node_removed.add(uuid)
         self._maybe_complete(now, effects)
         return effects
 

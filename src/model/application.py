@@ -171,6 +171,13 @@ class Application:
         self.gang_scheduling_style = "Hard" if gang_scheduling_style == "Hard" else "Soft"
         self.state = ApplicationState.NEW
         self.state_time = submission_time
+        # (core clock time, state entered) of every transition: YuniKorn's application state log
+        self.state_log: list[tuple[float, str]] = []
+        # the most allocated at once, per resource (YuniKorn's maxAllocatedResource)
+        self.max_allocated: Resource = {}
+        # resource-seconds of released allocations: used, preempted, placeholder, each per instance type
+        # (YuniKorn's tracked resources: the application summary and the REST resourceHistory)
+        self.resource_seconds: dict[str, dict[str, dict[str, int]]] = {}
         self.asks: dict[str, Ask] = {}
         # request order (priority, then age) for schedulers; an owner that only counts uses PendingKeys
         self.pending_asks: IncrementalOrder[Ask] | PendingKeys = (
@@ -221,6 +228,7 @@ class Application:
         if new is not self.state:
             self.state = new
             self.state_time = now
+            self.state_log.append((now, new.value))
             if new is S.RUNNING:
                 self._on_running(now)
         return new
@@ -232,6 +240,7 @@ class Application:
             return False
         self.state = new
         self.state_time = now
+        self.state_log.append((now, new.value))
         if new is S.RUNNING:
             self._on_running(now)
         return True

@@ -20,7 +20,7 @@ from itertools import islice
 from typing import Any, cast
 
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
 from korral.model.application import (
     RUNNING_STATES,
     Application,
@@ -48,6 +48,7 @@ from korral.model.preempting import try_preempt, try_required_node, try_reserved
 from korral.model.queue import Queue, QueueState
 from korral.model.reservations import wait_expired
 from korral.policies.sorting import SORT_STATE_AWARE
+from korral.si import INSTANCE_TYPE
 
 __all__ = [
     "TAG_CREATE_FORCE",
@@ -90,14 +91,14 @@ class PartitionModel(PartitionAllocations):
                     if self._filters_nodes and not self._accepts(ask.allocation_key, placeholder.node_id):
                         refused = True
                         continue
-                    return self.replace(app, ask, placeholder)
+                    return self.replace(app, ask, placeholder, now)
             if not refused:
                 del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
         return None
 
     # ---- booking -----------------------------------------------------------------------------------
 
-    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node) -> Allocation:
+    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
         # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
         allocation = _new_tuple(
@@ -117,6 +118,9 @@ class PartitionModel(PartitionAllocations):
                 ask.generation,
                 False,
                 "",
+                ask.create_time,
+                now,
+                node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
             ),
         )
         app.book(ask, allocation)
@@ -329,7 +333,7 @@ class PartitionModel(PartitionAllocations):
                 continue
             node = self._find_node(ask)
             if node is not None:
-                return self.commit(app, queue, ask, node)
+                return self.commit(app, queue, ask, node, now)
             if ask.allow_preempt_other and try_preempt(self, app, queue, ask, now):
                 continue  # its node is reserved for it until the victims are gone
             if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
@@ -484,7 +488,7 @@ class PartitionModel(PartitionAllocations):
                 target = self._find_node(ask)
             if target is not None:
                 self.unreserve(application_id, allocation_key)
-                return self.commit(app, queue, ask, target)
+                return self.commit(app, queue, ask, target, now)
             if ask.allow_preempt_other:
                 try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
         return None

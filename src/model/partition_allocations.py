@@ -240,7 +240,7 @@ class PartitionAllocations(PartitionApplications):
 
     # ---- gang replacement --------------------------------------------------------------------------
 
-    def replace(self, app: Application, ask: Ask, placeholder: Allocation) -> Allocation:
+    def replace(self, app: Application, ask: Ask, placeholder: Allocation, now: float = 0.0) -> Allocation:
         """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
         placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
         queue = self.queues[app.queue_path]
@@ -261,6 +261,9 @@ class PartitionAllocations(PartitionApplications):
                 ask.generation,
                 False,
                 placeholder.uuid,
+                placeholder.create_time,  # YuniKorn: a real allocation was asked for when its placeholder was
+                now,
+                placeholder.instance_type,
             ),
         )
         app.take_pending(ask)

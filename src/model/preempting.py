@@ -270,7 +270,7 @@ def try_required_node(
     ):
         if not _claim(model, app, ask, node):
             return None
-        return model.commit(app, queue, ask, node)
+        return model.commit(app, queue, ask, node, now)
     if _claim(model, app, ask, node):
         model.reserve(app, ask, node)
     return None
@@ -286,7 +286,7 @@ def try_reserved_required_node(
         and (not model._filters_nodes or model._accepts(ask.allocation_key, node.node_id))
     ):
         model.unreserve(app.application_id, ask.allocation_key)
-        return model.commit(app, queue, ask, node)
+        return model.commit(app, queue, ask, node, now)
     if node.schedulable and _may_attempt(model, ask, now):
         preempt_on_required_node(model, app, ask, node)
     return None

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from korral import si
-from korral.config.quantity import VCORE
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model.naming import partition_without_rm
+from korral.server.dao_config import config  # noqa: F401  (dao.config: the routes' one module)
 
 JSON = dict[str, Any]
 # the active states of an application (YuniKorn: ?status= of /applications/active)
@@ -66,8 +66,15 @@ def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], cont
     return _omit_empty(document, "totalNodes", "totalContainers")
 
 
-def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> JSON:
-    """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree)."""
+def queue(
+    info: QueueInfo,
+    partition_name: str,
+    children: list[JSON] | None,
+    headroom: Mapping[str, int] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> JSON:
+    """``dao.PartitionQueueDAOInfo``; ``children`` None when not asked for (no subtree); ``headroom``
+    and ``extra`` fields (the priority fields) as the REST layer derives them."""
     parent, _, _ = info.path.rpartition(".")
     document = {
         "queuename": info.path,
@@ -91,9 +98,15 @@ def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> 
         "prioritySorting": info.priority_sorting,
         "preemptionEnabled": info.preemption_policy != "disabled",
         "isPreemptionFence": info.preemption_policy == "fence",
+        "headroom": dict(headroom) if headroom else None,
+        **(extra or {}),
     }
     return _omit_empty(
         document,
+        "headroom",
+        "template",
+        "priorityOffset",
+        "preemptionDelay",
         "pendingResource",
         "maxResource",
         "guaranteedResource",
@@ -110,22 +123,39 @@ def queue(info: QueueInfo, partition_name: str, children: list[JSON] | None) -> 
 
 
 def allocation(info: AllocationInfo) -> JSON:
-    """``dao.AllocationDAOInfo``."""
+    """``dao.AllocationDAOInfo`` (times in Unix ns; a time korral does not know is left out)."""
+    delay = (
+        info.allocation_time_ns - info.request_time_ns
+        if info.request_time_ns and info.allocation_time_ns
+        else 0
+    )
     return _omit_empty(
         {
             "allocationKey": info.allocation_key,
+            "allocationTags": info.tags,
+            "requestTime": info.request_time_ns,
+            "allocationTime": info.allocation_time_ns,
+            "allocationDelay": delay,
             "resource": info.resource,
             "priority": str(info.priority),
             "nodeId": info.node_id,
             "applicationId": info.application_id,
             "placeholder": info.placeholder,
+            "placeholderUsed": info.placeholder_used,
             "taskGroupName": info.task_group_name,
+            "preempted": info.releasing == "PREEMPTED_BY_SCHEDULER",
         },
+        "allocationTags",
+        "requestTime",
+        "allocationTime",
+        "allocationDelay",
         "resource",
         "nodeId",
         "applicationId",
         "placeholder",
+        "placeholderUsed",
         "taskGroupName",
+        "preempted",
     )
 
 
@@ -159,36 +189,69 @@ def ask(info: AskInfo) -> JSON:
     )
 
 
+# the states whose entry YuniKorn stamps as the application's finishedTime
+FINISHED_STATES = ("Completed", "Failed", "Rejected")
+
+
 def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
-    still to make)."""
-    found: JSON = {
+    still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory``: the
+    resource-seconds of its released allocations per instance type."""
+    finished = [at for at, state in info.state_log if state in FINISHED_STATES]
+    started = [at for at, state in info.state_log if state == "Running"]
+    priorities = [a.priority for a in info.asks]
+    document: JSON = {
         "applicationID": info.application_id,
         "usedResource": info.allocated,
+        "maxUsedResource": info.max_allocated,
         "pendingResource": info.pending,
         "partition": partition_without_rm(info.partition),
         "queueName": info.queue,
+        "submissionTime": info.submission_time_ns,
+        "finishedTime": finished[-1] if finished else None,
         "requests": [ask(a) for a in info.asks],
         "allocations": [allocation(a) for a in info.allocations],
         "applicationState": info.state,
         "user": info.user,
+        "groups": info.groups,
         "rejectedMessage": rejected_message,
-        "placeholderResource": info.placeholder,
+        "stateLog": [{"time": at, "applicationState": state} for at, state in info.state_log],
+        "maxRequestPriority": max(priorities) if priorities else 0,
+        "startTime": started[-1] // 1_000_000 if started else 0,
+        "resourceHistory": dict(info.resource_seconds),
+        "placeholderResource": info.placeholder,  # korral's: the placeholders it holds
     }
     if info.backoff_deadline is not None:  # YUNIKORN-3115, omitted when never set (Go's omitempty)
         moment = datetime.datetime.fromtimestamp(info.backoff_deadline, datetime.UTC)
-        found["backoffDeadline"] = moment.isoformat().replace("+00:00", "Z")
-    return found
+        document["backoffDeadline"] = moment.isoformat().replace("+00:00", "Z")
+    return _omit_empty(
+        document,
+        "usedResource",
+        "maxUsedResource",
+        "pendingResource",
+        "submissionTime",
+        "finishedTime",
+        "requests",
+        "allocations",
+        "applicationState",
+        "user",
+        "groups",
+        "rejectedMessage",
+        "stateLog",
+        "maxRequestPriority",
+        "startTime",
+        "placeholderResource",
+    )
 
 
 def rejected_application(application_id: str, partition_name: str, reason: str) -> JSON:
     return {
         "applicationID": application_id,
         "partition": partition_without_rm(partition_name),
+        "queueName": "",
         "applicationState": "Rejected",
         "rejectedMessage": reason,
-        "requests": [],
-        "allocations": [],
+        "resourceHistory": {},
     }
 
 
@@ -204,6 +267,12 @@ def node(info: NodeInfo) -> JSON:
             "allocated": info.allocated,
             "occupied": info.occupied,
             "available": info.available,
+            # YuniKorn's GetUtilizedResource: the percentage of each allocated resource the node has
+            "utilized": {
+                name: value
+                for name, value in utilization(info.capacity, info.allocated).items()
+                if name in info.allocated
+            },
             "allocations": [allocation(a) for a in info.allocations],
             "schedulable": info.schedulable,
             "isReserved": bool(info.reservations),
@@ -216,6 +285,7 @@ def node(info: NodeInfo) -> JSON:
         "allocated",
         "occupied",
         "available",
+        "utilized",
         "allocations",
         "reservations",
     )
@@ -258,8 +328,8 @@ def event(event_id: int, record: si.EventRecord) -> JSON:
 
 
 def _resource(resource: Mapping[str, int]) -> JSON | None:
-    """A yunikorn-core ``resources.Resource`` as encoding/json writes it (no json tags)."""
-    return {"Resources": dict(resource)} if resource else None
+    """A resource as yunikorn-core's DAOMap writes it today: a flat map (be3bb487)."""
+    return dict(resource) if resource else None
 
 
 def usage_tree(rows: Iterable[Any]) -> JSON | None:
@@ -295,7 +365,10 @@ def usage_tree(rows: Iterable[Any]) -> JSON | None:
 
 def user_usage(info: Any) -> JSON:
     """``dao.UserResourceUsageDAOInfo`` of a user's usage snapshot (``user``, ``queues`` rows)."""
-    return _omit_empty({"userName": info.user, "queues": usage_tree(info.queues)}, "queues")
+    groups = dict(getattr(info, "groups", {}))  # application -> the group it is tracked against
+    return _omit_empty(
+        {"userName": info.user, "groups": groups, "queues": usage_tree(info.queues)}, "groups", "queues"
+    )
 
 
 def group_usage(info: Any) -> JSON:
@@ -446,165 +519,3 @@ def health(
         ),
     ]
     return {"Healthy": all(check["Succeeded"] for check in checks), "HealthChecks": checks}
-
-
-# ---- the configuration (dao.ConfigDAOInfo: configs.SchedulerConfig inline) ----------------------------
-# Go's encoders name a field without a tag by the field's name: JSON keeps it (``Partitions``), yaml.v2
-# lower-cases it (``partitions``). ``omitempty`` leaves an empty value out; encoding/json never leaves a
-# struct out, yaml.v2 leaves out a struct whose fields are all empty. Quantities are korral's parsed
-# integers as strings (memory in bytes, vcore in millicores with YuniKorn's ``m``): read back the same.
-
-_Field = tuple[str, Any, bool, bool]  # Go field name, value, omitempty, is a struct
-
-
-def _struct(fields: list[_Field], yaml_keys: bool) -> JSON:
-    document: JSON = {}
-    for name, value, omit_empty, is_struct in fields:
-        if omit_empty and not value and (yaml_keys or not is_struct):
-            continue
-        document[name.lower() if yaml_keys else name] = value
-    return document
-
-
-def _quantities(resource: Mapping[str, int]) -> dict[str, str]:
-    # vcore is kept in millicores: written with YuniKorn's "m" so that it reads back the same
-    return {name: f"{value}m" if name == VCORE else str(value) for name, value in resource.items()}
-
-
-def _resources(config: Any, yaml_keys: bool) -> JSON:
-    return _struct(
-        [
-            ("Guaranteed", _quantities(config.guaranteed), True, False),
-            ("Max", _quantities(config.max), True, False),
-        ],
-        yaml_keys,
-    )
-
-
-def _limit(limit: Any, yaml_keys: bool) -> JSON:
-    return _struct(
-        [
-            ("Limit", limit.limit, False, False),
-            ("Users", list(limit.users), True, False),
-            ("Groups", list(limit.groups), True, False),
-            ("MaxResources", _quantities(limit.max_resources), True, False),
-            ("MaxApplications", limit.max_applications, True, False),
-        ],
-        yaml_keys,
-    )
-
-
-def _queue_config(queue: Any, yaml_keys: bool) -> JSON:
-    template = queue.child_template
-    child_template = (
-        _struct(
-            [
-                ("MaxApplications", template.max_applications, True, False),
-                ("Properties", dict(template.properties), True, False),
-                ("Resources", _resources(template.resources, yaml_keys), True, True),
-            ],
-            yaml_keys,
-        )
-        if template is not None
-        else _struct([("Resources", _resources_empty(yaml_keys), True, True)], yaml_keys)
-    )
-    return _struct(
-        [
-            ("Name", queue.name, False, False),
-            ("Parent", queue.parent, True, False),
-            ("Resources", _resources(queue.resources, yaml_keys), True, True),
-            ("MaxApplications", queue.max_applications, True, False),
-            ("Properties", dict(queue.properties), True, False),
-            ("AdminACL", queue.admin_acl, True, False),
-            ("SubmitACL", queue.submit_acl, True, False),
-            ("ChildTemplate", child_template, True, True),
-            ("Queues", [_queue_config(child, yaml_keys) for child in queue.queues], True, False),
-            ("Limits", [_limit(limit, yaml_keys) for limit in queue.limits], True, False),
-        ],
-        yaml_keys,
-    )
-
-
-def _resources_empty(yaml_keys: bool) -> JSON:
-    return _struct([("Guaranteed", {}, True, False), ("Max", {}, True, False)], yaml_keys)
-
-
-def _placement_rule(rule: Any, yaml_keys: bool) -> JSON:
-    rule_filter = _struct(
-        [
-            ("Type", rule.filter.type, False, False),
-            ("Users", list(rule.filter.users), True, False),
-            ("Groups", list(rule.filter.groups), True, False),
-        ],
-        yaml_keys,
-    )
-    if yaml_keys and not any(rule_filter.values()):
-        rule_filter = {}
-    return _struct(
-        [
-            ("Name", rule.name, False, False),
-            ("Create", rule.create, True, False),
-            ("Filter", rule_filter, True, True),
-            (
-                "Parent",
-                _placement_rule(rule.parent, yaml_keys) if rule.parent is not None else None,
-                True,
-                False,
-            ),
-            ("Value", rule.value, True, False),
-        ],
-        yaml_keys,
-    )
-
-
-def _partition_config(partition: Any, name: str, yaml_keys: bool) -> JSON:
-    policy = partition.node_sort_policy
-    return _struct(
-        [
-            ("Name", name, False, False),
-            ("Queues", [_queue_config(queue, yaml_keys) for queue in partition.queues], False, False),
-            (
-                "PlacementRules",
-                [_placement_rule(r, yaml_keys) for r in partition.placement_rules],
-                True,
-                False,
-            ),
-            ("Limits", [_limit(limit, yaml_keys) for limit in partition.limits], True, False),
-            (
-                "Preemption",
-                _struct([("Enabled", partition.preemption.enabled, False, False)], yaml_keys),
-                True,
-                True,
-            ),
-            (
-                "NodeSortPolicy",
-                _struct(
-                    [
-                        ("Type", policy.type, False, False),
-                        ("ResourceWeights", dict(policy.resource_weights), True, False),
-                    ],
-                    yaml_keys,
-                ),
-                True,
-                True,
-            ),
-        ],
-        yaml_keys,
-    )
-
-
-def config(configs: Mapping[str, Any], yaml_keys: bool) -> JSON:
-    """``dao.ConfigDAOInfo`` of the core's configuration: one RM's config as it runs it; with several
-    RMs, every RM's partitions under the core's full names (``[rm1]default``) and no checksum."""
-    if len(configs) == 1:
-        (only,) = configs.values()
-        partitions = [_partition_config(p, p.name, yaml_keys) for p in only.partitions]
-        checksum = only.checksum
-    else:
-        partitions = [
-            _partition_config(p, f"[{rm_id}]{p.name}", yaml_keys)
-            for rm_id, scheduler_config in sorted(configs.items())
-            for p in scheduler_config.partitions
-        ]
-        checksum = ""
-    return _struct([("Partitions", partitions, False, False), ("Checksum", checksum, True, False)], yaml_keys)

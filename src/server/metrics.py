@@ -12,21 +12,79 @@ the scheduler's batch timing. Each call is a few dictionary lookups and counter 
 from __future__ import annotations
 
 import contextlib
+import math
+import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily
 
 from korral.server.events import EventLog
+from korral.server.history import MetricsHistory
+
+# YuniKorn's Go client emits no ``*_created`` series: neither does korral (process-wide switch of
+# prometheus_client, set before any metric of a core is made)
+disable_created_metrics()
 
 NAMESPACE = "yunikorn"
-# yunikorn-core: prometheus.ExponentialBuckets(0.0001, 10, 6); YuniKorn observes seconds in this
-# "milliseconds" histogram, and so does korral, so that dashboards built for YuniKorn read the same.
-LATENCY_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)
+# yunikorn-core be3bb487: prometheus.ExponentialBuckets(0.0001, 10, 8); YuniKorn observes seconds in
+# these "milliseconds" histograms, and so does korral, so that dashboards built for YuniKorn read the same.
+LATENCY_BUCKETS = (0.0001, 0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+# yunikorn-core's resourceUsageRangeBuckets: the range label of <resource>_node_usage_total
+NODE_USAGE_RANGES = (
+    "[0,10%]",
+    "(10%,20%]",
+    "(20%,30%]",
+    "(30%,40%]",
+    "(40%,50%]",
+    "(50%,60%]",
+    "(60%,70%]",
+    "(70%,80%]",
+    "(80%,90%]",
+    "(90%,100%]",
+)
+TERMINAL_STATES = frozenset(("completed", "failed", "rejected"))  # queue_app_total's states
+EVENT_STAGES = ("created", "channeled", "not_channeled", "processed", "stored", "not_stored", "collected")
 # the labels of the queue metrics: YuniKorn's (its queue is a constant label) and the partition
 QUEUE_APP_LABELS = ("partition", "queue", "state")
 QUEUE_RESOURCE_LABELS = ("partition", "queue", "state", "resource")
+
+
+def metric_name(name: str) -> str:
+    """yunikorn-core's formatMetricName: every byte not allowed in a metric name becomes ``_``."""
+    return re.sub(r"[^a-zA-Z0-9_:]", "_", name)
+
+
+class _TerminalApps:
+    """Writes ``yunikorn_queue_app_total`` from ``CoreMetrics.queue_app_total``."""
+
+    def __init__(self, metrics: CoreMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> list[Any]:
+        return []  # no names claimed: the registry would refuse the gauge queue_app's family name
+
+    def collect(self) -> Iterable[Any]:
+        family = CounterMetricFamily(
+            f"{NAMESPACE}_queue_app_total",
+            "Total number of applications that reached a terminal state. State includes `completed`, "
+            "`failed`, `rejected`.",
+            labels=QUEUE_APP_LABELS,
+        )
+        with self._metrics._lock:
+            counts = list(self._metrics.queue_app_total.items())
+        for labels, value in counts:
+            family.add_metric(list(labels), value)
+        yield family
 
 
 class CoreMetrics:
@@ -89,10 +147,37 @@ class CoreMetrics:
             namespace=NAMESPACE,
             registry=registry,
         )
+        self.scheduling_cycle = Histogram(
+            "scheduling_cycle_milliseconds",
+            "Time taken for a scheduling cycle, in seconds.",
+            namespace=NAMESPACE,
+            subsystem="scheduler",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        # yunikorn_queue_app_total{partition, queue, state}: applications that reached a terminal state.
+        # A counter whose family name is the gauge yunikorn_queue_app's: prometheus_client refuses
+        # both in one registry, so it is written by a collector of its own (_TerminalApps)
+        self.queue_app_total: dict[tuple[str, str, str], int] = {}
+        registry.register(_TerminalApps(self))
+        # yunikorn_event_total_<stage>: korral logs every event it makes (nothing is dropped before
+        # the ring buffer), so created = channeled = processed = stored = collected. Go names these
+        # counters without a _total suffix, which prometheus_client always adds: written by
+        # exposition() itself
+        self.event_stages = dict.fromkeys(EVENT_STAGES, 0)
+        # set once a REST server serves this core: from then on the core makes events for every RM
+        # (korral.model.events.Wanted), not only for RMs whose callback takes them
+        self.events_read = False
+        # korral setting log_events: False keeps events to the RMs that take them, served or not
+        self.log_events = True
+        # yunikorn_<queue>_queue_container_total{partition, state}, one family per queue path as
+        # YuniKorn names it; and <resource>_node_usage_total{range}, one per resource: made on first use
+        self._queue_containers: dict[str, Counter] = {}
+        self._node_usage: dict[str, Gauge] = {}
         self.queue_resource = Gauge(
             "queue_resource",
             "Queue resource metrics. State of the resource includes `guaranteed`, `max`, `allocated`, "
-            "`pending`, `preempting`.",
+            "`pending`, `preempting`, `maxRunningApps`.",
             QUEUE_RESOURCE_LABELS,
             namespace=NAMESPACE,
             registry=registry,
@@ -110,6 +195,8 @@ class CoreMetrics:
         # applications the RMs were told were rejected, newest last: (rm_id, application id, reason)
         self.rejected_applications: list[tuple[str, str, str]] = []
         self.rejected_capacity = 10_000
+        # YuniKorn's internal metrics history (/ws/v1/history/*): started with the core
+        self.history: MetricsHistory | None = None
 
     # ---- what the core delivers to an RM (the dispatcher, once per delivery) ------------------------
 
@@ -135,6 +222,9 @@ class CoreMetrics:
                         del self.rejected_applications[:overflow]
         elif method == "send_event":
             self.events.extend(argument)
+            with self._lock:
+                for stage in ("created", "channeled", "processed", "stored", "collected"):
+                    self.event_stages[stage] += len(argument)
 
     # ---- applications (their actors, on each state change) ---------------------------------------
 
@@ -150,8 +240,42 @@ class CoreMetrics:
             new = state.lower()
             self.application.labels(new).inc()
             self.queue_app.labels(partition, queue, new).inc()
+            if new in TERMINAL_STATES:
+                key = (partition, queue, new)
+                with self._lock:
+                    self.queue_app_total[key] = self.queue_app_total.get(key, 0) + 1
             previous = state
         return previous
+
+    def app_removed(self, partition: str, queue: str, previous: str | None) -> str | None:
+        """The RM removed an application that had not finished: it leaves through Completing to
+        Completed, as YuniKorn's removal of its allocations completes it, so that no count of a
+        state it was in stays behind."""
+        if previous is None or previous.lower() in TERMINAL_STATES or previous.lower() == "expired":
+            return previous
+        states = ["Completed"] if previous.lower() == "completing" else ["Completing", "Completed"]
+        return self.app_states(partition, queue, previous, states)
+
+    def queue_containers(self, partition: str, queue: str, allocated: int, released: int) -> None:
+        """``yunikorn_<queue>_queue_container_total{state}``: a queue's allocations made and released
+        (its applications' actors, once per burst)."""
+        counter = self._queue_containers.get(queue)
+        if counter is None:
+            with self._lock:
+                counter = self._queue_containers.get(queue)
+                if counter is None:
+                    counter = self._queue_containers[queue] = Counter(
+                        "queue_container",
+                        "Queue container metrics. State of the attempt includes `allocated`, `released`.",
+                        ["partition", "state"],
+                        namespace=NAMESPACE,
+                        subsystem=metric_name(queue),
+                        registry=self.registry,
+                    )
+        if allocated:
+            counter.labels(partition, "allocated").inc(allocated)
+        if released:
+            counter.labels(partition, "released").inc(released)
 
     # ---- nodes (the partition, on each lifecycle change) -----------------------------------------
 
@@ -220,12 +344,73 @@ class CoreMetrics:
     # ---- the scheduler (once per batch of cycles) -------------------------------------------------
 
     def scheduled(self, seconds: float) -> None:
+        """One batch of scheduling cycles of a partition: korral's cycle (YuniKorn times one try per
+        partition as the latency and one pass over all partitions as the cycle: both are this)."""
         self.scheduling_latency.observe(seconds)
+        self.scheduling_cycle.observe(seconds)
+
+    # ---- node usage (computed when read: YuniKorn's monitor computes it every second) ---------------
+
+    def node_usage(self, nodes: Iterable[tuple[Mapping[str, int], Mapping[str, int]]]) -> None:
+        """``<resource>_node_usage_total{range}``: how many nodes (capacity, allocated) of every
+        partition fall in each tenth of a resource's use (over-allocated counts as full)."""
+        counts: dict[str, list[int]] = {}
+        for capacity, allocated in nodes:
+            for name, total in capacity.items():
+                if total > 0:
+                    used = min(allocated.get(name, 0) / total, 1.0)
+                    index = max(math.ceil(used * 10) - 1, 0)
+                    counts.setdefault(name, [0] * len(NODE_USAGE_RANGES))[index] += 1
+        with self._lock:
+            for name in set(self._node_usage) | set(counts):
+                gauge = self._node_usage.get(name)
+                if gauge is None:
+                    gauge = self._node_usage[name] = Gauge(
+                        f"{metric_name(name)}_node_usage_total",
+                        "Total resource usage of node, by resource name.",
+                        ["range"],
+                        namespace=NAMESPACE,
+                        subsystem="scheduler",
+                        registry=self.registry,
+                    )
+                values = counts.get(name, [0] * len(NODE_USAGE_RANGES))
+                for label, value in zip(NODE_USAGE_RANGES, values, strict=True):
+                    gauge.labels(label).set(value)
+
+    # ---- the internal metrics history ------------------------------------------------------------
+
+    def totals(self) -> tuple[int, int]:
+        """(running applications, running containers) as YuniKorn's history collector reads them."""
+        running = int(self.value("yunikorn_scheduler_application_total", {"state": "running"}))
+        attempts = "yunikorn_scheduler_container_allocation_attempt_total"
+        containers = int(
+            self.value(attempts, {"state": "allocated"}) - self.value(attempts, {"state": "released"})
+        )
+        return running, containers
+
+    def start_history(self, wall_clock_ns: Callable[[], int], **options: Any) -> MetricsHistory:
+        """Sample ``totals()`` into a bounded ring on a period (options: size, period)."""
+        if self.history is None:
+            self.history = MetricsHistory(self.totals, wall_clock_ns, **options)
+            self.history.start()
+        return self.history
+
+    def close(self) -> None:
+        if self.history is not None:
+            self.history.stop()
 
     # ---- reading ----------------------------------------------------------------------------------
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        with self._lock:
+            stages = list(self.event_stages.items())
+        events = "".join(
+            f"# HELP {NAMESPACE}_event_total_{stage} total events {stage.replace('_', ' ')}\n"
+            f"# TYPE {NAMESPACE}_event_total_{stage} counter\n"
+            f"{NAMESPACE}_event_total_{stage} {float(count)}\n"
+            for stage, count in stages
+        )
+        return generate_latest(self.registry) + events.encode()
 
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """A sample's current value (0 if never set): for the health check."""

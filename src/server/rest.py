@@ -35,7 +35,7 @@ from korral.errors import ConfigLimitError
 from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.policies.placement import PlacementManager
-from korral.server import dao
+from korral.server import dao, rest_routes
 from korral.server.rest_limits import ConnectionGuard, RestLimits, tls_context
 from korral.server.rest_stream import EventFanout, StreamLimiter, serve_stream
 from korral.server.switch_interval import switch_interval as _switch_interval
@@ -58,12 +58,7 @@ INLINE_MAX_QUEUES = 2_000
 SWITCH_INTERVAL = 0.001
 
 
-HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Credentials": "true",
-    "Access-Control-Allow-Methods": "GET,POST,HEAD,OPTIONS",
-    "Access-Control-Allow-Headers": "X-Requested-With,Content-Type,Accept,Origin",
-}
+HEADERS = rest_routes.cors_headers()  # yunikorn-core's writeHeaders
 
 
 class WouldBlock(Exception):
@@ -99,6 +94,8 @@ class RestApi:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        # the event log has a reader: events for every RM from now on (korral setting log_events)
+        core.metrics.events_read = core.metrics.log_events
         self.started_ns = time.time_ns()
         self.instance_uuid = str(uuid.uuid4())
         self._dump_lock = threading.Lock()
@@ -157,30 +154,42 @@ class RestApi:
         info = infos.get(path.lower())
         if info is None:
             raise HttpError(404, "Queue not found")
-        return self._queue_tree(partition, infos, info, subtree)
+        templates = rest_routes.queue_templates(self.core, partition)
+        return self._queue_tree(partition, infos, info, subtree, templates)
 
     def _queue_tree(
-        self, partition: str, infos: dict[str, QueueInfo], info: QueueInfo, subtree: bool
+        self,
+        partition: str,
+        infos: dict[str, QueueInfo],
+        info: QueueInfo,
+        subtree: bool,
+        templates: dict[str, Any],
     ) -> dict:
         """A queue's document, with its children's if ``subtree``."""
+        extra = rest_routes.priority_fields(info.properties)
+        extra["template"] = rest_routes.template_of(infos, templates, info)
+        derived = rest_routes.headroom(infos, info.path), extra
         if not subtree:
-            return dao.queue(info, partition, None)
+            return dao.queue(info, partition, None, *derived)
         children = [
-            self._queue_tree(partition, infos, infos[path], subtree)
+            self._queue_tree(partition, infos, infos[path], subtree, templates)
             for path in info.children
             if path in infos
         ]
-        return dao.queue(info, partition, children)
+        return dao.queue(info, partition, children, *derived)
 
     # ---- routes -----------------------------------------------------------------------------------
 
     def partitions(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         documents = []
-        for info in self.core.partitions():
+        infos = self.core.partitions()
+        names = rest_routes.display_names(info.name for info in infos)
+        for info in infos:
             apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
             containers = sum(len(app.allocations) for app in apps)
             rejected = [r for r in self.core.metrics.rejected_applications if r[0] == info.rm_id]
             documents.append(dao.partition(info, apps, containers))
+            documents[-1]["name"] = names[info.name]
             if rejected:
                 documents[-1]["applications"]["Rejected"] = len(rejected)
                 documents[-1]["applications"]["total"] += len(rejected)
@@ -326,6 +335,27 @@ class RestApi:
             "EventRecords": [dao.event(event_id, record) for event_id, record in records],
         }
 
+    # ---- what YuniKorn's web UI reads besides the partition routes (rest_routes.py) ---------------
+
+    def application_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return rest_routes.application_history(self._history())
+
+    def container_history(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return rest_routes.container_history(self._history())
+
+    def _history(self) -> list[Any]:
+        history = self.core.metrics.history
+        if history is None:
+            raise HttpError(500, "Internal metrics collection is not enabled.")
+        return history.records()
+
+    def node_utilizations(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
+        return rest_routes.every_node_utilization(self.core)
+
+    def metrics_exposition(self) -> bytes:
+        """``/ws/v1/metrics``: the node usage gauges from the nodes as they are now, then every metric."""
+        return rest_routes.metrics_exposition(self.core)
+
     def validate_conf(self, body: str) -> Any:
         try:
             load_config(body)
@@ -333,36 +363,11 @@ class RestApi:
             raise HttpError(400, str(exc)) from None
         except Exception as exc:  # every reason a config is refused, as YuniKorn's reason text
             return {"allowed": False, "reason": str(exc)}
-        return {"allowed": True, "reason": ""}
+        return {"allowed": True}  # reason: omitempty
 
     def state_dump(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         with self._dump_lock:  # one dump at a time, as YuniKorn
-            partitions = self.core.partitions()
-            applications: list[Any] = []
-            nodes = []
-            queues = []
-            for info in partitions:
-                apps = self.core.applications(info.name) + self.core.completed_applications(info.name)
-                applications.extend(dao.application(a) for a in apps)
-                applications.extend(self._rejected(info.name))
-                nodes.append(
-                    {
-                        "partitionName": partition_without_rm(info.name),
-                        "nodesInfo": [dao.node(n) for n in self.core.nodes(info.name)],
-                    }
-                )
-                with contextlib.suppress(HttpError):  # a partition without a root: stopping
-                    queues.append(self.queue_tree(info.name, "root", True))
-            return {
-                "timestamp": time.time_ns(),
-                "partitions": self.partitions(params, query),
-                "applications": applications,
-                "nodes": nodes,
-                "clusterInfo": [dao.cluster(info, self.started_ns) for info in partitions],
-                "queues": queues,
-                "rmDiagnostics": {"empty": "Resource Manager did not register callback"},
-                "logLevel": logging.getLevelName(logging.getLogger("korral").getEffectiveLevel()),
-            }
+            return rest_routes.state_dump(self, params, query)
 
 
 def rm_of(partition: str) -> str:
@@ -493,7 +498,8 @@ class RestServer:
     def _app(self) -> web.Application:
         # a body one byte over the config size limit still reaches validate-conf, which says so (400)
         app = web.Application(
-            middlewares=[self._guard.middleware, self._errors], client_max_size=MAX_CONFIG_BYTES + 1
+            middlewares=[self._guard.middleware, self._errors, rest_routes.compress],
+            client_max_size=MAX_CONFIG_BYTES + 1,
         )
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
@@ -514,6 +520,9 @@ class RestServer:
             ("/ws/v1/partition/{partition}/usage/group/{group}", api.group),
             ("/ws/v1/clusters", api.clusters),
             ("/ws/v1/scheduler/healthcheck", api.healthcheck),
+            ("/ws/v1/scheduler/node-utilizations", api.node_utilizations),
+            ("/ws/v1/history/apps", api.application_history),
+            ("/ws/v1/history/containers", api.container_history),
             ("/ws/v1/events/batch", api.events),
             ("/ws/v1/fullstatedump", api.state_dump),
             ("/debug/fullstatedump", api.state_dump),
@@ -526,6 +535,7 @@ class RestServer:
         app.router.add_get("/ws/v1/config", self._config)
         app.router.add_get("/ws/v1/events/stream", self._event_stream)
         app.router.add_post("/ws/v1/validate-conf", self._validate_conf)
+        rest_routes.add_options(app)
         return app
 
     @web.middleware
@@ -580,7 +590,7 @@ class RestServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(self._executor, self.metrics.exposition)
+        body = await loop.run_in_executor(self._executor, self.api.metrics_exposition)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _validate_conf(self, request: web.Request) -> web.Response:

@@ -353,7 +353,7 @@ def test_validate_conf_answers_allowed_and_reason(served) -> None:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
-    assert validate(TWO_LEAVES) == {"allowed": True, "reason": ""}
+    assert validate(TWO_LEAVES) == {"allowed": True}  # yunikorn-core: reason is omitempty
     refused = validate(TWO_LEAVES.replace("name: b", "name: b!"))
     assert refused["allowed"] is False and "b!" in refused["reason"]
     request = urllib.request.Request(url + "/ws/v1/validate-conf", data=b"\xff\xfe\x00", method="POST")
@@ -418,9 +418,10 @@ def test_two_rms_partitions_by_full_name_and_metrics_apart() -> None:
         for rm_id, nodes in (("rm1", {"a1"}), ("rm2", {"b1", "b2"})):
             quoted = urllib.parse.quote(f"[{rm_id}]default", safe="")
             assert {n["nodeID"] for n in ok(url + f"/ws/v1/partition/{quoted}/nodes")} == nodes
+        # the plain name is shared: each is listed under its full name (issue 27)
         assert sorted((p["clusterId"], p["name"]) for p in ok(url + "/ws/v1/partitions")) == [
-            ("rm1", "default"),
-            ("rm2", "default"),
+            ("rm1", "[rm1]default"),
+            ("rm2", "[rm2]default"),
         ]
         samples = metrics(url)
         used = {"queue": "root.a", "state": "allocated", "resource": "memory"}
@@ -600,9 +601,9 @@ def test_user_and_group_usage_as_yunikorns_tree() -> None:
     user = dao.user_usage(SimpleNamespace(user="bob", queues=rows))
     assert user["userName"] == "bob"
     tree = user["queues"]
-    assert tree["queuePath"] == "root" and tree["resourceUsage"] == {"Resources": {"memory": 30}}
+    assert tree["queuePath"] == "root" and tree["resourceUsage"] == {"memory": 30}
     assert [c["queuePath"] for c in tree["children"]] == ["root.a", "root.b"]
-    assert tree["children"][0]["maxResources"] == {"Resources": {"memory": 50}}
+    assert tree["children"][0]["maxResources"] == {"memory": 50}
     assert tree["children"][0]["maxApplications"] == 2 and "maxApplications" not in tree
     assert "children" not in tree["children"][1]
     group = dao.group_usage(SimpleNamespace(group="devs", queues=rows))

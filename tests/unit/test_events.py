@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import attrs
 import pytest
 
 from korral import si
@@ -258,3 +259,30 @@ def test_partition_name_round_trip(name):
     core = normalize_partition_name(name, "rm1")
     assert partition_without_rm(core) == (name or DEFAULT_PARTITION).lower()
     assert normalize_partition_name(core, "rm1") == core, "normalizing twice changes nothing"
+
+
+def test_record_builds_what_the_attrs_constructor_builds() -> None:
+    """events.record bypasses si.EventRecord's converters for speed: it must build the same record."""
+    ev = events
+
+    made = ev.record(
+        ev.Kind.APP,
+        "app",
+        "msg",
+        ev.Change.ADD,
+        ev.Detail.APP_ALLOC,
+        reference_id="u",
+        resource={"memory": 1},
+    )
+    expected = si.EventRecord(
+        type=ev.Kind.APP,
+        object_id="app",
+        message="msg",
+        timestamp_nano=made.timestamp_nano,
+        event_change_type=ev.Change.ADD,
+        event_change_detail=ev.Detail.APP_ALLOC,
+        reference_id="u",
+        resource={"memory": 1},
+    )
+    assert made == expected and repr(made) == repr(expected)
+    assert ev.stamped([made], 7) == [attrs.evolve(expected, timestamp_nano=7)]
