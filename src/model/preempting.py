@@ -59,14 +59,23 @@ def waiting_on_victims(model: PartitionModel, ask: Ask) -> bool:
 
 
 def _may_attempt(model: PartitionModel, ask: Ask, now: float) -> bool:
-    """Rate limit and sequencing: not while its victims are still going, at most every 15 s."""
+    """Rate limit and sequencing: not while its victims are still going, at most every 15 s. The
+    scheduler is woken for the next attempt (nothing else may wake it: an ask short of headroom is
+    neither reserved nor outstanding)."""
     if ask.preempt_victims and waiting_on_victims(model, ask):
         return False
     checked = ask.preempt_checked_at
     if checked is not None and now - checked < PREEMPT_ATTEMPT_INTERVAL - 1e-9:
+        _wake_at(model, checked + PREEMPT_ATTEMPT_INTERVAL)
         return False
     ask.preempt_checked_at = now
+    _wake_at(model, now + PREEMPT_ATTEMPT_INTERVAL)
     return True
+
+
+def _wake_at(model: PartitionModel, due: float) -> None:
+    if model.preempt_due is None or due < model.preempt_due:
+        model.preempt_due = due
 
 
 def path_priority_offset(queue: Queue | None) -> int:
@@ -205,8 +214,7 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         return False
     due = ask.create_time + queue.preemption_delay
     if now < due - 1e-9:
-        if model.preempt_due is None or due < model.preempt_due:
-            model.preempt_due = due
+        _wake_at(model, due)
         return False
     if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(
         model, ask, now

@@ -5,9 +5,21 @@ the priority walk of YuniKorn's victim search.
 
 from __future__ import annotations
 
-from core_helpers import add_apps, add_nodes
-from test_core_preemption import NODE, SMALL, P, advance, ask, live_keys, preempted, preempting_core, settle
+from core_helpers import FAST, add_apps, add_nodes
+from test_core_preemption import (
+    NODE,
+    SMALL,
+    Clock,
+    P,
+    advance,
+    ask,
+    live_keys,
+    preempted,
+    preempting_core,
+    settle,
+)
 
+import korral
 from korral import testing as t
 
 
@@ -109,3 +121,30 @@ def test_a_priority_fenced_sibling_above_the_ask_is_out_of_reach() -> None:
         advance(core, clock, 11.0)
         assert rm.wait_for(lambda r: len(preempted(r)) >= 1)
         assert {r.application_id for r in preempted(rm)} == {"borrower"}
+
+
+def test_a_second_attempt_comes_without_a_tick() -> None:
+    """An ask short of headroom is neither reserved nor outstanding: the scheduler wakes itself for
+    its next attempt (15 s on). Here ticks are an hour apart."""
+    clock = Clock()
+    rm = t.RecordingRM("rm")
+    with korral.start(**{**FAST, "scheduling_interval": 3600.0}, clock=clock) as core:
+        core.register_resource_manager(t.register("rm", config()), rm)
+        add_nodes(core, rm, ["n1", "n2"], NODE)
+        add_apps(core, rm, {"borrower": "root.parent.borrow", "hi": "root.parent.short"})
+        fill(core, rm, "borrower", 6)
+        assert rm.wait_for_allocations(6)
+        core.update_allocation(ask("hi", "first", {"memory": 200}, preempt_other=True))
+        core.update_allocation(ask("hi", "second", {"memory": 100}, preempt_other=True))
+        core.wait_until_idle()
+        clock.now += 11.0
+        core.poke_timers()
+        # the first frees its headroom; the second needs nothing while those victims go
+        assert rm.wait_for(lambda r: len(preempted(r)) == 2)
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        assert rm.wait_for(lambda r: any(a.allocation_key == "first" for a in r.live.values()))
+        # the parent is full again: the second may try 15 s after its last attempt
+        clock.now += 16.0
+        core.poke_timers()
+        assert rm.wait_for(lambda r: len(preempted(r)) == 3)
