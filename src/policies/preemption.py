@@ -11,7 +11,7 @@ its preemptor as of 1.8):
 2. Never a victim from the ask's own application or queue (only inter-queue preemption).
 3. A victim's queue must be above its guarantee, not within what is left of the guarantees along
    its path (the parent-guarantee rule), and taking the victim must not leave it, or any queue above
-   it that the ask's queue does not share, below its guarantee.
+   it that the ask's queue does not share, below its guarantee in a type the victim frees.
 4. A victim's priority is at most the ask's as YuniKorn's priority walk sees it (``priority_limits``:
    ``priority.offset`` up the ask's path and down the victim's, ``priority.policy: fence``); equal
    is allowed, unlike Kubernetes.
@@ -378,7 +378,11 @@ def _take(
         if facts is None:
             continue
         usage = res.sub(res.sub(facts.allocated, taken.get(path, {})), candidate.resource)
-        if not _stays_at_or_above(facts.guaranteed, usage):
+        # resource-wise (YuniKorn 1.8): only the types the victim frees must stay at the guarantee
+        guaranteed = facts.guaranteed
+        if guaranteed:
+            guaranteed = {name: q for name, q in guaranteed.items() if candidate.resource.get(name, 0) > 0}
+        if not _stays_at_or_above(guaranteed, usage):
             return False
         after[path] = res.add(taken.get(path, {}), candidate.resource)
     taken.update(after)

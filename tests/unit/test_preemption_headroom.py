@@ -226,3 +226,15 @@ def test_victims_above_the_priority_limit_are_not_taken() -> None:
 def test_parent_guarantee_rule(parent_guarantee, parent_usage, ask_queue, eligible) -> None:
     facts = tree(p=QueueFacts("root.parent", parent_guarantee, parent_usage))
     assert victim_queue_eligible(ask_queue, "root", "root.parent.borrow", facts) is eligible
+
+
+def test_the_guarantee_floor_is_resource_wise() -> None:
+    # the borrower is below its vcore guarantee but above its memory one: a memory-only victim may go
+    facts = tree(
+        b=QueueFacts("root.parent.borrow", {"memory": 100, "vcore": 10}, {"memory": 600, "vcore": 2})
+    )
+    pool = [alloc(f"b{i}", "root.parent.borrow", "n2", age=i) for i in range(6)]
+    assert [c.uuid for c in additional_victims(ask(100), facts, [], pool) or []] == ["b5"]
+    # one that frees vcore too would take it further below: not taken
+    vcore = [c._replace(resource={"memory": 100, "vcore": 1}) for c in pool]
+    assert additional_victims(ask(100), facts, [], vcore) is None
