@@ -445,7 +445,7 @@ class SchedulerActor(ThreadedActor):
             view.preempt_due = None
         if view.core_releases:
             self._send_core_releases()
-        if view.preemption_events:
+        if view.preemption_events or view.quota_events:
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
@@ -523,13 +523,18 @@ class SchedulerActor(ThreadedActor):
                     view.unpreempt(application_id, uuid)
 
     def _send_preemption_events(self) -> None:
-        """Request events about preemption (YuniKorn's ask events), when the RM takes events at all."""
+        """Request events about preemption (YuniKorn's ask events) and queue events about quota
+        preemption, when the RM takes events at all."""
         found, self.view.preemption_events = self.view.preemption_events, []
+        quota, self.view.quota_events = self.view.quota_events, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
             events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)
             for application_id, key, text in found
+        ]
+        records += [
+            events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota
         ]
         self.dispatcher.tell(
             Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))

@@ -52,6 +52,17 @@ class ReferenceScheduler:
     def partition(self, name: str = "") -> PartitionModel | None:
         return self.partitions.get(normalize_partition_name(name, self.rm_id))
 
+    def update_configuration(self, config_text: str) -> None:
+        """A new queues.yaml for the partitions there are (as the core's reload, which validates it
+        first: a ConfigError leaves everything as it was). Partitions added or removed by the new
+        config are not created or stopped here."""
+        config = load_config(config_text)
+        for partition_config in config.partitions:
+            partition = self.partitions.get(normalize_partition_name(partition_config.name, self.rm_id))
+            if partition is not None:
+                partition.apply_config(partition_config)
+        self.config = config
+
     # ---- SI requests -------------------------------------------------------------------------------
 
     def update_node(self, request: si.NodeRequest) -> tuple[si.NodeResponse, si.AllocationResponse]:

@@ -1920,8 +1920,13 @@ PREEMPTION_DELAY = "100ms"
 # queue -> the priority.offset of its path (the effective priority of an ask is its own plus this)
 PREEMPTION_OFFSETS = {"root.boosted": 20}
 PREEMPTION_LAWS = invariants.QueueLaws(disabled=frozenset({"root.protected"}), fences=("root.fenced",))
-# queues whose asks preempt (allow_preempt_other): they are starved below their guarantee
-PREEMPTOR_QUEUES = ("root.urgent", "root.fenced.inner1")
+# queues whose asks preempt (allow_preempt_other): they are starved below their guarantee; the
+# capped parent's max is full of its borrowing child, so its short child preempts for headroom
+PREEMPTOR_QUEUES = ("root.urgent", "root.fenced.inner1", "root.capped.short")
+# quota preemption: the shrink queue's max is lowered below its usage now and then (and raised again)
+QUOTA_QUEUE = "root.shrink"
+QUOTA_MESSAGE = "preempting allocations to enforce new max quota for queue : "
+SHRINK_MAX = (4000, 48000)  # lowered, raised (memory)
 # queues that borrow above their guarantee (or have none): the victims come from these
 BORROWER_QUEUES = (
     "root.batch",
@@ -1931,8 +1936,11 @@ BORROWER_QUEUES = (
     "root.fenced.inner2",
     "root.urgent",
     "root.fenced.inner1",
+    "root.capped.borrow",
+    "root.shrink",
 )
-PREEMPTOR_GUARANTEES = {"root.urgent": 32000, "root.fenced.inner1": 16000}  # memory, as in the config
+# memory, as in the config
+PREEMPTOR_GUARANTEES = {"root.urgent": 32000, "root.fenced.inner1": 16000, "root.capped.short": 8000}
 DAEMON_QUEUE = "root.daemon"
 # pending asks per RM and kind before it stops adding more of that kind
 OUTSTANDING_LIMITS = {"borrower": 40, "preemptor": 16, "daemon": 6}
@@ -1944,13 +1952,17 @@ PREEMPTION_NODE = {"memory": 16000, "vcore": 16000}
 PREEMPTION_NODES = 6
 
 
-def preemption_config(delay: str = PREEMPTION_DELAY) -> str:
+def preemption_config(delay: str = PREEMPTION_DELAY, shrink_max: int = SHRINK_MAX[1]) -> str:
     """Guarantees summing to less than the cluster (6 nodes x 16000 memory), a fenced parent, a queue
     whose allocations are never victims, one whose priority offset lifts its asks above the urgent ones,
-    and a short ``preemption.delay`` on the queues that preempt."""
+    a short ``preemption.delay`` on the queues that preempt, a parent whose max its borrowing child
+    fills (its other child preempts for headroom), and a queue whose max the driver lowers and raises
+    (quota preemption after a 1 s ``quota.preemption.delay``)."""
     return f"""
 partitions:
   - name: default
+    preemption:
+      quotapreemptionenabled: true
     queues:
       - name: root
         submitacl: "*"
@@ -1985,6 +1997,22 @@ partitions:
               - name: inner2
                 resources:
                   guaranteed: {{memory: 6000}}
+          - name: capped
+            parent: true
+            resources:
+              max: {{memory: 20000}}
+            queues:
+              - name: short
+                resources:
+                  guaranteed: {{memory: 8000}}
+                properties:
+                  preemption.delay: {delay}
+              - name: borrow
+          - name: shrink
+            resources:
+              max: {{memory: {shrink_max}}}
+            properties:
+              quota.preemption.delay: 1s
           - name: daemon
 """
 
@@ -2081,6 +2109,8 @@ class PreemptionDriver(Driver):
         self.unbounded: set[str] = set()
         self.removed: dict[str, dict[str, int]] = {}
         self.resubmitted = 0
+        self.quota_lowered = False  # the shrink queue's max is the lowered one
+        self.quota_raised_at = -1e9
 
     # ---- the RM's side of a victim (called by PreemptionRM under its lock) ------------------------
 
@@ -2113,6 +2143,12 @@ class PreemptionDriver(Driver):
         for key, (_, allocated_at) in list(self.recently_allocated.items()):
             if now - allocated_at > PREEMPTOR_GRACE:
                 del self.recently_allocated[key]
+        if release.message.startswith(QUOTA_MESSAGE):
+            problems = self._quota_victim_problems(victim, release, allocation.allocation_key)
+            violations.extend(f"{self.rm_id}: {problem}" for problem in problems)
+            self.victim_queues.add(queue)
+            self.awaiting[release.uuid] = (release, self.clock(), False)
+            return
         candidates = [*self.preemptors.values(), *(party for party, _ in self.recently_allocated.values())]
         # the release names the ask it makes room for (YuniKorn's "... to run ask: KEY"): that one
         named = release.message.rsplit(": ", 1)[-1].strip() if ": " in release.message else ""
@@ -2135,6 +2171,34 @@ class PreemptionDriver(Driver):
         roll = self.rng.random()
         delay = 0.0 if roll < 0.6 else self.rng.uniform(0.2, 1.5)
         self.awaiting[release.uuid] = (release, self.clock() + delay, roll > 0.85)
+
+    def _quota_victim_problems(
+        self, victim: invariants.PreemptionParty, release: si.AllocationRelease, key: str
+    ) -> list[str]:
+        """A quota preemption victim: below the queue whose max was lowered (lately: the victim may
+        reach the RM after the max went up again), not a daemon-set allocation."""
+        named = release.message[len(QUOTA_MESSAGE) :].strip()
+        problems = []
+        lowered = self.quota_lowered or self.clock() - self.quota_raised_at < PREEMPTOR_GRACE
+        if named != QUOTA_QUEUE or not lowered:
+            problems.append(f"victim {victim.key} taken for the quota of {named}, whose max was not lowered")
+        if not (victim.queue == named or victim.queue.startswith(named + ".")):
+            problems.append(f"quota victim {victim.key} in {victim.queue}, outside {named}")
+        if key in self.required_nodes:
+            problems.append(f"quota victim {victim.key} is a daemon-set allocation")
+        return problems
+
+    def _change_quota(self, core: Core) -> None:
+        """Lower the shrink queue's max below its usage, or raise it again (cancelling a pending run)."""
+        self.quota_lowered = not self.quota_lowered
+        if not self.quota_lowered:
+            self.quota_raised_at = self.clock()
+        shrink_max = SHRINK_MAX[0] if self.quota_lowered else SHRINK_MAX[1]
+        self.config = preemption_config(shrink_max=shrink_max)
+        request = si.UpdateConfigurationRequest(rm_id=self.rm_id, config=self.config)
+        description = f"{self.rm_id}: {QUOTA_QUEUE} max {shrink_max}"
+        self.record(Op(seq=0, rm=self.index, kind="config", request=request, description=description))
+        core.update_configuration(request)
 
     def _removed(self, queue: str, resource: dict[str, int]) -> None:
         bucket = self.removed.setdefault(queue, {})
@@ -2193,6 +2257,7 @@ class PreemptionDriver(Driver):
             (1.5, self._new_app_op),
             (0.3, self._create_late_node),
             (20, self._confirm_due),
+            (0.6, self._change_quota),
         ]
 
     def _new_app(self, core: Core, queue: str) -> str:
@@ -2544,7 +2609,8 @@ class PreemptionStress:
         for driver, window in zip(drivers, windows, strict=True):
             state = collect(core, driver.partition)
             if state is not None:
-                problems.extend(invariants.check_partition(state))
+                # a lowered max may stand below the usage until quota preemption has brought it down
+                problems.extend(invariants.check_partition(state, recovered_queues=(QUOTA_QUEUE,)))
                 states.append(state)
             problems.extend(driver.check_window(state, window))
         problems.extend(invariants.check_unique_uuids(states))

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any, cast
 
+from korral.model import quota_preempting
 from korral.model import resource as res
 from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
 from korral.model.application import (
@@ -68,6 +69,17 @@ _new_tuple = tuple.__new__
 
 
 class PartitionModel(PartitionAllocations):
+    # ---- quota preemption (model.quota_preempting) -------------------------------------------------
+
+    def _limits_before_config(self) -> quota_preempting.Limits:
+        return quota_preempting.limits_before(self)
+
+    def _after_config(self, before: quota_preempting.Limits | None) -> None:
+        quota_preempting.after_config(self, before or {}, self.clock())
+
+    def _after_recovery(self, queue: Queue) -> None:
+        quota_preempting.after_recovery(self, queue, self.clock())
+
     # ---- gang replacement --------------------------------------------------------------------------
 
     def _try_replacements(self, now: float) -> Allocation | None:
@@ -195,6 +207,8 @@ class PartitionModel(PartitionAllocations):
         now = self.clock()
         if self.preempt_attempts:
             self.preempt_attempts.clear()  # YuniKorn: at most 10 preemption attempts per queue per cycle
+        if self.quota_timers or self.quota_running:
+            quota_preempting.step(self, now)
         if self.reservations:
             allocation = self._try_reserved(now)
             if allocation is not None:
@@ -496,7 +510,17 @@ class PartitionModel(PartitionAllocations):
 
 class UnscheduledPartition(PartitionModel):
     """A partition that is never scheduled: the Partition actor's registry of the structure (queues,
-    applications, nodes, capacity). It keeps no node order, as nothing walks one."""
+    applications, nodes, capacity). It keeps no node order, as nothing walks one, and no quota
+    preemption timers (the Scheduler's view decides those)."""
+
+    def _limits_before_config(self) -> quota_preempting.Limits:
+        return {}
+
+    def _after_config(self, before: quota_preempting.Limits | None) -> None:
+        pass
+
+    def _after_recovery(self, queue: Queue) -> None:
+        pass
 
     def _reorder_node(self, node: Node) -> None:
         pass

@@ -24,6 +24,7 @@ from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import ModelError
+from korral.model.queue import Queue
 from korral.model.si_convert import from_si_allocation
 
 _new_tuple = tuple.__new__
@@ -34,6 +35,9 @@ class PartitionAllocations(PartitionApplications):
 
     def new_uuid(self) -> str:
         return f"{self._uuid_prefix}{next(self._uuid_seq)}"
+
+    def _after_recovery(self, queue: Queue) -> None:
+        """A recovered allocation was booked in ``queue`` (the scheduling model: quota preemption)."""
 
     def recovery_reason(self, allocation: Allocation) -> str:
         """Why an existing allocation the RM reports cannot be recovered here; "" when it can. One rule
@@ -81,6 +85,7 @@ class PartitionAllocations(PartitionApplications):
             app.after_booking(recovered, 0, self.clock())
             self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
+        self._after_recovery(queue)
         if app.user_limits is not None:
             self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)

@@ -144,6 +144,11 @@ class PartitionRegistry:
         # the earliest moment a waiting ask's preemption.delay runs out (None: no ask waits for one):
         # the scheduler wakes then rather than at its next tick
         self.preempt_due: float | None = None
+        # quota preemption (model.quota_preempting): queue path -> when its lowered max is enforced;
+        # queue path -> the victims of its run still being released; (queue path, message) events
+        self.quota_timers: dict[str, float] = {}
+        self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
+        self.quota_events: list[tuple[str, str]] = []
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
@@ -187,6 +192,7 @@ class PartitionRegistry:
         self.resource_weights = dict(config.node_sort_policy.resource_weights)
         self._positive_weights = tuple((n, w) for n, w in self.resource_weights.items() if w > 0)
         seen: set[str] = set()
+        before = self._limits_before_config()
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
@@ -197,6 +203,14 @@ class PartitionRegistry:
             self.applications[app_id].user_limits = tracking
         self._limits_dirty = True
         self._rebuild_node_order()
+        self._after_config(before)
+
+    def _limits_before_config(self) -> Any:
+        """What a config change must compare with (the scheduling model: quota preemption's limits)."""
+        return None
+
+    def _after_config(self, before: Any) -> None:
+        """A config change was applied (the scheduling model starts or cancels quota preemption)."""
 
     def _apply_queue_config(self, queue: Queue, config: QueueConfig, seen: set[str]) -> None:
         queue.apply_config(config)

@@ -60,14 +60,23 @@ def waiting_on_victims(model: PartitionModel, ask: Ask) -> bool:
 
 
 def _may_attempt(model: PartitionModel, ask: Ask, now: float) -> bool:
-    """Rate limit and sequencing: not while its victims are still going, at most every 15 s."""
+    """Rate limit and sequencing: not while its victims are still going, at most every 15 s. The
+    scheduler is woken for the next attempt (nothing else may wake it: an ask short of headroom is
+    neither reserved nor outstanding)."""
     if ask.preempt_victims and waiting_on_victims(model, ask):
         return False
     checked = ask.preempt_checked_at
     if checked is not None and now - checked < PREEMPT_ATTEMPT_INTERVAL - 1e-9:
+        _wake_at(model, checked + PREEMPT_ATTEMPT_INTERVAL)
         return False
     ask.preempt_checked_at = now
+    _wake_at(model, now + PREEMPT_ATTEMPT_INTERVAL)
     return True
+
+
+def _wake_at(model: PartitionModel, due: float) -> None:
+    if model.preempt_due is None or due < model.preempt_due:
+        model.preempt_due = due
 
 
 def path_priority_offset(queue: Queue | None) -> int:
@@ -100,7 +109,14 @@ def queue_facts(model: PartitionModel) -> dict[str, policy.QueueFacts]:
         if gone:
             allocated = res.sub(allocated, gone)
         facts[path] = policy.QueueFacts(
-            path=path, guaranteed=queue.guaranteed, allocated=allocated, policy=queue.preemption_policy
+            path=path,
+            guaranteed=queue.guaranteed,
+            allocated=allocated,
+            policy=queue.preemption_policy,
+            max=queue.max,
+            booked=queue.allocated,
+            priority_offset=queue.priority_offset,
+            priority_fence=queue.priority_fence,
         )
     return facts
 
@@ -113,19 +129,28 @@ def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]
     return tag_allows_preemption(allocation.tags), False
 
 
+def allocation_age(uuid: str) -> int:
+    """An allocation's place in the partition's series (larger is newer): the number its uuid ends
+    with, as the partition issues them (recovered ones included); 0 for a uuid the RM chose."""
+    tail = uuid.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
 def _node_candidates(
-    model: PartitionModel, node: Node, allowed: Mapping[str, int] | None, offsets: Mapping[str, int]
+    model: PartitionModel, node: Node, allowed: Mapping[str, int | None] | None
 ) -> list[policy.Candidate]:
     """The allocations on ``node`` that could be victims, not being released: from the queues in
-    ``allowed`` with at most the priority given there (None: any queue, offsets 0, no priority cap)."""
+    ``allowed`` with at most the (raw) priority given there (None: any; ``allowed`` None: any queue)."""
     applications = model.applications
     found = []
     # the node books allocations in order (a dict keeps it): the index is the age on the node
     for sequence, (uuid, allocation) in enumerate(node.allocations.items()):
         path = allocation.queue_path
         if allowed is not None:
-            limit = allowed.get(path)
-            if limit is None or allocation.priority > limit:
+            if path not in allowed:
+                continue
+            limit = allowed[path]
+            if limit is not None and allocation.priority > limit:
                 continue
         app = applications.get(allocation.application_id)
         if app is None or (app.releasing and uuid in app.releasing) or uuid not in app.allocations:
@@ -138,11 +163,12 @@ def _node_candidates(
                 app.queue_path,
                 node.node_id,
                 allocation.resource,
-                allocation.priority + offsets.get(path, 0),
+                allocation.priority,
                 allow_self,
                 originator,
                 sequence,
                 bool(allocation.tags.get(TAG_REQUIRED_NODE)),
+                allocation_age(uuid),
             )
         )
     return found
@@ -152,7 +178,10 @@ class _NodeRooms(Sequence[policy.NodeRoom]):
     """The nodes for the policy, each one's facts looked up only when the search reaches it."""
 
     def __init__(
-        self, model: PartitionModel, node_ids: list[str], load: Callable[[Node], list[policy.Candidate]]
+        self,
+        model: PartitionModel,
+        node_ids: list[str],
+        load: Callable[[Node], list[policy.Candidate] | None],
     ) -> None:
         self.nodes = model.nodes
         self.node_ids = node_ids
@@ -166,26 +195,27 @@ class _NodeRooms(Sequence[policy.NodeRoom]):
         return (node.node_id, node.available, partial(self.load, node))
 
 
-def _release_victims(model: PartitionModel, ask: Ask, node: Node, victims: Iterable[str]) -> None:
+def _release_victims(model: PartitionModel, ask: Ask, victims: Iterable[tuple[str, str]]) -> None:
+    """Release each (application, uuid) victim for the ask: ``ask.preempt_victims`` are those it did."""
     message = preemption_message(ask)
     chosen = []
-    for uuid in victims:
-        application_id = node.allocations[uuid].application_id
+    for application_id, uuid in victims:
         if model.core_release(application_id, uuid, _PREEMPTED, message) is not None:
             chosen.append((application_id, uuid))
     ask.preempt_victims = tuple(chosen)
 
 
 def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
-    """An ask that fits no node may preempt (YuniKorn 1.x): it allows preempting others, it has waited
-    its queue's ``preemption.delay``, the partition has preemption on, and the laws find victims on
-    one node. Then the victims are released and the node is reserved for the ask. True if it did."""
+    """An ask that fits no node, or whose queue's headroom is short, may preempt (YuniKorn 1.x): it
+    allows preempting others, it has waited its queue's ``preemption.delay``, the partition has
+    preemption on, and the laws find victims. Then the victims are released and, when the queue's
+    headroom takes the ask, the node is reserved for it (else it is placed the usual way once the
+    victims are gone, as YuniKorn). True if it did."""
     if not ask.allow_preempt_other or ask.required_node or not model.config.preemption.enabled:
         return False
     due = ask.create_time + queue.preemption_delay
     if now < due - 1e-9:
-        if model.preempt_due is None or due < model.preempt_due:
-            model.preempt_due = due
+        _wake_at(model, due)
         return False
     if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(
         model, ask, now
@@ -198,39 +228,47 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
         application_id=app.application_id,
         queue_path=queue.path,
         resource=ask.resource,
-        priority=ask.priority + path_priority_offset(queue),
+        priority=ask.priority,
     )
     if not policy.law_1_possible(preemptor, facts):
         return False
     fence = policy.fence_root(queue.path, facts)
+    limits = policy.priority_limits(preemptor, facts, fence)
     # the leaf queues victims may come from, with the highest (raw) priority a victim there may have
-    offsets: dict[str, int] = {}
-    allowed: dict[str, int] = {}
+    allowed: dict[str, int | None] = {}
     for path, leaf in model.queues.items():
         if (
             leaf.is_leaf
             and leaf.applications
+            and path in limits
             and policy.victim_queue_eligible(queue.path, fence, path, facts)
         ):
-            offsets[path] = path_priority_offset(leaf)
-            allowed[path] = preemptor.priority - offsets[path]
+            allowed[path] = limits[path]
     if not allowed:
         return False
     mine = (app.application_id, ask.allocation_key)
 
-    def load(node: Node) -> list[policy.Candidate]:
+    def load(node: Node) -> list[policy.Candidate] | None:
         if (
-            not node.allocations
-            or not node.schedulable
+            not node.schedulable
             or (node.reservations and not free_for_preemptor(model, node, mine, ask.priority, now))
             or not node.capacity_fits(ask.resource)
         ):
-            return []
-        return _node_candidates(model, node, allowed, offsets)
+            return None
+        return _node_candidates(model, node, allowed) if node.allocations else []
+
+    def everyone() -> list[policy.Candidate]:
+        found: list[policy.Candidate] = []
+        for node in model.nodes.values():
+            if node.allocations:
+                found.extend(_node_candidates(model, node, allowed))
+        return found
 
     node_ids = sorted(model.nodes)  # the policy breaks ties by node id
     for _ in range(PREDICATE_RETRIES):
-        plan = policy.choose_on_nodes(preemptor, facts, _NodeRooms(model, node_ids, load), SEARCH_PATIENCE)
+        plan = policy.choose_on_nodes(
+            preemptor, facts, _NodeRooms(model, node_ids, load), SEARCH_PATIENCE, everyone
+        )
         if plan is None:
             return False
         if not model._filters_nodes or model._accepts(ask.allocation_key, plan.node_id):
@@ -239,8 +277,9 @@ def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask,
     else:
         return False
     node = model.nodes[plan.node_id]
-    _release_victims(model, ask, node, plan.victims)
-    if ask.preempt_victims:
+    over = queue.over_quota(ask.resource)
+    _release_victims(model, ask, zip(plan.owners, plan.victims, strict=True))
+    if ask.preempt_victims and (over is None or over.parent is None):
         if ask.allocation_key in app.reservations:
             model.unreserve(app.application_id, ask.allocation_key)
         model.reserve(app, ask, node)
@@ -295,7 +334,7 @@ def try_reserved_required_node(
 def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, node: Node) -> bool:
     """YuniKorn's required-node preemptor: victims only on the ask's node, its own application's
     allocations included, lowest priority first; other daemon-set allocations never."""
-    candidates = _node_candidates(model, node, None, {})
+    candidates = _node_candidates(model, node, None)
     preemptor = policy.Preemptor(
         allocation_key=ask.allocation_key,
         application_id=app.application_id,
@@ -314,5 +353,5 @@ def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, 
             )
         )
         return False
-    _release_victims(model, ask, node, plan.victims)
+    _release_victims(model, ask, [(node.allocations[uuid].application_id, uuid) for uuid in plan.victims])
     return bool(ask.preempt_victims)

@@ -25,6 +25,9 @@ PRIORITY_POLICY = "priority.policy"
 PRIORITY_OFFSET = "priority.offset"
 PREEMPTION_POLICY = "preemption.policy"
 PREEMPTION_DELAY = "preemption.delay"
+# YuniKorn 1.8: how long a queue's usage may stay over a lowered max before quota preemption (own
+# property of a managed queue, not inherited; 0 or unset: never)
+QUOTA_PREEMPTION_DELAY = "quota.preemption.delay"
 # YuniKorn's default preemption.delay: an ask may preempt once it has waited this long
 DEFAULT_PREEMPTION_DELAY = 30.0
 # YUNIKORN-3115: after this many asks of an application fit no node in one pass, the application is
@@ -118,6 +121,12 @@ def _parse_preemption_delay(text: str | None) -> float:
     return delay if delay is not None and delay > 0 else DEFAULT_PREEMPTION_DELAY
 
 
+def _parse_quota_preemption_delay(text: str | None) -> float:
+    """``quota.preemption.delay``: a Go duration; unset, 0, negative or not a duration: 0 (never)."""
+    delay = parse_go_duration(text) if text is not None else None
+    return delay if delay is not None and delay > 0 else 0.0
+
+
 def _configured_resource(resource: Resource) -> Resource | None:
     """A configured max or guaranteed as YuniKorn's setResources takes it: as given, explicit zeros
     included, when strictly greater than zero (at least one positive type, no negative); else not set."""
@@ -182,6 +191,7 @@ class Queue:
         self.preemption_delay = DEFAULT_PREEMPTION_DELAY
         self.unsched_backoff = 0
         self.unsched_backoff_delay = DEFAULT_BACKOFF_DELAY
+        self.quota_preemption_delay = 0.0
         if parent is not None:
             self.properties = inherited_properties(parent.properties)
             self._apply_property_settings()
@@ -237,6 +247,9 @@ class Queue:
         self.admin_acl = ACL.parse(config.admin_acl)
         self.own_child_template = config.child_template
         self.own_properties = dict(config.properties)
+        self.quota_preemption_delay = _parse_quota_preemption_delay(
+            config.properties.get(QUOTA_PREEMPTION_DELAY)
+        )
         self._refresh_share_base()
         self.refresh_properties()
         if self.state is QueueState.DRAINING:

@@ -195,10 +195,10 @@ def _break_priorities(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
 
     honest = preempting._node_candidates
 
-    def lowest(model: object, node: object, allowed: dict | None, offsets: dict) -> list:
+    def lowest(model: object, node: object, allowed: dict | None) -> list:
         if allowed is not None:
-            allowed = dict.fromkeys(allowed, 10**9)
-        return [c._replace(priority=-1000) for c in honest(model, node, allowed, offsets)]  # type: ignore[arg-type]
+            allowed = dict.fromkeys(allowed)  # any priority
+        return [c._replace(priority=-1000) for c in honest(model, node, allowed)]  # type: ignore[arg-type]
 
     monkeypatch.setattr(preempting, "_node_candidates", lowest)
 
@@ -213,7 +213,7 @@ def _break_disabled(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
 
 
 def _break_fence(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
-    monkeypatch.setattr(policy, "_inside", lambda path, subtree: True)
+    monkeypatch.setattr(policy, "fence_root", lambda queue_path, queues: "root")
 
 
 @pytest.mark.timeout(180)
