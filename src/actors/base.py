@@ -19,13 +19,15 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
 from pykka import ActorRegistry
 from pykka._envelope import Envelope
 
+from korral.actors.dispatch import Handler, ensure_handlers
+from korral.actors.messages import Retire, SchedulerDone
 from korral.actors.runtime import (
     ActorPool,
     Bundle,
@@ -369,29 +371,31 @@ class Periodic:
         self.entry = entry
 
 
-# message type -> its handler's name, for every actor: looked up on the actor at each message (a
-# per-actor cache of bound handlers cost every actor a dict and a bound method, ~250 B)
-_HANDLER_NAMES: dict[type, str] = {}
-
-
 class KorralActor(pykka.Actor):
     """Base of every korral actor: typed dispatch, counted messages, contained failures.
 
-    Messages are dispatched to ``on_<MessageClassName>`` methods. Subclasses set ``rank`` and must
+    A message of class ``X`` is handled by ``on_X(self, message: X)``, found in the class's handler
+    table (``korral.actors.dispatch``: keyed by message class, built and checked when the first actor
+    of the class starts; a message without a handler is counted as an error). Subclasses set ``rank`` and must
     only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it. Concrete actors
     derive from ``ThreadedActor`` (own thread: may block on asks and RM callbacks) or ``PoolActor``
     (runs on its partition's pool: never blocks).
     """
 
     rank: Rank = Rank.NODE
+    # message class -> handler, this class's own (``ensure_handlers``, at the first start)
+    handlers: ClassVar[Mapping[type, Handler]]
 
     def __init__(self, tracker: Tracker, name: str) -> None:
         super().__init__()
+        ensure_handlers(type(self))  # built and checked when the class's first actor is made
         self.tracker = tracker
         self.name = name
         # started by a LazyHandle: that handle is this actor's own (one actor_id for the tracker)
         adopted = _adopting.__dict__.pop("handle", None)
-        self.handle = adopted if adopted is not None else Handle(self.actor_ref, self.rank, name, tracker)
+        self.handle: Handle = (
+            adopted if adopted is not None else Handle(self.actor_ref, self.rank, name, tracker)
+        )
 
     def ask(self, target: Handle, message: Any, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
         pool = getattr(self, "pool", None)
@@ -443,17 +447,16 @@ class KorralActor(pykka.Actor):
             message.entry.queued = False
             message = message.message
         kind = type(message)
-        name = _HANDLER_NAMES.get(kind)
-        if name is None:
-            name = _HANDLER_NAMES[kind] = f"on_{kind.__name__}"
-        handler = getattr(self, name, None)
+        handler = self.handlers.get(kind)
         if handler is None:
+            # a message this actor has no handler for: a sender's mistake, and counted as one
+            self.tracker.record_error()
             log.error("%s: no handler for %r", self.name, message)
-            return None
+            return HandlerError(f"{self.name}: no handler for {kind.__name__}")
         weight = 0 if self.tracker.handler_seconds is None else self.tracker.timing_weight(kind)
         started = time.thread_time() if weight else 0.0
         try:
-            return handler(message)
+            return handler(self, message)
         except Exception as error:
             return self.handler_failed(kind.__name__, error)
         finally:
@@ -512,10 +515,10 @@ class RetiringActor(PoolActor):
     scheduler_sends = True
     _scheduler_done = False
 
-    def on_SchedulerDone(self, message: Any) -> None:
+    def on_SchedulerDone(self, message: SchedulerDone) -> None:
         self._scheduler_done = True
 
-    def on_Retire(self, message: Any) -> None:
+    def on_Retire(self, message: Retire) -> None:
         if self.scheduler_sends and not self._scheduler_done:
             return
         outbox = worker.outbox  # messages for this actor its pool holds are not counted yet

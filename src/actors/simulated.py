@@ -190,7 +190,10 @@ def simulated_class(actor_class: type) -> type:
     """``actor_class`` with a simulated mailbox (one class per actor class, made once)."""
     simulated = _simulated_classes.get(actor_class)
     if simulated is None:
-        simulated = type(actor_class.__name__, (SimulatedActor, actor_class), {"__module__": __name__})
+        # (``runs``: the class it runs, whose handler table it shares, ``ensure_handlers``)
+        simulated = type(
+            actor_class.__name__, (SimulatedActor, actor_class), {"__module__": __name__, "runs": actor_class}
+        )
         _simulated_classes[actor_class] = simulated
     return simulated
 

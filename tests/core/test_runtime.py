@@ -136,10 +136,10 @@ def test_a_pooled_actor_may_not_block_on_its_own_pool(pool: ActorPool) -> None:
 class Failing(ThreadedActor):
     rank = Rank.SCHEDULER
 
-    def on_Explode(self, message: Any) -> None:
+    def on_Explode(self, message: Explode) -> None:
         raise RuntimeError("handler failure")
 
-    def on_Ping(self, message: Any) -> str:
+    def on_Ping(self, message: Ping) -> str:
         return "pong"
 
 
