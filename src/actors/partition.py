@@ -36,6 +36,8 @@ from korral.actors.messages import (
     AppAdded,
     ApplyConfig,
     AppSpec,
+    CallbackArgument,
+    CallbackMethod,
     Deliver,
     NodeAdded,
     NodeReservations,
@@ -266,7 +268,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._describe_queue(path, {}, {}) for path in sorted(self.registry.queues) if path in self.queues
         )
 
-    def _deliver(self, method: str, argument: Any) -> None:
+    def _deliver(self, method: CallbackMethod, argument: CallbackArgument) -> None:
         self.dispatcher.tell(Deliver(method=method, argument=argument))
 
     def _event(self, record: Callable[[], si.EventRecord]) -> None:

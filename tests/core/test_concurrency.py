@@ -91,7 +91,7 @@ class ViewProbe:
 def add_view_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scheduler handles ``ViewProbe`` (its handler table rebuilt with it, undone after the test)."""
     monkeypatch.setattr(SchedulerActor, "on_ViewProbe", _on_view_probe, raising=False)
-    monkeypatch.setattr(SchedulerActor, "handlers", handler_table(SchedulerActor))
+    monkeypatch.setattr(SchedulerActor, "handlers", handler_table(SchedulerActor), raising=False)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import korral
+from korral import si
 from korral import testing as t
 from korral.actors.application import ApplicationActor
 from korral.actors.base import HandlerError, Rank, ThreadedActor, Tracker, start_actor
@@ -112,3 +113,35 @@ def test_a_core_schedules_with_every_message_handled(settings: dict[str, Any]) -
         core.wait_until_idle()
         assert len(rm.live) == 3
         assert core.tracker.errors == 0
+
+
+class OnlyAllocations:
+    """An RM callback that is not a ResourceManagerCallback and has some of its methods."""
+
+    def __init__(self) -> None:
+        self.new: list[si.Allocation] = []
+        self.events: list[si.EventRecord] = []
+
+    def send_event(self, events: list[si.EventRecord]) -> None:
+        self.events.extend(events)
+
+    def predicates(self, args: si.PredicatesArgs) -> bool:
+        return True
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        self.new.extend(response.new)
+
+
+def test_an_rm_without_some_callback_methods_gets_the_ones_it_has(caplog: pytest.LogCaptureFixture) -> None:
+    rm = OnlyAllocations()
+    with korral.start() as core:
+        core.register_resource_manager(t.register("rm", CONFIG), rm)  # type: ignore[arg-type]
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 1000, "vcore": 10}))
+        core.update_application(t.applications("rm", {"app1": "root.leaf"}))
+        core.update_allocation(t.asks("rm", "app1", 2, {"memory": 100, "vcore": 1}))
+        core.wait_until_idle()
+        assert len(rm.new) == 2
+        assert core.tracker.errors == 0
+    said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert any("update_node" in line for line in said)
+    assert len([line for line in said if "update_node" in line]) == 1  # said once
