@@ -16,26 +16,24 @@ import enum
 import logging
 import random
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
-from pykka import ActorRegistry
-from pykka._envelope import Envelope
 
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.messages import Retire, SchedulerDone
 from korral.actors.runtime import (
     ActorPool,
     Bundle,
+    Envelope,
     PooledActor,
     PooledInbox,
+    ReleasingInbox,
     StopFlag,
     put_counted,
-    receive_envelope,
     worker,
 )
 
@@ -268,7 +266,7 @@ class Handle:
         if ref.actor_stopped.is_set():
             self._tracker.done(self.actor_id)
             return False
-        ref.actor_inbox.put(Envelope(message))
+        ref.actor_inbox.put(Envelope(message))  # type: ignore[arg-type]  # (pykka's envelope's shape)
         return True
 
     def ask(self, message: Any, *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
@@ -388,9 +386,11 @@ class KorralActor(pykka.Actor):
 
     def __init__(self, tracker: Tracker, name: str) -> None:
         super().__init__()
+        if _made.starts:  # for _start, which has only the ref pykka's start returns
+            _made.actors.append(self)
         ensure_handlers(type(self))  # built and checked when the class's first actor is made
-        self.tracker = tracker
-        self.name = name
+        self.tracker: Tracker = tracker
+        self.name: str = name
         # started by a LazyHandle: that handle is this actor's own (one actor_id for the tracker)
         adopted = _adopting.__dict__.pop("handle", None)
         self.handle: Handle = (
@@ -472,23 +472,14 @@ class KorralActor(pykka.Actor):
 
 
 class ThreadedActor(KorralActor, pykka.ThreadingActor):
-    """A korral actor on its own thread."""
+    """A korral actor on its own thread: pykka's ``ThreadingActor`` and its loop, with a mailbox that
+    lets go of each message once handled (``ReleasingInbox``)."""
 
     use_daemon_thread = True
 
-    def _actor_loop_running(self) -> None:
-        # pykka's loop, unchanged but for letting go of each message once handled: pykka's keeps the
-        # last one until the next arrives, and for the RM proxy and a partition that can be an RM's
-        # request of 50,000 asks, held (and counted in the peak RSS) long after it was taken in
-        while not self.actor_stopped.is_set():
-            envelope = self.actor_inbox.get()
-            try:
-                receive_envelope(self, envelope)
-            except BaseException:
-                log.debug("%r in %s. Stopping all actors.", sys.exc_info()[1], self)
-                self._stop()
-                ActorRegistry.stop_all()
-            del envelope
+    @staticmethod
+    def _create_actor_inbox() -> ReleasingInbox:
+        return ReleasingInbox()
 
 
 class PoolActor(KorralActor, PooledActor):
@@ -527,7 +518,7 @@ class RetiringActor(PoolActor):
             and (outbox is None or not outbox.holds(self.handle.actor_id))
             and self.quiet()
         ):
-            self._stop()  # synchronous: tells from now on return False to their senders
+            self.stop_now()  # synchronous: tells from now on return False to their senders
 
     def quiet(self) -> bool:
         """Nothing this actor owns is still to be passed on (subclasses say what)."""
@@ -546,22 +537,38 @@ class HandlerError:
         return f"HandlerError({self.message!r})"
 
 
+class _Made(threading.local):
+    # the korral actors made on this thread while starts (this many) are under way, outermost first
+    actors: list[KorralActor]
+    starts: int
+
+    def __init__(self) -> None:
+        self.actors = []
+        self.starts = 0
+
+
+_made = _Made()
+
+
 def _start(
     actor_class: type[KorralActor], tracker: Tracker, name: str, args: Any, kwargs: Any
 ) -> KorralActor:
     """pykka's ``Actor.start`` (create, register, start the runtime's loop) on the tracker's runtime,
-    returning the actor: the one place where the runtime chooses how an actor runs. (pykka's own
-    ``start`` formats two debug lines per actor whether logged or not: ~1 µs per node actor.)"""
+    returning the actor: the one place where the runtime chooses how an actor runs. The actor is the
+    first one made since this start began (an actor's constructor may start others)."""
     if tracker.simulation is not None:
         from korral.actors.simulated import simulated_class
 
         actor_class = simulated_class(actor_class)
-    actor = actor_class(tracker, name, *args, **kwargs)
-    ref = actor.actor_ref
-    with ActorRegistry._actor_refs_lock:  # ActorRegistry.register, without its debug line
-        ActorRegistry._actor_refs.append(ref)
-    actor._start_actor_loop()
-    return actor
+    made = _made.actors
+    depth = len(made)
+    _made.starts += 1
+    try:
+        actor_class.start(tracker, name, *args, **kwargs)
+        return made[depth]
+    finally:
+        _made.starts -= 1
+        del made[depth:]
 
 
 def start_actor(

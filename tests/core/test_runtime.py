@@ -199,7 +199,7 @@ class Recorder(PoolActor):
         assert message.opened.wait(5.0)
 
     def on_StopYourself(self, message: StopYourself) -> None:
-        self._stop()
+        self.stop_now()
 
 
 def test_tell_each_delivers_to_many_pooled_actors_once_each_on_the_worker(pool: ActorPool) -> None:
