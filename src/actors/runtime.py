@@ -548,12 +548,16 @@ class PooledActor(OwnLoop):
         # what pykka.Actor.__init__ sets up (its public fields), with a URN that is unique without a
         # random read per actor, and the KorralRef this actor is reached by
         self.actor_urn = f"{_URN_PREFIX}{next(_URN_SERIAL):012x}"
-        self.actor_inbox = PooledInbox()
+        self.actor_inbox = self.new_inbox()
         self.actor_stopped = StopFlag()  # type: ignore[assignment]  # (see StopFlag)
         self.korral_ref = KorralRef(self)
 
     @staticmethod
     def _create_actor_inbox() -> Any:
+        return PooledInbox()
+
+    def new_inbox(self) -> Any:
+        """The mailbox this constructor gives the actor (the simulated runtime's class gives its own)."""
         return PooledInbox()
 
     @staticmethod

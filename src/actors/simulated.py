@@ -141,6 +141,10 @@ class SimulatedActor(OwnLoop):
     def _create_actor_inbox() -> Any:
         return SimulatedInbox()
 
+    def new_inbox(self) -> Any:
+        """A pooled actor's constructor's mailbox (``PooledActor.new_inbox``), simulated."""
+        return SimulatedInbox()
+
     @staticmethod
     def _create_future() -> pykka.Future[Any]:
         return SimulatedFuture()
