@@ -47,7 +47,7 @@ def stop_and_wait(handle: Handle, timeout: float = STOP_TIMEOUT) -> None:
 @attrs.frozen(slots=True)
 class Register:
     request: si.RegisterResourceManagerRequest
-    callback: Any
+    callback: ResourceManagerCallback
 
 
 @attrs.frozen(slots=True)
@@ -59,7 +59,7 @@ class UpdateConfiguration:
 class Route:
     """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
 
-    request: Any  # si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
+    request: si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
     checked: Checked | None = None
 
 
