@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pykka
 
 from korral.actors.dispatch import Handler, ensure_handlers
+from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
 from korral.actors.runtime import (
     ActorPool,
     Bundle,
-    Envelope,
     PooledActor,
     PooledInbox,
-    ReleasingInbox,
     StopFlag,
     put_counted,
     worker,

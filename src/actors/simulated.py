@@ -33,7 +33,8 @@ import pykka
 from pykka import ActorRegistry, Timeout
 
 from korral.actors.base import Periodic, PeriodicEntry
-from korral.actors.runtime import OwnLoop, PooledActor, receive_envelope
+from korral.actors.loop import OwnLoop, receive_envelope
+from korral.actors.runtime import PooledActor
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle

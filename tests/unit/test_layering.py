@@ -193,6 +193,7 @@ def test_the_pykka_check_looks_at_the_runtime() -> None:
     looked_at = {module for module, path in source_modules() if reaches_actors(module, path)}
     assert {
         "korral.actors.base",
+        "korral.actors.loop",
         "korral.actors.runtime",
         "korral.actors.simulated",
         "korral.core",
