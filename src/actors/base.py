@@ -16,16 +16,16 @@ import enum
 import logging
 import random
 import secrets
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
-from pykka import ActorRegistry
-from pykka._envelope import Envelope
 
+from korral.actors.dispatch import Handler, ensure_handlers
+from korral.actors.loop import Envelope, ReleasingInbox
+from korral.actors.messages import Retire, SchedulerDone
 from korral.actors.runtime import (
     ActorPool,
     Bundle,
@@ -33,7 +33,6 @@ from korral.actors.runtime import (
     PooledInbox,
     StopFlag,
     put_counted,
-    receive_envelope,
     worker,
 )
 
@@ -274,7 +273,7 @@ class Handle:
         if ref.actor_stopped.is_set():
             self._tracker.done(self.actor_id)
             return False
-        ref.actor_inbox.put(Envelope(message))
+        ref.actor_inbox.put(Envelope(message))  # type: ignore[arg-type]  # (pykka's envelope's shape)
         return True
 
     def ask(self, message: Any, *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
@@ -377,29 +376,33 @@ class Periodic:
         self.entry = entry
 
 
-# message type -> its handler's name, for every actor: looked up on the actor at each message (a
-# per-actor cache of bound handlers cost every actor a dict and a bound method, ~250 B)
-_HANDLER_NAMES: dict[type, str] = {}
-
-
 class KorralActor(pykka.Actor):
     """Base of every korral actor: typed dispatch, counted messages, contained failures.
 
-    Messages are dispatched to ``on_<MessageClassName>`` methods. Subclasses set ``rank`` and must
+    A message of class ``X`` is handled by ``on_X(self, message: X)``, found in the class's handler
+    table (``korral.actors.dispatch``: keyed by message class, built and checked when the first actor
+    of the class starts; a message without a handler is counted as an error). Subclasses set ``rank`` and must
     only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it. Concrete actors
     derive from ``ThreadedActor`` (own thread: may block on asks and RM callbacks) or ``PoolActor``
     (runs on its partition's pool: never blocks).
     """
 
     rank: Rank = Rank.NODE
+    # message class -> handler, this class's own (``ensure_handlers``, at the first start)
+    handlers: ClassVar[Mapping[type, Handler]]
 
     def __init__(self, tracker: Tracker, name: str) -> None:
         super().__init__()
-        self.tracker = tracker
-        self.name = name
+        if _made.starts:  # for _start, which has only the ref pykka's start returns
+            _made.actors.append(self)
+        ensure_handlers(type(self))  # built and checked when the class's first actor is made
+        self.tracker: Tracker = tracker
+        self.name: str = name
         # started by a LazyHandle: that handle is this actor's own (one actor_id for the tracker)
         adopted = _adopting.__dict__.pop("handle", None)
-        self.handle = adopted if adopted is not None else Handle(self.actor_ref, self.rank, name, tracker)
+        self.handle: Handle = (
+            adopted if adopted is not None else Handle(self.actor_ref, self.rank, name, tracker)
+        )
 
     def ask(self, target: Handle, message: Any, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
         pool = getattr(self, "pool", None)
@@ -451,17 +454,16 @@ class KorralActor(pykka.Actor):
             message.entry.queued = False
             message = message.message
         kind = type(message)
-        name = _HANDLER_NAMES.get(kind)
-        if name is None:
-            name = _HANDLER_NAMES[kind] = f"on_{kind.__name__}"
-        handler = getattr(self, name, None)
+        handler = self.handlers.get(kind)
         if handler is None:
+            # a message this actor has no handler for: a sender's mistake, and counted as one
+            self.tracker.record_error()
             log.error("%s: no handler for %r", self.name, message)
-            return None
+            return HandlerError(f"{self.name}: no handler for {kind.__name__}")
         weight = 0 if self.tracker.handler_seconds is None else self.tracker.timing_weight(kind)
         started = time.thread_time() if weight else 0.0
         try:
-            return handler(message)
+            return handler(self, message)
         except Exception as error:
             return self.handler_failed(kind.__name__, error)
         finally:
@@ -477,23 +479,14 @@ class KorralActor(pykka.Actor):
 
 
 class ThreadedActor(KorralActor, pykka.ThreadingActor):
-    """A korral actor on its own thread."""
+    """A korral actor on its own thread: pykka's ``ThreadingActor`` and its loop, with a mailbox that
+    lets go of each message once handled (``ReleasingInbox``)."""
 
     use_daemon_thread = True
 
-    def _actor_loop_running(self) -> None:
-        # pykka's loop, unchanged but for letting go of each message once handled: pykka's keeps the
-        # last one until the next arrives, and for the RM proxy and a partition that can be an RM's
-        # request of 50,000 asks, held (and counted in the peak RSS) long after it was taken in
-        while not self.actor_stopped.is_set():
-            envelope = self.actor_inbox.get()
-            try:
-                receive_envelope(self, envelope)
-            except BaseException:
-                log.debug("%r in %s. Stopping all actors.", sys.exc_info()[1], self)
-                self._stop()
-                ActorRegistry.stop_all()
-            del envelope
+    @staticmethod
+    def _create_actor_inbox() -> ReleasingInbox:
+        return ReleasingInbox()
 
 
 class PoolActor(KorralActor, PooledActor):
@@ -520,10 +513,10 @@ class RetiringActor(PoolActor):
     scheduler_sends = True
     _scheduler_done = False
 
-    def on_SchedulerDone(self, message: Any) -> None:
+    def on_SchedulerDone(self, message: SchedulerDone) -> None:
         self._scheduler_done = True
 
-    def on_Retire(self, message: Any) -> None:
+    def on_Retire(self, message: Retire) -> None:
         if self.scheduler_sends and not self._scheduler_done:
             return
         outbox = worker.outbox  # messages for this actor its pool holds are not counted yet
@@ -532,7 +525,7 @@ class RetiringActor(PoolActor):
             and (outbox is None or not outbox.holds(self.handle.actor_id))
             and self.quiet()
         ):
-            self._stop()  # synchronous: tells from now on return False to their senders
+            self.stop_now()  # synchronous: tells from now on return False to their senders
 
     def quiet(self) -> bool:
         """Nothing this actor owns is still to be passed on (subclasses say what)."""
@@ -551,22 +544,38 @@ class HandlerError:
         return f"HandlerError({self.message!r})"
 
 
+class _Made(threading.local):
+    # the korral actors made on this thread while starts (this many) are under way, outermost first
+    actors: list[KorralActor]
+    starts: int
+
+    def __init__(self) -> None:
+        self.actors = []
+        self.starts = 0
+
+
+_made = _Made()
+
+
 def _start(
     actor_class: type[KorralActor], tracker: Tracker, name: str, args: Any, kwargs: Any
 ) -> KorralActor:
     """pykka's ``Actor.start`` (create, register, start the runtime's loop) on the tracker's runtime,
-    returning the actor: the one place where the runtime chooses how an actor runs. (pykka's own
-    ``start`` formats two debug lines per actor whether logged or not: ~1 µs per node actor.)"""
+    returning the actor: the one place where the runtime chooses how an actor runs. The actor is the
+    first one made since this start began (an actor's constructor may start others)."""
     if tracker.simulation is not None:
         from korral.actors.simulated import simulated_class
 
         actor_class = simulated_class(actor_class)
-    actor = actor_class(tracker, name, *args, **kwargs)
-    ref = actor.actor_ref
-    with ActorRegistry._actor_refs_lock:  # ActorRegistry.register, without its debug line
-        ActorRegistry._actor_refs.append(ref)
-    actor._start_actor_loop()
-    return actor
+    made = _made.actors
+    depth = len(made)
+    _made.starts += 1
+    try:
+        actor_class.start(tracker, name, *args, **kwargs)
+        return made[depth]
+    finally:
+        _made.starts -= 1
+        del made[depth:]
 
 
 def start_actor(

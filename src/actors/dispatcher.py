@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from korral.actors.base import Rank, ThreadedActor, Tracker
-from korral.actors.messages import Deliver
+from korral.actors.messages import CALLBACK_METHODS, CallbackArgument, Deliver
+from korral.callback import ResourceManagerCallback
 
 log = logging.getLogger("korral.callbacks")
 
@@ -20,9 +20,9 @@ class CallbackDispatcher(ThreadedActor):
         self,
         tracker: Tracker,
         name: str,
-        callback: Any,
+        callback: ResourceManagerCallback,
         closed: threading.Event,
-        observer: Callable[[str, Any], None] | None = None,
+        observer: Callable[[str, CallbackArgument], None] | None = None,
     ) -> None:
         super().__init__(tracker, name)
         self.callback = callback
@@ -30,7 +30,12 @@ class CallbackDispatcher(ThreadedActor):
         # queued here is dropped, not delivered to an RM that is gone
         self.closed = closed
         self.failures = 0
-        self.missing: set[str] = set()
+        # an RM callback that is not a ResourceManagerCallback may lack some methods: found once here
+        # (and said once, at the first delivery to it), not looked up by name per delivery
+        self.missing: frozenset[str] = frozenset(
+            method for method in CALLBACK_METHODS if not callable(getattr(callback, method, None))
+        )
+        self.said_missing: set[str] = set()
         # sees everything the core delivers to this RM (the core's metrics and event log)
         self.observer = observer
 
@@ -50,15 +55,13 @@ class CallbackDispatcher(ThreadedActor):
                 self.observer(message.method, message.argument)
             except Exception:
                 log.exception("%s: observing %s failed", self.name, message.method)
-        method = getattr(self.callback, message.method, None)
-        if method is None:
-            # an RM callback that is not a ResourceManagerCallback and lacks this method: said once
-            if message.method not in self.missing:
-                self.missing.add(message.method)
+        if message.method in self.missing:
+            if message.method not in self.said_missing:
+                self.said_missing.add(message.method)
                 log.warning("%s: the RM callback has no %s: not delivered", self.name, message.method)
             return
         try:
-            method(message.argument)
+            message.call(self.callback)
         except Exception:
             # The RM's own failure: logged and contained, scheduling goes on.
             self.failures += 1

@@ -6,7 +6,8 @@ arithmetic always builds new dicts for what it hands out).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypeVar, dataclass_transform
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, dataclass_transform, get_args
 
 import attrs
 
@@ -15,6 +16,10 @@ from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
+
+if TYPE_CHECKING:
+    from korral.actors.base import Handle
+    from korral.callback import ResourceManagerCallback
 
 _T = TypeVar("_T")
 
@@ -103,7 +108,7 @@ class ReleaseAllocations:
 @frozen
 class RecoverAllocations:
     allocations: tuple[Allocation, ...]
-    node: Any  # Handle of the node the allocations run on
+    node: Handle  # of the node the allocations run on
 
 
 @frozen
@@ -140,8 +145,8 @@ class Place(NamedTuple):
     A named tuple rather than an attrs class: one is built per touched node of every batch (at 10,000
     nodes, one per allocation), and a tuple is built in a fraction of the time."""
 
-    placements: tuple[tuple[Allocation, Any], ...]
-    replacements: tuple[tuple[Allocation, Any], ...] = ()
+    placements: tuple[tuple[Allocation, Handle], ...]
+    replacements: tuple[tuple[Allocation, Handle], ...] = ()
 
 
 class Placed(NamedTuple):
@@ -149,7 +154,7 @@ class Placed(NamedTuple):
 
     A named tuple, as ``Place``: at 10,000 nodes one is built per allocation."""
 
-    node: Any  # Handle of the node
+    node: Handle  # of the node
     allocations: tuple[Allocation, ...]
 
 
@@ -158,7 +163,7 @@ class BookRecovered:
     """Application -> node: book recovered allocations whatever the room (they already run)."""
 
     allocations: tuple[Allocation, ...]
-    app: Any  # Handle of the owning application
+    app: Handle  # of the owning application
 
 
 @frozen
@@ -193,7 +198,7 @@ class RolledBack:
 @frozen
 class NodeAdded:
     spec: NodeSpec
-    node: Any  # Handle
+    node: Handle
 
 
 @frozen
@@ -216,14 +221,14 @@ class NodeGone:
 @frozen
 class AppAdded:
     spec: AppSpec
-    app: Any  # Handle
+    app: Handle
 
 
 @frozen
 class AppGone:
     application_id: str
     # the incarnation that is gone: an id removed and added again may have a new one by now
-    app: Any = None  # Handle
+    app: Handle | None = None
 
 
 @frozen
@@ -278,7 +283,7 @@ class SwapOnNode:
     each real allocation takes its placeholder's place (the node's usage moves by the difference)."""
 
     swaps: tuple[tuple[str, Allocation], ...]
-    app: Any  # Handle of the owning application
+    app: Handle  # of the owning application
 
 
 @frozen
@@ -294,7 +299,7 @@ class ViewOps:
     application_id: str
     ops: tuple[ViewOp, ...]
     # the incarnation they are about (an id removed and added again is a new one); None: the current
-    app: Any = None  # Handle
+    app: Handle | None = None
 
 
 # ---- owners -> queues -----------------------------------------------------------------------------------
@@ -403,31 +408,92 @@ class GroupsUsageQuery(PartitionQuery):
 # ---- callbacks -----------------------------------------------------------------------------------------
 
 
-# the RM callback's methods that the core calls (``ResourceManagerCallback``) other than predicates,
-# which the scheduler calls itself and waits on
-CALLBACK_METHODS = frozenset(
-    {
-        "update_allocation",
-        "update_application",
-        "update_node",
-        "send_event",
-        "update_container_scheduling_state",
-    }
+# The RM callback's methods that the core calls (``ResourceManagerCallback``) other than predicates,
+# which the scheduler calls itself and waits on; each with the one argument type it takes.
+CallbackMethod = Literal[
+    "update_allocation",
+    "update_application",
+    "update_node",
+    "send_event",
+    "update_container_scheduling_state",
+]
+CallbackArgument = (
+    si.AllocationResponse
+    | si.ApplicationResponse
+    | si.NodeResponse
+    | list[si.EventRecord]
+    | si.UpdateContainerSchedulingStateRequest
 )
+CALLBACK_METHODS: frozenset[str] = frozenset(get_args(CallbackMethod))
+CALLBACK_ARGUMENTS: dict[str, type] = {
+    "update_allocation": si.AllocationResponse,
+    "update_application": si.ApplicationResponse,
+    "update_node": si.NodeResponse,
+    "send_event": list,
+    "update_container_scheduling_state": si.UpdateContainerSchedulingStateRequest,
+}
+
+
+def _update_allocation(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
+    assert isinstance(argument, si.AllocationResponse)
+    rm.update_allocation(argument)
+
+
+def _update_application(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
+    assert isinstance(argument, si.ApplicationResponse)
+    rm.update_application(argument)
+
+
+def _update_node(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
+    assert isinstance(argument, si.NodeResponse)
+    rm.update_node(argument)
+
+
+def _send_event(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
+    assert isinstance(argument, list)
+    rm.send_event(argument)
+
+
+def _update_container_scheduling_state(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
+    assert isinstance(argument, si.UpdateContainerSchedulingStateRequest)
+    rm.update_container_scheduling_state(argument)
+
+
+# method -> the typed call that hands its argument to the RM (no lookup of the method by its name)
+_CALLS: dict[str, Callable[[ResourceManagerCallback, CallbackArgument], None]] = {
+    "update_allocation": _update_allocation,
+    "update_application": _update_application,
+    "update_node": _update_node,
+    "send_event": _send_event,
+    "update_container_scheduling_state": _update_container_scheduling_state,
+}
+
+
+def _argument_fits(instance: Deliver, attribute: attrs.Attribute[CallbackArgument], value: object) -> None:
+    expected = CALLBACK_ARGUMENTS.get(instance.method)
+    if expected is not None and not isinstance(value, expected):
+        raise TypeError(
+            f"Deliver {instance.method} takes a {expected.__name__}, not a {type(value).__name__}"
+        )
 
 
 @frozen
 class Deliver:
-    """-> dispatcher: call one RM callback method with one argument.
+    """-> dispatcher: call one RM callback method with its argument (``call``).
 
-    A method that is not one of ``CALLBACK_METHODS`` (a misspelling) fails where the message is built,
-    rather than being dropped unseen by the dispatcher."""
+    The method is one of ``CallbackMethod`` and the argument of the type that method takes, both
+    checked where the message is built (a misspelling or a wrong argument fails there, rather than
+    being dropped or failing unseen in the RM's thread)."""
 
-    method: str = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
-    argument: Any
+    method: CallbackMethod = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
+    argument: CallbackArgument = attrs.field(validator=_argument_fits)
     # (handle, message) told once the RM's method has returned (or failed, or was not called): work
     # that should not compete with this answer for the GIL (a partition's StartNodeActors)
-    then: tuple[Any, Any] | None = None
+    then: tuple[Handle, object] | None = None
+
+    def call(self, rm: ResourceManagerCallback) -> None:
+        """Hand the argument to the RM's method (a typed call per method)."""
+        _CALLS[self.method](rm, self.argument)
 
 
 @attrs.frozen(slots=True)

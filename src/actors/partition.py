@@ -37,6 +37,8 @@ from korral.actors.messages import (
     AppBackoffs,
     ApplyConfig,
     AppSpec,
+    CallbackArgument,
+    CallbackMethod,
     Deliver,
     NodeAdded,
     NodeReservations,
@@ -273,7 +275,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._describe_queue(path, {}, {}) for path in sorted(self.registry.queues) if path in self.queues
         )
 
-    def _deliver(self, method: str, argument: Any) -> None:
+    def _deliver(self, method: CallbackMethod, argument: CallbackArgument) -> None:
         self.dispatcher.tell(Deliver(method=method, argument=argument))
 
     def _event(self, record: Callable[[], si.EventRecord]) -> None:

@@ -16,6 +16,8 @@ from korral import si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, LazyHandle, Tracker, start_actor_lazily
 from korral.actors.messages import (
+    CallbackArgument,
+    CallbackMethod,
     DecommissionNode,
     Deliver,
     NodeAdded,
@@ -77,7 +79,7 @@ class PartitionNodes:
 
     if TYPE_CHECKING:  # PartitionActor's
 
-        def _deliver(self, method: str, argument: Any) -> None: ...
+        def _deliver(self, method: CallbackMethod, argument: CallbackArgument) -> None: ...
 
         def _event(self, record: Callable[[], si.EventRecord]) -> None: ...
 

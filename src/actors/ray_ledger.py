@@ -36,14 +36,14 @@ class Ledger:
 
     def delivered(self, message: Deliver) -> None:
         argument = message.argument
-        if message.method == "update_allocation":
+        if isinstance(argument, si.AllocationResponse):
             if argument.new:
                 self.allocations.update((allocation.uuid, allocation) for allocation in argument.new)
             for release in argument.released:
                 self.allocations.pop(release.uuid, None)
-        elif message.method == "update_node":
+        elif isinstance(argument, si.NodeResponse):
             self.nodes.update(node.node_id for node in argument.accepted)
-        elif message.method == "update_application":
+        elif isinstance(argument, si.ApplicationResponse):
             self.applications.update(app.application_id for app in argument.accepted)
             for updated in argument.updated:
                 if updated.state in TERMINAL_APP_STATES:

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.messages import Deliver, RouteAllocationRequest
+from korral.actors.messages import CallbackMethod, Deliver, RouteAllocationRequest
 
 
 class Records:
@@ -68,7 +68,7 @@ class NewAsRecords:
     """An ``update_allocation`` callback on the wire: the response without its new allocations, and
     their records."""
 
-    method: str
+    method: CallbackMethod
     response: si.AllocationResponse
     new: list[tuple]
 

@@ -39,6 +39,7 @@ from korral.actors.registration import (
     stop_partition,
 )
 from korral.actors.timer import TimerService
+from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
@@ -49,7 +50,7 @@ from korral.si.validate import Checked
 @attrs.frozen(slots=True)
 class Register:
     request: si.RegisterResourceManagerRequest
-    callback: Any
+    callback: ResourceManagerCallback
     # the request's config, parsed and validated by the caller (never on this actor)
     config: SchedulerConfig = attrs.field(repr=False)
     # True: start the partitions here and answer the registration (the simulated runtime, engine="ray");
@@ -87,7 +88,7 @@ class UpdateConfiguration:
 class Route:
     """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
 
-    request: Any  # si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
+    request: si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
     checked: Checked | None = None
 
 

@@ -2,11 +2,16 @@
 
 pykka's ``ThreadingActor`` gives every actor its own OS thread. With thousands of node and application
 actors, every message becomes a thread hand-off that fights for the GIL (measured: ~150 µs per
-allocation at 1,000 nodes). ``PooledActor`` is a pykka actor runtime (pykka's documented extension
-points: ``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``) whose mailboxes are served by
-an ``ActorPool`` worker thread: the same actor semantics (one message at a time per actor, in order,
-state private to the actor, ``tell``/``ask``/``stop`` through the usual ``ActorRef``), without a thread
-per actor. Each partition has its own pool, so partitions still run independently.
+allocation at 1,000 nodes). ``PooledActor`` is a pykka actor type built on the hooks pykka documents for
+implementors of new actor types (``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``)
+whose mailboxes are served by an ``ActorPool`` worker thread: the same actor semantics (one message at
+a time per actor, in order, state private to the actor, ``tell``/``ask``/``stop`` through an
+``ActorRef``, registered in pykka's ``ActorRegistry``), without a thread per actor. Each partition has
+its own pool, so partitions still run independently.
+
+pykka's own message loop cannot serve many actors from one thread, so the loop is korral's
+(``korral.actors.loop.OwnLoop``, shared with the simulated runtime). Nothing here names a private
+pykka module, class or attribute.
 
 A pooled actor must never block: an ``ask`` to another actor of the same pool would wait for a
 message that only this very worker could process. korral's pooled actors (nodes, applications,
@@ -24,41 +29,11 @@ from collections import deque
 from typing import Any
 
 import pykka
-from pykka import ActorDeadError, ActorRegistry, messages
-from pykka._envelope import Envelope
+from pykka import ActorRegistry
+
+from korral.actors.loop import Envelope, KorralRef, OwnLoop, receive_envelope
 
 log = logging.getLogger("korral.runtime")
-
-_PYKKA_MESSAGES = frozenset(
-    {messages._ActorStop, messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr}
-)
-
-
-def receive_envelope(actor: pykka.Actor, envelope: Any) -> None:
-    """Handle one envelope with the contract of pykka's threading loop, for every runtime (pooled,
-    threaded, simulated): the reply set on the future, an exception in an ask returned to the caller,
-    an exception in a tell a failure of the actor. A BaseException (a fatal error) is the runtime's
-    to handle: it propagates."""
-    try:
-        message = envelope.message
-        # pykka's own messages (stop, proxy calls) go through pykka; ours straight to on_receive
-        if type(message) in _PYKKA_MESSAGES:
-            response = actor._handle_receive(message)
-        else:
-            response = actor.on_receive(message)
-        if envelope.reply_to is not None:
-            envelope.reply_to.set(response)
-    except Exception:
-        if envelope.reply_to is not None:
-            log.info("Exception returned from %s to caller:", actor, exc_info=sys.exc_info())
-            envelope.reply_to.set_exception()
-        else:
-            actor._handle_failure(*sys.exc_info())
-            try:
-                actor.on_failure(*sys.exc_info())
-            except Exception:
-                actor._handle_failure(*sys.exc_info())
-
 
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64
@@ -192,7 +167,7 @@ class Deliveries:
                 except BaseException:
                     # as pykka's loop and _handle_envelope: a fatal error stops every actor
                     log.exception("%s: fatal error, stopping all actors", actor)
-                    actor._stop()
+                    actor.stop_now()
                     ActorRegistry.stop_all()
                     return
                 if actor.actor_stopped.is_set():
@@ -419,21 +394,26 @@ class StopFlag:
         self._flag = False
 
 
-class PooledActor(pykka.Actor):
+class PooledActor(OwnLoop):
     """A pykka actor whose mailbox is served by an ``ActorPool`` instead of its own thread."""
 
     pool: ActorPool
     _started = False
 
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        # pykka.Actor.__init__, with a URN that is unique without a random read per actor
+        # what pykka.Actor.__init__ sets up (its public fields), with a URN that is unique without a
+        # random read per actor, and the KorralRef this actor is reached by
         self.actor_urn = f"{_URN_PREFIX}{next(_URN_SERIAL):012x}"
-        self.actor_inbox = self._create_actor_inbox()
+        self.actor_inbox = self.new_inbox()
         self.actor_stopped = StopFlag()  # type: ignore[assignment]  # (see StopFlag)
-        self._actor_ref = pykka.ActorRef(self)
+        self.korral_ref = KorralRef(self)
 
     @staticmethod
     def _create_actor_inbox() -> Any:
+        return PooledInbox()
+
+    def new_inbox(self) -> Any:
+        """The mailbox this constructor gives the actor (the simulated runtime's class gives its own)."""
         return PooledInbox()
 
     @staticmethod
@@ -448,7 +428,7 @@ class PooledActor(pykka.Actor):
         try:
             self.on_start()
         except Exception:
-            self._handle_failure(*sys.exc_info())
+            self.fail(*sys.exc_info())
         self._started = True
         self.actor_inbox._start()  # type: ignore[attr-defined]
 
@@ -477,7 +457,7 @@ class PooledActor(pykka.Actor):
             receive_envelope(self, envelope)
         except BaseException:
             log.exception("%s: fatal error, stopping all actors", self)
-            self._stop()
+            self.stop_now()
             ActorRegistry.stop_all()
         if self.actor_stopped.is_set():
             self._teardown()
@@ -488,10 +468,4 @@ class PooledActor(pykka.Actor):
             envelope = inbox._take()
             if envelope is None:
                 return
-            if envelope.reply_to is not None:
-                if isinstance(envelope.message, messages._ActorStop):
-                    envelope.reply_to.set(None)
-                else:
-                    envelope.reply_to.set_exception(
-                        exc_info=(ActorDeadError, ActorDeadError(f"{self.actor_ref} stopped"), None)
-                    )
+            self.answer_dead(envelope)

@@ -1,8 +1,9 @@
 """The simulated runtime: every actor of a core on the calling thread, in a seeded order, on a virtual clock.
 
 The threads runtime (pooled and threaded actors, one timer thread) is fast but its interleavings come
-from the OS. Here the same actor classes run with a simulated mailbox instead (pykka's runtime hooks
-again: ``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``), and nothing runs until the
+from the OS. Here the same actor classes run with a simulated mailbox instead (pykka's hooks for
+new actor types again: ``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``; the loop is
+korral's ``OwnLoop``, as the pool's), and nothing runs until the
 caller drives the ``Simulation``: at each step a seeded RNG picks one ready mailbox and delivers its
 next message. Actor semantics are those of the threads runtime: one message at a time per actor (an
 actor in the middle of a handler is never picked, even when that handler blocks on an ask and the
@@ -29,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pykka
-from pykka import ActorDeadError, ActorRegistry, Timeout, messages
+from pykka import ActorRegistry, Timeout
 
 from korral.actors.base import Periodic, PeriodicEntry
-from korral.actors.runtime import PooledActor, receive_envelope
+from korral.actors.loop import OwnLoop, receive_envelope
+from korral.actors.runtime import PooledActor
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
@@ -133,11 +135,15 @@ class SimulatedFuture(pykka.Future[Any]):
         self._done = True
 
 
-class SimulatedActor(pykka.Actor):
+class SimulatedActor(OwnLoop):
     """Mixed in front of a korral actor class: its mailbox is served by the core's ``Simulation``."""
 
     @staticmethod
     def _create_actor_inbox() -> Any:
+        return SimulatedInbox()
+
+    def new_inbox(self) -> Any:
+        """A pooled actor's constructor's mailbox (``PooledActor.new_inbox``), simulated."""
         return SimulatedInbox()
 
     @staticmethod
@@ -156,7 +162,7 @@ class SimulatedActor(pykka.Actor):
         try:
             self.on_start()
         except Exception:
-            self._handle_failure(*sys.exc_info())
+            self.fail(*sys.exc_info())
         inbox.started = True
         if inbox.messages:
             simulation._make_ready(inbox)
@@ -166,21 +172,14 @@ class SimulatedActor(pykka.Actor):
             receive_envelope(self, envelope)
         except BaseException:
             log.exception("%s: fatal error, stopping all actors", self)
-            self._stop()
+            self.stop_now()
             ActorRegistry.stop_all()
             raise
 
     def _simulated_teardown(self) -> None:
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         while inbox.messages:
-            envelope = inbox.messages.popleft()
-            if envelope.reply_to is not None:
-                if isinstance(envelope.message, messages._ActorStop):
-                    envelope.reply_to.set(None)
-                else:
-                    envelope.reply_to.set_exception(
-                        exc_info=(ActorDeadError, ActorDeadError(f"{self.actor_ref} stopped"), None)
-                    )
+            self.answer_dead(inbox.messages.popleft())
 
 
 _simulated_classes: dict[type, type] = {}
@@ -190,7 +189,10 @@ def simulated_class(actor_class: type) -> type:
     """``actor_class`` with a simulated mailbox (one class per actor class, made once)."""
     simulated = _simulated_classes.get(actor_class)
     if simulated is None:
-        simulated = type(actor_class.__name__, (SimulatedActor, actor_class), {"__module__": __name__})
+        # (``runs``: the class it runs, whose handler table it shares, ``ensure_handlers``)
+        simulated = type(
+            actor_class.__name__, (SimulatedActor, actor_class), {"__module__": __name__, "runs": actor_class}
+        )
         _simulated_classes[actor_class] = simulated
     return simulated
 

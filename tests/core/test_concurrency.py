@@ -28,6 +28,7 @@ import korral
 from korral import si
 from korral import testing as t
 from korral.actors.base import Handle, Rank
+from korral.actors.dispatch import handler_table
 from korral.actors.scheduler import SchedulerActor
 from korral.model import resource as res
 
@@ -67,7 +68,7 @@ def _sum(resources: Any) -> dict[str, int]:
 # ---- a probe into the scheduler's view (read inside the scheduler's own thread) ----------------------
 
 
-def _on_view_probe(self: SchedulerActor, message: Any) -> dict[str, Any]:
+def _on_view_probe(self: SchedulerActor, message: ViewProbe) -> dict[str, Any]:
     view = self.view
     return {
         "name": view.name,
@@ -87,10 +88,16 @@ class ViewProbe:
     """Test-only message: the scheduler answers with a summary of its view (see ``view_probe``)."""
 
 
+def add_view_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler handles ``ViewProbe`` (its handler table rebuilt with it, undone after the test)."""
+    monkeypatch.setattr(SchedulerActor, "on_ViewProbe", _on_view_probe, raising=False)
+    monkeypatch.setattr(SchedulerActor, "handlers", handler_table(SchedulerActor), raising=False)
+
+
 @pytest.fixture
 def view_probe(monkeypatch):
     """``probe(core, partition)``: the scheduler's view of the partition, read in its own thread."""
-    monkeypatch.setattr(SchedulerActor, "on_ViewProbe", _on_view_probe, raising=False)
+    add_view_probe(monkeypatch)
 
     def probe(core: korral.Core, partition: str) -> dict[str, Any]:
         # this core's partition actor holds its scheduler's handle (test-only access)

@@ -272,9 +272,7 @@ class Run:
 
 @pytest.fixture(autouse=True)
 def _view_probe_handler(monkeypatch: pytest.MonkeyPatch) -> None:
-    from korral.actors.scheduler import SchedulerActor
-
-    monkeypatch.setattr(SchedulerActor, "on_ViewProbe", shared._on_view_probe, raising=False)
+    shared.add_view_probe(monkeypatch)
 
 
 @contextlib.contextmanager

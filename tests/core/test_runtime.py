@@ -136,10 +136,10 @@ def test_a_pooled_actor_may_not_block_on_its_own_pool(pool: ActorPool) -> None:
 class Failing(ThreadedActor):
     rank = Rank.SCHEDULER
 
-    def on_Explode(self, message: Any) -> None:
+    def on_Explode(self, message: Explode) -> None:
         raise RuntimeError("handler failure")
 
-    def on_Ping(self, message: Any) -> str:
+    def on_Ping(self, message: Ping) -> str:
         return "pong"
 
 
@@ -199,7 +199,7 @@ class Recorder(PoolActor):
         assert message.opened.wait(5.0)
 
     def on_StopYourself(self, message: StopYourself) -> None:
-        self._stop()
+        self.stop_now()
 
 
 def test_tell_each_delivers_to_many_pooled_actors_once_each_on_the_worker(pool: ActorPool) -> None:

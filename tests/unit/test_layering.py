@@ -120,3 +120,117 @@ def test_the_check_catches_a_forbidden_import(module: str, source: str, expected
 )
 def test_the_check_allows_what_the_layering_allows(module: str, source: str) -> None:
     assert violations(module, imported_modules(source, module)) == []
+
+
+# ---- pykka's public surface only -------------------------------------------------------------------
+
+# The hooks pykka documents for implementors of new actor types: overridden, never called from outside.
+PYKKA_HOOKS = frozenset({"_create_actor_inbox", "_create_future", "_start_actor_loop"})
+# pykka's instance attributes that no class dict lists (set in its constructors)
+PYKKA_PRIVATE_ATTRIBUTES = frozenset(
+    {"_actor_ref", "_actor_weakref", "_get_hook", "_get_hook_result", "_actor_proxies", "_callable_proxies"}
+)
+
+
+def pykka_private_names() -> frozenset[str]:
+    """Every private name of pykka's public classes and of ``pykka.messages``, but the hooks."""
+    import pykka
+    import pykka.messages
+
+    classes = (
+        pykka.Actor,
+        pykka.ThreadingActor,
+        pykka.ActorRef,
+        pykka.ActorRegistry,
+        pykka.Future,
+        pykka.ThreadingFuture,
+        pykka.ActorProxy,
+        pykka.CallableProxy,
+    )
+    names = {name for cls in classes for name in vars(cls)}
+    names |= set(vars(pykka.messages))
+    private = {name for name in names if name.startswith("_") and not name.startswith("__")}
+    return frozenset((private | PYKKA_PRIVATE_ATTRIBUTES) - PYKKA_HOOKS - {"_abc_impl"})
+
+
+def pykka_private_uses(source: str, private: frozenset[str]) -> list[str]:
+    """Where ``source`` imports a private pykka module or name, or reads, writes, calls or overrides
+    a private name of pykka's (the documented hooks may only be overridden)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            found += [f"{line}: import {a.name}" for a in node.names if a.name.startswith("pykka._")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pykka"):
+            module = node.module or ""
+            if module.startswith("pykka._") or any(a.name.startswith("_") for a in node.names):
+                found.append(f"{line}: from {module} import {', '.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.Attribute):
+            if node.attr in private:
+                found.append(f"{line}: .{node.attr}")
+            elif node.attr in PYKKA_HOOKS and not (isinstance(node.ctx, ast.Store)):
+                found.append(f"{line}: .{node.attr} called (a hook is pykka's to call)")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in private:
+            found.append(f"{line}: def {node.name} overrides pykka's")
+    return found
+
+
+def test_pykka_private_names_are_known() -> None:
+    private = pykka_private_names()
+    # what the runtime once used: the check must know them, or it proves nothing
+    assert {"_stop", "_handle_receive", "_handle_failure", "_actor_loop_running", "_actor_refs"} <= private
+    assert "_ActorStop" in private
+
+
+def reaches_actors(module: str, path: Path) -> bool:
+    """Whether a module can hold a pykka actor or ref: it imports pykka or korral's actors (a module
+    that does neither, say the gRPC server with a ``_stop`` of its own, is not looked at)."""
+    imports = imported_modules(path.read_text(), module, is_package=path.name == "__init__.py")
+    return any(within(name, "pykka") or within(name, "korral.actors") for name in imports)
+
+
+def test_the_pykka_check_looks_at_the_runtime() -> None:
+    looked_at = {module for module, path in source_modules() if reaches_actors(module, path)}
+    assert {
+        "korral.actors.base",
+        "korral.actors.loop",
+        "korral.actors.runtime",
+        "korral.actors.simulated",
+        "korral.core",
+    } <= looked_at
+
+
+@pytest.mark.parametrize(("module", "path"), source_modules(), ids=lambda value: str(value))
+def test_module_uses_only_pykkas_public_surface(module: str, path: Path) -> None:
+    source = path.read_text()
+    assert "pykka._" not in source, f"{module} names a private pykka module"
+    if reaches_actors(module, path):
+        found = pykka_private_uses(source, pykka_private_names())
+        assert not found, f"{module} uses pykka's private names: {found}"
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("from pykka._envelope import Envelope", "from pykka._envelope"),
+        ("import pykka._actor", "import pykka._actor"),
+        ("from pykka.messages import _ActorStop", "from pykka.messages"),
+        ("pykka.ActorRegistry._actor_refs.append(ref)", "._actor_refs"),
+        ("self._stop()", "._stop"),
+        ("actor._handle_receive(message)", "._handle_receive"),
+        ("class A:\n    def _actor_loop_running(self): pass", "def _actor_loop_running"),
+        ("actor._start_actor_loop()", "called"),
+        ("ref._actor_weakref()", "._actor_weakref"),
+    ],
+)
+def test_the_pykka_check_catches_a_private_use(source: str, expected: str) -> None:
+    found = pykka_private_uses(source, pykka_private_names())
+    assert any(expected in item for item in found), found
+
+
+def test_the_pykka_check_allows_the_documented_hooks() -> None:
+    source = (
+        "class A:\n    @staticmethod\n    def _create_actor_inbox(): pass\n"
+        "    def _start_actor_loop(self): pass\n"
+    )
+    assert pykka_private_uses(source, pykka_private_names()) == []

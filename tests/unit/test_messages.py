@@ -14,7 +14,54 @@ def test_deliver_refuses_a_method_the_rm_callback_does_not_have() -> None:
         Deliver(method="update_alocation", argument=si.AllocationResponse())
 
 
+# one argument of the type each callback method takes
+ARGUMENTS: dict[str, object] = {
+    "update_allocation": si.AllocationResponse(),
+    "update_application": si.ApplicationResponse(),
+    "update_node": si.NodeResponse(),
+    "send_event": [],
+    "update_container_scheduling_state": si.UpdateContainerSchedulingStateRequest(
+        application_id="app", allocation_key="ask", state=si.SchedulingState.FAILED, reason="full"
+    ),
+}
+
+
 def test_every_callback_method_the_core_delivers_exists_on_the_callback() -> None:
+    assert set(ARGUMENTS) == CALLBACK_METHODS
     for method in CALLBACK_METHODS:
         assert callable(getattr(ResourceManagerCallback, method))
-        Deliver(method=method, argument=None)
+        Deliver(method=method, argument=ARGUMENTS[method])  # type: ignore[arg-type]
+
+
+def test_deliver_refuses_an_argument_its_method_does_not_take() -> None:
+    with pytest.raises(TypeError, match="update_node takes a NodeResponse, not a AllocationResponse"):
+        Deliver(method="update_node", argument=si.AllocationResponse())
+    with pytest.raises(TypeError, match="send_event takes a list"):
+        Deliver(method="send_event", argument=None)  # type: ignore[arg-type]
+
+
+class Recorder(ResourceManagerCallback):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        self.calls.append(("update_allocation", response))
+
+    def update_application(self, response: si.ApplicationResponse) -> None:
+        self.calls.append(("update_application", response))
+
+    def update_node(self, response: si.NodeResponse) -> None:
+        self.calls.append(("update_node", response))
+
+    def send_event(self, events: list[si.EventRecord]) -> None:
+        self.calls.append(("send_event", events))
+
+    def update_container_scheduling_state(self, request: si.UpdateContainerSchedulingStateRequest) -> None:
+        self.calls.append(("update_container_scheduling_state", request))
+
+
+def test_deliver_calls_the_rm_method_it_names_with_its_argument() -> None:
+    rm = Recorder()
+    for method in sorted(CALLBACK_METHODS):
+        Deliver(method=method, argument=ARGUMENTS[method]).call(rm)  # type: ignore[arg-type]
+    assert rm.calls == [(method, ARGUMENTS[method]) for method in sorted(CALLBACK_METHODS)]
