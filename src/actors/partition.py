@@ -317,7 +317,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             if handle is None:
                 continue
             self.registry.remove_application(remove.application_id)
-            self.queue_board.app_states.pop(remove.application_id, None)
+            self.queue_board.forget_app(remove.application_id, handle.actor_id)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
@@ -341,7 +341,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             pool=self.pool,
             events=self.events,
             metrics=self.metrics,
-            app_states=self.queue_board.app_states,
+            board=self.queue_board,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -375,7 +375,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             return
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
-        self.queue_board.app_states.pop(message.application_id, None)
+        self.queue_board.forget_app(message.application_id, handle.actor_id)
         self.completed[message.application_id] = message.info
         self._bury(handle)
 
