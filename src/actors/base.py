@@ -191,10 +191,7 @@ class Tracker:
             if count <= 0:
                 return
             messages = min(messages, count)
-            if messages < count:
-                self._counts[actor_id] = count - messages
-            else:  # no entry at 0: a pool's batches and outboxes have a fresh id each (issue 22)
-                del self._counts[actor_id]
+            self._counts[actor_id] = count - messages
             self._total -= messages
             if self._total == 0:
                 self._idle.notify_all()

@@ -198,7 +198,8 @@ class Deliveries:
                 if actor.actor_stopped.is_set():
                     actor._teardown()
         finally:
-            tracker.done(id(self))
+            # its entry goes with its count (done would leave it at 0: a fresh id per batch, issue 22)
+            tracker.forget(id(self))
 
 
 class _Worker(threading.local):
@@ -251,7 +252,7 @@ class ActorPool:
         # The pool has stopped (its partition did, while the scheduler was still deciding): nobody
         # runs the job, and no actor stopping later would forget its count for it, as it does for
         # messages in its mailbox; so it is not in flight.
-        tracker.done(id(job))
+        tracker.forget(id(job))
 
     def stop(self) -> None:
         with self._wake:
