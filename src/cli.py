@@ -572,7 +572,8 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     "--soak",
     is_flag=True,
     help="instead: application cycles beside a never-idle second RM, printing RSS, threads and live "
-    "actors every --every cycles (runs --duration seconds or --cycles cycles)",
+    "actors every --every cycles (runs --duration seconds or --cycles cycles); exit 1 when one grows "
+    "after warm-up past its limit (RSS 2 MB, threads 0.5, live actors 200 per 10,000 cycles)",
 )
 @click.option(
     "--cycles", type=click.IntRange(min=1), default=None, help="--soak: stop after this many cycles"
@@ -699,27 +700,11 @@ def stress(
 
 
 def _soak(console: object, cycles: int | None, duration: float, every: int) -> None:
-    """``korral stress --soak``: one line per sample, so a person sees whether anything grows."""
-    from korral.harness.stress import SoakSample, soak
+    """``korral stress --soak``: one line per sample, then the verdict (exit 1: something grows)."""
+    from korral.harness.soak import run_soak
 
-    print_ = console.print  # type: ignore[attr-defined]
-    limit = f"{cycles:,} cycles or {duration:g}s" if cycles is not None else f"{duration:g}s"
-    print_(f"korral stress --soak: {limit}, a sample every {every:,} cycles, a never-idle second RM")
-    print_(f"{'cycles':>9} {'seconds':>8} {'RSS MB':>8} {'threads':>8} {'actors':>8} {'busy RM rounds':>15}")
-
-    def show(sample: SoakSample) -> None:
-        print_(
-            f"{sample.cycles:>9,} {sample.seconds:>8.1f} {sample.rss_mb:>8.1f} {sample.threads:>8} "
-            f"{sample.live_actors:>8,} {sample.busy_rounds:>15,}"
-        )
-
-    samples = soak(cycles, duration, every, on_sample=show)
-    if len(samples) >= 2:
-        first, last = samples[0], samples[-1]
-        print_(
-            f"first -> last sample: RSS {last.rss_mb - first.rss_mb:+.1f} MB, threads "
-            f"{last.threads - first.threads:+}, live actors {last.live_actors - first.live_actors:+,}"
-        )
+    if not run_soak(console.print, cycles, duration, every):  # type: ignore[attr-defined]
+        sys.exit(1)
 
 
 def _stress_simulated(

@@ -36,6 +36,7 @@ from korral.actors.messages import (
     TimeoutsDue,
     ViewOps,
 )
+from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo
@@ -94,13 +95,14 @@ class ApplicationActor(RetiringActor):
         pool: ActorPool,
         events: bool | Wanted = False,
         metrics: Any = None,
-        app_states: dict[str, str] | None = None,
+        board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
-        # the partition's board of application states (QueueBoard.app_states): this entry is ours
-        self.app_states = app_states
-        self._publish_state(app.state.value)
+        # the partition's board (QueueBoard.app_states): this application's entry is ours
+        self.board = board
+        if board is not None:
+            board.claim_app(app.application_id, app.state.value, self.handle.actor_id)
         # the core's metrics, told of each state change; the state they last heard of
         self.metrics = metrics
         self._metric_state: str | None = None
@@ -197,6 +199,10 @@ class ApplicationActor(RetiringActor):
         if self.metrics is not None:  # it leaves: its state's counts go with it (Completing, Completed)
             app = self.owner.app
             self._metric_state = self.metrics.app_removed(app.partition, app.queue_path, self._metric_state)
+        # removed in any state: its entry goes now (what it published since the partition dropped
+        # the entry, from messages sent before the removal, must not stay behind)
+        if self.board is not None:
+            self.board.forget_app(self.owner.app.application_id, self.handle.actor_id)
         self.scheduler.tell(AppGone(application_id=self.owner.app.application_id, app=self.handle))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
@@ -252,12 +258,13 @@ class ApplicationActor(RetiringActor):
         )
 
     def _publish_state(self, state: str) -> None:
-        if self.app_states is not None:
+        board = self.board
+        if board is not None:
             app_id = self.owner.app.application_id
-            if state in TERMINAL_STATES:
-                self.app_states.pop(app_id, None)
+            if state in TERMINAL_STATES or self.owner.removed:
+                board.forget_app(app_id, self.handle.actor_id)
             else:
-                self.app_states[app_id] = state
+                board.publish_app(app_id, state, self.handle.actor_id)
 
     def _ask_infos(self) -> list[AskInfo]:
         # an ask's create_time is on the core's clock: its wall time is that long before now (the

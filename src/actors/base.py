@@ -496,6 +496,11 @@ class PoolActor(KorralActor, PooledActor):
         super().__init__(tracker, name)
         self.bind_pool(pool)
 
+    def _release_references(self) -> None:
+        # its handle's cached (pool, actor) would hold it in a cycle (actor -> handle -> actor);
+        # senders holding the handle now find no pool and are refused as by any stopped actor
+        self.handle._pool_target = None
+
 
 class RetiringActor(PoolActor):
     """A pooled owner that the partition removes while messages may still be on their way to it.

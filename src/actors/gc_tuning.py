@@ -5,7 +5,16 @@ a few short-lived ones. At Python's defaults (700, 10, 10) young collections run
 collections traverse the whole heap so often, that they cost a third of the throughput at 10,000
 nodes and stop every thread for up to a second at 100,000 asks (a REST request waiting behind one sees
 it). Young cycles still die young at these thresholds; what reaches the oldest generation waits for a
-full collection 100 times less often. Measured in bench/README.md (issue 13, third round).
+full collection, at most one per ~10 million allocations (~70,000 at the defaults). Measured in
+bench/README.md (issue 13, third round).
+
+Full collections must still run: whatever is left in a reference cycle waits for one. Generation 2's
+threshold was 1,000 (one full collection per ~100 million allocations: never, in practice) and a soak
+that made a cycle per removed actor grew from 76 to 1,099 MB in 300 s (issue 22). Removed actors no
+longer make cycles (``PooledActor._teardown``), and at 100 a full collection may run once per ~10
+million allocations (~1.5 million per 100,000-ask run of ``korral bench``: none during one), and runs
+only when the oldest generation grew by a quarter since the last (CPython's own rule): bounded, and
+amortised over the allocations that made the heap grow.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import gc
 
 GENERATION0_THRESHOLD = 10_000
-GENERATION2_THRESHOLD = 1_000
+GENERATION2_THRESHOLD = 100
 # node actors a partition starts (after registrations) before it promotes them (promote_survivors)
 PROMOTE_AFTER_NODES = 1_000
 

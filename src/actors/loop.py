@@ -106,13 +106,19 @@ class OwnLoop(pykka.Actor):
 
     def answer_dead(self, envelope: Any) -> None:
         """A message left in the mailbox of a stopped actor: its asker hears so (a stop, that it did)."""
-        if envelope.reply_to is not None:
-            if isinstance(envelope.message, Stop):
-                envelope.reply_to.set(None)
-            else:
-                envelope.reply_to.set_exception(
-                    exc_info=(ActorDeadError, ActorDeadError(f"{self.actor_ref} stopped"), None)
-                )
+        refuse(envelope, self.actor_ref)
+
+
+def refuse(envelope: Any, actor: Any) -> None:
+    """A message its stopped receiver never handles: an ask is answered (a stop with None, anything
+    else with ``ActorDeadError``), a tell dropped."""
+    if envelope.reply_to is not None:
+        if isinstance(envelope.message, Stop):
+            envelope.reply_to.set(None)
+        else:
+            envelope.reply_to.set_exception(
+                exc_info=(ActorDeadError, ActorDeadError(f"{actor} stopped"), None)
+            )
 
 
 def receive_envelope(actor: OwnLoop, envelope: Any) -> None:

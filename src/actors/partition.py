@@ -332,7 +332,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             if gone is not None and gone.limit_group:
                 self._event(partial(events.group_link, gone.limit_group, remove.application_id, False))
             self.registry.remove_application(remove.application_id)
-            self.queue_board.app_states.pop(remove.application_id, None)
+            self.queue_board.forget_app(remove.application_id, handle.actor_id)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
@@ -356,7 +356,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             pool=self.pool,
             events=self.events,
             metrics=self.metrics,
-            app_states=self.queue_board.app_states,
+            board=self.queue_board,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -396,7 +396,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             return
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
-        self.queue_board.app_states.pop(message.application_id, None)
+        self.queue_board.forget_app(message.application_id, handle.actor_id)
         self.completed[message.application_id] = message.info
         self._bury(handle)
 

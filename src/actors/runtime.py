@@ -31,7 +31,7 @@ from typing import Any
 import pykka
 from pykka import ActorRegistry
 
-from korral.actors.loop import Envelope, KorralRef, OwnLoop, receive_envelope
+from korral.actors.loop import Envelope, KorralRef, OwnLoop, receive_envelope, refuse
 
 log = logging.getLogger("korral.runtime")
 
@@ -173,7 +173,8 @@ class Deliveries:
                 if actor.actor_stopped.is_set():
                     actor._teardown()
         finally:
-            tracker.done(id(self))
+            # its entry goes with its count (done would leave it at 0: a fresh id per batch, issue 22)
+            tracker.forget(id(self))
 
 
 class _Worker(threading.local):
@@ -226,7 +227,7 @@ class ActorPool:
         # The pool has stopped (its partition did, while the scheduler was still deciding): nobody
         # runs the job, and no actor stopping later would forget its count for it, as it does for
         # messages in its mailbox; so it is not in flight.
-        tracker.done(id(job))
+        tracker.forget(id(job))
 
     def stop(self) -> None:
         with self._wake:
@@ -255,6 +256,7 @@ class ActorPool:
                     break
                 actor = ready.popleft()
             actor._run_slice()
+            del actor  # not kept alive while the worker waits (a stopped one is freed at once)
             slices += 1
         outbox.flush()
 
@@ -262,7 +264,7 @@ class ActorPool:
 class PooledInbox:
     """A mailbox that, on the first message after being empty, puts its actor on the pool's run queue."""
 
-    __slots__ = ("_actor", "_lock", "_messages", "_scheduled")
+    __slots__ = ("_actor", "_closed", "_lock", "_messages", "_scheduled")
 
     def __init__(self) -> None:
         # created with the first message that has to wait here: a node whose Place messages are
@@ -270,20 +272,30 @@ class PooledInbox:
         self._messages: deque[Any] | None = None
         self._lock = threading.Lock()
         self._scheduled = False
+        # the actor, while it may still have messages to answer: the strong reference that keeps a
+        # pooled actor alive (its ActorRef holds it weakly), dropped once it stopped (``_close``)
         self._actor: PooledActor | None = None
+        self._closed = False
 
     def bind(self, actor: PooledActor) -> None:
         self._actor = actor
 
     def put(self, envelope: Any, /) -> None:
-        with self._lock:
+        with self._lock:  # put_unscheduled, inlined: one call less per message
             if self._messages is None:
                 self._messages = deque()
             self._messages.append(envelope)
-            if self._scheduled or self._actor is None or not self._actor._started:
-                return
-            self._scheduled = True
-        self._actor.pool.schedule(self._actor)
+            actor = self._actor
+            if self._scheduled or actor is None or not actor._started:
+                if not self._closed:
+                    return
+                actor = None
+            else:
+                self._scheduled = True
+        if actor is None:
+            self._refuse_all()
+            return
+        actor.pool.schedule(actor)
 
     def put_unscheduled(self, envelope: Any, /) -> PooledActor | None:
         """``put`` that leaves scheduling to the caller: the actor to put on its pool's run queue, if
@@ -292,10 +304,15 @@ class PooledInbox:
             if self._messages is None:
                 self._messages = deque()
             self._messages.append(envelope)
-            if self._scheduled or self._actor is None or not self._actor._started:
-                return None
-            self._scheduled = True
-            return self._actor
+            actor = self._actor
+            if self._scheduled or actor is None or not actor._started:
+                if not self._closed:
+                    return None
+            else:
+                self._scheduled = True
+                return actor
+        self._refuse_all()
+        return None
 
     def get(self) -> Any:
         if not self._messages:
@@ -304,6 +321,26 @@ class PooledInbox:
 
     def empty(self) -> bool:
         return not self._messages
+
+    def _refuse_all(self) -> None:
+        """Messages that reached a closed mailbox (their sender saw the actor alive just before it
+        stopped): answered as the actor's own teardown answers them, then dropped."""
+        while True:
+            with self._lock:
+                if not self._messages:
+                    return
+                envelope = self._messages.popleft()
+            refuse(envelope, "an actor")
+
+    def _close(self) -> bool:
+        """After the stopped actor's last message: let go of the actor (see ``PooledActor._teardown``).
+        False when a message came in meanwhile (the caller goes on answering it) or it was closed."""
+        with self._lock:
+            if self._messages or self._actor is None:
+                return False
+            self._actor = None
+            self._closed = True
+            return True
 
     def _take(self) -> Any | None:
         """Next message, or None after clearing the scheduled flag (atomically with emptiness)."""
@@ -467,5 +504,12 @@ class PooledActor(OwnLoop):
         while True:
             envelope = inbox._take()
             if envelope is None:
+                if inbox._close():
+                    self._release_references()
                 return
             self.answer_dead(envelope)
+
+    def _release_references(self) -> None:
+        """The actor stopped and its mailbox let go of it: subclasses drop the references that would
+        make it part of a reference cycle (left to the cyclic collector otherwise; see
+        ``korral.actors.gc_tuning``)."""

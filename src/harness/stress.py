@@ -11,8 +11,9 @@ rejected; no RM ever saw another RM's allocation.
 The RMs are hostile (``HostileDriver``): they also send wrong-typed and extreme items, wrong message
 types and names into another RM's namespace (each must be rejected with a reason), re-register with a
 fresh callback object (the old one must hear nothing more), one has slow callbacks, and every fourth
-checkpoint the core is restarted and each RM recovers exactly what it believes live. ``soak`` runs
-application cycles beside a never-idle second RM and samples RSS, threads and live actors.
+checkpoint the core is restarted and each RM recovers exactly what it believes live. ``soak``
+(``korral.harness.soak``) runs application cycles beside a never-idle second RM and samples RSS,
+threads and live actors.
 
 On a violation the run stops, prints the seed, and shrinks the recorded operations (delta debugging,
 replaying them one at a time on a fresh core) to the shortest sequence that still shows it.
@@ -1557,151 +1558,7 @@ class HostileDriver(Driver):
         return problems
 
 
-# ---- soak: is anything growing under steady load? ----------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class SoakSample:
-    cycles: int
-    seconds: float
-    rss_mb: float
-    threads: int
-    live_actors: int
-    busy_rounds: int  # the second RM's rounds so far: it never let the core go idle
-
-
-def rss_mb() -> float:
-    """Resident set size now (VmRSS), falling back to the peak where /proc is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def live_actor_count() -> int:
-    """Every live pykka actor: threaded ones and the pooled ones (``PooledActor.start`` registers them
-    in pykka's ActorRegistry like any other actor)."""
-    import pykka
-
-    return len(pykka.ActorRegistry.get_all())
-
-
-class LeanRM(korral.ResourceManagerCallback):
-    """An RM that keeps only what it needs (live allocations per application): a recording RM's
-    history would grow and hide whether the core does."""
-
-    def __init__(self, rm_id: str) -> None:
-        self.rm_id = rm_id
-        self.lock = threading.Condition()
-        self.live: dict[str, str] = {}  # uuid -> application id
-
-    def update_allocation(self, response: si.AllocationResponse) -> None:
-        with self.lock:
-            for allocation in response.new:
-                self.live[allocation.uuid] = allocation.application_id
-            for release in response.released:
-                self.live.pop(release.uuid, None)
-            self.lock.notify_all()
-
-    def count(self, app_id: str) -> int:
-        return sum(1 for owner in self.live.values() if owner == app_id)
-
-    def wait_count(self, app_id: str, count: int, timeout: float) -> bool:
-        with self.lock:
-            return self.lock.wait_for(lambda: self.count(app_id) == count, timeout)
-
-
-SOAK_ASK = {"memory": 1000, "vcore": 500}
-BUSY_BACKLOG = 6  # the never-idle RM sends more once fewer messages than this are in flight
-
-
-def _soak_cycle(core: Core, rm: LeanRM, app_id: str, asks: int, timeout: float) -> None:
-    """One application's life: added, its asks allocated, its allocations released, removed."""
-    core.update_application(t.applications(rm.rm_id, {app_id: "root.a"}))
-    core.update_allocation(t.asks(rm.rm_id, app_id, asks, SOAK_ASK))
-    if not rm.wait_count(app_id, asks, timeout):
-        raise TimeoutError(f"{app_id}: {asks} allocations not made within {timeout}s")
-    core.update_allocation(t.release(rm.rm_id, app_id))
-    if not rm.wait_count(app_id, 0, timeout):
-        raise TimeoutError(f"{app_id}: allocations not released within {timeout}s")
-    core.update_application(t.remove_applications(rm.rm_id, [app_id]))
-
-
-def soak(
-    cycles: int | None,
-    duration: float,
-    every: int = 1000,
-    on_sample: Callable[[SoakSample], None] | None = None,
-    timeout: float = 60.0,
-) -> list[SoakSample]:
-    """Application cycles on one RM while a second RM keeps the core busy (it never lets it go idle);
-    a sample of RSS, threads and live actors every ``every`` cycles. Stops after ``cycles`` cycles or
-    ``duration`` seconds, whichever comes first."""
-    samples: list[SoakSample] = []
-    stop = threading.Event()
-    busy_rounds = [0]
-    failure: list[BaseException] = []
-    core = korral.start(**SETTINGS, **faults.start_options())
-    try:
-        soaker, busy = LeanRM("soak"), LeanRM("busy")
-        for rm in (soaker, busy):
-            core.register_resource_manager(t.register(rm.rm_id, rm_config(0)), rm)
-            core.update_node(
-                t.nodes(
-                    rm.rm_id, [f"{rm.rm_id}-node-{i}" for i in range(4)], {"memory": 32000, "vcore": 16000}
-                )
-            )
-
-        def keep_busy() -> None:
-            # fire and forget, with a bounded backlog: the core always has something in flight, so
-            # nothing that waits for the whole core to be idle ever gets its chance
-            try:
-                while not stop.is_set():
-                    app_id = f"busy-app-{busy_rounds[0]}"
-                    core.update_application(t.applications(busy.rm_id, {app_id: "root.b"}))
-                    core.update_allocation(t.asks(busy.rm_id, app_id, 3, SOAK_ASK))
-                    core.update_application(t.remove_applications(busy.rm_id, [app_id]))
-                    busy_rounds[0] += 1
-                    while core.tracker.in_flight() > BUSY_BACKLOG and not stop.is_set():
-                        time.sleep(0.0005)
-            except BaseException as error:  # reported by the main loop
-                failure.append(error)
-
-        thread = threading.Thread(target=keep_busy, name="soak-busy-rm", daemon=True)
-        thread.start()
-        started = time.monotonic()
-        done = 0
-        while (cycles is None or done < cycles) and time.monotonic() - started < duration:
-            if failure:
-                raise failure[0]
-            _soak_cycle(core, soaker, f"soak-app-{done}", 2, timeout)
-            done += 1
-            if done % every == 0:
-                sample = SoakSample(
-                    cycles=done,
-                    seconds=time.monotonic() - started,
-                    rss_mb=rss_mb(),
-                    threads=threading.active_count(),
-                    live_actors=live_actor_count(),
-                    busy_rounds=busy_rounds[0],
-                )
-                samples.append(sample)
-                if on_sample is not None:
-                    on_sample(sample)
-        stop.set()
-        thread.join(timeout=timeout)
-        if failure:
-            raise failure[0]
-    finally:
-        stop.set()
-        core.stop()
-    return samples
+# ---- soak: korral.harness.soak (``korral stress --soak``) ---------------------------------------------
 
 
 # ---- korral stress --simulated: many seeds of a small scenario on the simulated runtime ----------------

@@ -806,9 +806,9 @@ def test_inject_fault_usage_error_lists_the_known_faults(runner: CliRunner) -> N
 @pytest.mark.timeout(300)
 def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: CliRunner) -> None:
     """``korral stress --soak``: a row per sample; removed actors are retired while the second RM keeps
-    the core busy, so the live actors (and threads) do not grow with the cycles."""
+    the core busy, so the live actors (and threads) do not grow with the cycles; the verdict says so."""
     # the cycles end the run; the duration only bounds it (generous: CI may run beside CPU hogs)
-    options = ["stress", "--soak", "--cycles", "1000", "--every", "500", "--duration", "240"]
+    options = ["stress", "--soak", "--cycles", "2000", "--every", "250", "--duration", "240"]
     result = runner.invoke(main, options)
     assert result.exit_code == 0, result.output
     rows = [
@@ -816,9 +816,14 @@ def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: 
         for line in result.output.splitlines()
         if re.fullmatch(r"\s*[\d,]+\s+[\d.]+\s+[\d.]+\s+\d+\s+[\d,]+\s+[\d,]+\s*", line)
     ]
-    assert [row[0] for row in rows] == [500, 1000], result.output
+    assert [row[0] for row in rows] == [250 * i for i in range(1, 9)], result.output
     assert "RSS MB" in result.output and "threads" in result.output and "actors" in result.output
-    (_, _, _, threads_first, actors_first, busy_first), (_, _, _, threads_last, actors_last, busy_last) = rows
+    assert "RSS +2 MB per 10,000 cycles" in result.output  # the limits are stated
+    assert result.output.rstrip().endswith("OK: RSS, threads and live actors flat after warm-up")
+    (_, _, _, threads_first, actors_first, busy_first), (_, _, _, threads_last, actors_last, busy_last) = (
+        rows[0],
+        rows[-1],
+    )
     assert busy_last > busy_first > 0, "the second RM did not keep the core busy"
     assert threads_last == threads_first, result.output
     # 500 cycles remove 500 applications of this RM and more of the busy one. A sample counts what is

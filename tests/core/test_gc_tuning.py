@@ -22,14 +22,14 @@ def default_thresholds() -> Iterator[None]:
 
 
 def test_tuned_thresholds_raise_young_and_full_collections_and_never_lower_a_setting() -> None:
-    assert gc_tuning.tuned((700, 10, 10)) == (10_000, 10, 1_000)
+    assert gc_tuning.tuned((700, 10, 10)) == (10_000, 10, 100)
     assert gc_tuning.tuned((50_000, 20, 5_000)) == (50_000, 20, 5_000)
 
 
 @pytest.mark.usefixtures("default_thresholds")
 def test_a_running_core_tunes_the_collector_and_stop_restores_it() -> None:
     with korral.start():
-        assert gc.get_threshold() == (10_000, 10, 1_000)
+        assert gc.get_threshold() == (10_000, 10, 100)
     assert gc.get_threshold() == (700, 10, 10)
     with korral.start(tune_gc=False):
         assert gc.get_threshold() == (700, 10, 10)

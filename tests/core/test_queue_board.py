@@ -34,7 +34,9 @@ def test_running_applications_count_the_subtree_and_usage_is_each_queues_own() -
         info("root.a", [], ["app-1", "app-2"]),
         info("root.b", [], ["app-3"]),
     )
-    board.app_states.update({"app-1": "Running", "app-2": "Accepted", "app-3": "Running"})
+    states = {"app-1": "Running", "app-2": "Accepted", "app-3": "Running"}
+    for owner, (app_id, state) in enumerate(states.items()):
+        board.claim_app(app_id, state, owner)
     board.usage["root.a"] = ({"memory": 5}, {"memory": 7})
     queues = {q.path: q for q in board.queues()}
     assert [q.path for q in board.queues()] == ["root", "root.a", "root.b"]
@@ -76,3 +78,39 @@ def test_a_new_queue_is_published_once_the_configuration_is_applied() -> None:
         core.wait_until_idle()
         assert "root.c" in [q.path for q in core.published_queues(part())]
         assert core.published_queues(part()) == core.queues(part())
+
+
+def test_an_application_entry_is_changed_and_dropped_only_by_its_own_actor() -> None:
+    board = QueueBoard()
+    board.claim_app("app", "New", owner=1)
+    board.publish_app("app", "Accepted", owner=1)
+    board.claim_app("app", "New", owner=2)  # removed, and added again under the same id
+    board.publish_app("app", "Running", owner=1)  # the old actor, still answering earlier messages
+    board.forget_app("app", owner=1)
+    assert board.app_states == {"app": ("New", 2)}
+    board.forget_app("app", owner=2)
+    assert board.app_states == {}
+
+
+def test_applications_removed_right_after_their_asks_leave_no_entry_behind() -> None:
+    """Issue 22: an application removed right after its ask left its state on the board for good
+    (9,993 of 10,000): its actor published the ask's state change after the partition had dropped
+    the entry."""
+    apps = [f"app-{i}" for i in range(300)]
+    with running(TWO_LEAVES) as (core, rm):
+        add_nodes(core, rm, ["n1"], NODE)
+        board = core._board.queue_boards[part()]
+        for app_id in apps:
+            core.update_application(t.applications("rm", {app_id: "root.a"}))
+            core.update_allocation(t.asks("rm", app_id, 1, SMALL))
+            core.update_application(t.remove_applications("rm", [app_id]))
+        core.wait_until_idle()
+        assert board.app_states == {}
+        # the same ids added again: each counts once more, with the new actor's state
+        add_apps(core, rm, {app_id: "root.b" for app_id in apps[:3]})
+        core.update_allocation(t.asks("rm", "app-0", 2, SMALL))
+        assert rm.wait_for(lambda r: "Running" in r.app_states["app-0"])
+        core.wait_until_idle()
+        assert board.app_states.keys() == set(apps[:3])
+        assert board.app_states["app-0"][0] == "Running"
+        assert {q.path: q.running_applications for q in core.published_queues(part())}["root.b"] == 1

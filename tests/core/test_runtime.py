@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from types import SimpleNamespace
@@ -121,6 +122,37 @@ def test_an_ask_to_a_stopped_actor_is_refused_and_leaves_nothing_in_flight(pool:
         actor.ask("late", caller=Rank.OUTSIDE, timeout=1.0)
     assert tracker.in_flight() == 0
     assert tracker.wait_idle(timeout=1.0)
+
+
+def test_a_stopped_actors_mailbox_lets_go_of_it_and_answers_a_late_ask(pool: ActorPool) -> None:
+    """Issue 22: a stopped pooled actor is freed by reference counting (its mailbox and handle no
+    longer hold it in a cycle); a message that still reaches its mailbox (its sender saw it alive just
+    before it stopped) is answered as the teardown answers it, not left waiting."""
+    import weakref
+
+    from pykka._envelope import Envelope
+
+    tracker = Tracker()
+    handle = start_actor(Echo, tracker, "a", [], pool=pool)
+    target = handle.pool_target()
+    assert target is not None
+    alive = weakref.ref(target[1])
+    del target
+    gc.disable()  # freed by reference counting alone, or not at all
+    try:
+        handle.ref.stop(block=True, timeout=5.0)
+        deadline = time.monotonic() + 5.0
+        while alive() is not None and time.monotonic() < deadline:  # the worker finishes its teardown
+            time.sleep(0.01)
+        assert alive() is None  # nothing holds it, and it is in no cycle
+    finally:
+        gc.enable()
+    assert handle.pool_target() is None
+    late = pykka.ThreadingFuture[Any]()
+    handle.ref.actor_inbox.put(Envelope("late", reply_to=late))  # as a sender that raced the stop
+    with pytest.raises(pykka.ActorDeadError):
+        late.get(timeout=5.0)
+    assert handle.tell("later") is False
 
 
 def test_a_pooled_actor_may_not_block_on_its_own_pool(pool: ActorPool) -> None:
