@@ -68,6 +68,7 @@ from korral.info import ApplicationInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
+from korral.model.completed import CompletedApplications
 from korral.model.application import Application
 from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
@@ -197,7 +198,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
-        self.completed: dict[str, ApplicationInfo] = {}
+        self.completed: CompletedApplications[ApplicationInfo] = CompletedApplications()
         # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
         self.published_usage = self.queue_board.usage
@@ -359,7 +360,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             board=self.queue_board,
         )
         self.apps[app.application_id] = handle
-        self.completed.pop(app.application_id, None)
+        self.completed.discard(app.application_id)
         spec = AppSpec(
             application_id=app.application_id,
             queue_path=app.queue_path,
@@ -397,7 +398,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
         self.queue_board.forget_app(message.application_id, handle.actor_id)
-        self.completed[message.application_id] = message.info
+        self.completed.add(message.application_id, message.info, self.tracker.clock())
         self._bury(handle)
 
     # ---- asks and releases -------------------------------------------------------------------------
@@ -462,6 +463,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         }
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
+        # the same periodic pass (YuniKorn's partition manager) lets terminated applications expire
+        self.completed.expire(self.tracker.clock())
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))

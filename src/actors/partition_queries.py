@@ -38,6 +38,7 @@ from korral.info import (
     limit_usage_infos,
 )
 from korral.model import resource as res
+from korral.model.completed import CompletedApplications
 from korral.model.partition import UnscheduledPartition
 from korral.model.ugm import AppUsage
 
@@ -52,7 +53,7 @@ class PartitionQueries:
     queues: dict[str, Handle]
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
-    completed: dict[str, ApplicationInfo]
+    completed: CompletedApplications[ApplicationInfo]
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
