@@ -7,6 +7,7 @@ also proves the books still balance afterwards.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -18,6 +19,16 @@ from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
 from korral.model.partition import PartitionModel
 from korral.model.queue import Queue, QueueState
 from korral.policies.sorting import node_usage_score
+
+
+@pytest.fixture(autouse=True)
+def _korral_log_level_restored() -> Iterator[None]:
+    """The command line run in-process (click's CliRunner) silences the "korral" logger for a stress
+    run's duration and a process's life: a later test that reads korral's log must still see it."""
+    logger = logging.getLogger("korral")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 class FakeClock:
