@@ -49,7 +49,7 @@ import logging, sys
 logging.disable(logging.CRITICAL)
 from click.testing import CliRunner
 from korral.cli import main
-from korral.harness.stress import SimulatedStress
+from korral.harness.stress_simulated import SimulatedStress
 harness = SimulatedStress(rms=1, operations=30, fault="node-keeps-released")
 seed = next(s for s in range(1, 400) if len(harness.run_seed(s).violations) >= 3)
 print(seed)
