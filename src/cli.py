@@ -585,7 +585,13 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     is_flag=True,
     help="run many seeds of a small scenario on the deterministic simulated runtime",
 )
-@click.option("--seeds", type=click.IntRange(min=1), default=1000, show_default=True, help="with --simulated")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="with --simulated: seeds to run; given without --duration, all of them (no time limit)",
+)
 @click.option(
     "--operations", type=click.IntRange(min=1), default=30, show_default=True, help="SI calls per seed"
 )
@@ -639,7 +645,12 @@ def stress(
     if simulated or replay:
         from korral.cli_simulated import stress_simulated
 
-        stress_simulated(console, rms, duration, seed, fault, seeds, operations, replay, not no_perturb)
+        # --seeds N without --duration runs all N seeds: no default time limit cuts them short
+        only_seeds = ctx.get_parameter_source("duration") is click.core.ParameterSource.DEFAULT and (
+            ctx.get_parameter_source("seeds") is not click.core.ParameterSource.DEFAULT
+        )
+        budget = None if only_seeds else duration
+        stress_simulated(console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb)
         return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(

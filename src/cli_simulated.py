@@ -8,11 +8,13 @@ from typing import Any
 
 import click
 
+from korral.cli import plural
+
 
 def stress_simulated(
     console: Any,
     rms: int,
-    duration: float,
+    duration: float | None,
     seed: int | None,
     fault: str | None,
     seeds: int,
@@ -20,7 +22,10 @@ def stress_simulated(
     replay: bool,
     perturb: bool,
 ) -> None:
-    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on; ``--replay``: one seed."""
+    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on; ``--replay``: one seed.
+
+    ``duration`` None: no time limit, every one of ``seeds`` runs (``--seeds`` given without
+    ``--duration``); else the run stops after the seed that reaches it, and says so."""
     import time
 
     from korral.harness.stress_simulated import SimulatedStress
@@ -48,9 +53,11 @@ def stress_simulated(
         if outcome.violations:
             sys.exit(1)
         return
+    last_seed = first + seeds - 1
+    limit = "no time limit" if duration is None else f"stopping at {duration:g}s if not done"
     console.print(
-        f"korral stress --simulated: seeds {first}..{first + seeds - 1}, {rms} RM(s), {operations} "
-        f"operations each" + (f", injected fault {fault!r}" if fault else "")
+        f"korral stress --simulated: {plural(seeds, 'seed')} {first}..{last_seed} ({limit}), {rms} RM(s), "
+        f"{operations} operations each" + (f", injected fault {fault!r}" if fault else "")
     )
     started, cpu_started = time.perf_counter(), time.process_time()
     last = [started]
@@ -61,16 +68,23 @@ def stress_simulated(
             last[0] = now
             console.print(f"  {count:,} seeds, {steps:,} steps")
 
-    found, count, steps = harness.search(range(first, first + seeds), budget=duration, progress=progress)
+    found, count, steps = harness.search(range(first, last_seed + 1), budget=duration, progress=progress)
     elapsed = max(time.perf_counter() - started, 1e-9)
     cpu = max(time.process_time() - cpu_started, 1e-9)  # the simulation is single-threaded
     console.print(
-        f"{count:,} seeds in {elapsed:.1f}s ({count / elapsed * 60:,.0f} seeds/minute, "
-        f"{steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
+        f"{count:,} seeds ({first}..{first + count - 1}) in {elapsed:.1f}s ({count / elapsed * 60:,.0f} "
+        f"seeds/minute, {steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
         f"{count / cpu * 60:,.0f} seeds/minute, {steps / cpu:,.0f} steps/s)"
     )
+    if found is None and count < seeds:
+        console.print(
+            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for (seeds "
+            f"{first + count}..{last_seed} did not run): --duration {duration:g}s was reached. No "
+            "violation in the seeds that ran; --seeds N without --duration runs all N.",
+        )
+        return
     if found is None:
-        console.print("[green]OK[/green]: no violation")
+        console.print(f"[green]OK[/green]: no violation in {count:,} seeds")
         return
     console.print(f"[red]VIOLATION[/red] at seed {found.seed} (after {len(found.ops)} operations):")
     for violation in found.violations[:20]:

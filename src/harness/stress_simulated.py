@@ -217,13 +217,14 @@ class SimulatedStress:
         self,
         seeds: Iterable[int],
         *,
-        budget: float = 60.0,
+        budget: float | None = 60.0,
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[SimulatedOutcome | None, int, int]:
-        """Run seeds until one violates or the budget (wall seconds) is spent.
+        """Run seeds until one violates or the budget (wall seconds; None: none) is spent.
 
-        Returns the violating outcome (or None), the seeds run and the simulated steps they took."""
-        deadline = time.monotonic() + budget
+        Returns the violating outcome (or None), the seeds run and the simulated steps they took: fewer
+        seeds than given, with no violation, means the budget ran out."""
+        deadline = None if budget is None else time.monotonic() + budget
         count = steps = 0
         for seed in seeds:
             outcome = self.run_seed(seed)
@@ -233,6 +234,6 @@ class SimulatedStress:
                 progress(count, steps)
             if outcome.violations:
                 return outcome, count, steps
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 break
         return None, count, steps

@@ -66,3 +66,46 @@ def test_the_same_replay_prints_its_violations_in_the_same_order_in_every_proces
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0], (
         "one replay printed its violations in orders that depend on PYTHONHASHSEED"
     )
+
+
+class SteppingClock:
+    """The harness's wall clock, ten seconds on at every reading: a run of seeds "takes" as long on
+    every machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 10.0
+        return self.now
+
+
+def stress(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
+    from click.testing import CliRunner
+
+    from korral.cli import main
+    from korral.harness import stress_simulated
+
+    monkeypatch.setattr(stress_simulated, "time", SteppingClock())
+    result = CliRunner().invoke(main, ["stress", "--simulated", "--rms", "1", "--operations", "5", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_seeds_without_a_duration_runs_every_seed_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the default --duration (30 s) is three clock readings of this run: it must not cut the seeds
+    output = stress(monkeypatch, "--seeds", "6")
+    assert "6 seeds 1..6 (no time limit)" in output, output
+    assert "6 seeds (1..6) in" in output and "no violation in 6 seeds" in output, output
+    assert "STOPPED EARLY" not in output
+
+
+def test_a_duration_that_cuts_the_seeds_short_says_so_and_claims_no_seed_it_did_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    output = stress(monkeypatch, "--seeds", "6", "--duration", "25")
+    assert "6 seeds 1..6 (stopping at 25s if not done)" in output, output
+    # readings: 10 (deadline 35), after seed 1: 20, after seed 2: 30, after seed 3: 40 - stop
+    assert "3 seeds (1..3) in" in output, output
+    assert "STOPPED EARLY: ran 3 of the 6 seeds asked for (seeds 4..6 did not run): --duration 25s" in output
+    assert "OK" not in output
