@@ -136,6 +136,13 @@ class SimulatedStress:
         return True
 
     def _check(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+        """The invariants and the RMs' ledgers, read with virtual time frozen: no timer fires between
+        two reads of one check (``Simulation.frozen``)."""
+        assert core.simulation is not None
+        with core.simulation.frozen():
+            return self._check_frozen(core, rms, drivers)
+
+    def _check_frozen(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
         problems: list[str] = []
         for index, rm in enumerate(rms):
             state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))

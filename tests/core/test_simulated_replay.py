@@ -50,11 +50,12 @@ logging.disable(logging.CRITICAL)
 from click.testing import CliRunner
 from korral.cli import main
 from korral.harness.stress_simulated import SimulatedStress
-harness = SimulatedStress(rms=1, operations=30, fault="node-keeps-released")
+harness = SimulatedStress(rms=1, operations=60, fault="node-keeps-released")
 seed = next(s for s in range(1, 400) if len(harness.run_seed(s).violations) >= 3)
 print(seed)
 print("\\n".join(harness.run_seed(seed).violations))
-args = ["stress", "--simulated", "--rms", "1", "--inject-fault", "node-keeps-released", "--seed", str(seed)]
+args = ["stress", "--simulated", "--rms", "1", "--operations", "60", "--seed", str(seed)]
+args += ["--inject-fault", "node-keeps-released"]
 print(CliRunner().invoke(main, [*args, "--replay"]).output.splitlines()[-4:])
 """
 
@@ -109,3 +110,71 @@ def test_a_duration_that_cuts_the_seeds_short_says_so_and_claims_no_seed_it_did_
     assert "3 seeds (1..3) in" in output, output
     assert "STOPPED EARLY: ran 3 of the 6 seeds asked for (seeds 4..6 did not run): --duration 25s" in output
     assert "OK" not in output
+
+
+def test_a_check_never_lets_virtual_time_pass_so_no_timer_fires_between_its_reads() -> None:
+    """``--operations 100 --seed 541`` (2 RMs) once reported a placeholder ask "lost" on correct code:
+    each delivery of the check's own queries let perturbed virtual time pass, the placeholder timeout
+    fell due between the read of the application and the RM's callback, and the check saw the ask gone
+    from the core before the RM had heard of it. A check now reads with the clock frozen."""
+    from korral.core import Core
+    from korral.harness.stress import Driver
+    from korral.harness.stress_simulated import SimulatedStress
+    from korral.testing import RecordingRM
+
+    moved: list[tuple[float, float]] = []
+    checks = [0]
+
+    class Watched(SimulatedStress):
+        def _check(self, core: Core, rms: list[RecordingRM], drivers: list[Driver] | None) -> list[str]:
+            simulation = core.simulation
+            assert simulation is not None
+            before = simulation.now
+            problems = super()._check(core, rms, drivers)
+            checks[0] += 1
+            if simulation.now != before:
+                moved.append((before, simulation.now))
+            return problems
+
+    outcome = Watched(rms=2, operations=100).run_seed(541)
+    assert checks[0] > 20
+    assert not moved, f"{len(moved)} of {checks[0]} checks let virtual time pass, e.g. {moved[:3]}"
+    assert not outcome.violations, outcome.violations
+
+
+def test_a_frozen_simulation_fires_no_timer_and_refuses_to_advance() -> None:
+    import korral
+    from korral import testing as t
+    from korral.actors.simulated import SimulationError
+
+    config = "partitions: [{name: default, queues: [{name: root, submitacl: '*', queues: [{name: a}]}]}]"
+
+    def start() -> korral.Core:
+        """An application whose only allocation was released: Completing for 50 ms of virtual time."""
+        core = korral.start(runtime="simulated", seed=3, completing_timeout=0.05)
+        assert core.simulation is not None
+        core.simulation.perturb(step_time=0.01)
+        rm = t.RecordingRM("rm")
+        core.register_resource_manager(t.register("rm", config), rm)
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 1000}))
+        core.update_application(t.applications("rm", {"x": "root.a"}))
+        core.update_allocation(t.asks("rm", "x", 1, {"memory": 10}))
+        core.wait_until_idle()
+        core.update_allocation(t.release("rm", "x"))
+        core.wait_until_idle()
+        return core
+
+    looked = start()
+    simulation = looked.simulation
+    assert simulation is not None
+    assert looked.application("[rm]default", "x").state == "Completing"  # type: ignore[union-attr]
+    now = simulation.now
+    with simulation.frozen():
+        for _ in range(20):  # 20 reads, each delivery up to 10 ms: the timeout would fall due
+            assert looked.application("[rm]default", "x").state == "Completing"  # type: ignore[union-attr]
+        with pytest.raises(SimulationError):
+            looked.advance(1.0)
+    assert simulation.now == now
+    looked.advance(0.1)  # thawed: the timeout falls due
+    assert looked.application("[rm]default", "x").state == "Completed"  # type: ignore[union-attr]
+    looked.stop()
