@@ -595,6 +595,13 @@ def _write_json(json_file: Path | None, document: object) -> bool:
 @click.option(
     "--operations", type=click.IntRange(min=1), default=30, show_default=True, help="SI calls per seed"
 )
+@click.option(
+    "--schedule-seed",
+    type=int,
+    default=None,
+    help="with --simulated: the delivery order's seed apart from the workload's (--seed); with "
+    "--seeds N: workload --seed under schedule seeds X..X+N-1 (default: each seed its own schedule)",
+)
 @click.option("--replay", is_flag=True, help="with --simulated --seed S: re-run that seed, full trace")
 @click.option("--no-perturb", is_flag=True, help="with --simulated: no mailbox delays, no timer skew")
 @click.option(
@@ -617,6 +624,7 @@ def stress(
     simulated: bool = False,
     seeds: int = 1000,
     operations: int = 30,
+    schedule_seed: int | None = None,
     replay: bool = False,
     no_perturb: bool = False,
     preemption: bool = False,
@@ -650,7 +658,9 @@ def stress(
             ctx.get_parameter_source("seeds") is not click.core.ParameterSource.DEFAULT
         )
         budget = None if only_seeds else duration
-        stress_simulated(console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb)
+        stress_simulated(
+            console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb, schedule_seed
+        )
         return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -21,8 +22,10 @@ def stress_simulated(
     operations: int,
     replay: bool,
     perturb: bool,
+    schedule_seed: int | None = None,
 ) -> None:
-    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on; ``--replay``: one seed.
+    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
+    ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
 
     ``duration`` None: no time limit, every one of ``seeds`` runs (``--seeds`` given without
     ``--duration``); else the run stops after the seed that reaches it, and says so."""
@@ -41,23 +44,31 @@ def stress_simulated(
     if replay:
         if seed is None:
             raise click.UsageError("--replay needs --seed S")
-        outcome = harness.run_seed(seed, full_trace=True)
+        outcome = harness.run_seed(seed, schedule_seed=schedule_seed, full_trace=True)
         for line in outcome.trace:  # plain lines, never wrapped: a trace is for diff and grep
             click.echo(line)
         click.echo(
-            f"seed {seed}: {len(outcome.ops)} operations, {outcome.steps:,} steps, "
-            f"{outcome.virtual_seconds:.3f} virtual seconds"
+            f"seed {seed}, schedule seed {outcome.schedule_seed}: {len(outcome.ops)} operations, "
+            f"{outcome.steps:,} steps, {outcome.virtual_seconds:.3f} virtual seconds"
         )
         for violation in outcome.violations:
             click.echo(f"  - {violation}")
         if outcome.violations:
             sys.exit(1)
         return
-    last_seed = first + seeds - 1
     limit = "no time limit" if duration is None else f"stopping at {duration:g}s if not done"
+    # the seeds that vary: workload seeds (each its own schedule), or the schedule seeds of one workload
+    start = first if schedule_seed is None else schedule_seed
+    varying = range(start, start + seeds)
+    runs: Iterable[int | tuple[int, int]] = (
+        varying if schedule_seed is None else ((first, schedule) for schedule in varying)
+    )
+    what = f"{plural(seeds, 'seed')} {varying[0]}..{varying[-1]}"
+    if schedule_seed is not None:
+        what = f"workload seed {first} under {plural(seeds, 'schedule seed')} {varying[0]}..{varying[-1]}"
     console.print(
-        f"korral stress --simulated: {plural(seeds, 'seed')} {first}..{last_seed} ({limit}), {rms} RM(s), "
-        f"{operations} operations each" + (f", injected fault {fault!r}" if fault else "")
+        f"korral stress --simulated: {what} ({limit}), {rms} RM(s), {operations} operations each"
+        + (f", injected fault {fault!r}" if fault else "")
     )
     started, cpu_started = time.perf_counter(), time.process_time()
     last = [started]
@@ -68,31 +79,33 @@ def stress_simulated(
             last[0] = now
             console.print(f"  {count:,} seeds, {steps:,} steps")
 
-    found, count, steps = harness.search(range(first, last_seed + 1), budget=duration, progress=progress)
+    found, count, steps = harness.search(runs, budget=duration, progress=progress)
     elapsed = max(time.perf_counter() - started, 1e-9)
     cpu = max(time.process_time() - cpu_started, 1e-9)  # the simulation is single-threaded
+    ran = f"{varying[0]}..{varying[count - 1]}" if count else "none"
     console.print(
-        f"{count:,} seeds ({first}..{first + count - 1}) in {elapsed:.1f}s ({count / elapsed * 60:,.0f} "
+        f"{count:,} seeds ({ran}) in {elapsed:.1f}s ({count / elapsed * 60:,.0f} "
         f"seeds/minute, {steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
         f"{count / cpu * 60:,.0f} seeds/minute, {steps / cpu:,.0f} steps/s)"
     )
     if found is None and count < seeds:
         console.print(
             f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for (seeds "
-            f"{first + count}..{last_seed} did not run): --duration {duration:g}s was reached. No "
-            "violation in the seeds that ran; --seeds N without --duration runs all N.",
+            f"{varying[count]}..{varying[-1]} did not run): --duration {duration:g}s was reached. "
+            "No violation in the seeds that ran; --seeds N without --duration runs all N.",
         )
         return
     if found is None:
         console.print(f"[green]OK[/green]: no violation in {count:,} seeds")
         return
-    console.print(f"[red]VIOLATION[/red] at seed {found.seed} (after {len(found.ops)} operations):")
+    seeds_of = f"--seed {found.seed} --schedule-seed {found.schedule_seed}"
+    console.print(f"[red]VIOLATION[/red] at {seeds_of} (after {len(found.ops)} operations):")
     for violation in found.violations[:20]:
         console.print(f"  - {violation}", markup=False)
-    minimal = harness.shrink(found.seed, found.ops)
+    minimal = harness.shrink(found.seed, found.ops, schedule_seed=found.schedule_seed)
     console.print(
-        f"shortest sequence that still shows it with seed {found.seed} ({len(minimal)} operations); "
-        f"replay with: {again} --seed {found.seed} --replay"
+        f"shortest sequence that still shows it with {seeds_of} ({len(minimal)} operations); "
+        f"replay with: {again} {seeds_of} --replay"
     )
     for op in minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)

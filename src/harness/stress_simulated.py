@@ -37,22 +37,26 @@ from korral.model.naming import normalize_partition_name
 class SimulatedOutcome:
     """One seed's run: what it did, what it found, and the callbacks it delivered (its trace)."""
 
-    seed: int
+    seed: int  # the workload's
     ops: tuple[Op, ...]
     violations: tuple[str, ...]
     steps: int
     virtual_seconds: float
     callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
     trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
+    schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
 
 
 class SimulatedStress:
-    """A small scenario per seed, interleaved by the seed: the same seed replays it exactly.
+    """A small scenario per seed, interleaved by a schedule seed: the same pair replays it exactly.
 
-    The seed drives everything: the RMs' operations (``Driver``), when the test lets the core run a
-    few steps, to quiescence or for some virtual time between them, and the order the simulation
-    delivers messages in (with perturbation: mailboxes held back, timers skewed). Every quiescent
-    point is checked: the invariants of ``korral.harness.invariants`` and the RMs' own ledgers.
+    The workload seed drives the RMs' operations (``Driver``) and when the test lets the core run a
+    few steps, to quiescence or for some virtual time between them; the schedule seed (the workload
+    seed unless given apart) drives the order the simulation delivers messages in (with perturbation:
+    mailboxes held back, timers skewed, time per delivery) and the core's uuid tokens. One workload
+    can so be re-run under other schedules (an RM's choices still follow what it has heard back, so
+    a workload's later calls may differ between schedules). Every quiescent point is checked: the
+    invariants of ``korral.harness.invariants`` and the RMs' own ledgers.
     """
 
     def __init__(
@@ -72,8 +76,12 @@ class SimulatedStress:
             core.record_full_trace()
         return core
 
-    def run_seed(self, seed: int, *, full_trace: bool = False) -> SimulatedOutcome:
-        """The scenario the seed chooses, checked at every quiescent point."""
+    def run_seed(
+        self, seed: int, *, schedule_seed: int | None = None, full_trace: bool = False
+    ) -> SimulatedOutcome:
+        """The scenario the seed chooses, delivered in the schedule seed's order (default: the seed),
+        checked at every quiescent point."""
+        schedule = seed if schedule_seed is None else schedule_seed
         ops: list[Op] = []
 
         def record(op: Op) -> None:
@@ -82,7 +90,7 @@ class SimulatedStress:
         rng = random.Random(seed)
         drivers = [Driver(index, seed, record, misbehave=False) for index in range(self.rm_count)]
         with self._faults():
-            core = self._start(seed, full_trace)
+            core = self._start(schedule, full_trace)
             try:
                 for driver in drivers:
                     driver.register(core)
@@ -105,7 +113,7 @@ class SimulatedStress:
                 if not violations:
                     self._run(core, ("advance", SIMULATED_SETTLE))
                     violations = self._check(core, [d.rm for d in drivers], drivers)
-                return self._outcome(core, seed, ops, violations)
+                return self._outcome(core, seed, schedule, ops, violations)
             finally:
                 core.stop()
 
@@ -170,11 +178,14 @@ class SimulatedStress:
         return _Scope()
 
     @staticmethod
-    def _outcome(core: Core, seed: int, ops: list[Op], violations: list[str]) -> SimulatedOutcome:
+    def _outcome(
+        core: Core, seed: int, schedule_seed: int, ops: list[Op], violations: list[str]
+    ) -> SimulatedOutcome:
         simulation = core.simulation
         assert simulation is not None
         return SimulatedOutcome(
             seed=seed,
+            schedule_seed=schedule_seed,
             ops=tuple(ops),
             violations=tuple(violations),
             steps=simulation.steps,
@@ -184,12 +195,18 @@ class SimulatedStress:
         )
 
     def replay(
-        self, seed: int, ops: list[Op] | tuple[Op, ...], *, full_trace: bool = False
+        self,
+        seed: int,
+        ops: list[Op] | tuple[Op, ...],
+        *,
+        schedule_seed: int | None = None,
+        full_trace: bool = False,
     ) -> SimulatedOutcome:
-        """Replay recorded operations (and pauses) with the seed's interleaving: checked at the end."""
+        """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed)."""
+        schedule = seed if schedule_seed is None else schedule_seed
         rms = [t.RecordingRM(f"rm{index}") for index in range(self.rm_count)]
         with self._faults():
-            core = self._start(seed, full_trace)
+            core = self._start(schedule, full_trace)
             try:
                 for index, rm in enumerate(rms):
                     core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
@@ -209,32 +226,40 @@ class SimulatedStress:
                 if not violations:
                     self._run(core, ("advance", SIMULATED_SETTLE))
                     violations = self._check(core, rms, None)
-                return self._outcome(core, seed, list(ops), violations)
+                return self._outcome(core, seed, schedule, list(ops), violations)
             finally:
                 core.stop()
 
-    def shrink(self, seed: int, ops: tuple[Op, ...], budget: float = 60.0) -> list[Op]:
-        """Delta debugging over the operations, each candidate replayed with the same seed."""
+    def shrink(
+        self, seed: int, ops: tuple[Op, ...], budget: float = 60.0, *, schedule_seed: int | None = None
+    ) -> list[Op]:
+        """Delta debugging over the operations, each candidate replayed with the same schedule seed."""
         current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
-        if not self.replay(seed, current).violations:
+
+        def fails(candidate: list[Op]) -> bool:
+            return bool(self.replay(seed, candidate, schedule_seed=schedule_seed).violations)
+
+        if not fails(current):
             return current  # the first registrations matter after all: report it whole
-        return delta_debug(current, lambda candidate: bool(self.replay(seed, candidate).violations), budget)
+        return delta_debug(current, fails, budget)
 
     def search(
         self,
-        seeds: Iterable[int],
+        seeds: Iterable[int | tuple[int, int]],
         *,
         budget: float | None = 60.0,
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[SimulatedOutcome | None, int, int]:
-        """Run seeds until one violates or the budget (wall seconds; None: none) is spent.
+        """Run seeds (a workload seed, or a pair: workload seed, schedule seed) until one violates or
+        the budget (wall seconds; None: none) is spent.
 
         Returns the violating outcome (or None), the seeds run and the simulated steps they took: fewer
         seeds than given, with no violation, means the budget ran out."""
         deadline = None if budget is None else time.monotonic() + budget
         count = steps = 0
         for seed in seeds:
-            outcome = self.run_seed(seed)
+            workload, schedule = seed if isinstance(seed, tuple) else (seed, seed)
+            outcome = self.run_seed(workload, schedule_seed=schedule)
             count += 1
             steps += outcome.steps
             if progress is not None:

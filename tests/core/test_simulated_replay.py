@@ -178,3 +178,50 @@ def test_a_frozen_simulation_fires_no_timer_and_refuses_to_advance() -> None:
     looked.advance(0.1)  # thawed: the timeout falls due
     assert looked.application("[rm]default", "x").state == "Completed"  # type: ignore[union-attr]
     looked.stop()
+
+
+FAULT = "removed-app-keeps-placed"  # a Placed reaching an application after its removal: rare orders
+
+
+def test_the_schedule_seed_is_the_seed_unless_given_and_drives_only_the_delivery_order() -> None:
+    from korral.harness.stress_simulated import SimulatedStress
+
+    harness = SimulatedStress(rms=2, operations=30)
+    default = harness.run_seed(77, full_trace=True)
+    same = harness.run_seed(77, schedule_seed=77, full_trace=True)
+    assert default.trace == same.trace and default.ops == same.ops and default.schedule_seed == 77
+    others = [harness.run_seed(77, schedule_seed=schedule, full_trace=True) for schedule in (1, 2)]
+    for other in others:
+        assert other.seed == 77 and other.trace != default.trace, "the schedule seed chose nothing"
+        # the workload seed chose the same first calls; what an RM does later follows what it heard
+        assert other.ops[:4] == default.ops[:4]
+    # the other way round: other workloads under one schedule seed make other calls
+    assert harness.run_seed(78, schedule_seed=77).ops[:4] != default.ops[:4]
+
+
+def test_a_failing_workload_reruns_under_other_schedules_and_the_replay_names_both_seeds() -> None:
+    from click.testing import CliRunner
+
+    from korral.cli import main
+    from korral.harness.stress_simulated import SimulatedStress
+
+    harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
+    found, _, _ = harness.search(range(401, 801), budget=None)
+    assert found is not None and found.schedule_seed == found.seed
+    # the same workload under 300 other schedules: some show it, some do not
+    runs = [harness.run_seed(found.seed, schedule_seed=s) for s in range(1000, 1300)]
+    failing = [run for run in runs if run.violations]
+    assert failing and len(failing) < len(runs), f"{len(failing)} of {len(runs)} schedules fail"
+    pair = ["--seed", str(found.seed), "--schedule-seed", str(failing[0].schedule_seed)]
+    common = ["stress", "--simulated", "--rms", "1", "--inject-fault", FAULT]
+    runner = CliRunner()
+    search = runner.invoke(
+        main, [*common, "--seed", str(found.seed), "--schedule-seed", "1000", "--seeds", "300"]
+    )
+    assert search.exit_code == 1, search.output
+    assert f"workload seed {found.seed} under 300 schedule seeds 1000..1299" in search.output
+    assert f"VIOLATION at {' '.join(pair)}" in search.output, search.output
+    assert f"--inject-fault {FAULT} {' '.join(pair)} --replay" in search.output, search.output
+    replayed = runner.invoke(main, [*common, *pair, "--replay"])
+    assert replayed.exit_code == 1
+    assert f"  - {failing[0].violations[0]}" in replayed.output
