@@ -31,6 +31,7 @@ def stress_simulated(
     ``--duration``); else the run stops after the seed that reaches it, and says so."""
     import time
 
+    from korral.harness.repro import pytest_case
     from korral.harness.stress_simulated import SimulatedStress
 
     harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
@@ -102,11 +103,27 @@ def stress_simulated(
     console.print(f"[red]VIOLATION[/red] at {seeds_of} (after {len(found.ops)} operations):")
     for violation in found.violations[:20]:
         console.print(f"  - {violation}", markup=False)
-    minimal = harness.shrink(found.seed, found.ops, schedule_seed=found.schedule_seed)
+    violation = found.violations[0]
+    minimal = harness.shrink(found.seed, found.ops, schedule_seed=found.schedule_seed, violation=violation)
     console.print(
-        f"shortest sequence that still shows it with {seeds_of} ({len(minimal)} operations); "
-        f"replay with: {again} {seeds_of} --replay"
+        f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
+        f"({len(minimal)} operations, replayed with every check); replay the run with: "
+        f"{again} {seeds_of} --replay"
     )
     for op in minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
+    case = pytest_case(
+        minimal,
+        seed=found.seed,
+        schedule_seed=found.schedule_seed,
+        rms=rms,
+        operations=operations,
+        fault=fault,
+        perturb=perturb,
+        violation=violation,
+    )
+    console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
+    console.print("# ---- 8< ----", markup=False)
+    console.print(case, markup=False, highlight=False)
+    console.print("# ---- >8 ----", markup=False)
     sys.exit(1)

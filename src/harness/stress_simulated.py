@@ -17,9 +17,10 @@ from typing import Any
 import attrs
 
 import korral
+from korral import si
 from korral import testing as t
 from korral.core import Core
-from korral.harness import faults, invariants
+from korral.harness import faults, invariants, repro
 from korral.harness.stress import (
     SETTINGS,
     SIMULATED_SETTLE,
@@ -202,9 +203,11 @@ class SimulatedStress:
         schedule_seed: int | None = None,
         full_trace: bool = False,
     ) -> SimulatedOutcome:
-        """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed)."""
+        """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed),
+        with every check of a run: the RMs' ledgers (``Driver.check``) are rebuilt from the operations."""
         schedule = seed if schedule_seed is None else schedule_seed
-        rms = [t.RecordingRM(f"rm{index}") for index in range(self.rm_count)]
+        ledgers = [Driver(index, 0, lambda op: None, misbehave=False) for index in range(self.rm_count)]
+        rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
         with self._faults():
             core = self._start(schedule, full_trace)
             try:
@@ -214,30 +217,48 @@ class SimulatedStress:
                 for op in ops:
                     if op.kind == "run":
                         if self._run(core, op.request):
-                            violations = self._check(core, rms, None)
+                            violations = self._check(core, rms, ledgers)
                     else:
+                        if op.kind != "register":
+                            _learn(ledgers[op.rm], op)
                         try:
                             StressRun._apply(core, rms[op.rm], op)
                         except Exception as error:
                             if not op.expect_error:
                                 violations = [f"{op.description}: {type(error).__name__}: {error}"]
+                        if op.kind == "register":
+                            _learn(ledgers[op.rm], op)
                     if violations:
                         break
                 if not violations:
                     self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, rms, None)
+                    violations = self._check(core, rms, ledgers)
                 return self._outcome(core, seed, schedule, list(ops), violations)
             finally:
                 core.stop()
 
     def shrink(
-        self, seed: int, ops: tuple[Op, ...], budget: float = 60.0, *, schedule_seed: int | None = None
+        self,
+        seed: int,
+        ops: tuple[Op, ...],
+        budget: float = 60.0,
+        *,
+        schedule_seed: int | None = None,
+        violation: str | None = None,
     ) -> list[Op]:
-        """Delta debugging over the operations, each candidate replayed with the same schedule seed."""
+        """Delta debugging over the operations, each candidate replayed (every check) with the same
+        schedule seed, and kept only when it shows the same violation: ``violation``'s kind and
+        subject (``repro.signature``; default: the first violation of the whole replay)."""
         current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
+        if violation is None:
+            found = self.replay(seed, current, schedule_seed=schedule_seed).violations
+            if not found:
+                return current
+            violation = found[0]
+        target = violation
 
         def fails(candidate: list[Op]) -> bool:
-            return bool(self.replay(seed, candidate, schedule_seed=schedule_seed).violations)
+            return repro.shows(self.replay(seed, candidate, schedule_seed=schedule_seed).violations, target)
 
         if not fails(current):
             return current  # the first registrations matter after all: report it whole
@@ -269,3 +290,26 @@ class SimulatedStress:
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return None, count, steps
+
+
+def _learn(ledger: Driver, op: Op) -> None:
+    """What the RM that issued ``op`` knows after it, as its ``Driver`` keeps it: the asks it must
+    account for, those it released, its gangs' real asks; a registration starts afresh."""
+    request = op.request
+    if op.kind == "register":
+        ledger.asks.clear()
+        ledger.asks_released.clear()
+        ledger.gang_asks.clear()
+        with ledger.rm.lock:
+            ledger.rm.live.clear()
+            ledger.rm.to_confirm.clear()
+    elif isinstance(request, si.ApplicationRequest):
+        removed = {remove.application_id for remove in request.remove}
+        ledger.asks = {key: app for key, app in ledger.asks.items() if app not in removed}
+    elif isinstance(request, si.AllocationRequest):
+        for ask in request.asks:
+            ledger.asks[ask.allocation_key] = ask.application_id
+            if ask.task_group_name and not ask.placeholder:
+                ledger.gang_asks.add(ask.allocation_key)
+        if request.releases is not None:
+            ledger.asks_released.update(r.allocation_key for r in request.releases.allocation_asks_to_release)

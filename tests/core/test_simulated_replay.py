@@ -8,15 +8,20 @@ the machine's speed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from korral import testing as t
 from korral.harness import faults
+from korral.harness.stress import Op
+from korral.harness.stress_simulated import SimulatedOutcome, SimulatedStress
 
 
 @pytest.fixture(autouse=True)
@@ -183,6 +188,16 @@ def test_a_frozen_simulation_fires_no_timer_and_refuses_to_advance() -> None:
 FAULT = "removed-app-keeps-placed"  # a Placed reaching an application after its removal: rare orders
 
 
+@functools.cache
+def fault_found() -> SimulatedOutcome:
+    """The first seed of 401..800 whose run shows the fault (few do)."""
+    from korral.harness.stress_simulated import SimulatedStress
+
+    found, count, _ = SimulatedStress(rms=1, operations=30, fault=FAULT).search(range(401, 801), budget=None)
+    assert found is not None, f"the fault did not show in {count} seeds"
+    return found
+
+
 def test_the_schedule_seed_is_the_seed_unless_given_and_drives_only_the_delivery_order() -> None:
     from korral.harness.stress_simulated import SimulatedStress
 
@@ -206,8 +221,8 @@ def test_a_failing_workload_reruns_under_other_schedules_and_the_replay_names_bo
     from korral.harness.stress_simulated import SimulatedStress
 
     harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
-    found, _, _ = harness.search(range(401, 801), budget=None)
-    assert found is not None and found.schedule_seed == found.seed
+    found = fault_found()
+    assert found.schedule_seed == found.seed
     # the same workload under 300 other schedules: some show it, some do not
     runs = [harness.run_seed(found.seed, schedule_seed=s) for s in range(1000, 1300)]
     failing = [run for run in runs if run.violations]
@@ -225,3 +240,73 @@ def test_a_failing_workload_reruns_under_other_schedules_and_the_replay_names_bo
     replayed = runner.invoke(main, [*common, *pair, "--replay"])
     assert replayed.exit_code == 1
     assert f"  - {failing[0].violations[0]}" in replayed.output
+
+
+def test_a_violation_is_its_kind_and_subject_not_the_uuids_a_shorter_run_renumbers() -> None:
+    from korral.harness.repro import shows, signature
+
+    orphan = "[rm0]default: allocation [rm0]default-ea3d71fa-12 on node rm0-node-2 has no application"
+    renumbered = "[rm0]default: allocation [rm0]default-0b1c2d3e-4 on node rm0-node-2 has no application"
+    assert signature(orphan) == signature(renumbered)
+    assert not shows([orphan.replace("rm0-node-2", "rm0-node-3")], orphan), "another node is another subject"
+    lost = "rm0: ask rm0-app-4-ph-2 of rm0-app-4 is neither pending, allocated, released nor rejected (lost)"
+    assert not shows([lost.replace("ph-2", "ph-1"), orphan], lost)
+    assert shows([orphan, lost], lost)
+    resized = (
+        "[rm0]default queue root.a: allocated {'memory': 5} != sum of its applications {'memory': 3}: {}"
+    )
+    assert signature(resized) == signature(resized.replace("5", "7"))
+
+
+def test_a_replay_runs_the_rms_ledger_check_too() -> None:
+    """The RM-side ledger (every ask it sent is pending, allocated, released or rejected) is checked in
+    a replay as in the run: here rm0 sends an ask into rm1's namespace, which rm0 never hears of."""
+    ops = [
+        Op(
+            seq=1,
+            rm=0,
+            kind="apps",
+            request=t.applications("rm0", {"rm0-app-1": "root.a"}),
+            description="app",
+        ),
+        Op(
+            seq=2,
+            rm=0,
+            kind="allocations",
+            request=t.asks("rm1", "rm0-app-1", 1, {"memory": 100, "vcore": 100}, prefix="rm0-app-1-ask-"),
+            description="an ask of rm0's application, sent as rm1",
+        ),
+        Op(seq=3, rm=0, kind="run", request=("idle", 0.0), description="run"),
+    ]
+    outcome = SimulatedStress(rms=2, operations=3).replay(1, ops)
+    lost = "rm0: ask rm0-app-1-ask-0 of rm0-app-1 is neither pending, allocated, released nor rejected (lost)"
+    assert lost in outcome.violations, outcome.violations
+
+
+def test_shrinking_keeps_the_violation_and_prints_a_pytest_case_that_fails_with_it(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from korral.cli import main
+    from korral.harness import repro
+
+    found = fault_found()
+    harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
+    minimal = harness.shrink(found.seed, found.ops, violation=found.violations[0])
+    assert len(minimal) < len(found.ops)
+    assert repro.shows(harness.replay(found.seed, minimal).violations, found.violations[0])
+    args = ["stress", "--simulated", "--rms", "1", "--inject-fault", FAULT, "--seed", str(found.seed)]
+    result = CliRunner().invoke(main, [*args, "--seeds", "1"])
+    assert result.exit_code == 1, result.output
+    assert f"--seed {found.seed} --schedule-seed {found.seed} --replay" in result.output
+    case = result.output.split("# ---- 8< ----\n", 1)[1].split("# ---- >8 ----", 1)[0]
+    (tmp_path / "test_shrunk.py").write_text(case)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_shrunk.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr  # the test fails: the violation shows
+    assert "1 failed" in run.stdout and "has no application" in run.stdout, run.stdout
