@@ -586,9 +586,22 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     is_flag=True,
     help="run many seeds of a small scenario on the deterministic simulated runtime",
 )
-@click.option("--seeds", type=click.IntRange(min=1), default=1000, show_default=True, help="with --simulated")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="with --simulated: seeds to run; given without --duration, all of them (no time limit)",
+)
 @click.option(
     "--operations", type=click.IntRange(min=1), default=30, show_default=True, help="SI calls per seed"
+)
+@click.option(
+    "--schedule-seed",
+    type=int,
+    default=None,
+    help="with --simulated: the delivery order's seed apart from the workload's (--seed); with "
+    "--seeds N: workload --seed under schedule seeds X..X+N-1 (default: each seed its own schedule)",
 )
 @click.option("--replay", is_flag=True, help="with --simulated --seed S: re-run that seed, full trace")
 @click.option("--no-perturb", is_flag=True, help="with --simulated: no mailbox delays, no timer skew")
@@ -612,6 +625,7 @@ def stress(
     simulated: bool = False,
     seeds: int = 1000,
     operations: int = 30,
+    schedule_seed: int | None = None,
     replay: bool = False,
     no_perturb: bool = False,
     preemption: bool = False,
@@ -638,7 +652,16 @@ def stress(
         _stress_preemption(console, rms, duration, seed, checkpoint, simulated, seeds, operations)
         return
     if simulated or replay:
-        _stress_simulated(console, rms, duration, seed, fault, seeds, operations, replay, not no_perturb)
+        from korral.cli_simulated import stress_simulated
+
+        # --seeds N without --duration runs all N seeds: no default time limit cuts them short
+        only_seeds = ctx.get_parameter_source("duration") is click.core.ParameterSource.DEFAULT and (
+            ctx.get_parameter_source("seeds") is not click.core.ParameterSource.DEFAULT
+        )
+        budget = None if only_seeds else duration
+        stress_simulated(
+            console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb, schedule_seed
+        )
         return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(
@@ -705,82 +728,6 @@ def _soak(console: object, cycles: int | None, duration: float, every: int) -> N
 
     if not run_soak(console.print, cycles, duration, every):  # type: ignore[attr-defined]
         sys.exit(1)
-
-
-def _stress_simulated(
-    console: Any,
-    rms: int,
-    duration: float,
-    seed: int | None,
-    fault: str | None,
-    seeds: int,
-    operations: int,
-    replay: bool,
-    perturb: bool,
-) -> None:
-    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on; ``--replay``: one seed."""
-    import time
-
-    from korral.harness.stress import SimulatedStress
-
-    harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
-    first = seed if seed is not None else 1
-    again = (
-        f"korral stress --simulated --rms {rms} --operations {operations}"
-        + ("" if perturb else " --no-perturb")
-        + (f" --inject-fault {fault}" if fault else "")
-    )
-    logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
-    if replay:
-        if seed is None:
-            raise click.UsageError("--replay needs --seed S")
-        outcome = harness.run_seed(seed, full_trace=True)
-        for line in outcome.trace:  # plain lines, never wrapped: a trace is for diff and grep
-            click.echo(line)
-        click.echo(
-            f"seed {seed}: {len(outcome.ops)} operations, {outcome.steps:,} steps, "
-            f"{outcome.virtual_seconds:.3f} virtual seconds"
-        )
-        for violation in outcome.violations:
-            click.echo(f"  - {violation}")
-        if outcome.violations:
-            sys.exit(1)
-        return
-    console.print(
-        f"korral stress --simulated: seeds {first}..{first + seeds - 1}, {rms} RM(s), {operations} "
-        f"operations each" + (f", injected fault {fault!r}" if fault else "")
-    )
-    started, cpu_started = time.perf_counter(), time.process_time()
-    last = [started]
-
-    def progress(count: int, steps: int) -> None:
-        now = time.perf_counter()
-        if now - last[0] >= 5.0:
-            last[0] = now
-            console.print(f"  {count:,} seeds, {steps:,} steps")
-
-    found, count, steps = harness.search(range(first, first + seeds), budget=duration, progress=progress)
-    elapsed = max(time.perf_counter() - started, 1e-9)
-    cpu = max(time.process_time() - cpu_started, 1e-9)  # the simulation is single-threaded
-    console.print(
-        f"{count:,} seeds in {elapsed:.1f}s ({count / elapsed * 60:,.0f} seeds/minute, "
-        f"{steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
-        f"{count / cpu * 60:,.0f} seeds/minute, {steps / cpu:,.0f} steps/s)"
-    )
-    if found is None:
-        console.print("[green]OK[/green]: no violation")
-        return
-    console.print(f"[red]VIOLATION[/red] at seed {found.seed} (after {len(found.ops)} operations):")
-    for violation in found.violations[:20]:
-        console.print(f"  - {violation}", markup=False)
-    minimal = harness.shrink(found.seed, found.ops)
-    console.print(
-        f"shortest sequence that still shows it with seed {found.seed} ({len(minimal)} operations); "
-        f"replay with: {again} --seed {found.seed} --replay"
-    )
-    for op in minimal[:200]:
-        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
-    sys.exit(1)
 
 
 def _bench_remote(console: Any, chosen: Any, json_file: Path | None) -> None:

@@ -36,7 +36,18 @@ STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
     "simulated": (
         "korral stress --simulated",
         frozenset(
-            {"simulated", "rms", "duration", "seed", "fault", "seeds", "operations", "replay", "no_perturb"}
+            {
+                "simulated",
+                "rms",
+                "duration",
+                "seed",
+                "fault",
+                "seeds",
+                "operations",
+                "replay",
+                "no_perturb",
+                "schedule_seed",
+            }
         ),
     ),
     "soak": ("korral stress --soak", frozenset({"soak", "duration", "cycles", "every"})),

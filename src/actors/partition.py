@@ -68,8 +68,8 @@ from korral.info import ApplicationInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.app_owner import owner_copy
-from korral.model.completed import CompletedApplications
 from korral.model.application import Application
+from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 

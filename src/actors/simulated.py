@@ -25,7 +25,8 @@ import random
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -260,6 +261,7 @@ class Simulation:
         self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
+        self._frozen = False  # see frozen()
 
     def perturb(
         self,
@@ -277,6 +279,22 @@ class Simulation:
         self.timer_skew = timer_skew
         self.step_time = step_time
 
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Virtual time stands still while an observer reads (an invariant check): deliveries take no
+        time, no timer fires, no mailbox is held back, ``advance`` is refused, and a read that would
+        need a timer raises ``Timeout``. The schedule's RNG is as it was before the reads, so how many
+        reads a check makes does not shift the choices after it."""
+        if self._frozen:  # nested: the outer read restores
+            yield
+            return
+        state, self._frozen = self.rng.getstate(), True
+        try:
+            yield
+        finally:
+            self._frozen = False
+            self.rng.setstate(state)
+
     # ---- clocks ------------------------------------------------------------------------------------
 
     def clock(self) -> float:
@@ -291,7 +309,7 @@ class Simulation:
     # ---- mailboxes ---------------------------------------------------------------------------------
 
     def _make_ready(self, inbox: SimulatedInbox) -> None:
-        if self.delay_probability and self.rng.random() < self.delay_probability:
+        if self.delay_probability and not self._frozen and self.rng.random() < self.delay_probability:
             inbox._index = -2  # parked: neither ready nor free to be made ready again
             release = self.steps + self.rng.randint(1, self.max_delay)
             heapq.heappush(self._delayed, (release, next(self._delayed_seq), inbox))
@@ -338,7 +356,7 @@ class Simulation:
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
-        if self.step_time:
+        if self.step_time and not self._frozen:
             self.now += self.rng.uniform(0.0, self.step_time)
             if self._timers and self._timers[0][0] <= self.now:
                 self._fire_due()
@@ -417,6 +435,8 @@ class Simulation:
         quiescence before each jump and at the end."""
         if seconds < 0:
             raise ValueError("the virtual clock only moves forward")
+        if self._frozen:
+            raise SimulationError("the virtual clock is frozen (an observer is reading): it cannot move")
         target = self.now + seconds
         self.run_until_idle()
         while self._timers and self._timers[0][0] <= target:
@@ -436,8 +456,8 @@ class Simulation:
                     raise SimulationError(f"no answer after {MAX_STEPS_PER_RUN:,} steps (a livelock?)")
                 continue
             due = self.next_deadline()
-            if due is None or (deadline is not None and due > deadline):
-                if deadline is not None:
+            if due is None or self._frozen or (deadline is not None and due > deadline):
+                if deadline is not None and not self._frozen:
                     self.now = max(self.now, deadline)
                 raise Timeout(f"{timeout} seconds (virtual): nothing left to run could answer")
             self.now = max(self.now, due)

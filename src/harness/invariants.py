@@ -111,9 +111,10 @@ def check_partition(state: PartitionState, *, recovered_queues: Iterable[str] = 
     # orphans: every allocation on a node belongs to an application, and the other way round
     on_nodes = {a.uuid: a for node in state.nodes for a in node.allocations}
     on_apps = {a.uuid: a for app in state.applications for a in app.allocations}
-    for uuid in on_nodes.keys() - on_apps.keys():
+    # sorted: a set difference iterates in hash order, and a replay must print the same text
+    for uuid in sorted(on_nodes.keys() - on_apps.keys()):
         problems.append(f"{name}: allocation {uuid} on node {on_nodes[uuid].node_id} has no application")
-    for uuid in on_apps.keys() - on_nodes.keys():
+    for uuid in sorted(on_apps.keys() - on_nodes.keys()):
         problems.append(
             f"{name}: allocation {uuid} of application {on_apps[uuid].application_id} is on no node"
         )
@@ -171,14 +172,14 @@ def check_rm_view(rm: RecordingRM, states: Iterable[PartitionState]) -> list[str
         released_by_core = {
             (r.application_id, r.uuid) for r in rm.released if r.termination_type in CORE_RELEASES
         }
-    for uuid in live.keys() - core_allocations.keys():
+    for uuid in sorted(live.keys() - core_allocations.keys()):  # sorted: not hash order
         problems.append(f"RM {rm.rm_id} holds allocation {uuid} the core does not have")
-    for uuid in core_allocations.keys() - live.keys():
+    for uuid in sorted(core_allocations.keys() - live.keys()):
         allocation = core_allocations[uuid]
         if allocation.releasing or (allocation.application_id, uuid) in released_by_core:
             continue  # the core released it and keeps it booked until this RM confirms
         problems.append(f"RM {rm.rm_id} was never told of allocation {uuid}")
-    for uuid in live.keys() & core_allocations.keys():
+    for uuid in sorted(live.keys() & core_allocations.keys()):
         if not res.equals(live[uuid].resource_per_alloc, core_allocations[uuid].resource):
             problems.append(f"RM {rm.rm_id} allocation {uuid}: resources differ from the core's")
     for received in foreign:

@@ -1561,214 +1561,9 @@ class HostileDriver(Driver):
 # ---- soak: korral.harness.soak (``korral stress --soak``) ---------------------------------------------
 
 
-# ---- korral stress --simulated: many seeds of a small scenario on the simulated runtime ----------------
+# ---- korral stress --simulated: korral.harness.stress_simulated (SimulatedStress) -----------------------
 
 SIMULATED_SETTLE = 3.0  # virtual seconds at the end: completing timeouts, queue cleanup, retries
-
-
-@attrs.frozen(kw_only=True)
-class SimulatedOutcome:
-    """One seed's run: what it did, what it found, and the callbacks it delivered (its trace)."""
-
-    seed: int
-    ops: tuple[Op, ...]
-    violations: tuple[str, ...]
-    steps: int
-    virtual_seconds: float
-    callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
-    trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
-
-
-class SimulatedStress:
-    """A small scenario per seed, interleaved by the seed: the same seed replays it exactly.
-
-    The seed drives everything: the RMs' operations (``Driver``), when the test lets the core run a
-    few steps, to quiescence or for some virtual time between them, and the order the simulation
-    delivers messages in (with perturbation: mailboxes held back, timers skewed). Every quiescent
-    point is checked: the invariants of ``korral.harness.invariants`` and the RMs' own ledgers.
-    """
-
-    def __init__(
-        self, rms: int = 1, operations: int = 30, fault: str | None = None, perturb: bool = True
-    ) -> None:
-        self.rm_count = rms
-        self.operations = operations
-        self.fault = fault
-        self.perturb = perturb
-
-    def _start(self, seed: int, full_trace: bool) -> Core:
-        core = korral.start(runtime="simulated", seed=seed, **SETTINGS, **faults.start_options())
-        assert core.simulation is not None
-        if self.perturb:
-            core.simulation.perturb()
-        if full_trace:
-            core.record_full_trace()
-        return core
-
-    def run_seed(self, seed: int, *, full_trace: bool = False) -> SimulatedOutcome:
-        """The scenario the seed chooses, checked at every quiescent point."""
-        ops: list[Op] = []
-
-        def record(op: Op) -> None:
-            ops.append(attrs.evolve(op, seq=len(ops) + 1))
-
-        rng = random.Random(seed)
-        drivers = [Driver(index, seed, record, misbehave=False) for index in range(self.rm_count)]
-        with self._faults():
-            core = self._start(seed, full_trace)
-            try:
-                for driver in drivers:
-                    driver.register(core)
-                violations: list[str] = []
-                for _ in range(self.operations):
-                    try:
-                        rng.choice(drivers).step(core)
-                    except Violation as violation:
-                        violations = [str(violation)]
-                    except Exception as error:  # an SI call the core should have taken
-                        violations = [f"{type(error).__name__}: {error}"]
-                    if violations:
-                        break
-                    pause = self._pause(rng)
-                    record(Op(seq=0, rm=0, kind="run", request=pause, description=f"run {pause}"))
-                    if self._run(core, pause):
-                        violations = self._check(core, [d.rm for d in drivers], drivers)
-                        if violations:
-                            break
-                if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, [d.rm for d in drivers], drivers)
-                return self._outcome(core, seed, ops, violations)
-            finally:
-                core.stop()
-
-    @staticmethod
-    def _pause(rng: random.Random) -> tuple[str, float]:
-        roll = rng.random()
-        if roll < 0.45:
-            return ("steps", float(rng.randint(1, 30)))  # part of the work, the next call lands mid-way
-        if roll < 0.8:
-            return ("idle", 0.0)
-        return ("advance", round(rng.uniform(0.0, 0.6), 3))
-
-    @staticmethod
-    def _run(core: Core, pause: tuple[str, float]) -> bool:
-        """Let the core run as the pause says; True when it ends quiescent (a point to check)."""
-        simulation = core.simulation
-        assert simulation is not None
-        kind, amount = pause
-        if kind == "steps":
-            for _ in range(int(amount)):
-                if not simulation.step():
-                    return True
-            return False
-        if kind == "advance":
-            core.advance(amount)
-        else:
-            core.wait_until_idle()
-        return True
-
-    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
-        problems: list[str] = []
-        for index, rm in enumerate(rms):
-            state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
-            if state is not None:
-                problems.extend(invariants.check_partition(state))
-                problems.extend(invariants.check_rm_view(rm, [state]))
-            if drivers is not None:
-                problems.extend(p for p in drivers[index].check(state) if p not in problems)
-        if core.tracker.errors:
-            problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
-        return problems
-
-    def _faults(self) -> Any:
-        run = self
-
-        class _Scope:
-            def __enter__(self) -> None:
-                faults.disable_all()
-                if run.fault:
-                    faults.enable(run.fault)
-
-            def __exit__(self, *exc: object) -> None:
-                faults.disable_all()
-
-        return _Scope()
-
-    @staticmethod
-    def _outcome(core: Core, seed: int, ops: list[Op], violations: list[str]) -> SimulatedOutcome:
-        simulation = core.simulation
-        assert simulation is not None
-        return SimulatedOutcome(
-            seed=seed,
-            ops=tuple(ops),
-            violations=tuple(violations),
-            steps=simulation.steps,
-            virtual_seconds=simulation.now,
-            callbacks=tuple(core.trace()),
-            trace=tuple(core.trace(full=True)),
-        )
-
-    def replay(
-        self, seed: int, ops: list[Op] | tuple[Op, ...], *, full_trace: bool = False
-    ) -> SimulatedOutcome:
-        """Replay recorded operations (and pauses) with the seed's interleaving: checked at the end."""
-        rms = [t.RecordingRM(f"rm{index}") for index in range(self.rm_count)]
-        with self._faults():
-            core = self._start(seed, full_trace)
-            try:
-                for index, rm in enumerate(rms):
-                    core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
-                violations: list[str] = []
-                for op in ops:
-                    if op.kind == "run":
-                        if self._run(core, op.request):
-                            violations = self._check(core, rms, None)
-                    else:
-                        try:
-                            StressRun._apply(core, rms[op.rm], op)
-                        except Exception as error:
-                            if not op.expect_error:
-                                violations = [f"{op.description}: {type(error).__name__}: {error}"]
-                    if violations:
-                        break
-                if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, rms, None)
-                return self._outcome(core, seed, list(ops), violations)
-            finally:
-                core.stop()
-
-    def shrink(self, seed: int, ops: tuple[Op, ...], budget: float = 60.0) -> list[Op]:
-        """Delta debugging over the operations, each candidate replayed with the same seed."""
-        current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
-        if not self.replay(seed, current).violations:
-            return current  # the first registrations matter after all: report it whole
-        return delta_debug(current, lambda candidate: bool(self.replay(seed, candidate).violations), budget)
-
-    def search(
-        self,
-        seeds: Iterable[int],
-        *,
-        budget: float = 60.0,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> tuple[SimulatedOutcome | None, int, int]:
-        """Run seeds until one violates or the budget (wall seconds) is spent.
-
-        Returns the violating outcome (or None), the seeds run and the simulated steps they took."""
-        deadline = time.monotonic() + budget
-        count = steps = 0
-        for seed in seeds:
-            outcome = self.run_seed(seed)
-            count += 1
-            steps += outcome.steps
-            if progress is not None:
-                progress(count, steps)
-            if outcome.violations:
-                return outcome, count, steps
-            if time.monotonic() >= deadline:
-                break
-        return None, count, steps
 
 
 # ---- korral stress --preemption: guaranteed queues, borrowers, urgent asks that preempt ---------------
@@ -2599,3 +2394,13 @@ class PreemptionStress:
             if time.monotonic() >= deadline:
                 break
         return total
+
+
+def __getattr__(name: str) -> Any:
+    """``SimulatedStress`` and ``SimulatedOutcome`` live in ``korral.harness.stress_simulated`` (which
+    imports this module); still importable from here."""
+    if name in ("SimulatedStress", "SimulatedOutcome"):
+        from korral.harness import stress_simulated
+
+        return getattr(stress_simulated, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

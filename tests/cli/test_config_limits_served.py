@@ -93,7 +93,9 @@ def test_rest_validate_conf_still_judges_a_config_bigger_than_aiohttps_default_b
     assert len(text) > 1024 * 1024
     request = urllib.request.Request(url + "/ws/v1/validate-conf", data=text.encode(), method="POST")
     with urllib.request.urlopen(request, timeout=120) as response:
-        assert json.loads(response.read()) == {"allowed": True}  # an empty reason is omitted, as YuniKorn does
+        assert json.loads(response.read()) == {
+            "allowed": True
+        }  # an empty reason is omitted, as YuniKorn does
 
 
 def _one_clean_line(result: subprocess.CompletedProcess, expected: str) -> None:

@@ -19,7 +19,7 @@ from korral.actors.base import Rank
 from korral.actors.simulated import Pending
 from korral.errors import SchedulerError
 from korral.harness import faults
-from korral.harness.stress import SimulatedStress
+from korral.harness.stress_simulated import SimulatedStress
 
 RM = "rm"
 PARTITION = "[rm]default"
@@ -254,7 +254,7 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
 REPLAY_IN_A_PROCESS = """
 import hashlib, logging
 logging.disable(logging.CRITICAL)
-from korral.harness.stress import SimulatedStress
+from korral.harness.stress_simulated import SimulatedStress
 harness = SimulatedStress(rms=1, operations=30, fault="removed-app-keeps-placed")
 for seed in (3, 9, 21):
     outcome = harness.run_seed(seed, full_trace=True)

@@ -20,7 +20,7 @@ import korral
 
 SRC = Path(korral.__file__).parent
 HARNESS = "korral.harness"
-COMMAND_LINE = {"korral.cli", "korral.__main__"}
+COMMAND_LINE = {"korral.cli", "korral.cli_simulated", "korral.__main__"}
 PLAIN = ("korral.model", "korral.policies")
 NOT_IN_PLAIN = ("korral.actors", "pykka", "korral.core", "korral.server", HARNESS)
 

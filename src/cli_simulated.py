@@ -1,0 +1,129 @@
+"""``korral stress --simulated``: the command line of ``korral.harness.stress_simulated``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from korral.cli import plural
+
+
+def stress_simulated(
+    console: Any,
+    rms: int,
+    duration: float | None,
+    seed: int | None,
+    fault: str | None,
+    seeds: int,
+    operations: int,
+    replay: bool,
+    perturb: bool,
+    schedule_seed: int | None = None,
+) -> None:
+    """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
+    ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
+
+    ``duration`` None: no time limit, every one of ``seeds`` runs (``--seeds`` given without
+    ``--duration``); else the run stops after the seed that reaches it, and says so."""
+    import time
+
+    from korral.harness.repro import pytest_case
+    from korral.harness.stress_simulated import SimulatedStress
+
+    harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
+    first = seed if seed is not None else 1
+    again = (
+        f"korral stress --simulated --rms {rms} --operations {operations}"
+        + ("" if perturb else " --no-perturb")
+        + (f" --inject-fault {fault}" if fault else "")
+    )
+    logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
+    if replay:
+        if seed is None:
+            raise click.UsageError("--replay needs --seed S")
+        outcome = harness.run_seed(seed, schedule_seed=schedule_seed, full_trace=True)
+        for line in outcome.trace:  # plain lines, never wrapped: a trace is for diff and grep
+            click.echo(line)
+        click.echo(
+            f"seed {seed}, schedule seed {outcome.schedule_seed}: {len(outcome.ops)} operations, "
+            f"{outcome.steps:,} steps, {outcome.virtual_seconds:.3f} virtual seconds"
+        )
+        for violation in outcome.violations:
+            click.echo(f"  - {violation}")
+        if outcome.violations:
+            sys.exit(1)
+        return
+    limit = "no time limit" if duration is None else f"stopping at {duration:g}s if not done"
+    # the seeds that vary: workload seeds (each its own schedule), or the schedule seeds of one workload
+    start = first if schedule_seed is None else schedule_seed
+    varying = range(start, start + seeds)
+    runs: Iterable[int | tuple[int, int]] = (
+        varying if schedule_seed is None else ((first, schedule) for schedule in varying)
+    )
+    what = f"{plural(seeds, 'seed')} {varying[0]}..{varying[-1]}"
+    if schedule_seed is not None:
+        what = f"workload seed {first} under {plural(seeds, 'schedule seed')} {varying[0]}..{varying[-1]}"
+    console.print(
+        f"korral stress --simulated: {what} ({limit}), {rms} RM(s), {operations} operations each"
+        + (f", injected fault {fault!r}" if fault else "")
+    )
+    started, cpu_started = time.perf_counter(), time.process_time()
+    last = [started]
+
+    def progress(count: int, steps: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 5.0:
+            last[0] = now
+            console.print(f"  {count:,} seeds, {steps:,} steps")
+
+    found, count, steps = harness.search(runs, budget=duration, progress=progress)
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    cpu = max(time.process_time() - cpu_started, 1e-9)  # the simulation is single-threaded
+    ran = f"{varying[0]}..{varying[count - 1]}" if count else "none"
+    console.print(
+        f"{count:,} seeds ({ran}) in {elapsed:.1f}s ({count / elapsed * 60:,.0f} "
+        f"seeds/minute, {steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
+        f"{count / cpu * 60:,.0f} seeds/minute, {steps / cpu:,.0f} steps/s)"
+    )
+    if found is None and count < seeds:
+        console.print(
+            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for (seeds "
+            f"{varying[count]}..{varying[-1]} did not run): --duration {duration:g}s was reached. "
+            "No violation in the seeds that ran; --seeds N without --duration runs all N.",
+        )
+        return
+    if found is None:
+        console.print(f"[green]OK[/green]: no violation in {count:,} seeds")
+        return
+    seeds_of = f"--seed {found.seed} --schedule-seed {found.schedule_seed}"
+    console.print(f"[red]VIOLATION[/red] at {seeds_of} (after {len(found.ops)} operations):")
+    for violation in found.violations[:20]:
+        console.print(f"  - {violation}", markup=False)
+    violation = found.violations[0]
+    minimal = harness.shrink(found.seed, found.ops, schedule_seed=found.schedule_seed, violation=violation)
+    console.print(
+        f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
+        f"({len(minimal)} operations, replayed with every check); replay the run with: "
+        f"{again} {seeds_of} --replay"
+    )
+    for op in minimal[:200]:
+        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
+    case = pytest_case(
+        minimal,
+        seed=found.seed,
+        schedule_seed=found.schedule_seed,
+        rms=rms,
+        operations=operations,
+        fault=fault,
+        perturb=perturb,
+        violation=violation,
+    )
+    console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
+    console.print("# ---- 8< ----", markup=False)
+    console.print(case, markup=False, highlight=False)
+    console.print("# ---- >8 ----", markup=False)
+    sys.exit(1)

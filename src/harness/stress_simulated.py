@@ -1,0 +1,315 @@
+"""``korral stress --simulated``: many seeds of a small scenario on the deterministic simulated runtime.
+
+Per seed, RMs (``korral.harness.stress.Driver``) issue a seeded stream of SI calls, and between calls the
+seed lets the core run a few steps, to quiescence or for some virtual time. Every quiescent point is
+checked: the invariants of ``korral.harness.invariants`` and the RMs' own ledgers. A seed replays
+exactly (the same calls, the same deliveries, the same trace); a violating run is shrunk by delta
+debugging over its recorded operations.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+import korral
+from korral import si
+from korral import testing as t
+from korral.core import Core
+from korral.harness import faults, invariants, repro
+from korral.harness.stress import (
+    SETTINGS,
+    SIMULATED_SETTLE,
+    Driver,
+    Op,
+    StressRun,
+    Violation,
+    delta_debug,
+    rm_config,
+)
+from korral.model.naming import normalize_partition_name
+
+
+@attrs.frozen(kw_only=True)
+class SimulatedOutcome:
+    """One seed's run: what it did, what it found, and the callbacks it delivered (its trace)."""
+
+    seed: int  # the workload's
+    ops: tuple[Op, ...]
+    violations: tuple[str, ...]
+    steps: int
+    virtual_seconds: float
+    callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
+    trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
+    schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
+
+
+class SimulatedStress:
+    """A small scenario per seed, interleaved by a schedule seed: the same pair replays it exactly.
+
+    The workload seed drives the RMs' operations (``Driver``) and when the test lets the core run a
+    few steps, to quiescence or for some virtual time between them; the schedule seed (the workload
+    seed unless given apart) drives the order the simulation delivers messages in (with perturbation:
+    mailboxes held back, timers skewed, time per delivery) and the core's uuid tokens. One workload
+    can so be re-run under other schedules (an RM's choices still follow what it has heard back, so
+    a workload's later calls may differ between schedules). Every quiescent point is checked: the
+    invariants of ``korral.harness.invariants`` and the RMs' own ledgers.
+    """
+
+    def __init__(
+        self, rms: int = 1, operations: int = 30, fault: str | None = None, perturb: bool = True
+    ) -> None:
+        self.rm_count = rms
+        self.operations = operations
+        self.fault = fault
+        self.perturb = perturb
+
+    def _start(self, seed: int, full_trace: bool) -> Core:
+        core = korral.start(runtime="simulated", seed=seed, **SETTINGS, **faults.start_options())
+        assert core.simulation is not None
+        if self.perturb:
+            core.simulation.perturb()
+        if full_trace:
+            core.record_full_trace()
+        return core
+
+    def run_seed(
+        self, seed: int, *, schedule_seed: int | None = None, full_trace: bool = False
+    ) -> SimulatedOutcome:
+        """The scenario the seed chooses, delivered in the schedule seed's order (default: the seed),
+        checked at every quiescent point."""
+        schedule = seed if schedule_seed is None else schedule_seed
+        ops: list[Op] = []
+
+        def record(op: Op) -> None:
+            ops.append(attrs.evolve(op, seq=len(ops) + 1))
+
+        rng = random.Random(seed)
+        drivers = [Driver(index, seed, record, misbehave=False) for index in range(self.rm_count)]
+        with self._faults():
+            core = self._start(schedule, full_trace)
+            try:
+                for driver in drivers:
+                    driver.register(core)
+                violations: list[str] = []
+                for _ in range(self.operations):
+                    try:
+                        rng.choice(drivers).step(core)
+                    except Violation as violation:
+                        violations = [str(violation)]
+                    except Exception as error:  # an SI call the core should have taken
+                        violations = [f"{type(error).__name__}: {error}"]
+                    if violations:
+                        break
+                    pause = self._pause(rng)
+                    record(Op(seq=0, rm=0, kind="run", request=pause, description=f"run {pause}"))
+                    if self._run(core, pause):
+                        violations = self._check(core, [d.rm for d in drivers], drivers)
+                        if violations:
+                            break
+                if not violations:
+                    self._run(core, ("advance", SIMULATED_SETTLE))
+                    violations = self._check(core, [d.rm for d in drivers], drivers)
+                return self._outcome(core, seed, schedule, ops, violations)
+            finally:
+                core.stop()
+
+    @staticmethod
+    def _pause(rng: random.Random) -> tuple[str, float]:
+        roll = rng.random()
+        if roll < 0.45:
+            return ("steps", float(rng.randint(1, 30)))  # part of the work, the next call lands mid-way
+        if roll < 0.8:
+            return ("idle", 0.0)
+        return ("advance", round(rng.uniform(0.0, 0.6), 3))
+
+    @staticmethod
+    def _run(core: Core, pause: tuple[str, float]) -> bool:
+        """Let the core run as the pause says; True when it ends quiescent (a point to check)."""
+        simulation = core.simulation
+        assert simulation is not None
+        kind, amount = pause
+        if kind == "steps":
+            for _ in range(int(amount)):
+                if not simulation.step():
+                    return True
+            return False
+        if kind == "advance":
+            core.advance(amount)
+        else:
+            core.wait_until_idle()
+        return True
+
+    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+        """The invariants and the RMs' ledgers, read with virtual time frozen: no timer fires between
+        two reads of one check (``Simulation.frozen``)."""
+        assert core.simulation is not None
+        with core.simulation.frozen():
+            return self._check_frozen(core, rms, drivers)
+
+    def _check_frozen(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+        problems: list[str] = []
+        for index, rm in enumerate(rms):
+            state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
+            if state is not None:
+                problems.extend(invariants.check_partition(state))
+                problems.extend(invariants.check_rm_view(rm, [state]))
+            if drivers is not None:
+                problems.extend(p for p in drivers[index].check(state) if p not in problems)
+        if core.tracker.errors:
+            problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
+        return problems
+
+    def _faults(self) -> Any:
+        run = self
+
+        class _Scope:
+            def __enter__(self) -> None:
+                faults.disable_all()
+                if run.fault:
+                    faults.enable(run.fault)
+
+            def __exit__(self, *exc: object) -> None:
+                faults.disable_all()
+
+        return _Scope()
+
+    @staticmethod
+    def _outcome(
+        core: Core, seed: int, schedule_seed: int, ops: list[Op], violations: list[str]
+    ) -> SimulatedOutcome:
+        simulation = core.simulation
+        assert simulation is not None
+        return SimulatedOutcome(
+            seed=seed,
+            schedule_seed=schedule_seed,
+            ops=tuple(ops),
+            violations=tuple(violations),
+            steps=simulation.steps,
+            virtual_seconds=simulation.now,
+            callbacks=tuple(core.trace()),
+            trace=tuple(core.trace(full=True)),
+        )
+
+    def replay(
+        self,
+        seed: int,
+        ops: list[Op] | tuple[Op, ...],
+        *,
+        schedule_seed: int | None = None,
+        full_trace: bool = False,
+    ) -> SimulatedOutcome:
+        """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed),
+        with every check of a run: the RMs' ledgers (``Driver.check``) are rebuilt from the operations."""
+        schedule = seed if schedule_seed is None else schedule_seed
+        ledgers = [Driver(index, 0, lambda op: None, misbehave=False) for index in range(self.rm_count)]
+        rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
+        with self._faults():
+            core = self._start(schedule, full_trace)
+            try:
+                for index, rm in enumerate(rms):
+                    core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
+                violations: list[str] = []
+                for op in ops:
+                    if op.kind == "run":
+                        if self._run(core, op.request):
+                            violations = self._check(core, rms, ledgers)
+                    else:
+                        if op.kind != "register":
+                            _learn(ledgers[op.rm], op)
+                        try:
+                            StressRun._apply(core, rms[op.rm], op)
+                        except Exception as error:
+                            if not op.expect_error:
+                                violations = [f"{op.description}: {type(error).__name__}: {error}"]
+                        if op.kind == "register":
+                            _learn(ledgers[op.rm], op)
+                    if violations:
+                        break
+                if not violations:
+                    self._run(core, ("advance", SIMULATED_SETTLE))
+                    violations = self._check(core, rms, ledgers)
+                return self._outcome(core, seed, schedule, list(ops), violations)
+            finally:
+                core.stop()
+
+    def shrink(
+        self,
+        seed: int,
+        ops: tuple[Op, ...],
+        budget: float = 60.0,
+        *,
+        schedule_seed: int | None = None,
+        violation: str | None = None,
+    ) -> list[Op]:
+        """Delta debugging over the operations, each candidate replayed (every check) with the same
+        schedule seed, and kept only when it shows the same violation: ``violation``'s kind and
+        subject (``repro.signature``; default: the first violation of the whole replay)."""
+        current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
+        if violation is None:
+            found = self.replay(seed, current, schedule_seed=schedule_seed).violations
+            if not found:
+                return current
+            violation = found[0]
+        target = violation
+
+        def fails(candidate: list[Op]) -> bool:
+            return repro.shows(self.replay(seed, candidate, schedule_seed=schedule_seed).violations, target)
+
+        if not fails(current):
+            return current  # the first registrations matter after all: report it whole
+        return delta_debug(current, fails, budget)
+
+    def search(
+        self,
+        seeds: Iterable[int | tuple[int, int]],
+        *,
+        budget: float | None = 60.0,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[SimulatedOutcome | None, int, int]:
+        """Run seeds (a workload seed, or a pair: workload seed, schedule seed) until one violates or
+        the budget (wall seconds; None: none) is spent.
+
+        Returns the violating outcome (or None), the seeds run and the simulated steps they took: fewer
+        seeds than given, with no violation, means the budget ran out."""
+        deadline = None if budget is None else time.monotonic() + budget
+        count = steps = 0
+        for seed in seeds:
+            workload, schedule = seed if isinstance(seed, tuple) else (seed, seed)
+            outcome = self.run_seed(workload, schedule_seed=schedule)
+            count += 1
+            steps += outcome.steps
+            if progress is not None:
+                progress(count, steps)
+            if outcome.violations:
+                return outcome, count, steps
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return None, count, steps
+
+
+def _learn(ledger: Driver, op: Op) -> None:
+    """What the RM that issued ``op`` knows after it, as its ``Driver`` keeps it: the asks it must
+    account for, those it released, its gangs' real asks; a registration starts afresh."""
+    request = op.request
+    if op.kind == "register":
+        ledger.asks.clear()
+        ledger.asks_released.clear()
+        ledger.gang_asks.clear()
+        with ledger.rm.lock:
+            ledger.rm.live.clear()
+            ledger.rm.to_confirm.clear()
+    elif isinstance(request, si.ApplicationRequest):
+        removed = {remove.application_id for remove in request.remove}
+        ledger.asks = {key: app for key, app in ledger.asks.items() if app not in removed}
+    elif isinstance(request, si.AllocationRequest):
+        for ask in request.asks:
+            ledger.asks[ask.allocation_key] = ask.application_id
+            if ask.task_group_name and not ask.placeholder:
+                ledger.gang_asks.add(ask.allocation_key)
+        if request.releases is not None:
+            ledger.asks_released.update(r.allocation_key for r in request.releases.allocation_asks_to_release)
