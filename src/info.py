@@ -73,6 +73,8 @@ class PartitionInfo:
     application_count: int
     # the partition's preemption.enabled (YuniKorn's default: on)
     preemption_enabled: bool = True
+    # the partition's preemption.quotapreemptionenabled (YuniKorn's default: off)
+    quota_preemption_enabled: bool = False
 
 
 @frozen
@@ -96,6 +98,9 @@ class QueueInfo:
     preemption_policy: str = "default"
     # applications in state Running in the queue and its descendants (YuniKorn's runningApps)
     running_applications: int = 0
+    # YuniKorn's currentPriority: the highest pending priority below it, adjusted by the queue's
+    # priority offset and fence (-2**31: nothing pending), as the scheduler last published it
+    current_priority: int = -(1 << 31)
 
 
 @frozen

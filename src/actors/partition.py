@@ -193,6 +193,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             metrics=settings.metrics,
             partition=self.handle,
             timer=timer,
+            priorities=self.queue_board.priorities,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}

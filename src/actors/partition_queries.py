@@ -163,6 +163,7 @@ class PartitionQueries:
             node_count=len(self.nodes),
             application_count=len(self.apps),
             preemption_enabled=self.registry.config.preemption.enabled,
+            quota_preemption_enabled=self.registry.config.preemption.quota_preemption_enabled,
         )
 
     def _queue_info(self, path: str) -> QueueInfo | None:
@@ -178,7 +179,10 @@ class PartitionQueries:
         board = self.queue_board
         running = board.running_applications(board.structure).get(path, 0)
         described = self._describe_queue(path, allocated, pending)
-        return attrs.evolve(described, running_applications=running)  # type: ignore[misc]  # (``frozen``)
+        priority = board.priorities.get(path, described.current_priority)
+        return attrs.evolve(  # type: ignore[misc]  # (``frozen``)
+            described, running_applications=running, current_priority=priority
+        )
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]

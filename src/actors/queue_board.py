@@ -8,7 +8,8 @@ either before or after a change:
 - the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty)
   once per burst of messages that may have changed it (``PartitionActor``, ``PublishQueueTree``);
 - each queue actor publishes its own ``(allocated, pending)`` once per burst of usage messages;
-- each application actor publishes its own state (its entry gone once the application has ended).
+- each application actor publishes its own state (its entry gone once the application has ended);
+- the scheduler publishes each queue's current priority (YuniKorn's currentPriority) once per burst.
 
 Plain Python: no pykka, no locks.
 """
@@ -22,10 +23,11 @@ from korral.model.resource import Resource
 
 _NO_USAGE: tuple[Resource, Resource] = ({}, {})
 RUNNING = "Running"
+_MIN_PRIORITY = -(1 << 31)
 
 
 class QueueBoard:
-    __slots__ = ("app_states", "structure", "usage")
+    __slots__ = ("app_states", "priorities", "structure", "usage")
 
     def __init__(self) -> None:
         # every queue, parents before children, without usage: replaced whole by the partition actor
@@ -34,11 +36,14 @@ class QueueBoard:
         self.usage: dict[str, tuple[Resource, Resource]] = {}
         # application id -> state, while the application lives: each entry written by its own actor
         self.app_states: dict[str, str] = {}
+        # queue path -> its current priority: each entry replaced by the scheduler (absent: the minimum)
+        self.priorities: dict[str, int] = {}
 
     def queues(self) -> list[QueueInfo]:
         """Every queue, parents before children, each with the usage its queue last published and the
         applications running in its subtree."""
         usage = self.usage
+        priorities = self.priorities
         running = self.running_applications(self.structure)
         return [
             attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
@@ -46,6 +51,7 @@ class QueueBoard:
                 allocated=dict(allocated),
                 pending=dict(pending),
                 running_applications=running[info.path],
+                current_priority=priorities.get(info.path, _MIN_PRIORITY),
             )
             for info in self.structure
             for allocated, pending in (usage.get(info.path, _NO_USAGE),)

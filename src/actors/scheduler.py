@@ -106,8 +106,11 @@ class SchedulerActor(ThreadedActor):
         partition: Handle,
         metrics: Any = None,
         timer: Any = None,
+        priorities: dict[str, int] | None = None,
     ) -> None:
         super().__init__(tracker, name)
+        # the queue board's current priorities (YuniKorn's currentPriority), published once per burst
+        self.priorities = priorities
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -176,6 +179,14 @@ class SchedulerActor(ThreadedActor):
                 reservations.append((node_id, holders))
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
+
+    def _publish_priorities(self) -> None:
+        """Each queue's priority into the queue board, where it changed (one int per queue)."""
+        board = self.priorities
+        assert board is not None
+        for path, queue in self.view.queues.items():
+            if board.get(path) != queue.priority:
+                board[path] = queue.priority
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
@@ -449,6 +460,8 @@ class SchedulerActor(ThreadedActor):
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
+        if self.priorities is not None:
+            self._publish_priorities()
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()

@@ -1,0 +1,93 @@
+"""The DAO fields round one of issue 27 left out, served by ``core.serve_rest`` and read with the
+stdlib HTTP client: a queue's real ``currentPriority`` (yunikorn-core's GetCurrentPriority: the highest
+pending priority, adjusted by priority offsets and fences), a partition's ``quotaPreemptionEnabled``,
+an application's ``placeholderData`` and reservations (``hasReserved``, ``reservations``) and a
+node's reservation keys."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+from core_helpers import add_apps, running
+
+pytest.importorskip("aiohttp")
+
+MIN = -(1 << 31)
+CONFIG = """
+partitions:
+  - name: default
+    preemption:
+      quotapreemptionenabled: true
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: fenced
+            properties:
+              priority.policy: fence
+              priority.offset: "5"
+          - name: up
+            properties:
+              priority.offset: "100"
+            queues:
+              - name: leaf
+          - name: plain
+          - name: idle
+"""
+
+
+def ok(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.status == 200
+        return json.loads(response.read())
+
+
+def by_path(tree: dict) -> dict[str, dict]:
+    found = {tree["queuename"]: tree}
+    for child in tree.get("children") or []:
+        found.update(by_path(child))
+    return found
+
+
+def test_queues_show_their_current_priority_and_partitions_quota_preemption() -> None:
+    from korral import testing as t
+
+    with running(CONFIG) as (core, rm):
+        # no node: every ask stays pending, so each queue's priority is its highest pending one
+        add_apps(core, rm, {"f": "root.fenced", "l": "root.up.leaf", "p": "root.plain"})
+        core.update_allocation(t.asks("rm", "f", 1, {"memory": 10}, priority=50))
+        core.update_allocation(t.asks("rm", "l", 1, {"memory": 10}, priority=7))
+        core.update_allocation(t.asks("rm", "p", 1, {"memory": 10}, priority=20))
+        core.update_allocation(t.asks("rm", "p", 1, {"memory": 10}, priority=-3, prefix="low-"))
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        priorities = {path: document["currentPriority"] for path, document in queues.items()}
+        assert priorities == {
+            "root.fenced": 5,  # a fence shows its offset, whatever is pending below it
+            "root.up.leaf": 7,
+            "root.up": 107,  # its child's 7 plus its own offset
+            "root.plain": 20,  # the highest of its pending asks
+            "root.idle": MIN,  # nothing pending: YuniKorn's minimum, not omitted
+            "root": 107,
+        }
+        assert ok(url + "/ws/v1/partition/default/queue/root.up")["currentPriority"] == 107
+        (partition,) = ok(url + "/ws/v1/partitions")
+        assert partition["quotaPreemptionEnabled"] is True and partition["preemptionEnabled"] is True
+        # the asks gone: the priorities fall back to the minimum
+        core.update_allocation(t.release_asks("rm", "f"))
+        core.update_allocation(t.release_asks("rm", "p"))
+        core.update_allocation(t.release_asks("rm", "l"))
+        core.wait_until_idle()
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        assert {document["currentPriority"] for document in queues.values()} == {MIN}
+
+
+def test_quota_preemption_is_shown_off_by_default() -> None:
+    with running() as (core, _):
+        url = core.serve_rest("127.0.0.1:0")
+        (partition,) = ok(url + "/ws/v1/partitions")
+        assert partition["quotaPreemptionEnabled"] is False  # no omitempty: false is shown
