@@ -144,6 +144,18 @@ class ApplicationInfo:
     # YUNIKORN-3115: not scheduled before this moment (epoch seconds) since too many of its asks fit no
     # node in one pass; None: never backed off
     backoff_deadline: float | None = None
+    placeholder_data: list[PlaceholderDataInfo] = attrs.field(factory=list)  # per task group, by name
+
+
+@frozen
+class PlaceholderDataInfo:
+    """YuniKorn's placeholder data of one task group of an application."""
+
+    task_group_name: str
+    count: int  # placeholders asked for
+    min_resource: dict[str, int]  # the resource of its first placeholder
+    replaced: int  # replaced by a real allocation
+    timed_out: int  # ended otherwise: timed out, released by the RM, removed at the timeout
 
 
 @frozen

@@ -38,7 +38,7 @@ from korral.actors.messages import (
 )
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
-from korral.info import AllocationInfo, ApplicationInfo, AskInfo
+from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -249,6 +249,16 @@ class ApplicationActor(RetiringActor):
                 kind: {t: dict(r) for t, r in by_type.items()}
                 for kind, by_type in app.resource_seconds.items()
             },
+            placeholder_data=[
+                PlaceholderDataInfo(
+                    task_group_name=name,
+                    count=tally.count,
+                    min_resource=dict(tally.min_resource),
+                    replaced=tally.replaced,
+                    timed_out=tally.timed_out,
+                )
+                for name, tally in sorted(app.placeholder_data.items())
+            ],
         )
 
     def _publish_state(self, state: str) -> None:

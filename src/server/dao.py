@@ -194,7 +194,7 @@ def ask(info: AskInfo) -> JSON:
 FINISHED_STATES = ("Completed", "Failed", "Rejected")
 
 
-def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
+def application(info: ApplicationInfo, rejected_message: str = "", reservations: Iterable[str] = ()) -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
     still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory``: the
     resource-seconds of its released allocations per instance type."""
@@ -221,6 +221,25 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "startTime": started[-1] // 1_000_000 if started else 0,
         "resourceHistory": dict(info.resource_seconds),
         "placeholderResource": info.placeholder,  # korral's: the placeholders it holds
+        "placeholderData": [
+            _omit_empty(
+                {
+                    "taskGroupName": data.task_group_name,
+                    "count": data.count,
+                    "minResource": data.min_resource,
+                    "replaced": data.replaced,
+                    "timedout": data.timed_out,
+                },
+                "taskGroupName",
+                "count",
+                "minResource",
+                "replaced",
+                "timedout",
+            )
+            for data in info.placeholder_data
+        ],
+        "hasReserved": bool(reservations),
+        "reservations": list(reservations),
     }
     if info.backoff_deadline is not None:  # YUNIKORN-3115, omitted when never set (Go's omitempty)
         moment = datetime.datetime.fromtimestamp(info.backoff_deadline, datetime.UTC)
@@ -242,6 +261,9 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "maxRequestPriority",
         "startTime",
         "placeholderResource",
+        "placeholderData",
+        "hasReserved",
+        "reservations",
     )
 
 

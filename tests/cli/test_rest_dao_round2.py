@@ -91,3 +91,78 @@ def test_quota_preemption_is_shown_off_by_default() -> None:
         url = core.serve_rest("127.0.0.1:0")
         (partition,) = ok(url + "/ws/v1/partitions")
         assert partition["quotaPreemptionEnabled"] is False  # no omitempty: false is shown
+
+
+GANG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: gang
+"""
+PH = {"memory": 100, "vcore": 100}
+
+
+def gang_asks(count: int, resource: dict[str, int], *, placeholder: bool, prefix: str) -> Any:
+    from korral import si
+
+    return si.AllocationRequest(
+        rm_id="rm",
+        asks=[
+            si.AllocationAsk(
+                max_allocations=1,
+                allocation_key=f"{prefix}-{index}",
+                application_id="g",
+                resource_ask=dict(resource),
+                placeholder=placeholder,
+                task_group_name="tg",
+            )
+            for index in range(count)
+        ],
+    )
+
+
+def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
+    from core_helpers import add_nodes
+
+    from korral import si
+    from korral import testing as t
+
+    with running(GANG) as (core, rm):
+        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 1000})
+        core.update_application(
+            si.ApplicationRequest(
+                rm_id="rm",
+                new=[
+                    si.AddApplicationRequest(
+                        application_id="g",
+                        queue_name="root.gang",
+                        ugi=si.UserGroupInformation(user="u"),
+                        placeholder_ask={"memory": 300, "vcore": 300},
+                    )
+                ],
+            )
+        )
+        core.update_allocation(gang_asks(3, PH, placeholder=True, prefix="ph"))
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        app_url = url + "/ws/v1/partition/default/application/g"
+        # three placeholders asked for and placed: none replaced or timed out yet (omitempty)
+        assert ok(app_url)["placeholderData"] == [{"taskGroupName": "tg", "count": 3, "minResource": PH}]
+        assert "hasReserved" not in ok(app_url) and "reservations" not in ok(app_url)
+
+        # a real ask of the group replaces one placeholder once the RM confirms the replacement
+        core.update_allocation(gang_asks(1, {"memory": 60, "vcore": 100}, placeholder=False, prefix="real"))
+        core.wait_until_idle()
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        # the RM stops another placeholder: YuniKorn counts every other end as timed out
+        app = core.application(core.partitions()[0].name, "g")
+        assert app is not None
+        other = next(a.uuid for a in app.allocations if a.placeholder)
+        core.update_allocation(t.release("rm", "g", uuid=other))
+        core.wait_until_idle()
+        (data,) = ok(app_url)["placeholderData"]
+        assert data == {"taskGroupName": "tg", "count": 3, "minResource": PH, "replaced": 1, "timedout": 1}
