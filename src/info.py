@@ -145,6 +145,7 @@ class ApplicationInfo:
     # node in one pass; None: never backed off
     backoff_deadline: float | None = None
     placeholder_data: list[PlaceholderDataInfo] = attrs.field(factory=list)  # per task group, by name
+    reservations: list[str] = attrs.field(factory=list)  # allocation keys of its asks holding a node
 
 
 @frozen
@@ -169,7 +170,8 @@ class NodeInfo:
     schedulable: bool
     attributes: dict[str, str]
     allocations: list[AllocationInfo]
-    reservations: list[str]
+    reservations: list[str]  # the applications holding a reservation on it
+    reserved_asks: list[str] = attrs.field(factory=list)  # their asks' keys, in the same order
 
 
 @frozen

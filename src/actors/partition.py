@@ -203,7 +203,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
         self.published_usage = self.queue_board.usage
         # node -> the application holding a reservation on it, as the scheduler last told
-        self.node_reservations: dict[str, tuple[str, ...]] = {}
+        # node id -> (application id, allocation key) of each ask holding it
+        self.node_reservations: dict[str, tuple[tuple[str, str], ...]] = {}
         # application -> its backoff deadline (epoch seconds), as the scheduler last told
         self.app_backoffs: dict[str, float] = {}
         self.tombstones: list[Handle] = []

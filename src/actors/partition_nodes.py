@@ -61,7 +61,7 @@ class PartitionNodes:
     pool: Any
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
-    node_reservations: dict[str, tuple[str, ...]]
+    node_reservations: dict[str, tuple[tuple[str, str], ...]]
     metrics: Any
     _node_metric_deltas: dict[str, int] | None
     _nodes_added: list[NodeAdded]

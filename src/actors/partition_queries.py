@@ -56,7 +56,7 @@ class PartitionQueries:
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
-    node_reservations: dict[str, tuple[str, ...]]
+    node_reservations: dict[str, tuple[tuple[str, str], ...]]
     app_backoffs: dict[str, float]
 
     if TYPE_CHECKING:  # KorralActor's
@@ -216,6 +216,14 @@ class PartitionQueries:
         if handle is None:
             return self.completed.get(application_id)
         info: ApplicationInfo = self.ask(handle, Snapshot())
+        reserved = [
+            key
+            for holders in self.node_reservations.values()
+            for app, key in holders
+            if app == application_id
+        ]
+        if reserved:  # the reservations the scheduler last published (YuniKorn's keys: allocation keys)
+            info = attrs.evolve(info, reservations=sorted(reserved))  # type: ignore[misc]
         deadline = self.app_backoffs.get(application_id)
         if deadline is not None:
             info = attrs.evolve(info, backoff_deadline=deadline)  # type: ignore[misc]
@@ -228,4 +236,8 @@ class PartitionQueries:
         info: NodeInfo = self.ask(handle, Snapshot())
         holders = self.node_reservations.get(node_id, ())
         # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
-        return attrs.evolve(info, reservations=list(holders))  # type: ignore[misc]
+        return attrs.evolve(  # type: ignore[misc]
+            info,
+            reservations=[app_id for app_id, _ in holders],
+            reserved_asks=[key for _, key in holders],
+        )

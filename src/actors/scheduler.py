@@ -175,7 +175,7 @@ class SchedulerActor(ThreadedActor):
             reservations = []
             for node_id in sorted(changed):  # a set: its order changes between processes
                 node = nodes.get(node_id)
-                holders = tuple(app_id for app_id, _ in node.reservations) if node is not None else ()
+                holders = tuple(node.reservations) if node is not None else ()
                 reservations.append((node_id, holders))
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))

@@ -194,7 +194,7 @@ def ask(info: AskInfo) -> JSON:
 FINISHED_STATES = ("Completed", "Failed", "Rejected")
 
 
-def application(info: ApplicationInfo, rejected_message: str = "", reservations: Iterable[str] = ()) -> JSON:
+def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
     """``dao.ApplicationDAOInfo``: its allocations, and its requests (the asks with allocations
     still to make). Times are Unix ns (``startTime``: ms, as YuniKorn); ``resourceHistory``: the
     resource-seconds of its released allocations per instance type."""
@@ -238,8 +238,8 @@ def application(info: ApplicationInfo, rejected_message: str = "", reservations:
             )
             for data in info.placeholder_data
         ],
-        "hasReserved": bool(reservations),
-        "reservations": list(reservations),
+        "hasReserved": bool(info.reservations),
+        "reservations": info.reservations,
     }
     if info.backoff_deadline is not None:  # YUNIKORN-3115, omitted when never set (Go's omitempty)
         moment = datetime.datetime.fromtimestamp(info.backoff_deadline, datetime.UTC)
@@ -299,7 +299,7 @@ def node(info: NodeInfo) -> JSON:
             "allocations": [allocation(a) for a in info.allocations],
             "schedulable": info.schedulable,
             "isReserved": bool(info.reservations),
-            "reservations": info.reservations,
+            "reservations": info.reserved_asks,  # YuniKorn's keys: the holding asks' allocation keys
         },
         "hostName",
         "rackName",

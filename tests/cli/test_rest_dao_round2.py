@@ -166,3 +166,38 @@ def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
         core.wait_until_idle()
         (data,) = ok(app_url)["placeholderData"]
         assert data == {"taskGroupName": "tg", "count": 3, "minResource": PH, "replaced": 1, "timedout": 1}
+
+
+def test_a_reservation_shows_on_its_application_and_node_with_yunikorns_keys() -> None:
+    from core_helpers import MB, SMALL, add_nodes, eventually, part
+
+    from korral import testing as t
+
+    two = GANG.replace("          - name: gang\n", "          - name: a\n          - name: b\n")
+    with running(two) as (core, rm):
+        add_nodes(core, rm, ["n1", "n2"], {"memory": 30 * MB, "vcore": 20_000})
+        add_apps(core, rm, {"app-1": "root.a", "app-2": "root.b"})
+        core.update_allocation(t.asks("rm", "app-1", 4, SMALL))
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        # 10M free on each node: the 20M ask fits neither, but fits a node's size: it reserves one
+        core.update_allocation(t.asks("rm", "app-2", 1, {"memory": 20 * MB, "vcore": 1_000}))
+        [node] = eventually(lambda: [n for n in core.nodes(part()) if n.reservations])
+        app = ok(url + "/ws/v1/partition/default/application/app-2")
+        assert app["hasReserved"] is True and app["reservations"] == ["app-2-ask-0"]
+        served = ok(url + f"/ws/v1/partition/default/node/{node.node_id}")
+        assert served["isReserved"] is True and served["reservations"] == ["app-2-ask-0"]
+        other = "n2" if node.node_id == "n1" else "n1"
+        unreserved = ok(url + f"/ws/v1/partition/default/node/{other}")
+        assert unreserved["isReserved"] is False and "reservations" not in unreserved  # omitempty
+        listed = ok(url + "/ws/v1/partition/default/applications/active")
+        assert {a["applicationID"]: a.get("hasReserved", False) for a in listed} == {
+            "app-1": False,
+            "app-2": True,
+        }
+        # the ask removed: the reservation goes, and with it both fields (omitempty)
+        core.update_allocation(t.release_asks("rm", "app-2"))
+        core.wait_until_idle()
+        eventually(lambda: not any(n.reservations for n in core.nodes(part())))
+        app = ok(url + "/ws/v1/partition/default/application/app-2")
+        assert "hasReserved" not in app and "reservations" not in app
