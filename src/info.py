@@ -101,6 +101,8 @@ class QueueInfo:
     # YuniKorn's currentPriority: the highest pending priority below it, adjusted by the queue's
     # priority offset and fence (-2**31: nothing pending), as the scheduler last published it
     current_priority: int = -(1 << 31)
+    # YuniKorn's preemptingResource: what preemption victims in it and below hold until confirmed
+    preempting: dict[str, int] = attrs.field(factory=dict)
 
 
 @frozen

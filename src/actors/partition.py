@@ -193,7 +193,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             metrics=settings.metrics,
             partition=self.handle,
             timer=timer,
-            priorities=self.queue_board.priorities,
+            board=self.queue_board,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}

@@ -181,7 +181,10 @@ class PartitionQueries:
         described = self._describe_queue(path, allocated, pending)
         priority = board.priorities.get(path, described.current_priority)
         return attrs.evolve(  # type: ignore[misc]  # (``frozen``)
-            described, running_applications=running, current_priority=priority
+            described,
+            running_applications=running,
+            current_priority=priority,
+            preempting=dict(board.preempting.get(path, {})),
         )
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:

@@ -9,7 +9,8 @@ either before or after a change:
   once per burst of messages that may have changed it (``PartitionActor``, ``PublishQueueTree``);
 - each queue actor publishes its own ``(allocated, pending)`` once per burst of usage messages;
 - each application actor publishes its own state (its entry gone once the application has ended);
-- the scheduler publishes each queue's current priority (YuniKorn's currentPriority) once per burst.
+- the scheduler publishes each queue's current priority (YuniKorn's currentPriority) and what its
+  preemption victims hold (preemptingResource) once per burst.
 
 Plain Python: no pykka, no locks.
 """
@@ -24,10 +25,11 @@ from korral.model.resource import Resource
 _NO_USAGE: tuple[Resource, Resource] = ({}, {})
 RUNNING = "Running"
 _MIN_PRIORITY = -(1 << 31)
+_NO_RESOURCE: Resource = {}
 
 
 class QueueBoard:
-    __slots__ = ("app_states", "priorities", "structure", "usage")
+    __slots__ = ("app_states", "preempting", "priorities", "structure", "usage")
 
     def __init__(self) -> None:
         # every queue, parents before children, without usage: replaced whole by the partition actor
@@ -38,12 +40,15 @@ class QueueBoard:
         self.app_states: dict[str, str] = {}
         # queue path -> its current priority: each entry replaced by the scheduler (absent: the minimum)
         self.priorities: dict[str, int] = {}
+        # queue path -> what its preemption victims hold until confirmed: replaced whole by the scheduler
+        self.preempting: dict[str, Resource] = {}
 
     def queues(self) -> list[QueueInfo]:
         """Every queue, parents before children, each with the usage its queue last published and the
         applications running in its subtree."""
         usage = self.usage
         priorities = self.priorities
+        preempting = self.preempting
         running = self.running_applications(self.structure)
         return [
             attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
@@ -52,6 +57,7 @@ class QueueBoard:
                 pending=dict(pending),
                 running_applications=running[info.path],
                 current_priority=priorities.get(info.path, _MIN_PRIORITY),
+                preempting=dict(preempting.get(info.path, _NO_RESOURCE)),
             )
             for info in self.structure
             for allocated, pending in (usage.get(info.path, _NO_USAGE),)

@@ -39,11 +39,13 @@ from korral.actors.messages import (
     Tick,
     ViewOps,
 )
+from korral.actors.queue_board import QueueBoard
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -106,11 +108,14 @@ class SchedulerActor(ThreadedActor):
         partition: Handle,
         metrics: Any = None,
         timer: Any = None,
-        priorities: dict[str, int] | None = None,
+        board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
-        # the queue board's current priorities (YuniKorn's currentPriority), published once per burst
-        self.priorities = priorities
+        # the queue board: each queue's current priority (YuniKorn's currentPriority) and preempting
+        # resource published into it once per burst
+        self.board = board
+        # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
+        self.victims: dict[str, tuple[str, str, Resource]] = {}
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -180,13 +185,28 @@ class SchedulerActor(ThreadedActor):
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
 
-    def _publish_priorities(self) -> None:
+    def _publish_priorities(self, board: QueueBoard) -> None:
         """Each queue's priority into the queue board, where it changed (one int per queue)."""
-        board = self.priorities
-        assert board is not None
+        priorities = board.priorities
         for path, queue in self.view.queues.items():
-            if board.get(path) != queue.priority:
-                board[path] = queue.priority
+            if priorities.get(path) != queue.priority:
+                priorities[path] = queue.priority
+
+    def _publish_preempting(self, board: QueueBoard) -> None:
+        """yunikorn-core's preemptingResource: what the victims in each queue and its descendants
+        hold until their release is confirmed, replaced whole in the board."""
+        apps = self.view.applications
+        victims = self.victims
+        for uuid, (application_id, _, _) in list(victims.items()):
+            app = apps.get(application_id)
+            if app is None or app.releasing.get(uuid) is not si.TerminationType.PREEMPTED_BY_SCHEDULER:
+                del victims[uuid]
+        totals: dict[str, Resource] = {}
+        for _, path, resource in victims.values():
+            while path:
+                res.add_into(totals.setdefault(path, {}), resource)
+                path = path.rpartition(".")[0]
+        board.preempting = totals
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
@@ -460,8 +480,10 @@ class SchedulerActor(ThreadedActor):
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
-        if self.priorities is not None:
-            self._publish_priorities()
+        if self.board is not None:
+            self._publish_priorities(self.board)
+            if self.victims or self.board.preempting:
+                self._publish_preempting(self.board)
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()
@@ -528,6 +550,13 @@ class SchedulerActor(ThreadedActor):
         for allocation, termination, text in view.core_releases:
             if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
                 by_app.setdefault((allocation.application_id, text), []).append(allocation.uuid)
+                app_model = view.applications.get(allocation.application_id)
+                if self.board is not None and app_model is not None:
+                    self.victims[allocation.uuid] = (
+                        allocation.application_id,
+                        app_model.queue_path,
+                        allocation.resource,
+                    )
         view.take_core_releases()
         for (application_id, text), uuids in by_app.items():
             app = self.apps.get(application_id)

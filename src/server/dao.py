@@ -95,6 +95,7 @@ def queue(
         "maxRunningApps": info.max_applications,
         "runningApps": info.running_applications,
         "currentPriority": info.current_priority,
+        "preemptingResource": info.preempting,
         "sortingPolicy": info.sort_policy,
         "prioritySorting": info.priority_sorting,
         "preemptionEnabled": info.preemption_policy != "disabled",
@@ -105,6 +106,7 @@ def queue(
     return _omit_empty(
         document,
         "headroom",
+        "preemptingResource",
         "template",
         "priorityOffset",
         "preemptionDelay",

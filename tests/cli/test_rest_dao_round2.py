@@ -10,6 +10,7 @@ import json
 import urllib.request
 from typing import Any
 
+import attrs
 import pytest
 from core_helpers import add_apps, running
 
@@ -201,3 +202,79 @@ def test_a_reservation_shows_on_its_application_and_node_with_yunikorns_keys() -
         eventually(lambda: not any(n.reservations for n in core.nodes(part())))
         app = ok(url + "/ws/v1/partition/default/application/app-2")
         assert "hasReserved" not in app and "reservations" not in app
+
+
+PREEMPT = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: high
+            resources:
+              guaranteed: {memory: 500}
+            properties:
+              preemption.delay: 10s
+          - name: low
+            queues:
+              - name: leaf
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_queues_show_what_their_preemption_victims_hold_until_confirmed() -> None:
+    from core_helpers import FAST, add_nodes, eventually, part
+
+    import korral
+    from korral import si
+    from korral import testing as t
+
+    clock = Clock()
+    rm = t.RecordingRM("rm")
+    with korral.start(**FAST, clock=clock) as core:
+        core.register_resource_manager(t.register("rm", PREEMPT), rm)
+        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 10})
+        add_apps(core, rm, {"low-app": "root.low.leaf", "hi": "root.high"})
+        core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}))
+        core.wait_until_idle()
+        assert rm.wait_for_allocations(10)
+        urgent = t.asks("rm", "hi", 1, {"memory": 300}, prefix="urgent-")
+        policy = si.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
+        core.update_allocation(
+            attrs.evolve(urgent, asks=[attrs.evolve(urgent.asks[0], preemption_policy=policy)])
+        )
+        core.wait_until_idle()
+        url = core.serve_rest("127.0.0.1:0")
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        assert all("preemptingResource" not in q for q in queues.values())  # nothing preempting: omitted
+        cycles = core.scheduler_stats(part())["cycles"]
+        clock.now += 11.0  # past the preemption delay
+        core.poke_timers()
+        eventually(lambda: core.scheduler_stats(part())["cycles"] > cycles)
+
+        def preempted() -> list[si.AllocationRelease]:
+            with rm.lock:
+                return [
+                    r for r in rm.released if r.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
+                ]
+
+        assert rm.wait_for(lambda r: len(preempted()) == 3)
+        expected = {"memory": 300}  # three victims of 100 in root.low.leaf, counted up to the root
+        eventually(lambda: ok(url + "/ws/v1/partition/default/queue/root.low.leaf").get("preemptingResource"))
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        got = {path: q.get("preemptingResource") for path, q in queues.items()}
+        assert got == {"root": expected, "root.low": expected, "root.low.leaf": expected, "root.high": None}
+        # the RM confirms the victims gone: nothing is preempting any more
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        eventually(lambda: "preemptingResource" not in ok(url + "/ws/v1/partition/default/queues"))
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        assert all("preemptingResource" not in q for q in queues.values())
