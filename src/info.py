@@ -103,6 +103,8 @@ class QueueInfo:
     current_priority: int = -(1 << 31)
     # YuniKorn's preemptingResource: what preemption victims in it and below hold until confirmed
     preempting: dict[str, int] = attrs.field(factory=dict)
+    # YuniKorn's allocatingAcceptedApps: Accepted applications in it and below holding allocations
+    allocating_accepted: list[str] = attrs.field(factory=list)
 
 
 @frozen

@@ -95,11 +95,14 @@ class ApplicationActor(RetiringActor):
         events: bool | Wanted = False,
         metrics: Any = None,
         app_states: dict[str, str] | None = None,
+        allocating_accepted: dict[str, bool] | None = None,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         self.owner = ApplicationOwner(app)
         # the partition's board of application states (QueueBoard.app_states): this entry is ours
         self.app_states = app_states
+        # the board's Accepted applications holding allocations (YuniKorn's allocatingAcceptedApps)
+        self.allocating_accepted = allocating_accepted
         self._publish_state(app.state.value)
         # the core's metrics, told of each state change; the state they last heard of
         self.metrics = metrics
@@ -261,6 +264,17 @@ class ApplicationActor(RetiringActor):
             ],
         )
 
+    def _publish_allocating(self) -> None:
+        """YuniKorn counts an Accepted application that got an allocation (its placeholders) as
+        allocating, toward its queues' running applications, until it runs or ends."""
+        board = self.allocating_accepted
+        assert board is not None
+        app = self.owner.app
+        if app.state is ApplicationState.ACCEPTED and app.allocations:
+            board[app.application_id] = True
+        else:
+            board.pop(app.application_id, None)
+
     def _publish_state(self, state: str) -> None:
         if self.app_states is not None:
             app_id = self.owner.app.application_id
@@ -383,6 +397,8 @@ class ApplicationActor(RetiringActor):
                     ),
                 )
             )
+        if self.allocating_accepted is not None and (effects.new_allocations or effects.state_changes):
+            self._publish_allocating()
         if effects.state_changes:
             self._publish_state(effects.state_changes[-1][0])
             if self.metrics is not None:

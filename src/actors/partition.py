@@ -335,6 +335,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
                 self._event(partial(events.group_link, gone.limit_group, remove.application_id, False))
             self.registry.remove_application(remove.application_id)
             self.queue_board.app_states.pop(remove.application_id, None)
+            self.queue_board.allocating_accepted.pop(remove.application_id, None)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
@@ -359,6 +360,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             events=self.events,
             metrics=self.metrics,
             app_states=self.queue_board.app_states,
+            allocating_accepted=self.queue_board.allocating_accepted,
         )
         self.apps[app.application_id] = handle
         self.completed.pop(app.application_id, None)
@@ -399,6 +401,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
         self.queue_board.app_states.pop(message.application_id, None)
+        self.queue_board.allocating_accepted.pop(message.application_id, None)
         self.completed[message.application_id] = message.info
         self._bury(handle)
 

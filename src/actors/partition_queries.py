@@ -185,6 +185,7 @@ class PartitionQueries:
             running_applications=running,
             current_priority=priority,
             preempting=dict(board.preempting.get(path, {})),
+            allocating_accepted=board.allocating_applications(board.structure).get(path, []),
         )
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:

@@ -278,3 +278,48 @@ def test_queues_show_what_their_preemption_victims_hold_until_confirmed() -> Non
         eventually(lambda: "preemptingResource" not in ok(url + "/ws/v1/partition/default/queues"))
         queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
         assert all("preemptingResource" not in q for q in queues.values())
+
+
+def test_an_accepted_application_holding_placeholders_is_allocating_in_its_queues() -> None:
+    from core_helpers import add_nodes
+
+    from korral import si
+
+    with running(GANG) as (core, rm):
+        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 1000})
+        core.update_application(
+            si.ApplicationRequest(
+                rm_id="rm",
+                new=[
+                    si.AddApplicationRequest(
+                        application_id="g",
+                        queue_name="root.gang",
+                        ugi=si.UserGroupInformation(user="u"),
+                        placeholder_ask={"memory": 200, "vcore": 200},
+                    )
+                ],
+            )
+        )
+        url = core.serve_rest("127.0.0.1:0")
+        core.wait_until_idle()
+        assert all(
+            "allocatingAcceptedApps" not in q
+            for q in by_path(ok(url + "/ws/v1/partition/default/queues")).values()
+        )
+        # one of its two placeholders placed: still Accepted, counted as allocating up to the root
+        core.update_allocation(gang_asks(1, PH, placeholder=True, prefix="ph"))
+        core.wait_until_idle()
+        assert ok(url + "/ws/v1/partition/default/application/g")["applicationState"] == "Accepted"
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        assert {p: q.get("allocatingAcceptedApps") for p, q in queues.items()} == {
+            "root": ["g"],
+            "root.gang": ["g"],
+        }
+        assert ok(url + "/ws/v1/partition/default/queue/root.gang")["allocatingAcceptedApps"] == ["g"]
+        # the second placeholder placed: Running, no longer allocating
+        core.update_allocation(gang_asks(1, PH, placeholder=True, prefix="ph2"))
+        core.wait_until_idle()
+        assert ok(url + "/ws/v1/partition/default/application/g")["applicationState"] == "Running"
+        queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
+        assert all("allocatingAcceptedApps" not in q for q in queues.values())
+        assert queues["root.gang"]["runningApps"] == 1
