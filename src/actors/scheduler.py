@@ -476,7 +476,7 @@ class SchedulerActor(ThreadedActor):
             view.preempt_due = None
         if view.core_releases:
             self._send_core_releases()
-        if view.preemption_events or view.quota_events:
+        if view.preemption_events or view.quota_events or view.runnable_events:
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
@@ -569,6 +569,7 @@ class SchedulerActor(ThreadedActor):
         preemption, when the RM takes events at all."""
         found, self.view.preemption_events = self.view.preemption_events, []
         quota, self.view.quota_events = self.view.quota_events, []
+        runnable, self.view.runnable_events = self.view.runnable_events, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
@@ -578,6 +579,7 @@ class SchedulerActor(ThreadedActor):
         records += [
             events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota
         ]
+        records += [events.app_runnable(app_id, now_runnable, by) for app_id, now_runnable, by in runnable]
         self.dispatcher.tell(
             Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
         )

@@ -211,6 +211,9 @@ class Application:
         # YUNIKORN-3115: no scheduling from this application before this moment (the partition's
         # clock); set when its queue's application.unschedasks.backoff asks in a row fit no node
         self.backoff_deadline: float | None = None
+        # may it run under its queues' and its user's and group's maxapplications, as last found
+        self.runnable_in_queue = True
+        self.runnable_by_quota = True
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
         # ---- gang scheduling and timeouts ----

@@ -300,5 +300,20 @@ def queue_config_updated() -> si.EventRecord:
     return queue("root", Change.SET, Detail.QUEUE_CONFIG, "queue configuration updated")
 
 
+# (runnable again, by "queue" or "quota") -> YuniKorn's detail
+RUNNABLE_DETAIL = {
+    (False, "queue"): Detail.APP_CANNOTRUN_QUEUE,
+    (True, "queue"): Detail.APP_RUNNABLE_QUEUE,
+    (False, "quota"): Detail.APP_CANNOTRUN_QUOTA,
+    (True, "quota"): Detail.APP_RUNNABLE_QUOTA,
+}
+
+
+def app_runnable(application_id: str, runnable: bool, by: str) -> si.EventRecord:
+    """YuniKorn's APP_CANNOTRUN_* / APP_RUNNABLE_*: an application stopped or started being
+    runnable under its queues' ("queue") or its user's or group's ("quota") maxapplications."""
+    return record(Kind.APP, application_id, "", Change.NONE, RUNNABLE_DETAIL[(runnable, by)])
+
+
 def app_rejected(application_id: str, reason: str) -> si.EventRecord:
     return record(Kind.APP, application_id, reason, Change.ADD, Detail.APP_REJECT)

@@ -240,10 +240,18 @@ class PartitionModel(PartitionAllocations):
             for entry in walk:
                 app = apps[entry[-1]]
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
+                    if app.runnable_in_queue:
+                        self._runnable(app, False, "queue")
                     all_blocked = False
                     continue
+                if not app.runnable_in_queue:
+                    self._runnable(app, True, "queue")
                 if app.user_limits is not None and not self._user_limits_admit(app):
+                    if app.runnable_by_quota:
+                        self._runnable(app, False, "quota")
                     continue  # blocked until one of its user's or group's applications ends (epoch)
+                if not app.runnable_by_quota:
+                    self._runnable(app, True, "quota")
                 if app.backoff_deadline is not None and now < app.backoff_deadline:
                     all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
                     continue
@@ -363,6 +371,15 @@ class PartitionModel(PartitionAllocations):
         application is not scheduled again until its queue's backoff delay has passed."""
         app.backoff_deadline = now + queue.unsched_backoff_delay
         self.backoff_changes[app.application_id] = app.backoff_deadline
+
+    def _runnable(self, app: Application, runnable: bool, by: str) -> None:
+        """Whether the application may run under its queues' (``by`` "queue") or its user's and
+        group's ("quota") maxapplications changed: recorded for YuniKorn's events once per change."""
+        if by == "queue":
+            app.runnable_in_queue = runnable
+        else:
+            app.runnable_by_quota = runnable
+        self.runnable_events.append((app.application_id, runnable, by))
 
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's

@@ -149,6 +149,9 @@ class PartitionRegistry:
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
         self.quota_events: list[tuple[str, str]] = []
+        # YuniKorn's APP_CANNOTRUN/APP_RUNNABLE records: (application, True when runnable again, by
+        # the queue's "queue" or the user's or group's "quota" maxapplications)
+        self.runnable_events: list[tuple[str, bool, str]] = []
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
