@@ -451,11 +451,16 @@ class ApplicationActor(RetiringActor):
             events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)
             for key, text in effects.released_asks
         )
-        records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
-        records.extend(
-            events.app_allocation(a, events.Change.REMOVE, text, kind, a.uuid in effects.node_removed)
-            for a, kind, text in effects.released
-        )
+        for allocation in effects.new_allocations:
+            records.append(events.app_allocation(allocation, events.Change.ADD))
+            records.append(events.node_allocation(allocation, events.Change.ADD))
+        for allocation, kind, text in effects.released:
+            records.append(
+                events.app_allocation(
+                    allocation, events.Change.REMOVE, text, kind, allocation.uuid in effects.node_removed
+                )
+            )
+            records.append(events.node_allocation(allocation, events.Change.REMOVE))
         for allocation in effects.new_allocations:
             records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))
         for allocation, _, _ in effects.released:

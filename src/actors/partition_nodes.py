@@ -244,6 +244,9 @@ class PartitionNodes:
             self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
             handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
             self._event(lambda: events.node_updated(node_id))
+            if occupied is not None:
+                occupied_now = occupied
+                self._event(lambda: events.node_occupied(node_id, occupied_now))
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
             was = self.registry.nodes[node_id].schedulable

@@ -25,7 +25,6 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
-    NodeReservations,
     NodesAdded,
     Place,
     Preempt,
@@ -40,6 +39,7 @@ from korral.actors.messages import (
     ViewOps,
 )
 from korral.actors.queue_board import QueueBoard
+from korral.actors.scheduler_publish import SchedulerPublishing
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
@@ -89,7 +89,7 @@ class PredicatesForNodes(ResourceManagerCallback):
         raise NotImplementedError
 
 
-class SchedulerActor(ThreadedActor):
+class SchedulerActor(SchedulerPublishing, ThreadedActor):
     rank = Rank.SCHEDULER
 
     def __init__(
@@ -116,6 +116,8 @@ class SchedulerActor(ThreadedActor):
         self.board = board
         # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
         self.victims: dict[str, tuple[str, str, Resource]] = {}
+        # node id -> the (application, allocation key) holding it, as last published
+        self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -172,41 +174,6 @@ class SchedulerActor(ThreadedActor):
             return ()  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
             return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
-
-    def _publish_reservations(self) -> None:
-        changed = self.view.reservation_changes
-        if changed:
-            nodes = self.view.nodes
-            reservations = []
-            for node_id in sorted(changed):  # a set: its order changes between processes
-                node = nodes.get(node_id)
-                holders = tuple(node.reservations) if node is not None else ()
-                reservations.append((node_id, holders))
-            changed.clear()
-            self.partition.tell(NodeReservations(reservations=tuple(reservations)))
-
-    def _publish_priorities(self, board: QueueBoard) -> None:
-        """Each queue's priority into the queue board, where it changed (one int per queue)."""
-        priorities = board.priorities
-        for path, queue in self.view.queues.items():
-            if priorities.get(path) != queue.priority:
-                priorities[path] = queue.priority
-
-    def _publish_preempting(self, board: QueueBoard) -> None:
-        """yunikorn-core's preemptingResource: what the victims in each queue and its descendants
-        hold until their release is confirmed, replaced whole in the board."""
-        apps = self.view.applications
-        victims = self.victims
-        for uuid, (application_id, _, _) in list(victims.items()):
-            app = apps.get(application_id)
-            if app is None or app.releasing.get(uuid) is not si.TerminationType.PREEMPTED_BY_SCHEDULER:
-                del victims[uuid]
-        totals: dict[str, Resource] = {}
-        for _, path, resource in victims.values():
-            while path:
-                res.add_into(totals.setdefault(path, {}), resource)
-                path = path.rpartition(".")[0]
-        board.preempting = totals
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
