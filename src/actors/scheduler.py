@@ -146,6 +146,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
+        if metrics is not None:
+            self.view.latencies = []  # YuniKorn's try-node, try-preemption and sorting latencies
         # node -> refusals since the last tick that the view could not explain
         self._refusals: dict[str, int] = {}
         self._last_outstanding_report = 0.0
@@ -438,6 +440,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
+            if view.latencies:
+                self.metrics.observe_latencies(view.latencies)
+                view.latencies.clear()
         if view.preempt_due is not None:
             self._wake_for_preemption(view.preempt_due)
             view.preempt_due = None

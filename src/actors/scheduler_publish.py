@@ -90,4 +90,7 @@ class SchedulerPublishing:
             while path:
                 res.add_into(totals.setdefault(path, {}), resource)
                 path = path.rpartition(".")[0]
+        if self.metrics is not None:  # yunikorn_queue_resource{state="preempting"}, 0 once confirmed
+            for path in set(board.preempting) | set(totals):
+                self.metrics.queue_resources(self.view.name, path, "preempting", totals.get(path, {}))
         board.preempting = totals

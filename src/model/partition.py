@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
+from time import perf_counter
 from typing import Any, cast
 
 from korral.model import quota_preempting
@@ -451,17 +452,26 @@ class PartitionModel(PartitionAllocations):
         ask; with ``first``, the answer may end at the first accepted node. Node by node through
         ``predicate`` (each failure refuses its node), or in one call through ``nodes_predicate`` (a
         failure refuses them all). A failing RM plugin means "not this node", never a crash."""
+        latencies = self.latencies
         if self.nodes_predicate is not None:
+            started = perf_counter()
             try:
                 return self.nodes_predicate(allocation_key, node_ids, allocate, first)
             except Exception:
                 return ()
+            finally:
+                if latencies is not None:  # one check of several nodes: each node its share
+                    share = (perf_counter() - started) / max(1, len(node_ids))
+                    latencies.extend(("trynode", share) for _ in node_ids)
         answers: list[bool] = []
         for node_id in node_ids:
+            started = perf_counter()
             try:
                 accepted = bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
             except Exception:
                 accepted = False
+            if latencies is not None:
+                latencies.append(("trynode", perf_counter() - started))
             answers.append(accepted)
             if accepted and first:
                 break
