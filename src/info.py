@@ -73,6 +73,8 @@ class PartitionInfo:
     application_count: int
     # the partition's preemption.enabled (YuniKorn's default: on)
     preemption_enabled: bool = True
+    # the partition's preemption.quotapreemptionenabled (YuniKorn's default: off)
+    quota_preemption_enabled: bool = False
 
 
 @frozen
@@ -96,6 +98,13 @@ class QueueInfo:
     preemption_policy: str = "default"
     # applications in state Running in the queue and its descendants (YuniKorn's runningApps)
     running_applications: int = 0
+    # YuniKorn's currentPriority: the highest pending priority below it, adjusted by the queue's
+    # priority offset and fence (-2**31: nothing pending), as the scheduler last published it
+    current_priority: int = -(1 << 31)
+    # YuniKorn's preemptingResource: what preemption victims in it and below hold until confirmed
+    preempting: dict[str, int] = attrs.field(factory=dict)
+    # YuniKorn's allocatingAcceptedApps: Accepted applications in it and below holding allocations
+    allocating_accepted: list[str] = attrs.field(factory=list)
 
 
 @frozen
@@ -139,6 +148,19 @@ class ApplicationInfo:
     # YUNIKORN-3115: not scheduled before this moment (epoch seconds) since too many of its asks fit no
     # node in one pass; None: never backed off
     backoff_deadline: float | None = None
+    placeholder_data: list[PlaceholderDataInfo] = attrs.field(factory=list)  # per task group, by name
+    reservations: list[str] = attrs.field(factory=list)  # allocation keys of its asks holding a node
+
+
+@frozen
+class PlaceholderDataInfo:
+    """YuniKorn's placeholder data of one task group of an application."""
+
+    task_group_name: str
+    count: int  # placeholders asked for
+    min_resource: dict[str, int]  # the resource of its first placeholder
+    replaced: int  # replaced by a real allocation
+    timed_out: int  # ended otherwise: timed out, released by the RM, removed at the timeout
 
 
 @frozen
@@ -152,7 +174,8 @@ class NodeInfo:
     schedulable: bool
     attributes: dict[str, str]
     allocations: list[AllocationInfo]
-    reservations: list[str]
+    reservations: list[str]  # the applications holding a reservation on it
+    reserved_asks: list[str] = attrs.field(factory=list)  # their asks' keys, in the same order
 
 
 @frozen

@@ -39,7 +39,7 @@ from korral.actors.messages import (
 from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
-from korral.info import AllocationInfo, ApplicationInfo, AskInfo
+from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -255,7 +255,26 @@ class ApplicationActor(RetiringActor):
                 kind: {t: dict(r) for t, r in by_type.items()}
                 for kind, by_type in app.resource_seconds.items()
             },
+            placeholder_data=[
+                PlaceholderDataInfo(
+                    task_group_name=name,
+                    count=tally.count,
+                    min_resource=dict(tally.min_resource),
+                    replaced=tally.replaced,
+                    timed_out=tally.timed_out,
+                )
+                for name, tally in sorted(app.placeholder_data.items())
+            ],
         )
+
+    def _publish_allocating(self) -> None:
+        """YuniKorn counts an Accepted application that got an allocation (its placeholders) as
+        allocating, toward its queues' running applications, until it runs or ends."""
+        board = self.board
+        assert board is not None
+        app = self.owner.app
+        allocating = app.state is ApplicationState.ACCEPTED and bool(app.allocations)
+        board.publish_allocating(app.application_id, allocating, self.handle.actor_id)
 
     def _publish_state(self, state: str) -> None:
         board = self.board
@@ -380,6 +399,8 @@ class ApplicationActor(RetiringActor):
                     ),
                 )
             )
+        if self.board is not None and (effects.new_allocations or effects.state_changes):
+            self._publish_allocating()
         if effects.state_changes:
             self._publish_state(effects.state_changes[-1][0])
             if self.metrics is not None:
@@ -432,11 +453,16 @@ class ApplicationActor(RetiringActor):
             events.request(app.application_id, key, events.Change.REMOVE, text, events.Detail.REQUEST_TIMEOUT)
             for key, text in effects.released_asks
         )
-        records.extend(events.app_allocation(a, events.Change.ADD) for a in effects.new_allocations)
-        records.extend(
-            events.app_allocation(a, events.Change.REMOVE, text, kind, a.uuid in effects.node_removed)
-            for a, kind, text in effects.released
-        )
+        for allocation in effects.new_allocations:
+            records.append(events.app_allocation(allocation, events.Change.ADD))
+            records.append(events.node_allocation(allocation, events.Change.ADD))
+        for allocation, kind, text in effects.released:
+            records.append(
+                events.app_allocation(
+                    allocation, events.Change.REMOVE, text, kind, allocation.uuid in effects.node_removed
+                )
+            )
+            records.append(events.node_allocation(allocation, events.Change.REMOVE))
         for allocation in effects.new_allocations:
             records.extend(events.user_group_usage(allocation, app.user, app.limit_group, events.Change.ADD))
         for allocation, _, _ in effects.released:

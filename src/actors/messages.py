@@ -513,14 +513,15 @@ class AppBackoffs:
 
 @attrs.frozen(slots=True)
 class NodeReservations:
-    """Scheduler -> partition: the applications holding a reservation on each of these nodes (several
+    """Scheduler -> partition: the asks holding a reservation on each of these nodes (several
     only when each requires the node; () = none).
 
     The partition keeps a copy for node snapshots, so reading a node never waits on the scheduler,
     which may be inside the RM's predicates callback that is doing the reading.
     """
 
-    reservations: tuple[tuple[str, tuple[str, ...]], ...]
+    # node id -> (application id, allocation key) of each ask holding it
+    reservations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 
 
 @attrs.frozen(slots=True)

@@ -194,6 +194,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             metrics=settings.metrics,
             partition=self.handle,
             timer=timer,
+            board=self.queue_board,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
@@ -202,13 +203,13 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
         # messages): each queue actor writes only its own entry, whole; this actor only reads it
         self.published_usage = self.queue_board.usage
-        # node -> the application holding a reservation on it, as the scheduler last told
-        self.node_reservations: dict[str, tuple[str, ...]] = {}
+        # node id -> (application id, allocation key) of each ask holding it, as the scheduler last told
+        self.node_reservations: dict[str, tuple[tuple[str, str], ...]] = {}
         # application -> its backoff deadline (epoch seconds), as the scheduler last told
         self.app_backoffs: dict[str, float] = {}
         self.tombstones: list[Handle] = []
         self._actor_seq = itertools.count(1)
-        self._sync_queue_actors(announce=False)
+        self._first_configuration(self._sync_queue_actors(announce=False))
         self._publish_queue_tree()
         timer.every(settings.scheduling_interval, self.scheduler, Tick())
         timer.every(settings.queue_cleanup_interval, self.handle, CleanupQueues())
@@ -216,13 +217,22 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     # ---- helpers -----------------------------------------------------------------------------------
 
-    def _sync_queue_actors(self, *, announce: bool) -> None:
-        """Start a queue actor for every queue of the structure that has none (parents first)."""
-        created = False
+    def _first_configuration(self, configured: list[str]) -> None:
+        """YuniKorn's records of a partition's first configuration: every configured queue added,
+        every user and group limit set."""
+        if self.events:
+            self._records.extend(events.queue_configured(path) for path in configured)
+            self._records.extend(events.limit_changes({}, events.limits_of(self.registry.config)))
+            self._send_events()
+
+    def _sync_queue_actors(self, *, announce: bool) -> list[str]:
+        """Start a queue actor for every queue of the structure that has none (parents first); the
+        paths of the queues started."""
+        created: list[str] = []
         for path in sorted(self.registry.queues, key=lambda p: p.count(".")):
             if path in self.queues:
                 continue
-            created = True
+            created.append(path)
             queue = self.registry.queues[path]
             parent = self.queues.get(queue.parent.path) if queue.parent is not None else None
             self.queues[path] = start_actor(
@@ -241,6 +251,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
                 self._event(partial(events.queue_created, path))
         if created:
             self._publish_queue_limits()
+        return created
 
     def _publish_queue_limits(self) -> None:
         """Guaranteed and max of every queue as metrics: they change only with the structure."""
@@ -446,9 +457,11 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         before = self._queue_limits() if self.events else {}
         limits_before = events.limits_of(self.registry.config) if self.events else {}
         self.registry.apply_config(message.config, placement=message.placement)
-        self._sync_queue_actors(announce=False)
+        configured = self._sync_queue_actors(announce=False)
         self._publish_queue_limits()
         self._event(events.queue_config_updated)
+        if self.events:
+            self._records.extend(events.queue_configured(path) for path in configured)
         if self.events:
             self._records.extend(events.queue_changes(before, self._queue_limits()))
             self._records.extend(events.limit_changes(limits_before, events.limits_of(self.registry.config)))

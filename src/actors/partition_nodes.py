@@ -61,7 +61,7 @@ class PartitionNodes:
     pool: Any
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
-    node_reservations: dict[str, tuple[str, ...]]
+    node_reservations: dict[str, tuple[tuple[str, str], ...]]
     metrics: Any
     _node_metric_deltas: dict[str, int] | None
     _nodes_added: list[NodeAdded]
@@ -244,6 +244,9 @@ class PartitionNodes:
             self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
             handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
             self._event(lambda: events.node_updated(node_id))
+            if occupied is not None:
+                occupied_now = occupied
+                self._event(lambda: events.node_occupied(node_id, occupied_now))
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
             was = self.registry.nodes[node_id].schedulable

@@ -57,7 +57,7 @@ class PartitionQueries:
     published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
-    node_reservations: dict[str, tuple[str, ...]]
+    node_reservations: dict[str, tuple[tuple[str, str], ...]]
     app_backoffs: dict[str, float]
 
     if TYPE_CHECKING:  # KorralActor's
@@ -164,6 +164,7 @@ class PartitionQueries:
             node_count=len(self.nodes),
             application_count=len(self.apps),
             preemption_enabled=self.registry.config.preemption.enabled,
+            quota_preemption_enabled=self.registry.config.preemption.quota_preemption_enabled,
         )
 
     def _queue_info(self, path: str) -> QueueInfo | None:
@@ -179,7 +180,14 @@ class PartitionQueries:
         board = self.queue_board
         running = board.running_applications(board.structure).get(path, 0)
         described = self._describe_queue(path, allocated, pending)
-        return attrs.evolve(described, running_applications=running)  # type: ignore[misc]  # (``frozen``)
+        priority = board.priorities.get(path, described.current_priority)
+        return attrs.evolve(  # type: ignore[misc]  # (``frozen``)
+            described,
+            running_applications=running,
+            current_priority=priority,
+            preempting=dict(board.preempting.get(path, {})),
+            allocating_accepted=board.allocating_applications(board.structure).get(path, []),
+        )
 
     def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
         queue = self.registry.queues[path]
@@ -213,6 +221,14 @@ class PartitionQueries:
         if handle is None:
             return self.completed.get(application_id)
         info: ApplicationInfo = self.ask(handle, Snapshot())
+        reserved = [
+            key
+            for holders in self.node_reservations.values()
+            for app, key in holders
+            if app == application_id
+        ]
+        if reserved:  # the reservations the scheduler last published (YuniKorn's keys: allocation keys)
+            info = attrs.evolve(info, reservations=sorted(reserved))  # type: ignore[misc]
         deadline = self.app_backoffs.get(application_id)
         if deadline is not None:
             info = attrs.evolve(info, backoff_deadline=deadline)  # type: ignore[misc]
@@ -225,4 +241,8 @@ class PartitionQueries:
         info: NodeInfo = self.ask(handle, Snapshot())
         holders = self.node_reservations.get(node_id, ())
         # (NodeInfo is an attrs class; ``frozen`` hides that from mypy's attrs plugin)
-        return attrs.evolve(info, reservations=list(holders))  # type: ignore[misc]
+        return attrs.evolve(  # type: ignore[misc]
+            info,
+            reservations=[app_id for app_id, _ in holders],
+            reserved_asks=[key for _, key in holders],
+        )

@@ -8,8 +8,11 @@ either before or after a change:
 - the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty)
   once per burst of messages that may have changed it (``PartitionActor``, ``PublishQueueTree``);
 - each queue actor publishes its own ``(allocated, pending)`` once per burst of usage messages;
-- each application actor publishes its own state (its entry gone once the application has ended or
-  was removed); the partition drops an application's entry when it removes it.
+- each application actor publishes its own state and whether it is Accepted while holding
+  allocations (its entries gone once the application has ended or was removed); the partition
+  drops an application's entries when it removes it;
+- the scheduler publishes each queue's current priority (YuniKorn's currentPriority) and what its
+  preemption victims hold (preemptingResource) once per burst.
 
 Application entries are owned: each carries the id of the actor that wrote it, and an actor changes or
 drops only its own. An application removed and added again under the same id has a new actor while
@@ -32,10 +35,20 @@ from korral.model.resource import Resource
 _NO_USAGE: tuple[Resource, Resource] = ({}, {})
 RUNNING = "Running"
 _NO_STATE: tuple[str, int] = ("", 0)
+_MIN_PRIORITY = -(1 << 31)
+_NO_RESOURCE: Resource = {}
 
 
 class QueueBoard:
-    __slots__ = ("_app_lock", "app_states", "structure", "usage")
+    __slots__ = (
+        "_app_lock",
+        "allocating_accepted",
+        "app_states",
+        "preempting",
+        "priorities",
+        "structure",
+        "usage",
+    )
 
     def __init__(self) -> None:
         # every queue, parents before children, without usage: replaced whole by the partition actor
@@ -44,7 +57,13 @@ class QueueBoard:
         self.usage: dict[str, tuple[Resource, Resource]] = {}
         # application id -> (state, id of the actor that owns the entry), while the application lives
         self.app_states: dict[str, tuple[str, int]] = {}
+        # application id -> id of its actor, while Accepted and holding allocations (owned as above)
+        self.allocating_accepted: dict[str, int] = {}
         self._app_lock = threading.Lock()
+        # queue path -> its current priority: each entry replaced by the scheduler (absent: the minimum)
+        self.priorities: dict[str, int] = {}
+        # queue path -> what its preemption victims hold until confirmed: replaced whole by the scheduler
+        self.preempting: dict[str, Resource] = {}
 
     def claim_app(self, app_id: str, state: str, owner: int) -> None:
         """A new application's actor takes the entry (over one a removed namesake may have left)."""
@@ -58,28 +77,63 @@ class QueueBoard:
             if entry is None or entry[1] == owner:
                 self.app_states[app_id] = (state, owner)
 
+    def publish_allocating(self, app_id: str, allocating: bool, owner: int) -> None:
+        """Whether the application is Accepted while holding allocations, unless a newer namesake owns
+        the application's entry."""
+        with self._app_lock:
+            entry = self.app_states.get(app_id)
+            if entry is not None and entry[1] != owner:
+                return
+            if allocating:
+                self.allocating_accepted[app_id] = owner
+            else:
+                self.allocating_accepted.pop(app_id, None)
+
     def forget_app(self, app_id: str, owner: int) -> None:
-        """The application ended or was removed: its entry goes, unless a newer namesake owns it."""
+        """The application ended or was removed: its entries go, unless a newer namesake owns them."""
         with self._app_lock:
             entry = self.app_states.get(app_id)
             if entry is not None and entry[1] == owner:
                 del self.app_states[app_id]
+            if self.allocating_accepted.get(app_id) == owner:
+                del self.allocating_accepted[app_id]
 
     def queues(self) -> list[QueueInfo]:
         """Every queue, parents before children, each with the usage its queue last published and the
         applications running in its subtree."""
         usage = self.usage
+        priorities = self.priorities
+        preempting = self.preempting
         running = self.running_applications(self.structure)
+        allocating = self.allocating_applications(self.structure)
         return [
             attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
                 info,
                 allocated=dict(allocated),
                 pending=dict(pending),
                 running_applications=running[info.path],
+                current_priority=priorities.get(info.path, _MIN_PRIORITY),
+                preempting=dict(preempting.get(info.path, _NO_RESOURCE)),
+                allocating_accepted=allocating.get(info.path, []),
             )
             for info in self.structure
             for allocated, pending in (usage.get(info.path, _NO_USAGE),)
         ]
+
+    def allocating_applications(self, queues: tuple[QueueInfo, ...]) -> dict[str, list[str]]:
+        """Per queue path (only those with any): the Accepted applications holding allocations in the
+        queue and its descendants (YuniKorn's allocatingAcceptedApps), sorted."""
+        allocating = self.allocating_accepted
+        if not allocating:
+            return {}
+        found: dict[str, list[str]] = {}
+        for info in reversed(queues):  # children before their parent
+            apps = [app_id for app_id in info.applications if app_id in allocating]
+            for child in info.children:
+                apps.extend(found.get(child, ()))
+            if apps:
+                found[info.path] = sorted(apps)
+        return found
 
     def running_applications(self, queues: tuple[QueueInfo, ...]) -> dict[str, int]:
         """Per queue path: how many applications in the queue and its descendants are Running

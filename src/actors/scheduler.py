@@ -25,7 +25,6 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
-    NodeReservations,
     NodesAdded,
     Place,
     Preempt,
@@ -39,11 +38,14 @@ from korral.actors.messages import (
     Tick,
     ViewOps,
 )
+from korral.actors.queue_board import QueueBoard
+from korral.actors.scheduler_publish import SchedulerPublishing
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -87,7 +89,7 @@ class PredicatesForNodes(ResourceManagerCallback):
         raise NotImplementedError
 
 
-class SchedulerActor(ThreadedActor):
+class SchedulerActor(SchedulerPublishing, ThreadedActor):
     rank = Rank.SCHEDULER
 
     def __init__(
@@ -106,8 +108,16 @@ class SchedulerActor(ThreadedActor):
         partition: Handle,
         metrics: Any = None,
         timer: Any = None,
+        board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
+        # the queue board: each queue's current priority (YuniKorn's currentPriority) and preempting
+        # resource published into it once per burst
+        self.board = board
+        # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
+        self.victims: dict[str, tuple[str, str, Resource]] = {}
+        # node id -> the (application, allocation key) holding it, as last published
+        self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -136,6 +146,8 @@ class SchedulerActor(ThreadedActor):
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
+        if metrics is not None:
+            self.view.latencies = []  # YuniKorn's try-node, try-preemption and sorting latencies
         # node -> refusals since the last tick that the view could not explain
         self._refusals: dict[str, int] = {}
         self._last_outstanding_report = 0.0
@@ -164,18 +176,6 @@ class SchedulerActor(ThreadedActor):
             return ()  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
             return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
-
-    def _publish_reservations(self) -> None:
-        changed = self.view.reservation_changes
-        if changed:
-            nodes = self.view.nodes
-            reservations = []
-            for node_id in sorted(changed):  # a set: its order changes between processes
-                node = nodes.get(node_id)
-                holders = tuple(app_id for app_id, _ in node.reservations) if node is not None else ()
-                reservations.append((node_id, holders))
-            changed.clear()
-            self.partition.tell(NodeReservations(reservations=tuple(reservations)))
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
@@ -440,15 +440,22 @@ class SchedulerActor(ThreadedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
+            if view.latencies:
+                self.metrics.observe_latencies(view.latencies)
+                view.latencies.clear()
         if view.preempt_due is not None:
             self._wake_for_preemption(view.preempt_due)
             view.preempt_due = None
         if view.core_releases:
             self._send_core_releases()
-        if view.preemption_events or view.quota_events:
+        if view.preemption_events or view.quota_events or view.runnable_events:
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
+        if self.board is not None:
+            self._publish_priorities(self.board)
+            if self.victims or self.board.preempting:
+                self._publish_preempting(self.board)
         if not made:
             if view.reservation_changes:
                 self._publish_reservations()
@@ -515,6 +522,13 @@ class SchedulerActor(ThreadedActor):
         for allocation, termination, text in view.core_releases:
             if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
                 by_app.setdefault((allocation.application_id, text), []).append(allocation.uuid)
+                app_model = view.applications.get(allocation.application_id)
+                if self.board is not None and app_model is not None:
+                    self.victims[allocation.uuid] = (
+                        allocation.application_id,
+                        app_model.queue_path,
+                        allocation.resource,
+                    )
         view.take_core_releases()
         for (application_id, text), uuids in by_app.items():
             app = self.apps.get(application_id)
@@ -527,6 +541,7 @@ class SchedulerActor(ThreadedActor):
         preemption, when the RM takes events at all."""
         found, self.view.preemption_events = self.view.preemption_events, []
         quota, self.view.quota_events = self.view.quota_events, []
+        runnable, self.view.runnable_events = self.view.runnable_events, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
@@ -536,6 +551,7 @@ class SchedulerActor(ThreadedActor):
         records += [
             events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota
         ]
+        records += [events.app_runnable(app_id, now_runnable, by) for app_id, now_runnable, by in runnable]
         self.dispatcher.tell(
             Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
         )

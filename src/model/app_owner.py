@@ -440,6 +440,11 @@ class ApplicationOwner:
                 effects.released.append((allocation, si.TerminationType.TIMEOUT, plan.reason))
                 effects.view_ops.append(MarkReleasing(allocation.uuid, int(si.TerminationType.TIMEOUT)))
         removed = [key for key in plan.remove_asks if key in app.asks]
+        for key in removed:  # pending placeholders removed at the timeout count as timed out
+            ask = app.asks[key]
+            tally = app.placeholder_data.get(ask.task_group_name) if ask.placeholder else None
+            if tally is not None:
+                tally.timed_out += ask.pending
         if removed:
             self.remove_asks(removed, now, effects, complete=False)
             effects.released_asks.extend((key, plan.reason) for key in removed)

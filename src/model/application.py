@@ -97,6 +97,17 @@ class TimeoutPlan:
         return bool(self.release or self.remove_asks or self.events)
 
 
+@attrs.define(slots=True)
+class PlaceholderTally:
+    """YuniKorn's placeholder data of one task group: placeholders asked for, the first one's
+    resource, how many were replaced by real allocations and how many ended otherwise (timed out)."""
+
+    count: int = 0
+    min_resource: Resource = attrs.field(factory=dict)
+    replaced: int = 0
+    timed_out: int = 0
+
+
 class PendingKeys:
     """The keys of asks with something pending, unordered: for an owner that never walks its asks in
     request order (the application actor); it has the ordering's interface, without its upkeep."""
@@ -187,6 +198,8 @@ class Application:
         self.pending: Resource = {}
         self.allocated: Resource = {}
         self.placeholder_allocated: Resource = {}
+        # task group -> its placeholder data (YuniKorn's placeholderData), kept once counted
+        self.placeholder_data: dict[str, PlaceholderTally] = {}
         # allocation_key -> node_id of the reservations this application holds
         self.reservations: dict[str, str] = {}
         # the group its usage is tracked against for user/group limits ("" none), resolved when added
@@ -198,6 +211,9 @@ class Application:
         # YUNIKORN-3115: no scheduling from this application before this moment (the partition's
         # clock); set when its queue's application.unschedasks.backoff asks in a row fit no node
         self.backoff_deadline: float | None = None
+        # may it run under its queues' and its user's and group's maxapplications, as last found
+        self.runnable_in_queue = True
+        self.runnable_by_quota = True
         self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
         # ---- gang scheduling and timeouts ----
@@ -279,6 +295,13 @@ class Application:
             self._ask_generation += 1
             ask.generation = self._ask_generation
         self.asks[key] = ask
+        if ask.placeholder and old is None:
+            tally = self.placeholder_data.get(ask.task_group_name)
+            if tally is None:
+                tally = self.placeholder_data[ask.task_group_name] = PlaceholderTally(
+                    min_resource=dict(ask.resource)
+                )
+            tally.count += ask.pending
         if ask.task_group_name and not ask.placeholder:
             self.real_group_asks = True
         if ask.pending > 0:
@@ -337,13 +360,20 @@ class Application:
             res.add_into(self.placeholder_allocated, allocation.resource)
             self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
 
-    def remove_allocation(self, uuid: str) -> Allocation | None:
+    def remove_allocation(self, uuid: str, replaced: bool = False) -> Allocation | None:
         """Remove an allocation (and its releasing mark and deadline). A replacement waiting on it is
-        the caller's to drop (``drop_replacement``): the ask it took a repeat from must get it back."""
+        the caller's to drop (``drop_replacement``): the ask it took a repeat from must get it back.
+        A placeholder counts as ``replaced`` or else (as YuniKorn counts it) as timed out."""
         allocation = self.allocations.pop(uuid, None)
         if allocation is not None:
             res.sub_into(self.allocated, allocation.resource)
             if allocation.placeholder:
+                tally = self.placeholder_data.get(allocation.task_group_name)
+                if tally is not None:
+                    if replaced:
+                        tally.replaced += 1
+                    else:
+                        tally.timed_out += 1
                 res.sub_into(self.placeholder_allocated, allocation.resource)
                 self._unindex_placeholder(allocation)
             if self.releasing:
@@ -418,7 +448,7 @@ class Application:
     ) -> Allocation | None:
         """The RM confirmed the replacement: the placeholder leaves, the real allocation takes its
         place. Returns the placeholder (None if it is gone: nothing changes)."""
-        placeholder = self.remove_allocation(placeholder_uuid)
+        placeholder = self.remove_allocation(placeholder_uuid, replaced=True)
         if placeholder is None:
             return None
         self.add_allocation(real)

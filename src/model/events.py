@@ -213,12 +213,51 @@ def node_schedulable(node_id: str, schedulable: bool) -> si.EventRecord:
     return node(node_id, Change.SET, Detail.NODE_SCHEDULABLE, f"node {node_id} schedulable: {schedulable}")
 
 
+def node_occupied(node_id: str, occupied: dict[str, int]) -> si.EventRecord:
+    """YuniKorn's NODE_OCCUPIED: the RM set what other pods occupy on the node."""
+    return record(Kind.NODE, node_id, "", Change.SET, Detail.NODE_OCCUPIED, resource=occupied)
+
+
+def node_allocation(allocation: Allocation, change: si.EventChangeType) -> si.EventRecord:
+    """YuniKorn's NODE_ALLOC: an allocation added to (ADD) or removed from (REMOVE) its node
+    (reference: its allocation key)."""
+    return record(
+        Kind.NODE,
+        allocation.node_id,
+        "",
+        change,
+        Detail.NODE_ALLOC,
+        reference_id=allocation.allocation_key,
+        resource=allocation.resource,
+    )
+
+
+def node_reservation(
+    node_id: str, allocation_key: str, change: si.EventChangeType, resource: dict[str, int] | None
+) -> si.EventRecord:
+    """YuniKorn's NODE_RESERVATION: an ask reserved (ADD) or no longer reserves (REMOVE) the node."""
+    return record(
+        Kind.NODE,
+        node_id,
+        "",
+        change,
+        Detail.NODE_RESERVATION,
+        reference_id=allocation_key,
+        resource=resource,
+    )
+
+
 def node_removed(node_id: str) -> si.EventRecord:
     return node(node_id, Change.REMOVE, Detail.NODE_DECOMISSION, f"node {node_id} removed")
 
 
 def queue_created(path: str) -> si.EventRecord:
     return queue(path, Change.ADD, Detail.QUEUE_DYNAMIC, f"dynamic queue {path} created")
+
+
+def queue_configured(path: str) -> si.EventRecord:
+    """YuniKorn's record of a queue its configuration added (ADD, no detail: a managed queue)."""
+    return queue(path, Change.ADD, Detail.DETAILS_NONE, "")
 
 
 def queue_removed(path: str) -> si.EventRecord:
@@ -298,6 +337,21 @@ def limit_changes(
 
 def queue_config_updated() -> si.EventRecord:
     return queue("root", Change.SET, Detail.QUEUE_CONFIG, "queue configuration updated")
+
+
+# (runnable again, by "queue" or "quota") -> YuniKorn's detail
+RUNNABLE_DETAIL = {
+    (False, "queue"): Detail.APP_CANNOTRUN_QUEUE,
+    (True, "queue"): Detail.APP_RUNNABLE_QUEUE,
+    (False, "quota"): Detail.APP_CANNOTRUN_QUOTA,
+    (True, "quota"): Detail.APP_RUNNABLE_QUOTA,
+}
+
+
+def app_runnable(application_id: str, runnable: bool, by: str) -> si.EventRecord:
+    """YuniKorn's APP_CANNOTRUN_* / APP_RUNNABLE_*: an application stopped or started being
+    runnable under its queues' ("queue") or its user's or group's ("quota") maxapplications."""
+    return record(Kind.APP, application_id, "", Change.NONE, RUNNABLE_DETAIL[(runnable, by)])
 
 
 def app_rejected(application_id: str, reason: str) -> si.EventRecord:

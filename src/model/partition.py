@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
+from time import perf_counter
 from typing import Any, cast
 
 from korral.model import quota_preempting
@@ -240,10 +241,18 @@ class PartitionModel(PartitionAllocations):
             for entry in walk:
                 app = apps[entry[-1]]
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
+                    if app.runnable_in_queue:
+                        self._runnable(app, False, "queue")
                     all_blocked = False
                     continue
+                if not app.runnable_in_queue:
+                    self._runnable(app, True, "queue")
                 if app.user_limits is not None and not self._user_limits_admit(app):
+                    if app.runnable_by_quota:
+                        self._runnable(app, False, "quota")
                     continue  # blocked until one of its user's or group's applications ends (epoch)
+                if not app.runnable_by_quota:
+                    self._runnable(app, True, "quota")
                 if app.backoff_deadline is not None and now < app.backoff_deadline:
                     all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
                     continue
@@ -364,6 +373,15 @@ class PartitionModel(PartitionAllocations):
         app.backoff_deadline = now + queue.unsched_backoff_delay
         self.backoff_changes[app.application_id] = app.backoff_deadline
 
+    def _runnable(self, app: Application, runnable: bool, by: str) -> None:
+        """Whether the application may run under its queues' (``by`` "queue") or its user's and
+        group's ("quota") maxapplications changed: recorded for YuniKorn's events once per change."""
+        if by == "queue":
+            app.runnable_in_queue = runnable
+        else:
+            app.runnable_by_quota = runnable
+        self.runnable_events.append((app.application_id, runnable, by))
+
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's
         ``maxapplications``? (One already running always may.)"""
@@ -434,17 +452,26 @@ class PartitionModel(PartitionAllocations):
         ask; with ``first``, the answer may end at the first accepted node. Node by node through
         ``predicate`` (each failure refuses its node), or in one call through ``nodes_predicate`` (a
         failure refuses them all). A failing RM plugin means "not this node", never a crash."""
+        latencies = self.latencies
         if self.nodes_predicate is not None:
+            started = perf_counter()
             try:
                 return self.nodes_predicate(allocation_key, node_ids, allocate, first)
             except Exception:
                 return ()
+            finally:
+                if latencies is not None:  # one check of several nodes: each node its share
+                    share = (perf_counter() - started) / max(1, len(node_ids))
+                    latencies.extend(("trynode", share) for _ in node_ids)
         answers: list[bool] = []
         for node_id in node_ids:
+            started = perf_counter()
             try:
                 accepted = bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
             except Exception:
                 accepted = False
+            if latencies is not None:
+                latencies.append(("trynode", perf_counter() - started))
             answers.append(accepted)
             if accepted and first:
                 break

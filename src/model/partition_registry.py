@@ -12,6 +12,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence, Set
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -149,6 +150,12 @@ class PartitionRegistry:
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
         self.quota_events: list[tuple[str, str]] = []
+        # (kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
+        # not timed): "trynode", "trypreemption", "sort_queue", "sort_app"
+        self.latencies: list[tuple[str, float]] | None = None
+        # YuniKorn's APP_CANNOTRUN/APP_RUNNABLE records: (application, True when runnable again, by
+        # the queue's "queue" or the user's or group's "quota" maxapplications)
+        self.runnable_events: list[tuple[str, bool, str]] = []
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
@@ -275,8 +282,14 @@ class PartitionRegistry:
             self._limits_dirty = False
             self._resources_changed()  # limits may have grown: quota-blocked asks get another look
             self.root.refresh_limits(self.capacity)
+            latencies = self.latencies
             for queue in self.queues.values():
+                if latencies is None:
+                    queue.rebuild_order()
+                    continue
+                started = perf_counter()
                 queue.rebuild_order()
+                latencies.append(("sort_app" if queue.is_leaf else "sort_queue", perf_counter() - started))
             for queue in sorted(self.queues.values(), key=lambda q: -q.path.count(".")):
                 queue.refresh_up()
 

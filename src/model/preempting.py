@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from korral import si
@@ -206,6 +207,18 @@ def _release_victims(model: PartitionModel, ask: Ask, victims: Iterable[tuple[st
 
 
 def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
+    """``_try_preempt``, timed for YuniKorn's trypreemption latency while a reader wants it."""
+    latencies = model.latencies
+    if latencies is None:
+        return _try_preempt(model, app, queue, ask, now)
+    started = perf_counter()
+    try:
+        return _try_preempt(model, app, queue, ask, now)
+    finally:
+        latencies.append(("trypreemption", perf_counter() - started))
+
+
+def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
     """An ask that fits no node, or whose queue's headroom is short, may preempt (YuniKorn 1.x): it
     allows preempting others, it has waited its queue's ``preemption.delay``, the partition has
     preemption on, and the laws find victims. Then the victims are released and, when the queue's

@@ -58,6 +58,7 @@ def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], cont
         ),
         "nodeSortingPolicy": {"type": info.node_sort_policy},
         "preemptionEnabled": info.preemption_enabled,
+        "quotaPreemptionEnabled": info.quota_preemption_enabled,
         "totalNodes": info.node_count,
         "applications": counts,
         "totalContainers": containers,
@@ -93,7 +94,9 @@ def queue(
         "absUsedCapacity": utilization(info.max, info.allocated),
         "maxRunningApps": info.max_applications,
         "runningApps": info.running_applications,
-        "currentPriority": 0,
+        "currentPriority": info.current_priority,
+        "preemptingResource": info.preempting,
+        "allocatingAcceptedApps": info.allocating_accepted,
         "sortingPolicy": info.sort_policy,
         "prioritySorting": info.priority_sorting,
         "preemptionEnabled": info.preemption_policy != "disabled",
@@ -104,6 +107,8 @@ def queue(
     return _omit_empty(
         document,
         "headroom",
+        "preemptingResource",
+        "allocatingAcceptedApps",
         "template",
         "priorityOffset",
         "preemptionDelay",
@@ -220,6 +225,25 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "startTime": started[-1] // 1_000_000 if started else 0,
         "resourceHistory": dict(info.resource_seconds),
         "placeholderResource": info.placeholder,  # korral's: the placeholders it holds
+        "placeholderData": [
+            _omit_empty(
+                {
+                    "taskGroupName": data.task_group_name,
+                    "count": data.count,
+                    "minResource": data.min_resource,
+                    "replaced": data.replaced,
+                    "timedout": data.timed_out,
+                },
+                "taskGroupName",
+                "count",
+                "minResource",
+                "replaced",
+                "timedout",
+            )
+            for data in info.placeholder_data
+        ],
+        "hasReserved": bool(info.reservations),
+        "reservations": info.reservations,
     }
     if info.backoff_deadline is not None:  # YUNIKORN-3115, omitted when never set (Go's omitempty)
         moment = datetime.datetime.fromtimestamp(info.backoff_deadline, datetime.UTC)
@@ -241,6 +265,9 @@ def application(info: ApplicationInfo, rejected_message: str = "") -> JSON:
         "maxRequestPriority",
         "startTime",
         "placeholderResource",
+        "placeholderData",
+        "hasReserved",
+        "reservations",
     )
 
 
@@ -276,7 +303,7 @@ def node(info: NodeInfo) -> JSON:
             "allocations": [allocation(a) for a in info.allocations],
             "schedulable": info.schedulable,
             "isReserved": bool(info.reservations),
-            "reservations": info.reservations,
+            "reservations": info.reserved_asks,  # YuniKorn's keys: the holding asks' allocation keys
         },
         "hostName",
         "rackName",

@@ -155,6 +155,34 @@ class CoreMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        # yunikorn-core's label is "level" (queue or app): what it times is the sorting of a queue's
+        # children or applications, despite the family's name; korral times its re-sorts of them
+        self.sorting_latency = Histogram(
+            "node_sorting_latency_milliseconds",
+            "Latency of all nodes sorting, in seconds.",
+            ["level"],
+            namespace=NAMESPACE,
+            subsystem="scheduler",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.try_node_latency = Histogram(
+            "trynode_latency_milliseconds",
+            "Latency of node condition checks for container allocations, such as placement "
+            "constraints, in seconds.",
+            namespace=NAMESPACE,
+            subsystem="scheduler",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.try_preemption_latency = Histogram(
+            "trypreemption_latency_milliseconds",
+            "Latency of preemption condition checks for container allocations, in seconds.",
+            namespace=NAMESPACE,
+            subsystem="scheduler",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         # yunikorn_queue_app_total{partition, queue, state}: applications that reached a terminal state.
         # A counter whose family name is the gauge yunikorn_queue_app's: prometheus_client refuses
         # both in one registry, so it is written by a collector of its own (_TerminalApps)
@@ -342,6 +370,18 @@ class CoreMetrics:
         self.queue_resources(partition, queue, "pending", pending)
 
     # ---- the scheduler (once per batch of cycles) -------------------------------------------------
+
+    def observe_latencies(self, records: Iterable[tuple[str, float]]) -> None:
+        """Latencies the scheduling model timed during a batch of cycles, each (kind, seconds):
+        "trynode" (the RM's predicates on a node), "trypreemption" (a preemption attempt),
+        "sort_queue" / "sort_app" (a queue's children or applications re-sorted)."""
+        for kind, seconds in records:
+            if kind == "trynode":
+                self.try_node_latency.observe(seconds)
+            elif kind == "trypreemption":
+                self.try_preemption_latency.observe(seconds)
+            else:
+                self.sorting_latency.labels("queue" if kind == "sort_queue" else "app").observe(seconds)
 
     def scheduled(self, seconds: float) -> None:
         """One batch of scheduling cycles of a partition: korral's cycle (YuniKorn times one try per

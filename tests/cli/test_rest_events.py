@@ -185,6 +185,7 @@ def test_limit_changes_of_a_configuration_update_are_logged() -> None:
         ]
         set_, remove = int(si.EventChangeType.SET), int(si.EventChangeType.REMOVE)
         assert limits == [
+            ("dev", "root.team", set_, int(Detail.UG_GROUP_LIMIT)),  # the first configuration's
             ("dev", "root.team", remove, int(Detail.UG_GROUP_LIMIT)),
             ("alice", "root.team", set_, int(Detail.UG_USER_LIMIT)),
         ]

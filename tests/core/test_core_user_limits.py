@@ -179,6 +179,10 @@ def test_user_and_group_resource_events():
         ]
         Detail, Change = si.EventChangeDetail, si.EventChangeType
         assert ug == [
+            # the first configuration's limits, sorted by (user or group, name, queue)
+            ("dev", Detail.UG_GROUP_LIMIT, Change.SET, "root.team", {}),
+            ("*", Detail.UG_USER_LIMIT, Change.SET, "root.team", {}),
+            ("*", Detail.UG_USER_LIMIT, Change.SET, "root.team.a", {}),
             ("dev", Detail.UG_APP_LINK, Change.SET, "app1", {}),  # tracked against dev's limits
             ("alice", Detail.UG_USER_RESOURCE, Change.ADD, "root.team.b", {"memory": 100}),
             ("dev", Detail.UG_GROUP_RESOURCE, Change.ADD, "root.team.b", {"memory": 100}),

@@ -1,0 +1,96 @@
+"""What the Scheduler actor publishes for readers other than the applications and nodes it decides
+for: the node reservations (to its partition, with YuniKorn's NODE_RESERVATION records), and each
+queue's current priority and preempting resource (into the partition's queue board)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from korral import si
+from korral.actors.messages import Deliver, NodeReservations
+from korral.actors.queue_board import QueueBoard
+from korral.model import events
+from korral.model import resource as res
+from korral.model.resource import Resource
+from korral.model.view import SchedulingView
+
+
+class SchedulerPublishing:
+    """Mixed into ``SchedulerActor``: the attributes below are the actor's."""
+
+    view: SchedulingView
+    partition: Any
+    dispatcher: Any
+    callback: Any
+    callback_closed: Any
+    metrics: Any
+    tracker: Any
+    # node id -> the (application, allocation key) holding it, as last published
+    reserved: dict[str, tuple[tuple[str, str], ...]]
+    # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
+    victims: dict[str, tuple[str, str, Resource]]
+
+    def _publish_reservations(self) -> None:
+        changed = self.view.reservation_changes
+        if changed:
+            nodes = self.view.nodes
+            reservations = []
+            records: list[si.EventRecord] = []
+            wanted = events.wanted(self.callback, self.metrics)
+            for node_id in sorted(changed):  # a set: its order changes between processes
+                node = nodes.get(node_id)
+                holders = tuple(node.reservations) if node is not None else ()
+                reservations.append((node_id, holders))
+                before = self.reserved.pop(node_id, ())
+                if holders:
+                    self.reserved[node_id] = holders
+                if wanted:
+                    records += self._reservation_records(node_id, before, holders)
+            changed.clear()
+            self.partition.tell(NodeReservations(reservations=tuple(reservations)))
+            if records and not self.callback_closed.is_set():
+                stamped = events.stamped(records, self.tracker.wall_clock_ns())
+                self.dispatcher.tell(Deliver(method="send_event", argument=stamped))
+
+    def _reservation_records(
+        self, node_id: str, before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...]
+    ) -> list[si.EventRecord]:
+        """YuniKorn's NODE_RESERVATION records: REMOVE for each holder gone, ADD for each new one."""
+        apps = self.view.applications
+        records = []
+        for holders, change in ((before, events.Change.REMOVE), (after, events.Change.ADD)):
+            others = after if change is events.Change.REMOVE else before
+            for holder in holders:
+                if holder in others:
+                    continue
+                app = apps.get(holder[0])
+                ask = app.asks.get(holder[1]) if app is not None else None
+                resource = dict(ask.resource) if ask is not None else None
+                records.append(events.node_reservation(node_id, holder[1], change, resource))
+        return records
+
+    def _publish_priorities(self, board: QueueBoard) -> None:
+        """Each queue's priority into the queue board, where it changed (one int per queue)."""
+        priorities = board.priorities
+        for path, queue in self.view.queues.items():
+            if priorities.get(path) != queue.priority:
+                priorities[path] = queue.priority
+
+    def _publish_preempting(self, board: QueueBoard) -> None:
+        """yunikorn-core's preemptingResource: what the victims in each queue and its descendants
+        hold until their release is confirmed, replaced whole in the board."""
+        apps = self.view.applications
+        victims = self.victims
+        for uuid, (application_id, _, _) in list(victims.items()):
+            app = apps.get(application_id)
+            if app is None or app.releasing.get(uuid) is not si.TerminationType.PREEMPTED_BY_SCHEDULER:
+                del victims[uuid]
+        totals: dict[str, Resource] = {}
+        for _, path, resource in victims.values():
+            while path:
+                res.add_into(totals.setdefault(path, {}), resource)
+                path = path.rpartition(".")[0]
+        if self.metrics is not None:  # yunikorn_queue_resource{state="preempting"}, 0 once confirmed
+            for path in set(board.preempting) | set(totals):
+                self.metrics.queue_resources(self.view.name, path, "preempting", totals.get(path, {}))
+        board.preempting = totals
