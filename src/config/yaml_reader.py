@@ -44,13 +44,31 @@ def read_yaml(text: str) -> Any:
         )
     try:
         return yaml.load(text, Loader=_BoundedLoader)  # safe constructors only
-    except yaml.YAMLError as err:
+    except Exception as err:
+        if not _is(err, yaml.YAMLError):  # by name: libyaml may raise the first import's classes (_is)
+            raise
         if "maximum nesting depth" in str(err):  # libyaml's own bound (1,000) met before ours
             raise ConfigLimitError(
                 f"configuration nested too deep: maps and lists more than {MAX_NESTING_DEPTH} levels deep "
                 f"(the limit is {MAX_NESTING_DEPTH})"
             ) from None
         raise ConfigError(f"invalid YAML: {err}") from None
+
+
+# event or error class -> the names of it and its bases
+_EVENT_KINDS: dict[type, frozenset[str]] = {}
+
+
+def _is(event: object, *classes: type) -> bool:
+    """``isinstance`` by class name. libyaml's parser (a C extension, initialised once per process)
+    makes its events from the ``yaml.events`` it first imported; when ``yaml`` is imported again (as
+    pytest-cov's ``--cov=PACKAGE`` does, having imported and dropped it to find the package), its
+    classes are new ones and every ``isinstance`` with them fails: every config failed to parse."""
+    kind = type(event)
+    names = _EVENT_KINDS.get(kind)
+    if names is None:
+        names = _EVENT_KINDS[kind] = frozenset(base.__name__ for base in kind.__mro__)
+    return any(cls.__name__ in names for cls in classes)
 
 
 def _line(event: Any) -> str:
@@ -85,7 +103,7 @@ class _BoundedComposer(Composer):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
-        if isinstance(event, AliasEvent):
+        if _is(event, AliasEvent):
             anchor = str(event.anchor)
             size = self._sizes.get(anchor)
             if size is None and anchor in self.anchors:
@@ -95,7 +113,7 @@ class _BoundedComposer(Composer):
             node = super().compose_node(parent, index)  # an undefined alias is PyYAML's error
             self._add(size or 0, event, anchor)
             return node
-        collection = isinstance(event, CollectionStartEvent)
+        collection = _is(event, CollectionStartEvent)
         if collection:
             self._depth += 1
             if self._depth > MAX_NESTING_DEPTH:
@@ -151,6 +169,12 @@ class _BoundedLoader(_BoundedComposer, _Parser, SafeConstructor, Resolver):
         _BoundedComposer.__init__(self)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
+
+    def check_event(self, *choices: type) -> bool:
+        event = self.peek_event()
+        if event is None:
+            return False
+        return not choices or _is(event, *choices)
 
 
 _BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
