@@ -103,7 +103,13 @@ def test_make_run_installs_only_the_command_line_and_quietly(tmp_path: Path) -> 
     for name in ("Makefile", "pyproject.toml", "scripts/dev_path.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
-    done = subprocess.run(["make", "-n", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     installs = [line for line in done.stdout.splitlines() if " install " in line]
     assert installs and all("--quiet" in line for line in installs), installs

@@ -61,6 +61,7 @@ def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Pat
             "korral.harness.simulate_report",
             "korral.harness.simulate_plot",
             "korral.__main__",
+            "korral.cli_simulated",
         }
         for module in pkgutil.walk_packages(korral.__path__, "korral."):
             if module.name not in command_line:
