@@ -15,7 +15,7 @@ from korral.actors.node import NodeActor
 
 KNOWN = {
     # the node keeps an allocation its application released: an orphan on the node
-    "node-keeps-released": "a node ignores the release of every allocation whose uuid ends in 0",
+    "node-keeps-released": "a node ignores the release of every allocation whose allocation key ends in 0",
     # one rare message order only: a Placed that reaches an application after its removal did. The
     # allocation stays booked on the node, owned by nobody (korral stress --simulated must find it)
     "removed-app-keeps-placed": "a removed application neither confirms nor hands back a placement",
@@ -48,7 +48,9 @@ class NodeKeepsReleased(NodeActor):
     """node-keeps-released: an orphan allocation stays on the node."""
 
     def on_FreeOnNode(self, message: FreeOnNode) -> None:
-        super().on_FreeOnNode(FreeOnNode(uuids=tuple(u for u in message.uuids if not u.endswith("0"))))
+        # by allocation key, which the RM chooses: a replay on a fresh core (new uuids) keeps the same set
+        kept = {uuid for uuid, held in self.node.allocations.items() if held.allocation_key.endswith("0")}
+        super().on_FreeOnNode(FreeOnNode(uuids=tuple(u for u in message.uuids if u not in kept)))
 
 
 class RemovedAppKeepsPlaced(ApplicationActor):

@@ -143,8 +143,13 @@ class StressRM(t.RecordingRM):
         self._rng = random.Random(seed)
         self.misbehave = misbehave
         self.raised = 0
+        # uuid -> (application, allocation key) of every allocation told of: a replay names it by key
+        self.keys_of: dict[str, tuple[str, str]] = {}
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
+        with self.lock:
+            for allocation in response.new:
+                self.keys_of[allocation.uuid] = (allocation.application_id, allocation.allocation_key)
         super().update_allocation(response)
         self._misbehave()
 
@@ -161,6 +166,41 @@ class StressRM(t.RecordingRM):
         elif roll < 0.03:
             self.raised += 1
             raise RuntimeError("simulated RM callback failure (after recording)")
+
+
+class ReplayRM(t.RecordingRM):
+    """The RM of a replay: the core's uuids differ from the recorded run's (a new token, another order),
+    so a recorded release by uuid is sent for the allocation of the same application and key here."""
+
+    def __init__(self, rm_id: str, recorded_keys: dict[str, tuple[str, str]]) -> None:
+        super().__init__(rm_id)
+        self.recorded_keys = recorded_keys
+        self.uuid_of: dict[tuple[str, str], str] = {}
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        with self.lock:
+            for allocation in response.new:
+                self.uuid_of[(allocation.application_id, allocation.allocation_key)] = allocation.uuid
+        super().update_allocation(response)
+
+    def translate(self, request: Any) -> Any:
+        """``request`` with each release by a recorded uuid naming this replay's uuid for the same
+        allocation (a uuid never told of, such as a hostile one, is sent as recorded)."""
+        if not isinstance(request, si.AllocationRequest) or request.releases is None:
+            return request
+        releases = request.releases.allocations_to_release
+        if not isinstance(releases, list):
+            return request
+        translated = []
+        for release in releases:
+            if isinstance(release, si.AllocationRelease) and release.uuid in self.recorded_keys:
+                with self.lock:
+                    uuid = self.uuid_of.get(self.recorded_keys[release.uuid], release.uuid)
+                release = attrs.evolve(release, uuid=uuid)
+            translated.append(release)
+        return attrs.evolve(
+            request, releases=attrs.evolve(request.releases, allocations_to_release=translated)
+        )
 
 
 class Driver:
@@ -670,6 +710,8 @@ class StressRun:
         self.ops: list[Op] = []
         self._ops_lock = threading.Lock()
         self._seq = 0
+        # uuid -> (application, allocation key) of every allocation the run's RMs were told of
+        self.recorded_keys: dict[str, tuple[str, str]] = {}
 
     def _record(self, op: Op) -> None:
         with self._ops_lock:
@@ -702,6 +744,8 @@ class StressRun:
         finally:
             core.stop()
             faults.disable_all()
+        for driver in drivers:
+            self.recorded_keys.update(driver.rm.keys_of)
         minimal, reproduced = self.minimize(violations, self.minimize_budget) if violations else ([], False)
         return StressResult(
             seed=self.seed,
@@ -811,7 +855,7 @@ class StressRun:
         faults.disable_all()
         if self.fault:
             faults.enable(self.fault)
-        rms = {index: t.RecordingRM(f"rm{index}") for index in range(self.rm_count)}
+        rms = {index: ReplayRM(f"rm{index}", self.recorded_keys) for index in range(self.rm_count)}
         try:
             with korral.start(**SETTINGS, **faults.start_options()) as core:
                 for index, rm in rms.items():
@@ -865,7 +909,7 @@ class StressRun:
         elif op.kind == "apps":
             core.update_application(op.request)
         elif op.kind == "allocations":
-            core.update_allocation(op.request)
+            core.update_allocation(rm.translate(op.request) if isinstance(rm, ReplayRM) else op.request)
         elif op.kind == "config":
             core.update_configuration(op.request)
 

@@ -743,7 +743,7 @@ def test_stress_catches_an_injected_fault_and_prints_how_to_replay_it() -> None:
     # once the fault shows. Checkpoints come often because a single 1 s window (the default --checkpoint
     # is 2 s) caught this fault in only 4 of 12 runs with this seed; 0.5 s checkpoints caught it in 30 of
     # 30, nearly always at the first one.
-    options = ["--duration", "5", "--checkpoint", "0.5", "--seed", "1", "--rms", "1"]
+    options = ["--duration", "120", "--checkpoint", "0.5", "--seed", "1", "--rms", "1"]
     result = runner.invoke(main, ["stress", *options, "--inject-fault", KNOWN_FAULT])
     assert result.exit_code == 1, result.output
     text = flat(result.output)
