@@ -36,9 +36,16 @@ class TimerService:
         self._push(self.now() + interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def poke(self) -> None:
-        """The clock moved (a test's fake clock): deliver what is due now."""
+        """The clock moved (a test's fake clock): tell what is due now before returning, so that a
+        wait for idle right after covers it. Each entry due is told once, even a periodic one whose
+        next tick is due too (the clock jumped past several): ticks coalesce as they do on time."""
         with self._wake:
+            due = []
+            while not self._stopped and self._heap and self._heap[0][0] <= self.now():
+                due.append(heapq.heappop(self._heap))
             self._wake.notify()
+        for entry in due:
+            self._deliver(entry)
 
     def _push(self, due: float, target: Handle, message: Any, interval: float) -> None:
         with self._wake:
@@ -60,12 +67,16 @@ class TimerService:
                     self._wake.wait(timeout)
                 if self._stopped:
                     return
-                due, _, target, message, interval = heapq.heappop(self._heap)
-            if interval > 0 and message.entry.queued:
-                delivered = target.is_alive  # the last tick is still waiting: skip this one
-            else:
-                if interval > 0:
-                    message.entry.queued = True
-                delivered = target.tell(message) if target.is_alive else False
-            if delivered and interval > 0:
-                self._push(max(due + interval, self.now()), target, message, interval)
+                entry = heapq.heappop(self._heap)
+            self._deliver(entry)
+
+    def _deliver(self, entry: tuple[float, int, Handle, Any, float]) -> None:
+        due, _, target, message, interval = entry
+        if interval > 0 and message.entry.queued:
+            delivered = target.is_alive  # the last tick is still waiting: skip this one
+        else:
+            if interval > 0:
+                message.entry.queued = True
+            delivered = target.tell(message) if target.is_alive else False
+        if delivered and interval > 0:
+            self._push(max(due + interval, self.now()), target, message, interval)
