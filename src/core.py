@@ -33,6 +33,7 @@ from korral.actors.messages import (
 )
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
+    STOP_TIMEOUT,
     FindPartitions,
     PartitionBoard,
     Pending,
@@ -178,6 +179,7 @@ class Core:
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
         stop_and_wait(self._proxy)
+        self.tracker.join_threads(STOP_TIMEOUT)
         self._timer.stop()
         self.metrics.close()
         if self._ray is not None:

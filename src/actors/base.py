@@ -113,6 +113,8 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
+        # the threads of this core's threaded actors, joined by Core.stop (dead ones pruned as they go)
+        self._actor_threads: list[threading.Thread] = []
         # CPU seconds spent in handlers per message type (estimated: see TIMING_SAMPLE):
         # None (off) unless a benchmark asks for its per-stage costs (``start_timing``). Each thread
         # adds to its own dict, without the lock every sender takes.
@@ -120,6 +122,21 @@ class Tracker:
         self._thread_timings = threading.local()
         self._timing_round = 0
         self._timing_dicts: list[dict[str, float]] = []
+
+    def thread_started(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self._actor_threads = [t for t in self._actor_threads if t.is_alive()]
+            self._actor_threads.append(thread)
+
+    def join_threads(self, timeout: float) -> None:
+        """Wait (bounded overall) until every threaded actor's thread has ended: an actor that answered
+        its stop still has a few lines of pykka's loop to run, longer on a loaded machine."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            threads, self._actor_threads = self._actor_threads, []
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def wall_offset_ns(self) -> int:
         """Unix ns less ``clock`` ns, taken once: a time on the core's clock as Unix ns, the same in
@@ -487,6 +504,11 @@ class ThreadedActor(KorralActor, pykka.ThreadingActor):
     @staticmethod
     def _create_actor_inbox() -> ReleasingInbox:
         return ReleasingInbox()
+
+    def on_start(self) -> None:
+        # pykka's hook, on the actor's own thread before its first message: the core keeps the thread,
+        # so that a stopped core can wait until its threads have ended
+        self.tracker.thread_started(threading.current_thread())
 
 
 class PoolActor(KorralActor, PooledActor):
