@@ -138,31 +138,8 @@ def _registering(core: korral.Core, rm_id: str, text: str) -> tuple[threading.Th
     return thread, busy, failures
 
 
-@pytest.mark.slow
-def test_rm_b_is_served_while_rm_a_registers_100000_queues() -> None:
-    text = many_queues(100_000)
-    with korral.start() as core:  # default timings: 20,000 queues swept every 0.2 s would keep it busy
-        rm_b = t.RecordingRM("b")
-        core.register_resource_manager(t.register("b", ROOT_ONLY), rm_b)
-        thread, busy, failures = _registering(core, "a", text)
-        rounds = _serve_b_while(core, rm_b, busy)
-        thread.join(600)
-        assert not failures, failures
-        assert "[a]default" in core.partition_names()
-        assert len(core.published_queues("[a]default") or []) == 100_001  # root and 100,000 below it
-        # B was answered, round after round, while A's registration had not finished (before: B's first
-        # node update waited behind all of A's parsing and partition start, 14 s in the issue)
-        served_meanwhile = [seconds for seconds, during in rounds if during]
-        assert served_meanwhile, f"no round of B's requests finished while A registered: {rounds}"
-        print(
-            f"\nB served {len(served_meanwhile)} rounds while A registered 100,000 queues: "
-            f"median {sorted(served_meanwhile)[len(served_meanwhile) // 2] * 1000:.1f} ms, "
-            f"max {max(served_meanwhile) * 1000:.1f} ms"
-        )
-
-
 def test_rm_b_is_served_while_rm_a_registers_20000_queues() -> None:
-    # the same as the 100,000-queue case, at a size that runs with the quick tests
+    # the property at a size the suite affords; bench/config_stall.py measures it at 100,000 queues
     text = many_queues(20_000)
     with korral.start() as core:  # default timings: 20,000 queues swept every 0.2 s would keep it busy
         rm_b = t.RecordingRM("b")
