@@ -35,9 +35,11 @@ run: $(RUN_STAMP)
 # coverage by path, not by module name: coverage imports a named package to find it and then drops it from
 # sys.modules, so yaml and aiohttp were imported twice and their C extensions kept the first copy's
 # classes (configs failed to parse, REST timeouts went unhandled, under make test only)
+# two workers (pytest-xdist): the tests wait on timers and other processes as much as they compute, so two
+# keep a loaded 2-CPU machine busier; every test on the Ray engine goes to one worker (tests/conftest.py)
 test: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest --cov=src/model --cov=src/policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --cov=src/model --cov=src/policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench

@@ -280,3 +280,13 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
     finally:
         ENGINE["name"] = "threads"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (make test: ``-n 2 --dist loadgroup``) every test on the Ray engine runs on one
+    worker, which starts the session's one local Ray instance; two would compete for its ports and CPUs."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_ray = callspec is not None and callspec.params.get("engine") == "ray"
+        if on_ray or "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
