@@ -327,7 +327,8 @@ class Simulation:
 
     def _learn_queues(self, core: korral.Core) -> None:
         """Where the applications submitted since the last call were placed (the rules may choose)."""
-        for app_id in self.apps.keys() - self.app_queue.keys():
+        # in submission order (a set difference would iterate in hash order, and app_queue's order shows)
+        for app_id in [app_id for app_id in self.apps if app_id not in self.app_queue]:
             app = self.apps[app_id]
             if app_id in self.rm.rejected_apps:
                 continue
