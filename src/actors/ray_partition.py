@@ -22,12 +22,13 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from korral.actors.base import Handle, HandlerError, Rank, RankViolation, Tracker, in_predicates
+from korral.actors.base import Handle, HandlerError, Rank, RankViolation, in_predicates
 from korral.actors.messages import ApplyConfig, PartitionQuery, SchedulerStatsQuery, StopPartition
 from korral.actors.ray_host import PredicatesCall
 from korral.actors.ray_ledger import ROUTED, Ledger, loss_notices, refusal
 from korral.actors.ray_predicates import answer_predicates
 from korral.actors.ray_wire import decode_callbacks, encode_tells
+from korral.actors.tracker import Tracker
 from korral.errors import SchedulerError
 
 if TYPE_CHECKING:

@@ -27,6 +27,8 @@ COMMAND_LINE = {"korral.cli", "korral.cli_simulated", "korral.__main__"}
 
 def is_command_line(module: str) -> bool:
     return module in COMMAND_LINE or within(module, "korral.cli")
+
+
 PLAIN = ("korral.model", "korral.policies")
 NOT_IN_PLAIN = ("korral.actors", "pykka", "korral.core", "korral.server", HARNESS)
 

@@ -179,7 +179,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         rm.target = ask_count
         messages_before = core.tracker.sent_total
         submitted: dict[str, float] = {}
-        core.tracker.start_timing()
+        core.tracker.timing.start()
         submit_seconds = 0.0
         process_started = time.process_time()
         scheduler_started = _scheduler_cpu_seconds()
@@ -220,7 +220,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
             else None
         )
         messages = core.tracker.sent_total - messages_before
-        handler_seconds = core.tracker.stop_timing()
+        handler_seconds = core.tracker.timing.stop()
         errors = core.tracker.errors
         with rm.lock:
             left = ask_count - len(rm.arrivals)
