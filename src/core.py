@@ -17,6 +17,7 @@ from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
 from korral.actors.clocks import Runtime
 from korral.actors.messages import (
+    Answer,
     ApplicationQuery,
     ApplicationsQuery,
     CompletedApplicationsQuery,
@@ -220,7 +221,8 @@ class Core:
         # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
         config = load_config(request.config)
         callback = callback or ResourceManagerCallback()
-        response = self._complete(
+        # the RMProxy's answer to a Register (an error is raised by _call)
+        response: si.RegisterResourceManagerResponse = self._complete(
             self._call(Register(request, callback, config, self._build_here), REGISTRATION_TIMEOUT)
         )
         log_defaulted_values(config, request.rm_id)
@@ -323,16 +325,19 @@ class Core:
         return ", ".join(f"{names.get(key, unknown)}: {count}" for key, count in waiting.items())
 
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
-        return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
+        handles: dict[str, Handle] = self._call(FindPartitions(name=name), QUERY_TIMEOUT)
+        return handles
 
-    def _snapshot(self, partition: str, query: PartitionQuery) -> Any:
+    def _snapshot(self, partition: str, query: PartitionQuery[Answer]) -> Answer | None:
+        """The partition's answer to the query, of the query's answer type; None: no such partition."""
         handle = self._partition_handles(partition).get(partition)
         if handle is None:
             return None
         result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
-        return result
+        answer: Answer = result  # what the partition's handler for this query returns (messages.py)
+        return answer
 
     def partitions(self) -> list[PartitionInfo]:
         infos = []
@@ -410,13 +415,15 @@ class Core:
         handle = self._board.handles.get(partition)
         if handle is None:
             return []
+        query = QueueTreeQuery()
         try:
-            result = handle.ask(QueueTreeQuery(), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+            result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         except pykka.ActorDeadError:  # removed since it was published
             return []
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
-        return result
+        tree: list[QueueInfo] = result  # a QueueTreeQuery's answer
+        return tree
 
     def configurations(self) -> dict[str, SchedulerConfig]:
         """The configuration each registered RM runs (as parsed and validated), by rm_id."""

@@ -171,7 +171,7 @@ class ApplicationActor(RetiringActor):
             start = end
 
     def _confirm_placed(self, placed: tuple[Placed, ...]) -> None:
-        timed = self.tracker.timing.on
+        timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         on_placed = self.on_Placed
         for message in placed:
@@ -180,7 +180,7 @@ class ApplicationActor(RetiringActor):
             except Exception as error:
                 self.handler_failed("Placed", error)
         if timed:
-            self.tracker.timing.handled("Placed", time.thread_time() - started)
+            self.timing.handled("Placed", time.thread_time() - started)
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:

@@ -25,6 +25,7 @@ from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
 from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, put_counted, worker
+from korral.actors.timing import HandlerTiming
 from korral.actors.tracker import Tracker
 
 log = logging.getLogger("korral.actors")
@@ -229,6 +230,7 @@ class KorralActor(pykka.Actor):
             made_actors.actors.append(self)
         ensure_handlers(type(self))  # built and checked when the class's first actor is made
         self.tracker: Tracker = tracker
+        self.timing: HandlerTiming = tracker.timing  # read per message: one attribute away
         self.name: str = name
         # started by a LazyHandle: that handle is this actor's own (one actor_id for the tracker)
         adopted = adopting.__dict__.pop("handle", None)
@@ -292,7 +294,7 @@ class KorralActor(pykka.Actor):
             self.tracker.record_error()
             log.error("%s: no handler for %r", self.name, message)
             return HandlerError(f"{self.name}: no handler for {kind.__name__}")
-        timing = self.tracker.timing
+        timing = self.timing
         weight = timing.weight(kind) if timing.on else 0
         started = time.thread_time() if weight else 0.0
         try:

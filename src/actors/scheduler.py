@@ -103,7 +103,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         rm_id: str,
         uuid_token: str,
         reservation_delay: float,
-        callback: Any,
+        callback: ResourceManagerCallback,
         callback_closed: threading.Event,
         dispatcher: Handle,
         partition: Handle,
@@ -129,7 +129,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.dispatcher = dispatcher
         filters = type(callback).predicates is not ResourceManagerCallback.predicates
         # the RM's predicates in another process (engine="ray"): a decision's candidates go together
-        for_nodes = isinstance(callback, PredicatesForNodes)
+        self.for_nodes = callback if isinstance(callback, PredicatesForNodes) else None
+        for_nodes = self.for_nodes is not None
         self.view = SchedulingView(
             partition_name,
             config,
@@ -140,7 +141,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             # an RM that does not filter is not asked at all (nothing to skip on the hot path)
             predicate=self._predicate if filters and not for_nodes else None,
             nodes_predicate=self._predicates_for_nodes if for_nodes else None,
-            candidates_per_call=callback.candidates_per_call if for_nodes else 1,
+            candidates_per_call=self.for_nodes.candidates_per_call if self.for_nodes is not None else 1,
         )
         self.clock = tracker.runtime.clock
         self.nodes: dict[str, Handle] = {}
@@ -173,10 +174,11 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _predicates_for_nodes(
         self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
     ) -> Sequence[bool]:
-        if self.callback_closed.is_set():
+        callback = self.for_nodes
+        if callback is None or self.callback_closed.is_set():
             return ()  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
-            return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
+            return callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
@@ -284,7 +286,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             start = end
 
     def _put_new_asks(self, messages: tuple[ViewOps, ...]) -> None:
-        timed = self.tracker.timing.on
+        timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         asks = [
             cast(PutAsk, op).ask  # the owner's copy: the view takes it over
@@ -298,7 +300,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self.handler_failed("ViewOps", error)
         self._wake()
         if timed:
-            self.tracker.timing.handled("ViewOps", time.thread_time() - started)
+            self.timing.handled("ViewOps", time.thread_time() - started)
 
     def on_ViewOps(self, message: ViewOps) -> None:
         if self._stale(message.application_id, message.app):
