@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pykka
 
@@ -79,7 +79,9 @@ class Handle:
         self.name = name
         self.actor_id = id(ref)
         self._tracker = tracker
-        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # False: not looked up
+        self._pool_target: tuple[ActorPool, PooledActor] | Literal[False] | None = (
+            False  # False: not looked up
+        )
 
     def pool_target(self) -> tuple[ActorPool, PooledActor] | None:
         """The thread pool and actor behind this handle, if it runs on an ``ActorPool`` (looked up once)."""
@@ -90,7 +92,7 @@ class Handle:
             pool = getattr(actor, "pool", None)
             target = (pool, actor) if actor is not None and type(pool) is ActorPool else None
             self._pool_target = target
-        return target  # type: ignore[return-value]
+        return target
 
     def tell(self, message: Any) -> bool:
         """Send without waiting. False when the actor has stopped (the message was not delivered).

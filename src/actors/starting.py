@@ -5,7 +5,7 @@ and a partition's pool (``start_pool``)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import pykka
 
@@ -89,7 +89,7 @@ class LazyHandle(Handle):
         self.name = name
         self.actor_id = id(self)
         self._tracker = tracker
-        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # (see Handle)
+        self._pool_target: tuple[ActorPool, PooledActor] | Literal[False] | None = False  # (see Handle)
         self._ref: Any = None
         # (actor class, positional and keyword arguments after the tracker and name) for _start
         self._starter: tuple[type[KorralActor], Any, Any] | None = starter
