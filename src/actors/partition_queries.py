@@ -93,8 +93,9 @@ class PartitionQueries:
     def on_NodesQuery(self, message: NodesQuery) -> list[NodeInfo]:
         return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
 
-    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> Any:
-        return self.ask(self.scheduler, Snapshot())
+    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> dict[str, int]:
+        stats: dict[str, int] = self.ask(self.scheduler, Snapshot())  # the scheduler's counters
+        return stats
 
     def on_UserUsageQuery(self, message: UserUsageQuery) -> UserUsageInfo | None:
         infos = self._user_infos(message.user) if message.user else []
