@@ -83,12 +83,7 @@ def stress(
     Exit 0 when no invariant was violated; 1 with the violation, the seed and the shortest sequence
     of operations that reproduces it, and the command line that replays it.
     """
-    import random
-    import time
-
     from rich.console import Console
-
-    from korral.harness.stress import REPRODUCTIONS, StressRun
 
     refuse_inapplicable(ctx, stress_mode(soak, preemption, simulated or replay))
     # never wrapped: a CI log (80 columns when piped) must keep the replay command on one line
@@ -111,6 +106,19 @@ def stress(
             console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb, schedule_seed
         )
         return
+    _stress_threads(console, rms, duration, seed, checkpoint, fault)
+
+
+def _stress_threads(
+    console: Console, rms: int, duration: float, seed: int | None, checkpoint: float, fault: str | None
+) -> None:
+    """``korral stress``: RMs on threads for --duration seconds, invariants at every checkpoint; on a
+    violation, the shortest sequence that reproduces it and the command that replays it (exit 1)."""
+    import random
+    import time
+
+    from korral.harness.stress import REPRODUCTIONS, StressRun
+
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)
     console.print(
         f"korral stress: {plural(rms, 'RM')}, {duration:g}s, seed {seed}"
