@@ -122,3 +122,21 @@ def test_registration_is_recorded_once_by_the_rmproxy() -> None:
         assert set(core.configurations()) == {"rm", "other"}
         core.update_node(t.nodes("other", ["node-1"], NODE))
         core.wait_until_idle()
+
+
+def test_an_rm_whose_registration_again_failed_is_not_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the RMProxy undoes a registration whose partitions could not start; Core once kept its own set
+    # of registered RMs, still held the RM, and its requests were accepted and silently dropped
+    from korral.actors import rmproxy
+
+    with running(SINGLE_LEAF, allow_errors=True) as (core, _rm):
+
+        def broken(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError("partition start failed")
+
+        monkeypatch.setattr(rmproxy, "start_partition", broken)
+        with pytest.raises(RuntimeError, match="partition start failed"):
+            core.register_resource_manager(t.register("rm", SINGLE_LEAF), t.RecordingRM("rm"))
+        assert core.configurations() == {}
+        with pytest.raises(korral.SchedulerError, match='RmID="rm" not registered'):
+            core.update_node(t.nodes("rm", ["node-1"], NODE))
