@@ -30,7 +30,7 @@ def main() -> None:
         core.register_resource_manager(
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )
-        core.tracker.start_timing()
+        core.tracker.timing.start()
         cpu_started = time.process_time()
         started = time.perf_counter()
         core.update_node(workload.nodes)
@@ -39,7 +39,7 @@ def main() -> None:
         accepted = time.perf_counter()
         core.wait_until_idle(TIMEOUT)
         cpu_seconds = time.process_time() - cpu_started
-        handlers = core.tracker.stop_timing()
+        handlers = core.tracker.timing.stop()
     top = sorted(handlers.items(), key=lambda item: -item[1])[:4]
     print(
         f"nodes={count} registrations/s={count / (accepted - started):,.0f} "

@@ -14,8 +14,11 @@ from typing import Any
 
 import attrs
 
-from korral.actors.base import Handle, PoolActor, Tracker, start_actor, start_pool
+from korral.actors.base import Handle, PoolActor
+from korral.actors.clocks import Runtime
 from korral.actors.simulated import Simulation
+from korral.actors.starting import start_actor, start_pool
+from korral.actors.tracker import Tracker
 
 MESSAGES = 200_000
 PAIRS = 4
@@ -38,14 +41,12 @@ class Bouncer(PoolActor):
 
 
 def run(mode: str) -> tuple[float, float]:
-    tracker = Tracker()
     simulation = None
     if mode != "pooled":
         simulation = Simulation(1)
         if mode == "perturbed":
             simulation.perturb()
-        tracker.simulation = simulation
-        tracker.clock = simulation.clock  # type: ignore[method-assign]
+    tracker = Tracker(Runtime.simulated(simulation) if simulation is not None else None)
     pool = start_pool(tracker, "bench")
     peers: dict[str, Handle] = {}
     for index in range(2 * PAIRS):

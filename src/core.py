@@ -9,12 +9,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pykka
 
 from korral import si
 from korral.actors import gc_tuning
-from korral.actors.base import Handle, HandlerError, KorralActor, Rank, Tracker, in_predicates, start_actor
+from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
+from korral.actors.clocks import Runtime
 from korral.actors.messages import (
+    Answer,
     ApplicationQuery,
     ApplicationsQuery,
     CompletedApplicationsQuery,
@@ -46,8 +49,11 @@ from korral.actors.rmproxy import (
     complete_registration,
     stop_and_wait,
 )
+from korral.actors.setup import ActorSetup
 from korral.actors.simulated import SimulatedTimer, Simulation
+from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.defaulted import log_defaulted_values
@@ -98,6 +104,7 @@ class Core:
         ray_address: str | None = None,
         runtime: str = "threads",
         seed: int = 0,
+        setup: ActorSetup | None = None,
         **settings: Any,
     ) -> None:
         if engine not in ENGINES:
@@ -106,17 +113,16 @@ class Core:
             raise ValueError('ray_address is only meaningful with engine="ray"')
         if engine == "ray" and runtime != "threads":
             raise ValueError('engine="ray" runs its partitions on threads in their processes: no runtime')
-        # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one
+        # the clock of the core's timers and actors (timeouts, ages, ticks): tests may drive one; the
+        # setting is the short form of setup=ActorSetup(clock=...)
+        setup = setup if setup is not None else ActorSetup()
+        if not isinstance(setup, ActorSetup):
+            raise TypeError(f"setup must be a korral.actors.setup.ActorSetup, got {type(setup).__name__}")
         clock = settings.pop("clock", None)
-        # the actors a partition starts for nodes and applications (PartitionSettings): for the harness's
-        # fault injection (korral.harness.faults.start_options), not a setting of YuniKorn's
-        actor_classes: dict[str, Any] = {
-            key: settings.pop(key) for key in ("node_actor", "application_actor") if key in settings
-        }
-        # how many new nodes' actors a partition starts per step after answering the RM (0: each on
-        # its first message only, for tests of actors that never started); not a setting of YuniKorn's
-        if "node_actor_warmup" in settings:
-            actor_classes["node_actor_warmup"] = int(settings.pop("node_actor_warmup"))
+        if clock is not None:
+            if setup.clock is not None:
+                raise ValueError("clock is given twice: as the clock setting and in setup")
+            setup = attrs.evolve(setup, clock=clock)
         unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
@@ -135,13 +141,12 @@ class Core:
             **seconds,
             metrics=self.metrics if measured else None,
             tune_gc=tune_gc,
-            **actor_classes,
+            actors=setup,
         )
-        self.tracker = Tracker()
         self.simulation: Simulation | None = None
-        self._timer: TimerService | SimulatedTimer = self._start_runtime(runtime, seed, clock)
+        self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
-            self.metrics.start_history(self.tracker.wall_clock_ns)
+            self.metrics.start_history(self.tracker.runtime.wall_clock_ns)
         self.engine = engine
         self._ray: Any = None
         if engine == "ray":
@@ -157,7 +162,6 @@ class Core:
             board=self._board,
             engine=self._ray,
         )
-        self._registered: set[str] = set()
         self._lock = threading.Lock()
         self._stopped = False
         self._servers: list[Any] = []  # network servers in front of this core (each has close())
@@ -219,11 +223,10 @@ class Core:
         # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
         config = load_config(request.config)
         callback = callback or ResourceManagerCallback()
-        response = self._complete(
+        # the RMProxy's answer to a Register (an error is raised by _call)
+        response: si.RegisterResourceManagerResponse = self._complete(
             self._call(Register(request, callback, config, self._build_here), REGISTRATION_TIMEOUT)
         )
-        with self._lock:
-            self._registered.add(request.rm_id)
         log_defaulted_values(config, request.rm_id)
         return response
 
@@ -234,9 +237,7 @@ class Core:
         rm_id = checked.request.rm_id
         if rm_id == "":
             raise InvalidRequestError(f"{kind} needs an rmID: it is empty")
-        with self._lock:
-            registered = type(rm_id) is str and rm_id in self._registered
-        if not registered:
+        if not self._registered(rm_id):
             raise SchedulerError(f'received {kind}, but RmID="{rm_id}" not registered')
         self._proxy.tell(Route(request=checked.request, checked=checked))
 
@@ -259,9 +260,7 @@ class Core:
             raise SchedulerError("UpdateConfigurationRequest: config must be a string")
         if request.rm_id == "":
             raise InvalidRequestError("UpdateConfigurationRequest needs an rmID: it is empty")
-        with self._lock:
-            registered = type(request.rm_id) is str and request.rm_id in self._registered
-        if not registered:
+        if not self._registered(request.rm_id):
             raise SchedulerError(
                 f'received UpdateConfigurationRequest, but RmID="{request.rm_id}" not registered'
             )
@@ -270,6 +269,10 @@ class Core:
         update = UpdateConfiguration(request, config, placements, self._build_here)
         self._complete(self._call(update, REGISTRATION_TIMEOUT))
         log_defaulted_values(config, request.rm_id)
+
+    def _registered(self, rm_id: object) -> bool:
+        """Whether the RMProxy has this RM registered: its board, the one record of registrations."""
+        return type(rm_id) is str and rm_id in self._board.configs
 
     @property
     def _build_here(self) -> bool:
@@ -324,16 +327,19 @@ class Core:
         return ", ".join(f"{names.get(key, unknown)}: {count}" for key, count in waiting.items())
 
     def _partition_handles(self, name: str = "") -> dict[str, Handle]:
-        return self._call(FindPartitions(name=name), QUERY_TIMEOUT)
+        handles: dict[str, Handle] = self._call(FindPartitions(name=name), QUERY_TIMEOUT)
+        return handles
 
-    def _snapshot(self, partition: str, query: PartitionQuery) -> Any:
+    def _snapshot(self, partition: str, query: PartitionQuery[Answer]) -> Answer | None:
+        """The partition's answer to the query, of the query's answer type; None: no such partition."""
         handle = self._partition_handles(partition).get(partition)
         if handle is None:
             return None
         result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
-        return result
+        answer: Answer = result  # what the partition's handler for this query returns (messages.py)
+        return answer
 
     def partitions(self) -> list[PartitionInfo]:
         infos = []
@@ -411,13 +417,15 @@ class Core:
         handle = self._board.handles.get(partition)
         if handle is None:
             return []
+        query = QueueTreeQuery()
         try:
-            result = handle.ask(QueueTreeQuery(), caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
+            result = handle.ask(query, caller=Rank.OUTSIDE, timeout=QUERY_TIMEOUT)
         except pykka.ActorDeadError:  # removed since it was published
             return []
         if isinstance(result, HandlerError):
             raise SchedulerError(result.message)
-        return result
+        tree: list[QueueInfo] = result  # a QueueTreeQuery's answer
+        return tree
 
     def configurations(self) -> dict[str, SchedulerConfig]:
         """The configuration each registered RM runs (as parsed and validated), by rm_id."""
@@ -468,24 +476,20 @@ class Core:
 
     def _start_runtime(
         self, runtime: str, seed: int, clock: Callable[[], float] | None
-    ) -> TimerService | SimulatedTimer:
+    ) -> tuple[Tracker, TimerService | SimulatedTimer]:
+        """The core's tracker, carrying its clocks, and its timers: on threads or simulated."""
         if runtime == "threads":
-            if clock is not None:
-                self.tracker.clock = clock  # type: ignore[method-assign]
-            return TimerService(self.tracker.clock)
+            tracker = Tracker(Runtime(clock=clock) if clock is not None else Runtime())
+            return tracker, TimerService(tracker.runtime.clock)
         if runtime != "simulated":
             raise ValueError(f"unknown runtime {runtime!r}: threads or simulated")
         if clock is not None:
             raise ValueError("the simulated runtime runs on its own virtual clock: no clock setting")
         simulation = self.simulation = Simulation(seed)
-        self.tracker.simulation = simulation
-        self.tracker.clock = simulation.clock  # type: ignore[method-assign]
-        self.tracker.wall_clock_ns = simulation.wall_clock_ns  # type: ignore[method-assign]
-        self.tracker.unique_token = simulation.unique_token  # type: ignore[method-assign]
         self._trace: list[str] = []
         self._full_trace: list[str] | None = None
         simulation.on_deliver = self._traced
-        return SimulatedTimer(simulation)
+        return Tracker(Runtime.simulated(simulation)), SimulatedTimer(simulation)
 
     def _traced(self, actor: str, message: Any) -> None:
         simulation = self.simulation
@@ -536,6 +540,7 @@ def start(
     ray_address: str | None = None,
     runtime: str = "threads",
     seed: int = 0,
+    setup: ActorSetup | None = None,
     **settings: Any,
 ) -> Core:
     """Start the actor system with YuniKorn's defaults for any setting not given.
@@ -544,5 +549,6 @@ def start(
     in its own Ray actor process, on a local Ray instance (``ray_address=None``, shut down on stop) or
     on the cluster at ``ray_address`` (left running). ``runtime="simulated"``: every actor runs on the
     calling thread, in the order a ``seed``-ed RNG picks, on a virtual clock (api.md, Deterministic
-    simulation)."""
-    return Core(engine=engine, ray_address=ray_address, runtime=runtime, seed=seed, **settings)
+    simulation). ``setup``: how the actors are made and which clock they read (``ActorSetup``: for the
+    harness and tests, not for an RM)."""
+    return Core(engine=engine, ray_address=ray_address, runtime=runtime, seed=seed, setup=setup, **settings)

@@ -144,7 +144,7 @@ class RecordingRM(ResourceManagerCallback):
 class PassivePredicateRM(RecordingRM):
     """A RecordingRM without predicates (the core skips the call entirely)."""
 
-    predicates = ResourceManagerCallback.predicates  # type: ignore[assignment]
+    predicates = ResourceManagerCallback.predicates
 
 
 # ---- request builders ---------------------------------------------------------------------------------

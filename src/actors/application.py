@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, Rank, RetiringActor, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
     AddAsks,
     AppGone,
@@ -39,6 +39,7 @@ from korral.actors.messages import (
 from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import ActorPool
 from korral.actors.timer import TimerService
+from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
 from korral.model import resource as res
@@ -117,7 +118,7 @@ class ApplicationActor(RetiringActor):
         self.nodes: dict[str, Handle] = {}
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
-        self.clock = tracker.clock
+        self.clock = tracker.runtime.clock
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -170,7 +171,7 @@ class ApplicationActor(RetiringActor):
             start = end
 
     def _confirm_placed(self, placed: tuple[Placed, ...]) -> None:
-        timed = self.tracker.handler_seconds is not None
+        timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         on_placed = self.on_Placed
         for message in placed:
@@ -179,7 +180,7 @@ class ApplicationActor(RetiringActor):
             except Exception as error:
                 self.handler_failed("Placed", error)
         if timed:
-            self.tracker.handled("Placed", time.thread_time() - started)
+            self.timing.handled("Placed", time.thread_time() - started)
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
@@ -209,7 +210,9 @@ class ApplicationActor(RetiringActor):
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
-            log_summary(self.owner.app, self.tracker.wall_offset_ns(), rm_of(self.owner.app.partition))
+            log_summary(
+                self.owner.app, self.tracker.runtime.wall_offset_ns(), rm_of(self.owner.app.partition)
+            )
             app_id = self.owner.app.application_id
             self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
             self.partition.tell(
@@ -231,7 +234,7 @@ class ApplicationActor(RetiringActor):
         for ask in app.asks.values():
             if ask.pending > 0:
                 res.add_into(pending, ask.resource, ask.pending)
-        offset_ns = self.tracker.wall_offset_ns()
+        offset_ns = self.tracker.runtime.wall_offset_ns()
         return ApplicationInfo(
             application_id=app.application_id,
             partition=app.partition,
@@ -288,7 +291,7 @@ class ApplicationActor(RetiringActor):
     def _ask_infos(self) -> list[AskInfo]:
         # an ask's create_time is on the core's clock: its wall time is that long before now (the
         # offset between the clocks taken once, so that every snapshot gives the same time)
-        offset_ns = self.tracker.wall_offset_ns()
+        offset_ns = self.tracker.runtime.wall_offset_ns()
         return [
             AskInfo(
                 allocation_key=ask.allocation_key,
@@ -412,7 +415,8 @@ class ApplicationActor(RetiringActor):
                 si.UpdatedApplication(
                     application_id=app_id,
                     state=state,
-                    state_transition_timestamp=self.tracker.wall_offset_ns() + int(when * 1e9),  # Unix ns
+                    state_transition_timestamp=self.tracker.runtime.wall_offset_ns()
+                    + int(when * 1e9),  # Unix ns
                 )
                 for state, when in effects.state_changes
             ]
@@ -470,5 +474,5 @@ class ApplicationActor(RetiringActor):
                 events.user_group_usage(allocation, app.user, app.limit_group, events.Change.REMOVE)
             )
         if records:
-            records = events.stamped(records, self.tracker.wall_clock_ns())
+            records = events.stamped(records, self.tracker.runtime.wall_clock_ns())
             self.dispatcher.tell(Deliver(method="send_event", argument=records))

@@ -14,44 +14,23 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import random
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pykka
 
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
-from korral.actors.runtime import (
-    ActorPool,
-    Bundle,
-    PooledActor,
-    PooledInbox,
-    StopFlag,
-    put_counted,
-    worker,
-)
-
-if TYPE_CHECKING:
-    from korral.actors.simulated import Simulation
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, put_counted, worker
+from korral.actors.timing import HandlerTiming
+from korral.actors.tracker import Tracker
 
 log = logging.getLogger("korral.actors")
 
 DEFAULT_ASK_TIMEOUT = 10.0
-
-# While a benchmark measures handlers' CPU time (``Tracker.start_timing``), each thread times the first
-# TIMING_ALWAYS runs of each message type (a rare message may be the heaviest: a request of 50,000
-# asks), then one run in TIMING_SAMPLE, drawn at random (a fixed stride could fall in step with a
-# periodic mix of messages) and counted that many times. Reading a thread's CPU clock is a system call
-# (~1 µs, twice per run): timing every run cost 4-8 of ~40 µs per allocation at 10,000 nodes, where
-# each allocation is two messages more than at 1,000, and so bent the comparison it was there to show.
-TIMING_ALWAYS = 64
-TIMING_SAMPLE = 8
-_sample = random.random
 
 
 class Rank(enum.IntEnum):
@@ -89,169 +68,6 @@ class RankViolation(RuntimeError):
     """A blocking ask that goes up or sideways in the rank order."""
 
 
-class Tracker:
-    """Counts messages sent and not yet handled, per receiving actor.
-
-    The core is idle when every live actor's count is zero. Counting per receiver means an actor that
-    stops with messages still queued does not leave a count behind forever.
-
-    Every actor of a core holds its tracker, so it also carries the core's runtime: the clocks actors
-    read (never ``time`` directly: a simulated core runs on virtual time) and, for a simulated core,
-    the ``Simulation`` that runs its mailboxes. Left at the defaults, actors run on threads.
-    """
-
-    simulation: Simulation | None = None
-    clock: Callable[[], float] = staticmethod(time.monotonic)  # seconds, for timeouts, ages and budgets
-    wall_clock_ns: Callable[[], int] = staticmethod(time.time_ns)  # epoch nanoseconds, for event stamps
-    # a fresh token for each life of a partition (its allocation uuids), random unless simulated
-    unique_token: Callable[[], str] = staticmethod(lambda: secrets.token_hex(4))
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._counts: dict[int, int] = {}
-        self._total = 0
-        self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
-        self.errors = 0
-        # the threads of this core's threaded actors, joined by Core.stop (dead ones pruned as they go)
-        self._actor_threads: list[threading.Thread] = []
-        # CPU seconds spent in handlers per message type (estimated: see TIMING_SAMPLE):
-        # None (off) unless a benchmark asks for its per-stage costs (``start_timing``). Each thread
-        # adds to its own dict, without the lock every sender takes.
-        self.handler_seconds: dict[str, float] | None = None
-        self._thread_timings = threading.local()
-        self._timing_round = 0
-        self._timing_dicts: list[dict[str, float]] = []
-
-    def thread_started(self, thread: threading.Thread) -> None:
-        with self._lock:
-            self._actor_threads = [t for t in self._actor_threads if t.is_alive()]
-            self._actor_threads.append(thread)
-
-    def join_threads(self, timeout: float) -> None:
-        """Wait (bounded overall) until every threaded actor's thread has ended: an actor that answered
-        its stop still has a few lines of pykka's loop to run, longer on a loaded machine."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            threads, self._actor_threads = self._actor_threads, []
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    def wall_offset_ns(self) -> int:
-        """Unix ns less ``clock`` ns, taken once: a time on the core's clock as Unix ns, the same in
-        every snapshot (the REST API's times)."""
-        offset = self.__dict__.get("_wall_offset_ns")
-        if offset is None:
-            offset = self.__dict__["_wall_offset_ns"] = self.wall_clock_ns() - int(self.clock() * 1e9)
-        return offset
-
-    def start_timing(self) -> None:
-        """Start timing handlers per message type (what ``stop_timing`` returns)."""
-        with self._lock:
-            self._timing_round += 1
-            self._timing_dicts = []
-            self.handler_seconds = {}
-
-    def stop_timing(self) -> dict[str, float]:
-        """Stop timing handlers: CPU seconds per message type since ``start_timing``, every thread's."""
-        with self._lock:
-            self.handler_seconds = None
-            dicts, self._timing_dicts = self._timing_dicts, []
-        total: dict[str, float] = {}
-        for seconds in dicts:
-            for message_type, value in list(seconds.items()):
-                total[message_type] = total.get(message_type, 0.0) + value
-        return total
-
-    def _this_threads_timing(self) -> Any:
-        """This thread's counts and seconds for the current round of timing (fresh when it began)."""
-        local = self._thread_timings
-        if getattr(local, "round", None) != self._timing_round:
-            local.round = self._timing_round
-            local.runs = {}
-            local.seconds = {}
-            with self._lock:
-                self._timing_dicts.append(local.seconds)
-        return local
-
-    def timing_weight(self, kind: type) -> int:
-        """How many runs this one stands for if it is to be timed (0: not timed; see TIMING_SAMPLE)."""
-        runs: dict[type, int] = self._this_threads_timing().runs
-        count = runs.get(kind, 0) + 1
-        runs[kind] = count
-        if count <= TIMING_ALWAYS:
-            return 1
-        return TIMING_SAMPLE if _sample() < 1.0 / TIMING_SAMPLE else 0
-
-    def handled(self, message_type: str, seconds: float) -> None:
-        mine: dict[str, float] = self._this_threads_timing().seconds
-        mine[message_type] = mine.get(message_type, 0.0) + seconds
-
-    def sent(self, actor_id: int) -> None:
-        with self._lock:
-            self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
-            self._total += 1
-            self.sent_total += 1
-
-    def held(self, actor_id: int) -> None:
-        """A message held in a pool's ``Outbox`` for this actor: in flight, its envelope not sent yet."""
-        with self._lock:
-            self._counts[actor_id] = self._counts.get(actor_id, 0) + 1
-            self._total += 1
-
-    def sent_each(self, counts: list[tuple[int, int]], wakeups: int | None = None) -> None:
-        """Envelopes sent together, one per (actor, messages in it): one wake-up each, unless told."""
-        with self._lock:
-            get = self._counts.get
-            for actor_id, messages in counts:
-                self._counts[actor_id] = get(actor_id, 0) + messages
-                self._total += messages
-            self.sent_total += len(counts) if wakeups is None else wakeups
-
-    def done(self, actor_id: int, messages: int = 1) -> None:
-        with self._lock:
-            count = self._counts.get(actor_id, 0)
-            if count <= 0:
-                return
-            messages = min(messages, count)
-            self._counts[actor_id] = count - messages
-            self._total -= messages
-            if self._total == 0:
-                self._idle.notify_all()
-
-    def forget(self, actor_id: int) -> None:
-        """The actor stopped: what was queued for it will never be handled."""
-        with self._lock:
-            count = self._counts.pop(actor_id, 0)
-            self._total -= count
-            if self._total == 0:
-                self._idle.notify_all()
-
-    def pending(self, actor_id: int) -> int:
-        """Messages sent to one actor and not yet handled (the one being handled included)."""
-        with self._lock:
-            return self._counts.get(actor_id, 0)
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return self._total
-
-    def in_flight_by_receiver(self) -> dict[int, int]:
-        """Messages in flight per tracker id (an actor's, or a pool's outbox or batch): a diagnosis."""
-        with self._lock:
-            return {key: count for key, count in self._counts.items() if count > 0}
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Block until nothing is in flight; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._total == 0, timeout)
-
-    def record_error(self) -> None:
-        with self._lock:
-            self.errors += 1
-
-
 class Handle:
     """An immutable reference to an actor: its ref, its rank and a readable name."""
 
@@ -263,7 +79,9 @@ class Handle:
         self.name = name
         self.actor_id = id(ref)
         self._tracker = tracker
-        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # False: not looked up
+        self._pool_target: tuple[ActorPool, PooledActor] | Literal[False] | None = (
+            False  # False: not looked up
+        )
 
     def pool_target(self) -> tuple[ActorPool, PooledActor] | None:
         """The thread pool and actor behind this handle, if it runs on an ``ActorPool`` (looked up once)."""
@@ -274,7 +92,7 @@ class Handle:
             pool = getattr(actor, "pool", None)
             target = (pool, actor) if actor is not None and type(pool) is ActorPool else None
             self._pool_target = target
-        return target  # type: ignore[return-value]
+        return target
 
     def tell(self, message: Any) -> bool:
         """Send without waiting. False when the actor has stopped (the message was not delivered).
@@ -410,13 +228,14 @@ class KorralActor(pykka.Actor):
 
     def __init__(self, tracker: Tracker, name: str) -> None:
         super().__init__()
-        if _made.starts:  # for _start, which has only the ref pykka's start returns
-            _made.actors.append(self)
+        if made_actors.starts:  # for the start, which has only the ref pykka's start returns
+            made_actors.actors.append(self)
         ensure_handlers(type(self))  # built and checked when the class's first actor is made
         self.tracker: Tracker = tracker
+        self.timing: HandlerTiming = tracker.timing  # read per message: one attribute away
         self.name: str = name
         # started by a LazyHandle: that handle is this actor's own (one actor_id for the tracker)
-        adopted = _adopting.__dict__.pop("handle", None)
+        adopted = adopting.__dict__.pop("handle", None)
         self.handle: Handle = (
             adopted if adopted is not None else Handle(self.actor_ref, self.rank, name, tracker)
         )
@@ -477,7 +296,8 @@ class KorralActor(pykka.Actor):
             self.tracker.record_error()
             log.error("%s: no handler for %r", self.name, message)
             return HandlerError(f"{self.name}: no handler for {kind.__name__}")
-        weight = 0 if self.tracker.handler_seconds is None else self.tracker.timing_weight(kind)
+        timing = self.timing
+        weight = timing.weight(kind) if timing.on else 0
         started = time.thread_time() if weight else 0.0
         try:
             return handler(self, message)
@@ -485,7 +305,7 @@ class KorralActor(pykka.Actor):
             return self.handler_failed(kind.__name__, error)
         finally:
             if weight:
-                self.tracker.handled(kind.__name__, (time.thread_time() - started) * weight)
+                timing.handled(kind.__name__, (time.thread_time() - started) * weight)
 
     def on_stop(self) -> None:
         self.tracker.forget(self.handle.actor_id)
@@ -571,8 +391,10 @@ class HandlerError:
         return f"HandlerError({self.message!r})"
 
 
-class _Made(threading.local):
-    # the korral actors made on this thread while starts (this many) are under way, outermost first
+class MadeActors(threading.local):
+    """The korral actors made on this thread while starts (this many) are under way, outermost first
+    (``korral.actors.starting``: pykka's start returns only a ref)."""
+
     actors: list[KorralActor]
     starts: int
 
@@ -581,146 +403,6 @@ class _Made(threading.local):
         self.starts = 0
 
 
-_made = _Made()
-
-
-def _start(
-    actor_class: type[KorralActor], tracker: Tracker, name: str, args: Any, kwargs: Any
-) -> KorralActor:
-    """pykka's ``Actor.start`` (create, register, start the runtime's loop) on the tracker's runtime,
-    returning the actor: the one place where the runtime chooses how an actor runs. The actor is the
-    first one made since this start began (an actor's constructor may start others)."""
-    if tracker.simulation is not None:
-        from korral.actors.simulated import simulated_class
-
-        actor_class = simulated_class(actor_class)
-    made = _made.actors
-    depth = len(made)
-    _made.starts += 1
-    try:
-        actor_class.start(tracker, name, *args, **kwargs)
-        return made[depth]
-    finally:
-        _made.starts -= 1
-        del made[depth:]
-
-
-def start_actor(
-    actor_class: type[KorralActor], tracker: Tracker, name: str, *args: Any, **kwargs: Any
-) -> Handle:
-    """Start an actor on the tracker's runtime and return its handle (the actor's own)."""
-    return _start(actor_class, tracker, name, args, kwargs).handle
-
-
+made_actors = MadeActors()
 # the handle a KorralActor being started by a LazyHandle takes as its own (see KorralActor.__init__)
-_adopting = threading.local()
-# serialises lazy starts: a node's first messages may come from the scheduler's, the partition's and
-# the pool's threads at once; one start takes ~10 µs and happens once per actor
-_lazy_start_lock = threading.RLock()
-
-
-class _NeverStarted:
-    """The ref of a lazily started actor that was stopped before anything was sent to it."""
-
-    __slots__ = ("actor_stopped",)
-    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool, tell_each tells it one by one
-
-    def __init__(self) -> None:
-        self.actor_stopped = StopFlag()
-        self.actor_stopped.set()
-
-    def is_alive(self) -> bool:
-        return False
-
-    def ask(self, message: Any, **_kwargs: Any) -> Any:
-        raise pykka.ActorDeadError("actor stopped before it was started")
-
-    def stop(self, **_kwargs: Any) -> None:
-        pass
-
-
-_NEVER_STARTED = _NeverStarted()
-
-
-class LazyHandle(Handle):
-    """A handle whose actor starts when something is first sent to it (or asked of it).
-
-    A partition with 10,000 nodes registers them ~3x faster when their actors (pykka actor, mailbox,
-    model, ~10 µs and ~1 KB each) are not started with them: a node gets its actor from its first
-    ``Place``, update, drain or removal, on whichever thread sends it, and the actor takes this
-    handle as its own (one ``actor_id`` in the tracker). Until then nothing is in flight to it, so
-    stopping it only marks it stopped: later tells are refused as by any stopped actor.
-    """
-
-    __slots__ = ("_ref", "_starter")
-
-    def __init__(
-        self, rank: Rank, name: str, tracker: Tracker, starter: tuple[type[KorralActor], Any, Any]
-    ) -> None:
-        self.rank = rank
-        self.name = name
-        self.actor_id = id(self)
-        self._tracker = tracker
-        self._pool_target: tuple[ActorPool, PooledActor] | bool | None = False  # (see Handle)
-        self._ref: Any = None
-        # (actor class, positional and keyword arguments after the tracker and name) for _start
-        self._starter: tuple[type[KorralActor], Any, Any] | None = starter
-
-    @property
-    def ref(self) -> Any:  # type: ignore[override]  # (read-only here: set once, by the start)
-        ref = self._ref
-        return ref if ref is not None else self._start_now()
-
-    def start(self) -> None:
-        """Start the actor now, unless it runs already or was stopped before it started."""
-        if self._ref is None:
-            self._start_now()
-
-    @property
-    def started(self) -> bool:
-        """Whether the actor runs (or ran): False while nothing was ever sent to it."""
-        ref = self._ref
-        return ref is not None and ref is not _NEVER_STARTED
-
-    def _start_now(self) -> Any:
-        with _lazy_start_lock:
-            if self._ref is None:
-                starter, self._starter = self._starter, None
-                assert starter is not None
-                actor_class, args, kwargs = starter
-                _adopting.handle = self
-                try:
-                    actor = _start(actor_class, self._tracker, self.name, args, kwargs)
-                finally:
-                    _adopting.__dict__.pop("handle", None)
-                self._ref = actor.actor_ref
-            return self._ref
-
-    @property
-    def is_alive(self) -> bool:
-        ref = self._ref
-        return True if ref is None else bool(ref.is_alive())
-
-    def stop(self) -> None:
-        with _lazy_start_lock:
-            if self._ref is None:
-                self._ref = _NEVER_STARTED
-                self._starter = None
-                return
-        super().stop()
-
-
-def start_actor_lazily(
-    actor_class: type[KorralActor], tracker: Tracker, name: str, *args: Any, **kwargs: Any
-) -> LazyHandle:
-    """A handle to an actor that ``start_actor`` starts with these arguments when first used."""
-    return LazyHandle(actor_class.rank, name, tracker, (actor_class, args, kwargs))
-
-
-def start_pool(tracker: Tracker, name: str) -> ActorPool:
-    """A worker for a partition's pooled actors, on the tracker's runtime."""
-    if tracker.simulation is not None:
-        from korral.actors.simulated import SimulatedPool
-
-        return SimulatedPool(name, tracker.simulation)  # type: ignore[return-value]
-    return ActorPool(name)
+adopting = threading.local()

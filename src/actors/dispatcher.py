@@ -6,8 +6,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from korral.actors.base import Rank, ThreadedActor, Tracker
+from korral.actors.base import Rank, ThreadedActor
 from korral.actors.messages import CALLBACK_METHODS, CallbackArgument, Deliver
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 
 log = logging.getLogger("korral.callbacks")

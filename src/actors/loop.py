@@ -99,8 +99,12 @@ class OwnLoop(pykka.Actor):
         traceback: TracebackType | None,
     ) -> None:
         """A failure that escaped the actor's handling: logged, and the actor stops (as in pykka)."""
-        exc_info = (exception_type, exception_value, traceback)
-        log.error("Unhandled exception in %s:", self, exc_info=exc_info)  # type: ignore[arg-type]
+        if exception_type is not None and exception_value is not None:
+            log.error(
+                "Unhandled exception in %s:", self, exc_info=(exception_type, exception_value, traceback)
+            )
+        else:
+            log.error("Unhandled failure in %s", self)
         ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
 

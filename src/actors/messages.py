@@ -7,12 +7,20 @@ arithmetic always builds new dicts for what it hands out).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar, dataclass_transform, get_args
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar, dataclass_transform, get_args
 
 import attrs
 
 from korral import si
 from korral.config.schema import PartitionConfig
+from korral.info import (
+    ApplicationInfo,
+    GroupUsageInfo,
+    NodeInfo,
+    PartitionInfo,
+    QueueInfo,
+    UserUsageInfo,
+)
 from korral.model.allocation import Allocation
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
@@ -325,83 +333,88 @@ class Snapshot:
 # ---- queries: what korral.Core asks a partition, each answered with korral.info snapshots ------------
 
 
-@frozen
-class PartitionQuery:
-    """Base of the read-only questions a partition answers (never changes scheduling state)."""
+# what a PartitionQuery is answered with
+Answer = TypeVar("Answer", covariant=True)
 
 
 @frozen
-class PartitionSummary(PartitionQuery):
+class PartitionQuery(Generic[Answer]):
+    """Base of the read-only questions a partition answers (never changes scheduling state); typed by
+    its answer (``Core`` reads the answer as that type)."""
+
+
+@frozen
+class PartitionSummary(PartitionQuery[PartitionInfo]):
     """-> PartitionInfo"""
 
 
 @frozen
-class QueueQuery(PartitionQuery):
+class QueueQuery(PartitionQuery[QueueInfo | None]):
     """-> QueueInfo | None, with the queue's usage asked of it (ordered after what it was sent)."""
 
     path: str
 
 
 @frozen
-class QueueTreeQuery(PartitionQuery):
+class QueueTreeQuery(PartitionQuery[list[QueueInfo]]):
     """-> list[QueueInfo], parents first, with the usage each queue last published."""
 
 
 @frozen
-class ApplicationQuery(PartitionQuery):
+class ApplicationQuery(PartitionQuery[ApplicationInfo | None]):
     """-> ApplicationInfo | None (a completed one as it left)."""
 
     application_id: str
 
 
 @frozen
-class ApplicationsQuery(PartitionQuery):
+class ApplicationsQuery(PartitionQuery[list[ApplicationInfo]]):
     """-> list[ApplicationInfo] of the partition's live applications."""
 
 
 @frozen
-class CompletedApplicationsQuery(PartitionQuery):
+class CompletedApplicationsQuery(PartitionQuery[list[ApplicationInfo]]):
     """-> list[ApplicationInfo] of the applications that completed and left."""
 
 
 @frozen
-class NodeQuery(PartitionQuery):
+class NodeQuery(PartitionQuery[NodeInfo | None]):
     """-> NodeInfo | None"""
 
     node_id: str
 
 
 @frozen
-class NodesQuery(PartitionQuery):
+class NodesQuery(PartitionQuery[list[NodeInfo]]):
     """-> list[NodeInfo]"""
 
 
 @frozen
-class SchedulerStatsQuery(PartitionQuery):
+class SchedulerStatsQuery(PartitionQuery[dict[str, int]]):
     """-> dict of the partition's scheduler counters."""
 
 
 @frozen
-class UserUsageQuery(PartitionQuery):
+class UserUsageQuery(PartitionQuery[UserUsageInfo | None]):
     """-> UserUsageInfo | None"""
 
     user: str
 
 
 @frozen
-class GroupUsageQuery(PartitionQuery):
+class GroupUsageQuery(PartitionQuery[GroupUsageInfo | None]):
     """-> GroupUsageInfo | None"""
 
     group: str
 
 
 @frozen
-class UsersUsageQuery(PartitionQuery):
+class UsersUsageQuery(PartitionQuery[list[UserUsageInfo]]):
     """-> list[UserUsageInfo] of every user with an application in the partition, by name."""
 
 
 @frozen
-class GroupsUsageQuery(PartitionQuery):
+class GroupsUsageQuery(PartitionQuery[list[GroupUsageInfo]]):
     """-> list[GroupUsageInfo] of every group usage is tracked for (a group limit applies), by name."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from korral.actors.base import Handle, Rank, RetiringActor, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
     BookRecovered,
     DecommissionNode,
@@ -27,6 +27,7 @@ from korral.actors.messages import (
     UpdateNode,
 )
 from korral.actors.runtime import ActorPool
+from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, NodeInfo
 from korral.model import resource as res
 from korral.model.allocation import Allocation
@@ -172,7 +173,7 @@ class NodeActor(RetiringActor):
 
     def on_Snapshot(self, message: Snapshot) -> NodeInfo:
         node = self.node
-        offset_ns = self.tracker.wall_offset_ns()  # the allocations' times as Unix ns
+        offset_ns = self.tracker.runtime.wall_offset_ns()  # the allocations' times as Unix ns
         return NodeInfo(
             node_id=node.node_id,
             partition=node.partition,

@@ -19,18 +19,8 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.application import AppFinished, ApplicationActor
-from korral.actors.base import (
-    Handle,
-    LazyHandle,
-    Periodic,
-    Rank,
-    ThreadedActor,
-    Tracker,
-    start_actor,
-    start_pool,
-    tell_all,
-)
+from korral.actors.application import AppFinished
+from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, tell_all
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -55,14 +45,16 @@ from korral.actors.messages import (
     StopPartition,
     Tick,
 )
-from korral.actors.node import NodeActor
 from korral.actors.partition_nodes import PartitionNodes, StartNodeActors
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import Bundle
 from korral.actors.scheduler import SchedulerActor
+from korral.actors.setup import ActorSetup
+from korral.actors.starting import LazyHandle, start_actor, start_pool
 from korral.actors.timer import TimerService
+from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo
 from korral.model import events
@@ -120,13 +112,8 @@ class PartitionSettings:
     placeholder_timeout: float
     # the core's metrics (korral.server.metrics.CoreMetrics), fed by the actors; None: not measured
     metrics: Any = attrs.field(default=None, eq=False, repr=False)
-    # the actors started for nodes and applications: the harness substitutes deliberately broken
-    # subclasses (korral.harness.faults) through korral.start
-    node_actor: type[NodeActor] = attrs.field(default=NodeActor, eq=False, repr=False)
-    # node actors the partition starts per step once it has answered a node request (StartNodeActors);
-    # 0: a node's actor starts only with its first message (korral.start(node_actor_warmup=0): tests)
-    node_actor_warmup: int = attrs.field(default=500, eq=False, repr=False)
-    application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
+    # how nodes' and applications' actors are made (the harness's broken subclasses; the warmup step)
+    actors: ActorSetup = attrs.field(factory=ActorSetup, eq=False, repr=False)
     # korral.start(tune_gc=...): korral manages the collector, so a partition may also collect the young
     # generations after a node warmup (gc_tuning.promote_survivors)
     tune_gc: bool = attrs.field(default=False, eq=False, repr=False)
@@ -164,8 +151,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             name,
             config,
             rm_id=rm_id,
-            clock=tracker.clock,
-            uuid_token=tracker.unique_token(),
+            clock=tracker.runtime.clock,
+            uuid_token=tracker.runtime.unique_token(),
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
@@ -296,7 +283,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def _send_events(self) -> None:
         if self._records:
-            self._deliver("send_event", events.stamped(self._records, self.tracker.wall_clock_ns()))
+            self._deliver("send_event", events.stamped(self._records, self.tracker.runtime.wall_clock_ns()))
             self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:
@@ -355,7 +342,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # The owner gets its own Application object: the registry's copy stays with this actor.
         owned = owner_copy(app, self.settings.placeholder_timeout)
         handle = start_actor(
-            self.settings.application_actor,
+            self.settings.actors.application_actor,
             self.tracker,
             f"{self.name}/app/{app.application_id}",
             owned,
@@ -409,7 +396,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
         self.queue_board.forget_app(message.application_id, handle.actor_id)
-        self.completed.add(message.application_id, message.info, self.tracker.clock())
+        self.completed.add(message.application_id, message.info, self.tracker.runtime.clock())
         self._bury(handle)
 
     # ---- asks and releases -------------------------------------------------------------------------
@@ -477,7 +464,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         # the same periodic pass (YuniKorn's partition manager) lets terminated applications expire
-        self.completed.expire(self.tracker.clock())
+        self.completed.expire(self.tracker.runtime.clock())
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))

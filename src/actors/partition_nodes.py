@@ -14,7 +14,7 @@ import attrs
 
 from korral import si
 from korral.actors import gc_tuning
-from korral.actors.base import Handle, LazyHandle, Tracker, start_actor_lazily
+from korral.actors.base import Handle
 from korral.actors.messages import (
     CallbackArgument,
     CallbackMethod,
@@ -31,6 +31,8 @@ from korral.actors.messages import (
     UpdateNode,
     ViewOps,
 )
+from korral.actors.starting import LazyHandle, start_actor_lazily
+from korral.actors.tracker import Tracker
 from korral.model import events
 from korral.model.allocation import Allocation
 from korral.model.events import Wanted
@@ -146,7 +148,7 @@ class PartitionNodes:
         pooled actor is ~6 µs and ~1 KB): they start here, behind whatever the partition was asked
         meanwhile, or with their first message if that comes first (LazyHandle), so that a
         placement does not pay for its node's start."""
-        step = self.settings.node_actor_warmup
+        step = self.settings.actors.node_actor_warmup
         starting, self._unstarted_nodes = self._unstarted_nodes[:step], self._unstarted_nodes[step:]
         for handle in starting:
             handle.start()  # a node removed meanwhile was stopped unstarted: it stays so
@@ -192,7 +194,7 @@ class PartitionNodes:
             # started after the RM's answer (StartNodeActors) or by its first message if that comes
             # first (LazyHandle): registering 10,000 nodes starts no actor on the way to the answer
             handle = start_actor_lazily(
-                self.settings.node_actor,
+                self.settings.actors.node_actor,
                 self.tracker,
                 f"{self.name}/node/{node_id}",
                 spec,
@@ -201,7 +203,7 @@ class PartitionNodes:
                 pool=self.pool,
             )
             self.nodes[node_id] = handle
-            if self.settings.node_actor_warmup > 0:
+            if self.settings.actors.node_actor_warmup > 0:
                 self._unstarted_nodes.append(handle)
             recovered, rejected = self.registry.sort_recovered(info) if info.existing_allocations else _NONE
             if recovered:

@@ -31,6 +31,7 @@ from korral.actors.queue_board import QueueBoard
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
+    LimitUsageInfo,
     NodeInfo,
     PartitionInfo,
     QueueInfo,
@@ -92,24 +93,39 @@ class PartitionQueries:
     def on_NodesQuery(self, message: NodesQuery) -> list[NodeInfo]:
         return [info for node_id in list(self.nodes) if (info := self._node_info(node_id)) is not None]
 
-    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> Any:
-        return self.ask(self.scheduler, Snapshot())
+    def on_SchedulerStatsQuery(self, message: SchedulerStatsQuery) -> dict[str, int]:
+        stats: dict[str, int] = self.ask(self.scheduler, Snapshot())  # the scheduler's counters
+        return stats
 
     def on_UserUsageQuery(self, message: UserUsageQuery) -> UserUsageInfo | None:
-        infos = self._usage_infos("user", message.user) if message.user else []
-        return infos[0] if infos else None  # type: ignore[return-value]
+        infos = self._user_infos(message.user) if message.user else []
+        return infos[0] if infos else None
 
     def on_GroupUsageQuery(self, message: GroupUsageQuery) -> GroupUsageInfo | None:
-        infos = self._usage_infos("group", message.group) if message.group else []
-        return infos[0] if infos else None  # type: ignore[return-value]
+        infos = self._group_infos(message.group) if message.group else []
+        return infos[0] if infos else None
 
     def on_UsersUsageQuery(self, message: UsersUsageQuery) -> list[UserUsageInfo]:
-        return self._usage_infos("user")  # type: ignore[return-value]
+        return self._user_infos()
 
     def on_GroupsUsageQuery(self, message: GroupsUsageQuery) -> list[GroupUsageInfo]:
-        return self._usage_infos("group")  # type: ignore[return-value]
+        return self._group_infos()
 
-    def _usage_infos(self, kind: str, only: str | None = None) -> list[UserUsageInfo | GroupUsageInfo]:
+    def _user_infos(self, only: str | None = None) -> list[UserUsageInfo]:
+        return [
+            UserUsageInfo(user=name, partition=self.name, queues=queues, groups=groups)
+            for name, queues, groups in self._usage_infos("user", only)
+        ]
+
+    def _group_infos(self, only: str | None = None) -> list[GroupUsageInfo]:
+        return [
+            GroupUsageInfo(group=name, partition=self.name, queues=queues)
+            for name, queues, _ in self._usage_infos("group", only)
+        ]
+
+    def _usage_infos(
+        self, kind: str, only: str | None = None
+    ) -> list[tuple[str, list[LimitUsageInfo], dict[str, str]]]:
         """User or group usage as the applications' owners hold it (confirmed allocations), with the
         limits that apply: of ``only``, or of every user (group) by name. A group is tracked where a
         group limit applies to it (the application's limit group). The scheduler's view keeps its own
@@ -133,23 +149,13 @@ class PartitionQueries:
                         running=bool(info.allocations),
                     )
                 )
-        infos: list[UserUsageInfo | GroupUsageInfo] = []
+        # (name, its usage per queue with the limits that apply, a user's applications' limit groups)
+        found: list[tuple[str, list[LimitUsageInfo], dict[str, str]]] = []
         for name in sorted(reported):
             rows = self.registry.ugm.usage_rows(kind, name, reported[name])
-            if rows is None:
-                continue
-            if kind == "user":
-                infos.append(
-                    UserUsageInfo(
-                        user=name,
-                        partition=self.name,
-                        queues=limit_usage_infos(rows),
-                        groups=linked.get(name, {}),
-                    )
-                )
-            else:
-                infos.append(GroupUsageInfo(group=name, partition=self.name, queues=limit_usage_infos(rows)))
-        return infos
+            if rows is not None:
+                found.append((name, limit_usage_infos(rows), linked.get(name, {})))
+        return found
 
     def _partition_info(self) -> PartitionInfo:
         root = self.queues.get("root")

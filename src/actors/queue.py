@@ -11,9 +11,10 @@ from typing import Any
 
 import attrs
 
-from korral.actors.base import Handle, Rank, RetiringActor, Tracker
+from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import QueueUsage, Snapshot
 from korral.actors.runtime import ActorPool
+from korral.actors.tracker import Tracker
 from korral.model import resource as res
 from korral.model.resource import Resource
 

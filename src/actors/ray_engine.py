@@ -27,10 +27,11 @@ import attrs
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from korral.actors.base import Handle, Tracker
+from korral.actors.base import Handle
 from korral.actors.partition import PartitionSettings
 from korral.actors.ray_host import PartitionHost
 from korral.actors.ray_partition import CALL_TIMEOUT, RayPartition
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events

@@ -23,12 +23,13 @@ import ray
 
 from korral import si
 from korral.actors import gc_tuning
-from korral.actors.base import Handle, Rank, Tracker
+from korral.actors.base import Handle, Rank
 from korral.actors.messages import Deliver
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.ray_wire import decode_tells, encode_callbacks
 from korral.actors.scheduler import PredicatesForNodes
 from korral.actors.timer import TimerService
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 

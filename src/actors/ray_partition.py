@@ -22,12 +22,13 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from korral.actors.base import Handle, HandlerError, Rank, RankViolation, Tracker, in_predicates
+from korral.actors.base import Handle, HandlerError, Rank, RankViolation, in_predicates
 from korral.actors.messages import ApplyConfig, PartitionQuery, SchedulerStatsQuery, StopPartition
 from korral.actors.ray_host import PredicatesCall
 from korral.actors.ray_ledger import ROUTED, Ledger, loss_notices, refusal
 from korral.actors.ray_predicates import answer_predicates
 from korral.actors.ray_wire import decode_callbacks, encode_tells
+from korral.actors.tracker import Tracker
 from korral.errors import SchedulerError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ WAIT_SLICE = 5.0  # a call's answer is waited for in slices, so that a stop is n
 class _Ask:
     message: Any
     timeout: float
-    answer: Future
+    answer: Future[Any]
 
 
 class RayPartition:
@@ -115,7 +116,7 @@ class RayPartition:
             return self._lost_answer(message)
         if type(message) is SchedulerStatsQuery and in_predicates():
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
-        answer: Future = Future()
+        answer: Future[Any] = Future()
         with self._lock:
             self._outgoing.append(_Ask(message=message, timeout=timeout, answer=answer))
             self._lock.notify()
@@ -151,15 +152,21 @@ class RayPartition:
         self.engine.forget(self)
 
     def where(self) -> tuple[str, int]:
-        return ray.get(self.host.where.remote(), timeout=CALL_TIMEOUT)
+        # what PartitionHost.where returns (Ray's calls are untyped)
+        host_port: tuple[str, int] = ray.get(self.host.where.remote(), timeout=CALL_TIMEOUT)
+        return host_port
 
     def cpu_seconds(self) -> float:
-        return ray.get(self.host.cpu_seconds.remote(), timeout=CALL_TIMEOUT)
+        seconds: float = ray.get(self.host.cpu_seconds.remote(), timeout=CALL_TIMEOUT)  # PartitionHost's
+        return seconds
 
     def wait_remote_idle(self, timeout: float) -> bool:
         if self.lost.is_set() or self._stopping:
             return True
         try:
+            idle: bool
+            errors: int
+            # what PartitionHost.idle returns (Ray's calls are untyped)
             idle, errors = ray.get(self.host.idle.remote(timeout), timeout=timeout + 5.0)
         except GetTimeoutError:
             return False

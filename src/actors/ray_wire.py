@@ -47,8 +47,8 @@ class Records:
         scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
         scope.update({f"set{index}": getattr(cls, name).__set__ for index, name in enumerate(names)})
         exec(compile(source, f"<korral wire records {cls.__name__}>", "exec"), scope)
-        self.encode: Callable[[Iterable[Any]], list[tuple]] = scope["encode"]
-        self.decode: Callable[[Iterable[tuple]], list[Any]] = scope["decode"]
+        self.encode: Callable[[Iterable[Any]], list[tuple[Any, ...]]] = scope["encode"]
+        self.decode: Callable[[Iterable[tuple[Any, ...]]], list[Any]] = scope["decode"]
 
 
 ASKS = Records(si.AllocationAsk)
@@ -60,7 +60,7 @@ class AsksAsRecords:
     """A ``RouteAllocationRequest`` on the wire: the request without its asks, and the asks' records."""
 
     message: RouteAllocationRequest
-    asks: list[tuple]
+    asks: list[tuple[Any, ...]]
 
 
 @attrs.frozen(slots=True)
@@ -70,7 +70,7 @@ class NewAsRecords:
 
     method: CallbackMethod
     response: si.AllocationResponse
-    new: list[tuple]
+    new: list[tuple[Any, ...]]
 
 
 def _dumps(value: Any) -> bytes:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from korral.actors.base import Handle, Rank, Tracker, start_actor
+from korral.actors.base import Handle, Rank
 from korral.actors.messages import StopPartition
 from korral.actors.partition import PartitionActor, PartitionSettings
 from korral.actors.queue_board import QueueBoard
+from korral.actors.starting import start_actor
+from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import ConfigError
 from korral.model.events import wanted as wanted_events

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, start_actor
+from korral.actors.base import Handle, Rank, ThreadedActor
 from korral.actors.dispatcher import CallbackDispatcher
 from korral.actors.messages import (
     ApplyConfig,
@@ -38,7 +38,9 @@ from korral.actors.registration import (
     stop_and_wait,
     stop_partition,
 )
+from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import KorralError, SchedulerError
@@ -185,10 +187,11 @@ class RMProxyActor(ThreadedActor):
         config = message.config
         retired: list[Handle] = []
         if request.rm_id in self.rms:
+            # registered again: never published as unregistered meanwhile (Core reads the board)
             if message.build_here:
-                self._remove_rm(request.rm_id)
+                self._remove_rm(request.rm_id, publish=False)
             else:
-                retired = self._detach_rm(request.rm_id)
+                retired = self._detach_rm(request.rm_id, publish=False)
         closed = threading.Event()
         metrics = self.settings.metrics
         dispatcher = start_actor(
@@ -253,16 +256,17 @@ class RMProxyActor(ThreadedActor):
     def _stop_partition(self, handle: Handle) -> None:
         stop_partition(handle, Rank.RM_PROXY, ray=self.engine is not None)
 
-    def _remove_rm(self, rm_id: str) -> None:
+    def _remove_rm(self, rm_id: str, *, publish: bool = True) -> None:
         dispatcher = self.rms[rm_id].dispatcher
-        for handle in self._detach_rm(rm_id, forget=False):
+        for handle in self._detach_rm(rm_id, forget=False, publish=publish):
             self._stop_partition(handle)
         self.tracker.forget(dispatcher.actor_id)
 
-    def _detach_rm(self, rm_id: str, *, forget: bool = True) -> list[Handle]:
+    def _detach_rm(self, rm_id: str, *, forget: bool = True, publish: bool = True) -> list[Handle]:
         """Take the RM out of routing and close its callbacks; return its partitions, still to stop."""
         rm = self.rms.pop(rm_id)
-        self._publish()
+        if publish:
+            self._publish()
         # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
         # RMs' requests (this actor routes them all) nor a stop. A callback running right now finishes;
         # nothing queued or produced later reaches this callback object.

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, Tracker, inside_predicates, tell_each
+from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates, tell_each
 from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
@@ -40,6 +40,7 @@ from korral.actors.messages import (
 )
 from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler_publish import SchedulerPublishing
+from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
@@ -102,7 +103,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         rm_id: str,
         uuid_token: str,
         reservation_delay: float,
-        callback: Any,
+        callback: ResourceManagerCallback,
         callback_closed: threading.Event,
         dispatcher: Handle,
         partition: Handle,
@@ -128,20 +129,21 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.dispatcher = dispatcher
         filters = type(callback).predicates is not ResourceManagerCallback.predicates
         # the RM's predicates in another process (engine="ray"): a decision's candidates go together
-        for_nodes = isinstance(callback, PredicatesForNodes)
+        self.for_nodes = callback if isinstance(callback, PredicatesForNodes) else None
+        for_nodes = self.for_nodes is not None
         self.view = SchedulingView(
             partition_name,
             config,
             rm_id=rm_id,
             uuid_token=uuid_token,
             reservation_delay=reservation_delay,
-            clock=tracker.clock,
+            clock=tracker.runtime.clock,
             # an RM that does not filter is not asked at all (nothing to skip on the hot path)
             predicate=self._predicate if filters and not for_nodes else None,
             nodes_predicate=self._predicates_for_nodes if for_nodes else None,
-            candidates_per_call=callback.candidates_per_call if for_nodes else 1,
+            candidates_per_call=self.for_nodes.candidates_per_call if self.for_nodes is not None else 1,
         )
-        self.clock = tracker.clock
+        self.clock = tracker.runtime.clock
         self.nodes: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
@@ -172,14 +174,15 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _predicates_for_nodes(
         self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
     ) -> Sequence[bool]:
-        if self.callback_closed.is_set():
+        callback = self.for_nodes
+        if callback is None or self.callback_closed.is_set():
             return ()  # the registration ended: its RM is not asked anything any more
         with inside_predicates():
-            return self.callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
+            return callback.predicates_for_nodes(allocation_key, node_ids, allocate, first)
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
-        offset = self.tracker.wall_clock_ns() / 1e9 - self.clock()
+        offset = self.tracker.runtime.wall_clock_ns() / 1e9 - self.clock()
         changed, self.view.backoff_changes = self.view.backoff_changes, {}
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
@@ -283,7 +286,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             start = end
 
     def _put_new_asks(self, messages: tuple[ViewOps, ...]) -> None:
-        timed = self.tracker.handler_seconds is not None
+        timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         asks = [
             cast(PutAsk, op).ask  # the owner's copy: the view takes it over
@@ -297,7 +300,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self.handler_failed("ViewOps", error)
         self._wake()
         if timed:
-            self.tracker.handled("ViewOps", time.thread_time() - started)
+            self.timing.handled("ViewOps", time.thread_time() - started)
 
     def on_ViewOps(self, message: ViewOps) -> None:
         if self._stale(message.application_id, message.app):
@@ -553,7 +556,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         ]
         records += [events.app_runnable(app_id, now_runnable, by) for app_id, now_runnable, by in runnable]
         self.dispatcher.tell(
-            Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
+            Deliver(
+                method="send_event", argument=events.stamped(records, self.tracker.runtime.wall_clock_ns())
+            )
         )
 
     def on_Snapshot(self, message: Snapshot) -> Any:

@@ -49,7 +49,7 @@ class SchedulerPublishing:
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
             if records and not self.callback_closed.is_set():
-                stamped = events.stamped(records, self.tracker.wall_clock_ns())
+                stamped = events.stamped(records, self.tracker.runtime.wall_clock_ns())
                 self.dispatcher.tell(Deliver(method="send_event", argument=stamped))
 
     def _reservation_records(

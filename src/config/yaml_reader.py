@@ -20,7 +20,7 @@ by a ratio instead; no real YuniKorn config comes near any of these bounds.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.composer import Composer
@@ -43,7 +43,11 @@ def read_yaml(text: str) -> Any:
             f"configuration too large: {size:,} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
         )
     try:
-        return yaml.load(text, Loader=_BoundedLoader)  # safe constructors only
+        loader = _BoundedLoader(text)  # safe constructors only (what yaml.load does with a Loader)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except Exception as err:
         if not _is(err, yaml.YAMLError):  # by name: libyaml may raise the first import's classes (_is)
             raise
@@ -147,20 +151,28 @@ def _construct_unique_mapping(loader: Any, node: yaml.MappingNode) -> dict[Any, 
                     key_node.start_mark,
                 )
             seen.add(key)
-    return loader.construct_mapping(node)
+    mapping: dict[Any, Any] = loader.construct_mapping(node)  # PyYAML's stubs: Any
+    return mapping
 
 
-# libyaml's event parser when PyYAML has it (3x faster than PyYAML's own), under PyYAML's composer
-_Parser: Any
-try:
-    from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
+class _PythonParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    """PyYAML's own event parser, as one class taking the stream (CParser's shape)."""
 
-    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
-        def __init__(self, stream: str) -> None:
-            yaml.reader.Reader.__init__(self, stream)
-            yaml.scanner.Scanner.__init__(self)
-            yaml.parser.Parser.__init__(self)
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+
+
+# libyaml's event parser when PyYAML has it (3x faster than PyYAML's own), under PyYAML's composer;
+# checked as the Python parser, whose interface it has (PyYAML's stubs do not describe CParser)
+if TYPE_CHECKING:
+    _Parser = _PythonParser
+else:
+    try:
+        from yaml.cyaml import CParser as _Parser
+    except ImportError:  # pragma: no cover - PyYAML built without libyaml
+        _Parser = _PythonParser
 
 
 class _BoundedLoader(_BoundedComposer, _Parser, SafeConstructor, Resolver):
@@ -170,7 +182,7 @@ class _BoundedLoader(_BoundedComposer, _Parser, SafeConstructor, Resolver):
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
 
-    def check_event(self, *choices: type) -> bool:
+    def check_event(self, *choices: Any) -> bool:  # event classes (PyYAML's stubs: isinstance's)
         event = self.peek_event()
         if event is None:
             return False

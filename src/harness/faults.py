@@ -1,8 +1,9 @@
 """Test-only fault injection: deliberately broken behaviour that ``korral stress`` must catch.
 
 Nothing is enabled unless a test or ``korral stress --inject-fault`` turns it on. A fault is a broken
-subclass of a product actor; the harness hands it to the core it starts (``start_options``), and the
-partition starts it in place of the real one. The product itself never looks at faults.
+subclass of a product actor; the harness hands it to the core it starts (``start_options``: an
+``ActorSetup``), and the partition starts it in place of the real one. The product itself never looks
+at faults.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import FreeOnNode, Placed
 from korral.actors.node import NodeActor
+from korral.actors.setup import ActorSetup
 
 KNOWN = {
     # the node keeps an allocation its application released: an orphan on the node
@@ -35,13 +37,14 @@ def disable_all() -> None:
 
 
 def start_options() -> dict[str, Any]:
-    """Keyword arguments for ``korral.start`` that put the enabled faults in the core ({} if none)."""
-    options: dict[str, Any] = {}
+    """Keyword arguments for ``korral.start`` that put the enabled faults in the core ({} if none):
+    ``setup``, the one typed record through which broken actor classes reach the partitions."""
+    actors: dict[str, Any] = {}
     if "node-keeps-released" in active:
-        options["node_actor"] = NodeKeepsReleased
+        actors["node_actor"] = NodeKeepsReleased
     if "removed-app-keeps-placed" in active:
-        options["application_actor"] = RemovedAppKeepsPlaced
-    return options
+        actors["application_actor"] = RemovedAppKeepsPlaced
+    return {"setup": ActorSetup(**actors)} if actors else {}
 
 
 class NodeKeepsReleased(NodeActor):

@@ -41,7 +41,7 @@ def collect(core: Core, partition: str) -> PartitionState | None:
     )
 
 
-def _fingerprint(state: PartitionState) -> tuple:
+def _fingerprint(state: PartitionState) -> tuple[object, ...]:
     return (
         sorted((a.uuid, a.node_id) for app in state.applications for a in app.allocations),
         sorted((n.node_id, tuple(sorted(n.allocated.items()))) for n in state.nodes),

@@ -73,8 +73,8 @@ class ResyncRequired(SchedulerError):
 
 def _resync_reason(error: grpc.RpcError) -> str | None:
     """Why this failed call means the RM must resync, or None."""
-    code, details = error.code(), error.details() or ""  # type: ignore[attr-defined]
-    metadata = error.trailing_metadata() or ()  # type: ignore[attr-defined]
+    code, details = error.code(), error.details() or ""
+    metadata = error.trailing_metadata() or ()
     if any(key == RESYNC_METADATA for key, _ in metadata):
         return details
     if code in _REFUSALS:
@@ -92,8 +92,8 @@ _KINDS: dict[str, tuple[str, type[Message], str]] = {
 
 def _error(error: grpc.RpcError, config: bool = True) -> Exception:
     """The korral error for a failed call: INVALID_ARGUMENT from a config-taking call is a ConfigError."""
-    code, details = error.code(), error.details() or ""  # type: ignore[attr-defined]
-    if any(key == RESYNC_METADATA for key, _ in error.trailing_metadata() or ()):  # type: ignore[attr-defined]
+    code, details = error.code(), error.details() or ""
+    if any(key == RESYNC_METADATA for key, _ in error.trailing_metadata() or ()):
         return ResyncRequired(details)
     if config and code == grpc.StatusCode.INVALID_ARGUMENT:
         return ConfigError(details)
@@ -146,7 +146,7 @@ class _RemoteStream:
             if reason is not None:
                 self._rm.must_resync(reason)
             else:
-                log.error("RmID=%s: %s stream ended: %s", self._rm_id, self.kind, error.details())  # type: ignore[attr-defined]
+                log.error("RmID=%s: %s stream ended: %s", self._rm_id, self.kind, error.details())
 
     @property
     def alive(self) -> bool:

@@ -195,7 +195,7 @@ def _mistyped(message: Message) -> bool:
     """Whether field 1 (``Resource.resources``, ``Quantity.value``) came with the wrong wire type;
     other unknown field numbers are a newer client's additions and ignored."""
     unknown = UnknownFieldSet(message)
-    return bool(len(unknown)) and any(item.field_number == 1 for item in unknown)  # type: ignore[attr-defined]
+    return bool(len(unknown)) and any(item.field_number == 1 for item in unknown)
 
 
 def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
@@ -231,7 +231,7 @@ def _read(source: Message, spec: _Spec) -> Any:
         # proto3 keeps a field it does not know as unknown, and so a known field sent with the wrong
         # wire type: that one is a malformed message, not a newer client's addition
         numbers = spec.proto_type.DESCRIPTOR.fields_by_number
-        for item in unknown:  # type: ignore[attr-defined]
+        for item in unknown:
             known = numbers.get(item.field_number)
             if known is not None:
                 raise _Invalid(

@@ -15,7 +15,7 @@ from typing import Any
 from korral import si
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, NodeInfo, PartitionInfo, QueueInfo
 from korral.model.naming import partition_without_rm
-from korral.server.dao_config import config  # noqa: F401  (dao.config: the routes' one module)
+from korral.server.dao_config import config as config  # dao.config: the routes' one module
 
 JSON = dict[str, Any]
 # the active states of an application (YuniKorn: ?status= of /applications/active)

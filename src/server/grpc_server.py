@@ -262,6 +262,7 @@ class GrpcServer:
             handlers[method] = grpc.stream_stream_rpc_method_handler(self._stream_handler(kind))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         try:
+            port: int  # grpc's server (untyped here): the port bound, 0 if none
             if self._credentials is not None:
                 port = server.add_secure_port(self._requested, self._credentials)
             else:
@@ -352,7 +353,8 @@ class GrpcServer:
         if session.generation == generation:  # no later registration overtook this one
             session.registered(context.peer(), self._auth.identity(context))
             self._sessions[request.rm_id] = session
-        return si_pb2.RegisterResourceManagerResponse().SerializeToString()
+        response: bytes = si_pb2.RegisterResourceManagerResponse().SerializeToString()
+        return response
 
     async def _update_configuration(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
@@ -364,7 +366,8 @@ class GrpcServer:
         if session is not None:
             await self._check_session(session, context)
         await self._call_core(context, self._core.update_configuration, request)
-        return si_pb2.UpdateConfigurationResponse().SerializeToString()
+        response: bytes = si_pb2.UpdateConfigurationResponse().SerializeToString()
+        return response
 
     async def _check_session(self, session: RmSession, context: grpc.aio.ServicerContext) -> None:
         if session.resync is not None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from korral.config import MAX_CONFIG_BYTES, load_config
@@ -147,7 +148,7 @@ class RestApi:
             raise WouldBlock
         return published
 
-    def queue_tree(self, partition: str, path: str, subtree: bool, *, wait: bool = True) -> dict:
+    def queue_tree(self, partition: str, path: str, subtree: bool, *, wait: bool = True) -> dict[str, Any]:
         """A queue's document from one snapshot of every queue; its children's too if ``subtree``."""
         self._valid_queue(path)
         infos = {info.path: info for info in self._queue_infos(partition, wait)}
@@ -164,7 +165,7 @@ class RestApi:
         info: QueueInfo,
         subtree: bool,
         templates: dict[str, Any],
-    ) -> dict:
+    ) -> dict[str, Any]:
         """A queue's document, with its children's if ``subtree``."""
         extra = rest_routes.priority_fields(info.properties)
         extra["template"] = rest_routes.template_of(infos, templates, info)
@@ -213,7 +214,7 @@ class RestApi:
             raise HttpError(404, "Node not found")
         return dao.node(info)
 
-    def _rejected(self, partition: str) -> list[dict]:
+    def _rejected(self, partition: str) -> list[dict[str, Any]]:
         return [
             dao.rejected_application(app_id, partition, reason)
             for rm_id, app_id, reason in list(self.core.metrics.rejected_applications)
@@ -539,7 +540,7 @@ class RestServer:
         return app
 
     @web.middleware
-    async def _errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
         except web.HTTPException as exc:  # unknown route or method: YuniKorn's error body

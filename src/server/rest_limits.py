@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 log = logging.getLogger("korral.rest")
 
@@ -47,12 +48,12 @@ def default_max_connections() -> int:
     return max(16, min(DEFAULT_MAX_CONNECTIONS, fd_limit() // DEFAULT_FD_SHARE))
 
 
-def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+def _positive(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
 
 
-def _count(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+def _count(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{attribute.name} must be a whole number of at least 1, got {value!r}")
 
@@ -214,7 +215,7 @@ class ConnectionGuard:
         return Connection(self, self.factory())
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """The connection is answering a request: no header or idle timeout meanwhile."""
         connection = self.of(request.transport)
         if connection is None:

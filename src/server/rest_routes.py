@@ -16,10 +16,11 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler
 
 from korral.info import NodeInfo, QueueInfo
 from korral.model.naming import partition_without_rm
@@ -163,7 +164,7 @@ def accepts_gzip(header: str) -> bool:
 
 
 @web.middleware
-async def compress(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+async def compress(request: web.Request, handler: Handler) -> web.StreamResponse:
     """gzip an answer of ``MIN_COMPRESSION_SIZE`` bytes or more when the client accepts it."""
     response = await handler(request)
     if (

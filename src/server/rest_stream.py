@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _quoted  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any
 
 from aiohttp import web

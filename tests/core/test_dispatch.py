@@ -10,12 +10,14 @@ import korral
 from korral import si
 from korral import testing as t
 from korral.actors.application import ApplicationActor
-from korral.actors.base import HandlerError, Rank, ThreadedActor, Tracker, start_actor
+from korral.actors.base import HandlerError, Rank, ThreadedActor
 from korral.actors.dispatch import HandlerTableError, handler_table
 from korral.actors.messages import AddAsks, Retire, SchedulerDone
 from korral.actors.node import NodeActor
 from korral.actors.partition import PartitionActor
 from korral.actors.scheduler import SchedulerActor
+from korral.actors.starting import start_actor
+from korral.actors.tracker import Tracker
 
 
 class Ping:

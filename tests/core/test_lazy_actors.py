@@ -1,7 +1,7 @@
 """Node actors start after the RM's answer or on their first message (``LazyHandle``): the handle
-itself, then end to end through ``korral.Core``. ``node_actor_warmup=0`` leaves every node's actor to
-its first message, so that nodes whose actors never started can be snapshotted, drained, removed,
-recovered onto and stopped."""
+itself, then end to end through ``korral.Core``. ``ActorSetup(node_actor_warmup=0)`` leaves every
+node's actor to its first message, so that nodes whose actors never started can be snapshotted,
+drained, removed, recovered onto and stopped."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from core_helpers import MB, NODE, SINGLE_LEAF, SMALL, add_apps, add_nodes, chec
 import korral
 from korral import si
 from korral import testing as t
-from korral.actors.base import LazyHandle, PoolActor, Rank, Tracker, start_actor_lazily
+from korral.actors.base import PoolActor, Rank
 from korral.actors.runtime import ActorPool, StopFlag
+from korral.actors.setup import ActorSetup
+from korral.actors.starting import LazyHandle, start_actor_lazily
+from korral.actors.tracker import Tracker
 
 P = part()
 LEAF = "root.singleleaf"
@@ -135,7 +138,7 @@ def test_registered_nodes_get_their_actors_after_the_answer_and_schedule_as_befo
 
 
 def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> None:
-    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
+    with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_apps(core, rm, {"app1": LEAF})
         before = live_actors()
         add_nodes(core, rm, [f"n{index}" for index in range(20)])
@@ -148,7 +151,7 @@ def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> 
 
 
 def test_a_node_that_never_got_a_placement_is_snapshotted_drained_and_removed() -> None:
-    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
+    with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_nodes(core, rm, ["n1", "n2"], capacity={"memory": 50 * MB, "vcore": 20_000})
         info = core.node(P, "n2")
         assert info is not None and info.schedulable and info.allocations == []
@@ -169,7 +172,7 @@ def test_a_node_that_never_got_a_placement_is_snapshotted_drained_and_removed() 
 
 
 def test_a_never_used_node_is_removed_right_away_and_its_id_can_come_back() -> None:
-    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
+    with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_nodes(core, rm, ["n1"])
         core.update_node(t.node_action("rm", "n1", si.NodeAction.DECOMISSION))
         core.wait_until_idle()
@@ -184,7 +187,7 @@ def test_a_never_used_node_is_removed_right_away_and_its_id_can_come_back() -> N
 
 
 def test_recovered_allocations_are_booked_on_a_node_whose_actor_starts_for_them() -> None:
-    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
+    with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_apps(core, rm, {"app1": LEAF})
         existing = [
             si.Allocation(
@@ -209,7 +212,7 @@ def test_recovered_allocations_are_booked_on_a_node_whose_actor_starts_for_them(
 
 def test_stopping_a_core_with_unused_nodes_leaves_no_actor_behind() -> None:
     before = live_actors()
-    with running(SINGLE_LEAF, node_actor_warmup=0) as (core, rm):
+    with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_nodes(core, rm, [f"n{index}" for index in range(10)])
         add_apps(core, rm, {"app1": LEAF})
         core.update_allocation(t.asks("rm", "app1", 1, SMALL))
@@ -218,7 +221,7 @@ def test_stopping_a_core_with_unused_nodes_leaves_no_actor_behind() -> None:
 
 
 def test_unused_nodes_on_the_simulated_runtime() -> None:
-    with korral.start(runtime="simulated", seed=7, node_actor_warmup=0) as core:
+    with korral.start(runtime="simulated", seed=7, setup=ActorSetup(node_actor_warmup=0)) as core:
         rm = t.RecordingRM("rm")
         core.register_resource_manager(t.register("rm", SINGLE_LEAF), rm)
         core.update_node(t.nodes("rm", ["n1", "n2", "n3"], NODE))
@@ -238,7 +241,7 @@ def test_unused_nodes_on_the_simulated_runtime() -> None:
 
 def test_warm_up_on_the_simulated_runtime_races_placements_and_removals() -> None:
     for seed in range(5):
-        with korral.start(runtime="simulated", seed=seed, node_actor_warmup=2) as core:
+        with korral.start(runtime="simulated", seed=seed, setup=ActorSetup(node_actor_warmup=2)) as core:
             rm = t.RecordingRM("rm")
             core.register_resource_manager(t.register("rm", SINGLE_LEAF), rm)
             core.update_application(t.applications("rm", {"app1": LEAF}))

@@ -39,8 +39,6 @@ from korral.actors.base import (
     Rank,
     RankViolation,
     ThreadedActor,
-    Tracker,
-    start_actor,
 )
 from korral.actors.dispatcher import CallbackDispatcher
 from korral.actors.loop import KorralRef
@@ -50,6 +48,8 @@ from korral.actors.queue import QueueActor
 from korral.actors.rmproxy import RMProxyActor
 from korral.actors.runtime import ActorPool
 from korral.actors.scheduler import SchedulerActor
+from korral.actors.starting import start_actor
+from korral.actors.tracker import Tracker
 
 ACTORS_DIR = Path(korral.__file__).parent / "actors"
 PYKKA_DIR = str(Path(pykka.__file__).parent)

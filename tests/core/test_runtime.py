@@ -17,12 +17,12 @@ from korral.actors.base import (
     Rank,
     RankViolation,
     ThreadedActor,
-    Tracker,
-    start_actor,
     tell_all,
     tell_each,
 )
 from korral.actors.runtime import SLICE, ActorPool, Outbox
+from korral.actors.starting import start_actor
+from korral.actors.tracker import Tracker
 
 
 class Echo(PoolActor):

@@ -1,7 +1,8 @@
 """The layering of the package, checked on the source: what may import what.
 
 - The product (``korral`` outside ``korral.harness``) never imports the harness; only the command line
-  (``korral.cli``, ``korral.__main__``), which fronts ``korral stress`` and ``korral bench``, may.
+  (the ``korral.cli`` package, ``korral.cli_simulated``, ``korral.__main__``), which fronts
+  ``korral stress`` and ``korral bench``, may; and nothing but the command line imports it.
 - ``korral.model`` and ``korral.policies`` are plain synchronous code: no actors, no pykka, no core.
 
 Every import form counts: ``import a.b``, ``from a import b`` (also a submodule ``a.b``), relative
@@ -20,7 +21,14 @@ import korral
 
 SRC = Path(korral.__file__).parent
 HARNESS = "korral.harness"
+# the command line: the korral.cli package (every module of it), and these beside it
 COMMAND_LINE = {"korral.cli", "korral.cli_simulated", "korral.__main__"}
+
+
+def is_command_line(module: str) -> bool:
+    return module in COMMAND_LINE or within(module, "korral.cli")
+
+
 PLAIN = ("korral.model", "korral.policies")
 NOT_IN_PLAIN = ("korral.actors", "pykka", "korral.core", "korral.server", HARNESS)
 
@@ -66,8 +74,14 @@ def within(name: str, prefix: str) -> bool:
 
 def violations(module: str, imports: set[str]) -> list[str]:
     found: list[str] = []
-    if not within(module, HARNESS) and module not in COMMAND_LINE:
+    if not within(module, HARNESS) and not is_command_line(module):
         found += [f"{module} imports the harness: {name}" for name in imports if within(name, HARNESS)]
+    if not is_command_line(module):
+        found += [
+            f"{module} imports the command line: {name}"
+            for name in imports
+            if any(within(name, command_line) for command_line in COMMAND_LINE)
+        ]
     if any(within(module, plain) for plain in PLAIN):
         found += [
             f"{module} (plain code) imports {name}"
@@ -84,6 +98,7 @@ def source_modules() -> list[tuple[str, Path]]:
 def test_the_source_tree_is_where_the_check_looks() -> None:
     modules = dict(source_modules())
     assert {"korral.core", "korral.model.partition", "korral.harness.stress", "korral.cli"} <= set(modules)
+    assert {"korral.cli.bench", "korral.cli.stress", "korral.cli.serve"} <= set(modules)
 
 
 @pytest.mark.parametrize(("module", "path"), source_modules(), ids=lambda value: str(value))
@@ -102,6 +117,9 @@ def test_module_respects_the_layering(module: str, path: Path) -> None:
         ("korral.model.queue", "import pykka", "(plain code) imports pykka"),
         ("korral.policies.placement", "from korral.actors.messages import Tick", "(plain code) imports"),
         ("korral.model.view", "from ..actors import base", "(plain code) imports korral.actors"),
+        ("korral.core", "from korral.cli.config_input import read_config", "imports the command line"),
+        ("korral.harness.stress", "from korral.cli import plural", "imports the command line"),
+        ("korral.server.rest", "import korral.cli_simulated", "imports the command line"),
     ],
 )
 def test_the_check_catches_a_forbidden_import(module: str, source: str, expected: str) -> None:
@@ -113,6 +131,8 @@ def test_the_check_catches_a_forbidden_import(module: str, source: str, expected
     ("module", "source"),
     [
         ("korral.cli", "from korral.harness.stress import StressRun"),
+        ("korral.cli.bench_runs", "from korral.harness.benchmark import runner"),
+        ("korral.cli_simulated", "from korral.cli import plural"),
         ("korral.harness.stress", "from korral.harness import faults\nimport pykka"),
         ("korral.model.queue", "from korral.policies.sorting import SORT_FIFO"),
         ("korral.actors.node", "import pykka\nfrom korral.model.node import Node"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from typing import Any
 
 import attrs
 
@@ -46,7 +47,7 @@ class MultiRMResult:
     # the machine's 1-minute load average when the run started (others' work on a shared machine)
     load_average: float = 0.0
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
 

@@ -179,7 +179,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         rm.target = ask_count
         messages_before = core.tracker.sent_total
         submitted: dict[str, float] = {}
-        core.tracker.start_timing()
+        core.tracker.timing.start()
         submit_seconds = 0.0
         process_started = time.process_time()
         scheduler_started = _scheduler_cpu_seconds()
@@ -220,7 +220,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
             else None
         )
         messages = core.tracker.sent_total - messages_before
-        handler_seconds = core.tracker.stop_timing()
+        handler_seconds = core.tracker.timing.stop()
         errors = core.tracker.errors
         with rm.lock:
             left = ask_count - len(rm.arrivals)
@@ -276,7 +276,7 @@ def run_reference(workload: Workload) -> ReferenceResult:
     )
 
 
-def _reference_fields(reference: ReferenceResult) -> dict:
+def _reference_fields(reference: ReferenceResult) -> dict[str, Any]:
     return {
         "allocations": reference.allocations,
         "seconds": round(reference.seconds, 4),
@@ -286,7 +286,7 @@ def _reference_fields(reference: ReferenceResult) -> dict:
     }
 
 
-def reference_json(workload: Workload, reference: ReferenceResult) -> dict:
+def reference_json(workload: Workload, reference: ReferenceResult) -> dict[str, Any]:
     """The JSON document of ``korral bench --reference-only``."""
     return {
         "workload": workload.name,
@@ -296,7 +296,9 @@ def reference_json(workload: Workload, reference: ReferenceResult) -> dict:
     }
 
 
-def result_json(workload: Workload, korral_result: KorralResult, reference: ReferenceResult) -> dict:
+def result_json(
+    workload: Workload, korral_result: KorralResult, reference: ReferenceResult
+) -> dict[str, Any]:
     """The JSON document of ``korral bench --json`` (issue #4's schema)."""
     ratio, reason = honesty.ratio_or_reason(
         workload,
@@ -479,10 +481,10 @@ def run_gang_reference(workload: Workload) -> GangResult:
     )
 
 
-def gang_json(workload: Workload, korral_result: GangResult, reference: GangResult) -> dict:
+def gang_json(workload: Workload, korral_result: GangResult, reference: GangResult) -> dict[str, Any]:
     """The JSON document of ``korral bench --workload gang --json``."""
 
-    def fields(result: GangResult) -> dict:
+    def fields(result: GangResult) -> dict[str, Any]:
         return {
             "placeholders": result.placeholders,
             "placeholders_per_second": round(result.placeholders_per_second, 1),
@@ -693,7 +695,7 @@ def _preemption_phase(
     )
 
 
-def preemption_json(workload: PreemptionWorkload, result: PreemptionBenchResult) -> dict:
+def preemption_json(workload: PreemptionWorkload, result: PreemptionBenchResult) -> dict[str, Any]:
     """The JSON document of ``korral bench --workload preemption --json``."""
     return {
         "workload": workload.name,

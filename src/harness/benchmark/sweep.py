@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from korral.harness.benchmark import runner, workloads
 
@@ -15,8 +16,8 @@ SWEEP_ASKS = (10_000, 50_000, 100_000)
 def run_sweep(
     nodes: tuple[int, ...] = SWEEP_NODES,
     asks: tuple[int, ...] = SWEEP_ASKS,
-    on_result: Callable[[dict], None] | None = None,
-) -> list[dict]:
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     results = []
     for ask_count in asks:
         for node_count in nodes:
@@ -30,7 +31,7 @@ def run_sweep(
     return results
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| nodes | asks | korral allocations/s | µs per allocation | reference allocations/s | ratio | "
         "p99 latency ms | messages/allocation | node registrations/s | peak RSS MB |",
@@ -86,7 +87,7 @@ YUNIKORN_COLOUR = "#d9730d"
 TARGET_COLOUR = "#c0392b"
 
 
-def plot(results: list[dict], path: Path, source: str = "") -> None:
+def plot(results: list[dict[str, Any]], path: Path, source: str = "") -> None:
     """Allocations/s against nodes, one panel per ask count: korral, its reference, YuniKorn, the target."""
     import matplotlib
 
@@ -215,7 +216,7 @@ def plot(results: list[dict], path: Path, source: str = "") -> None:
     plt.close(figure)
 
 
-def write(results: list[dict], directory: Path) -> tuple[Path, Path, Path]:
+def write(results: list[dict[str, Any]], directory: Path) -> tuple[Path, Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "sweep.json"
     table_path = directory / "sweep.md"
