@@ -1,0 +1,180 @@
+"""What every mode of ``korral stress`` shares: settings, configs, the operation log, the recording RMs."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import attrs
+
+from korral import si
+from korral import testing as t
+
+# A shrunk sequence must fail on this many fresh replays in a row (see ``StressRun.reproduces``).
+REPRODUCTIONS = 3
+
+SETTINGS: dict[str, Any] = {
+    "completing_timeout": 0.5,
+    "queue_cleanup_interval": 0.5,
+    "reservation_delay": 0.2,
+    "scheduling_interval": 0.05,
+    "placeholder_timeout": 1.0,
+}
+
+
+# User and group limits in every config (the same on every reload, so usage never ends up above one
+# legitimately): at most 4 applications per user in the partition and 3 (and 20G memory) in root.a;
+# group dev shares 40G and 6 applications. Users take turns by application (``USERS``).
+ROOT_USER_LIMITS = """        limits:
+          - limit: each user
+            users: ["*"]
+            maxapplications: 4
+          - limit: dev group
+            groups: [dev]
+            maxresources: {memory: 40000}
+            maxapplications: 6
+"""
+A_USER_LIMITS = """            limits:
+              - limit: each user in a
+                users: ["*"]
+                maxresources: {memory: 20000}
+                maxapplications: 3
+"""
+USERS: tuple[tuple[str, tuple[str, ...]], ...] = (("ann", ("dev",)), ("ben", ("dev", "ops")), ("cid", ()))
+LIMITED_GROUPS = ("dev",)
+
+
+def rm_config(
+    variant: int, *, extra_queue: bool = False, binpacking: bool = False, guarantee: int = 20
+) -> str:
+    """A config per RM: two leaves with limits, a fair leaf, a parent with a child template."""
+    extra = "          - name: d\n" if extra_queue else ""
+    policy = "binpacking" if binpacking else "fair"
+    return f"""
+partitions:
+  - name: default
+    nodesortpolicy:
+      type: {policy}
+    placementrules:
+      - name: provided
+      - name: tag
+        value: namespace
+        create: true
+        parent:
+          name: fixed
+          value: root.c
+    queues:
+      - name: root
+        submitacl: "*"
+{ROOT_USER_LIMITS}        queues:
+          - name: a
+            resources:
+              guaranteed: {{memory: {guarantee}000, vcore: {guarantee // 2}}}
+              max: {{memory: {60 + variant * 10}000, vcore: 40}}
+{A_USER_LIMITS}          - name: b
+            properties:
+              application.sort.policy: fair
+          - name: c
+            parent: true
+            childtemplate:
+              resources:
+                max: {{memory: 30000, vcore: 20}}
+{extra}"""
+
+
+INVALID_CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        resources:
+          max: {memory: 1}
+"""
+
+
+@attrs.frozen(kw_only=True)
+class Op:
+    """One SI call, recorded in issue order so that a run can be replayed."""
+
+    seq: int
+    rm: int
+    kind: str  # nodes | apps | allocations | config | register
+    request: Any
+    description: str
+    expect_error: bool = False
+
+
+class Violation(Exception):
+    pass
+
+
+class StressRM(t.RecordingRM):
+    """Records like RecordingRM; sometimes raises after recording, sometimes is slow."""
+
+    def __init__(self, rm_id: str, seed: int, misbehave: bool) -> None:
+        super().__init__(rm_id)
+        self._rng = random.Random(seed)
+        self.misbehave = misbehave
+        self.raised = 0
+        # uuid -> (application, allocation key) of every allocation told of: a replay names it by key
+        self.keys_of: dict[str, tuple[str, str]] = {}
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        with self.lock:
+            for allocation in response.new:
+                self.keys_of[allocation.uuid] = (allocation.application_id, allocation.allocation_key)
+        super().update_allocation(response)
+        self._misbehave()
+
+    def update_application(self, response: si.ApplicationResponse) -> None:
+        super().update_application(response)
+        self._misbehave()
+
+    def _misbehave(self) -> None:
+        if not self.misbehave:
+            return
+        roll = self._rng.random()
+        if roll < 0.01:
+            time.sleep(0.005)
+        elif roll < 0.03:
+            self.raised += 1
+            raise RuntimeError("simulated RM callback failure (after recording)")
+
+
+class ReplayRM(t.RecordingRM):
+    """The RM of a replay: the core's uuids differ from the recorded run's (a new token, another order),
+    so a recorded release by uuid is sent for the allocation of the same application and key here."""
+
+    def __init__(self, rm_id: str, recorded_keys: dict[str, tuple[str, str]]) -> None:
+        super().__init__(rm_id)
+        self.recorded_keys = recorded_keys
+        self.uuid_of: dict[tuple[str, str], str] = {}
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        with self.lock:
+            for allocation in response.new:
+                self.uuid_of[(allocation.application_id, allocation.allocation_key)] = allocation.uuid
+        super().update_allocation(response)
+
+    def translate(self, request: Any) -> Any:
+        """``request`` with each release by a recorded uuid naming this replay's uuid for the same
+        allocation (a uuid never told of, such as a hostile one, is sent as recorded)."""
+        if not isinstance(request, si.AllocationRequest) or request.releases is None:
+            return request
+        releases = request.releases.allocations_to_release
+        if not isinstance(releases, list):
+            return request
+        translated = []
+        for release in releases:
+            if isinstance(release, si.AllocationRelease) and release.uuid in self.recorded_keys:
+                with self.lock:
+                    uuid = self.uuid_of.get(self.recorded_keys[release.uuid], release.uuid)
+                release = attrs.evolve(release, uuid=uuid)
+            translated.append(release)
+        return attrs.evolve(
+            request, releases=attrs.evolve(request.releases, allocations_to_release=translated)
+        )
+
+
+SIMULATED_SETTLE = 3.0  # virtual seconds at the end: completing timeouts, queue cleanup, retries
