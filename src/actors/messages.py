@@ -14,6 +14,7 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
+from korral.model.app_spec import AppSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 
@@ -31,21 +32,6 @@ def frozen(cls: type[_T]) -> type[_T]:
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
-
-
-@frozen
-class AppSpec:
-    application_id: str
-    queue_path: str
-    user: str
-    groups: tuple[str, ...] = ()
-    tags: dict[str, str] = attrs.field(factory=dict)
-    submission_seq: int = 0
-    placeholder_ask: dict[str, int] = attrs.field(factory=dict)
-    execution_timeout_ms: int = 0
-    gang_scheduling_style: str = ""
-    # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
-    limit_group: str = ""
 
 
 @frozen
@@ -220,8 +206,10 @@ class NodeGone:
 
 @frozen
 class AppAdded:
-    spec: AppSpec
+    spec: AppSpec  # the partition's, shared (korral.model.app_spec)
     app: Handle
+    # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
+    limit_group: str = ""
 
 
 @frozen

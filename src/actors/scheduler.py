@@ -44,7 +44,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, AskSpec
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
@@ -243,18 +243,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self.view.discard_application(spec.application_id)
             self.apps[spec.application_id].tell(SchedulerDone())
         self.apps[spec.application_id] = message.app
-        self.view.insert_application(
-            spec.application_id,
-            spec.queue_path,
-            user=spec.user,
-            groups=spec.groups,
-            tags=spec.tags,
-            submission_seq=spec.submission_seq,
-            placeholder_ask=spec.placeholder_ask,
-            execution_timeout_ms=spec.execution_timeout_ms,
-            gang_scheduling_style=spec.gang_scheduling_style,
-            limit_group=spec.limit_group,
-        )
+        self.view.insert_application(spec, limit_group=message.limit_group)
 
     def on_AppGone(self, message: AppGone) -> None:
         if self._stale(message.application_id, message.app):
@@ -286,7 +275,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         timed = self.tracker.handler_seconds is not None
         started = time.thread_time() if timed else 0.0
         asks = [
-            cast(PutAsk, op).ask  # the owner's copy: the view takes it over
+            cast(PutAsk, op).ask  # the owner's spec, shared: the view keeps its own progress on it
             for message in messages
             if not self._stale(message.application_id, message.app)
             for op in message.ops
@@ -304,10 +293,10 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             return
         view = self.view
         application_id = message.application_id
-        new_asks: list[Ask] = []
+        new_asks: list[AskSpec] = []
         for op in message.ops:
             if isinstance(op, PutAsk):
-                new_asks.append(op.ask)  # the owner's copy: the view takes it over
+                new_asks.append(op.ask)  # the owner's spec, shared: the view keeps its own progress
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)

@@ -66,8 +66,6 @@ __all__ = [
     "UnscheduledPartition",
 ]
 
-_new_tuple = tuple.__new__
-
 
 class PartitionModel(PartitionAllocations):
     # ---- quota preemption (model.quota_preempting) -------------------------------------------------
@@ -113,28 +111,23 @@ class PartitionModel(PartitionAllocations):
 
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
-        # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
-        allocation = _new_tuple(
-            Allocation,
-            (
-                f"{self._uuid_prefix}{next(self._uuid_seq)}",
-                ask.allocation_key,
-                app.application_id,
-                node.node_id,
-                ask.resource,
-                self.name,
-                queue.path,
-                ask.priority,
-                ask.placeholder,
-                ask.task_group_name,
-                ask.tags,
-                ask.generation,
-                False,
-                "",
-                ask.create_time,
-                now,
-                node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
-            ),
+        spec = ask.spec
+        allocation = Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=app.application_id,
+            node_id=node.node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue.path,
+            priority=spec.priority,
+            placeholder=spec.placeholder,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            request_time=spec.create_time,
+            create_time=now,
+            instance_type=node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
         )
         app.book(ask, allocation)
         if app.user_limits is not None:

@@ -27,8 +27,6 @@ from korral.model.partition_registry import ModelError
 from korral.model.queue import Queue
 from korral.model.si_convert import from_si_allocation
 
-_new_tuple = tuple.__new__
-
 
 class PartitionAllocations(PartitionApplications):
     # ---- allocations -------------------------------------------------------------------------------
@@ -249,27 +247,24 @@ class PartitionAllocations(PartitionApplications):
         """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
         placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
         queue = self.queues[app.queue_path]
-        real = _new_tuple(
-            Allocation,
-            (
-                f"{self._uuid_prefix}{next(self._uuid_seq)}",
-                ask.allocation_key,
-                app.application_id,
-                placeholder.node_id,
-                ask.resource,
-                self.name,
-                queue.path,
-                ask.priority,
-                False,
-                ask.task_group_name,
-                ask.tags,
-                ask.generation,
-                False,
-                placeholder.uuid,
-                placeholder.create_time,  # YuniKorn: a real allocation was asked for when its placeholder was
-                now,
-                placeholder.instance_type,
-            ),
+        spec = ask.spec
+        real = Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=app.application_id,
+            node_id=placeholder.node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue.path,
+            priority=spec.priority,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            replaces=placeholder.uuid,
+            # YuniKorn: a real allocation was asked for when its placeholder was
+            request_time=placeholder.create_time,
+            create_time=now,
+            instance_type=placeholder.instance_type,
         )
         app.take_pending(ask)
         queue.add_pending(ask.resource, -1)

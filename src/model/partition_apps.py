@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_owner import ask_rejection, build_ask
+from korral.model.app_spec import AppSpec
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
@@ -85,20 +86,19 @@ class PartitionApplications(PartitionRegistry):
             self._apply_namespace_tags(queue, tags)
         self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
         now = self.clock()
-        app = Application(
-            application_id,
+        spec = AppSpec(
+            application_id=application_id,
             partition=self.name,
             queue_path=queue.path,
             user=user,
-            groups=tuple(groups),
+            groups=groups,
             tags=tags,
             submission_seq=next(self._app_seq),
-            submission_time=now,
-            placeholder_ask=dict(placeholder_ask or {}),
+            placeholder_ask=placeholder_ask,
             execution_timeout_ms=execution_timeout_ms,
             gang_scheduling_style=gang_scheduling_style,
-            placeholder_timeout=self.placeholder_timeout,
         )
+        app = Application(spec, submission_time=now, placeholder_timeout=self.placeholder_timeout)
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app)
@@ -282,13 +282,12 @@ class PartitionApplications(PartitionRegistry):
         if reason:
             raise ModelError(reason)
         queue = self.queues[app.queue_path]
-        ask = Ask(
-            allocation_key,
-            application_id,
-            res.prune(resource),
+        spec = AskSpec(
+            allocation_key=allocation_key,
+            application_id=application_id,
+            resource=res.prune(resource),
             max_allocations=max_allocations,
             priority=priority,
-            create_seq=next(self._ask_seq),
             create_time=self.clock(),
             tags=dict(tags or {}),
             placeholder=placeholder and bool(task_group_name),
@@ -298,6 +297,7 @@ class PartitionApplications(PartitionRegistry):
             allow_preempt_other=allow_preempt_other,
             execution_timeout_ms=execution_timeout_ms,
         )
+        ask = Ask(spec, next(self._ask_seq))
         self._insert_ask(app, queue, ask)
         queue.update_app(app)
         return ask

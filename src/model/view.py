@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, Ask, AskSpec
+from korral.model.app_spec import AppSpec
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.resource import Resource
@@ -37,40 +40,18 @@ class SchedulingView(PartitionModel):
         # the owner only then gives it back; earlier, the view would propose what the owner refuses
         self._replaced_with_node: dict[str, Allocation] = {}
 
-    def insert_application(
-        self,
-        application_id: str,
-        queue_path: str,
-        *,
-        user: str = "",
-        groups: tuple[str, ...] = (),
-        tags: dict[str, str] | None = None,
-        submission_seq: int = 0,
-        placeholder_ask: dict[str, int] | None = None,
-        execution_timeout_ms: int = 0,
-        gang_scheduling_style: str = "",
-        limit_group: str | None = None,
-    ) -> Application:
+    def insert_application(self, spec: AppSpec, *, limit_group: str | None = None) -> Application:
         """Add an application the partition actor already placed (no placement rules here), tracked
         against the group the partition resolved (``limit_group``, "" for none; None: resolve here)."""
+        application_id = spec.application_id
         if application_id in self.applications:
             return self.applications[application_id]
-        queue = self.queues.get(queue_path) or self.create_queue(queue_path)
+        queue = self.queues.get(spec.queue_path) or self.create_queue(spec.queue_path)
         if not queue.is_managed:
-            self._apply_namespace_tags(queue, tags or {})
-        app = Application(
-            application_id,
-            partition=self.name,
-            queue_path=queue.path,
-            user=user,
-            groups=groups,
-            tags=tags,
-            submission_seq=submission_seq,
-            submission_time=self.clock(),
-            placeholder_ask=placeholder_ask,
-            execution_timeout_ms=execution_timeout_ms,
-            gang_scheduling_style=gang_scheduling_style,
-        )
+            self._apply_namespace_tags(queue, spec.tags)
+        if spec.queue_path != queue.path or spec.partition != self.name:
+            spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)
+        app = Application(spec, submission_time=self.clock())
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app, limit_group or None, resolve=limit_group is None)
@@ -88,8 +69,9 @@ class SchedulingView(PartitionModel):
             ]:
                 del self._replaced_with_node[uuid]
 
-    def put_asks(self, asks: list[Ask]) -> None:
-        """Add or replace asks as their owner built them (same key, generation and repeats).
+    def put_asks(self, asks: list[AskSpec]) -> None:
+        """Add or replace asks as their owner built them (same key and generation), each with its own
+        progress here around the shared spec.
 
         Each application is re-keyed in its queue, and each queue up the tree, once for the whole batch.
         """
@@ -103,8 +85,7 @@ class SchedulingView(PartitionModel):
                     continue
                 entry = touched[app_id] = (app, {})
             app, pending = entry
-            ask.create_seq = next(self._ask_seq)
-            self._insert_ask(app, self.queues[app.queue_path], ask, pending)
+            self._insert_ask(app, self.queues[app.queue_path], Ask(ask, next(self._ask_seq)), pending)
         self._rekey_touched(touched)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:

@@ -459,7 +459,7 @@ def test_recovered_placeholders_are_replaced_and_the_gang_completes(cluster) -> 
 
 
 def owner_with_placeholder(**kwargs) -> tuple[ApplicationOwner, Allocation]:
-    app = Application("g", partition="[rm]default", queue_path="root.gang", placeholder_ask=PH, **kwargs)
+    app = Application.new("g", partition="[rm]default", queue_path="root.gang", placeholder_ask=PH, **kwargs)
     owner = ApplicationOwner(app)
     owner.add_asks(
         [
@@ -547,7 +547,7 @@ def test_the_owner_swaps_on_confirmation_once() -> None:
 
 
 def test_the_owner_expires_placeholders_with_timers_it_asked_for() -> None:
-    app = Application("g", placeholder_ask={"memory": 200, "vcore": 200}, execution_timeout_ms=500)
+    app = Application.new("g", placeholder_ask={"memory": 200, "vcore": 200}, execution_timeout_ms=500)
     owner = ApplicationOwner(app)
     owner.add_asks(
         [
