@@ -45,6 +45,7 @@ from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation, AskSpec
+from korral.model.partition_effects import CoreRelease, RequestEvent
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
@@ -118,6 +119,10 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.victims: dict[str, tuple[str, str, Resource]] = {}
         # node id -> the (application, allocation key) holding it, as last published
         self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
+        # the view's effects not yet acted on (``_take_effects``): nodes whose reservations changed,
+        # and request events waiting for the next batch's events
+        self.reservation_changes: set[str] = set()
+        self._request_events: list[RequestEvent] = []
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -184,8 +189,25 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
 
+    def _take_effects(self) -> None:
+        """Act on what the view's operations produced (``model.partition_effects``): a wake-up for a
+        preemption delay, core releases to their owners; reservation changes and request events are
+        kept for publishing."""
+        effects = self.view.take_effects()
+        if not effects:
+            return
+        if effects.wake_at is not None:
+            self._wake_for_preemption(effects.wake_at)
+        if effects.core_releases:
+            self._send_core_releases(effects.core_releases)
+        if effects.request_events:
+            self._request_events += effects.request_events
+        if effects.reservation_changes:
+            self.reservation_changes |= effects.reservation_changes
+
     def _wake(self) -> None:
-        if self.view.reservation_changes:
+        self._take_effects()
+        if self.reservation_changes:
             self._publish_reservations()
         if not self._cycle_queued:
             self._cycle_queued = True
@@ -432,12 +454,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             if view.latencies:
                 self.metrics.observe_latencies(view.latencies)
                 view.latencies.clear()
-        if view.preempt_due is not None:
-            self._wake_for_preemption(view.preempt_due)
-            view.preempt_due = None
-        if view.core_releases:
-            self._send_core_releases()
-        if view.preemption_events or view.quota_events or view.runnable_events:
+        self._take_effects()
+        if self._request_events or view.quota_events or view.runnable_events:
             self._send_preemption_events()
         if view.backoff_changes:
             self._publish_backoffs()
@@ -446,7 +464,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             if self.victims or self.board.preempting:
                 self._publish_preempting(self.board)
         if not made:
-            if view.reservation_changes:
+            if self.reservation_changes:
                 self._publish_reservations()
             return
         self.batches += 1
@@ -502,14 +520,15 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
         self.handle.tell(RolledBack(allocations=allocations))
 
-    def _send_core_releases(self) -> None:
+    def _send_core_releases(self, releases: list[CoreRelease]) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked
         them releasing already); a gang replacement's placeholder is released by its owner itself."""
         view = self.view
         # one Preempt per application and preemptor: each victim's release names the ask it makes room for
         by_app: dict[tuple[str, str], list[str]] = {}
-        for allocation, termination, text in view.core_releases:
-            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+        for release in releases:
+            allocation, text = release.allocation, release.message
+            if release.termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
                 by_app.setdefault((allocation.application_id, text), []).append(allocation.uuid)
                 app_model = view.applications.get(allocation.application_id)
                 if self.board is not None and app_model is not None:
@@ -518,7 +537,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                         app_model.queue_path,
                         allocation.resource,
                     )
-        view.take_core_releases()
         for (application_id, text), uuids in by_app.items():
             app = self.apps.get(application_id)
             if app is None or not app.tell(Preempt(uuids=tuple(uuids), message=text)):
@@ -528,14 +546,20 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _send_preemption_events(self) -> None:
         """Request events about preemption (YuniKorn's ask events) and queue events about quota
         preemption, when the RM takes events at all."""
-        found, self.view.preemption_events = self.view.preemption_events, []
+        found, self._request_events = self._request_events, []
         quota, self.view.quota_events = self.view.quota_events, []
         runnable, self.view.runnable_events = self.view.runnable_events, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
-            events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)
-            for application_id, key, text in found
+            events.request(
+                event.application_id,
+                event.allocation_key,
+                events.Change.NONE,
+                event.message,
+                events.Detail.DETAILS_NONE,
+            )
+            for event in found
         ]
         records += [
             events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota

@@ -222,11 +222,12 @@ class ApplicationOwner:
             if old is not None and old.pending > 0:
                 res.sub_into(pending_delta, old.resource, old.pending)
             seq += 1
-            ask = build_ask(request, create_seq=seq, now=now)
+            ask = build_ask(request, create_seq=seq, now=now, generation=app.next_generation())
             app.add_ask(ask)
-            for name, quantity in ask.resource_items:
+            spec = ask.spec
+            for name, quantity in spec.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
-            view_op(PutAsk(ask.spec))  # the view keeps its own progress on the same spec
+            view_op(PutAsk(spec))  # the view keeps its own progress on the same spec
             if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
@@ -270,7 +271,7 @@ class ApplicationOwner:
             if (
                 self.removed
                 or ask is None
-                or ask.generation != allocation.ask_generation
+                or ask.spec.generation != allocation.ask_generation
                 or ask.pending <= 0
                 or app.state not in LIVE_FOR_ASKS
             ):
@@ -285,10 +286,11 @@ class ApplicationOwner:
             state = app.state
             if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
                 advance_after_allocation(
-                    app, ask.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
+                    app, allocation.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
                 )
-            if ask.placeholder or ask.execution_timeout_ms > 0:
-                app.after_booking(allocation, ask.execution_timeout_ms, now)
+            timeout_ms = ask.spec.execution_timeout_ms
+            if allocation.placeholder or timeout_ms > 0:
+                app.after_booking(allocation, timeout_ms, now)
         return effects
 
     def replace(self, real: Allocation, now: float, effects: AppEffects | None = None) -> AppEffects:

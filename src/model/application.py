@@ -334,26 +334,27 @@ class Application:
 
     def add_ask(self, ask: Ask) -> Ask | None:
         """Add an ask, replacing one with the same key (its allocations stay). Returns the replaced ask."""
-        key = ask.allocation_key
+        spec = ask.spec  # read once: this runs once per ask received by each holder
+        key = spec.allocation_key
         old = self.remove_ask(key) if key in self.asks else None
-        if ask.spec.generation == 0:
+        if spec.generation == 0:
             self._ask_generation += 1
-            ask.spec = ask.spec.with_generation(self._ask_generation)
+            spec = ask.spec = spec.with_generation(self._ask_generation)
         self.asks[key] = ask
-        if ask.placeholder and old is None:
-            tally = self.placeholder_data.get(ask.task_group_name)
+        if spec.placeholder and old is None:
+            tally = self.placeholder_data.get(spec.task_group_name)
             if tally is None:
-                tally = self.placeholder_data[ask.task_group_name] = PlaceholderTally(
-                    min_resource=dict(ask.resource)
+                tally = self.placeholder_data[spec.task_group_name] = PlaceholderTally(
+                    min_resource=dict(spec.resource)
                 )
             tally.count += ask.pending
-        if ask.task_group_name and not ask.placeholder:
+        if spec.task_group_name and not spec.placeholder:
             self.real_group_asks = True
         if ask.pending > 0:
-            res.add_into(self.pending, ask.resource, ask.pending)
-            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_time, ask.create_seq))
-        if ask.tags and CREATION_TIME in ask.tags and ask.create_time < self.submission_time:
-            self.submission_time = ask.create_time  # an older re-sent ask (YUNIKORN-2772)
+            res.add_into(self.pending, spec.resource, ask.pending)
+            self.pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
+        if spec.tags and CREATION_TIME in spec.tags and spec.create_time < self.submission_time:
+            self.submission_time = spec.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
 
     def remove_ask(self, allocation_key: str) -> Ask | None:
@@ -378,12 +379,12 @@ class Application:
         ask.pending -= 1
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
-        res.pending_to_allocated(self.pending, self.allocated, ask.resource_items)
+        res.pending_to_allocated(self.pending, self.allocated, ask.spec.resource_items)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
             self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
         if ask.pending <= 0:
-            self.pending_asks.discard(ask.allocation_key)
+            self.pending_asks.discard(allocation.allocation_key)
 
     def return_pending(self, ask: Ask) -> None:
         """Undo ``take_pending`` (a placement was not confirmed)."""

@@ -67,7 +67,7 @@ class PartitionAllocations(PartitionApplications):
         if uuid in app.allocations or uuid in node.allocations:
             raise ModelError(f"allocation {uuid} already exists")
         self._recovered_uuids.add(uuid)
-        recovered = allocation._replace(
+        recovered = allocation.replace(
             uuid=uuid,
             partition=self.name,
             queue_path=app.queue_path,
@@ -101,17 +101,17 @@ class PartitionAllocations(PartitionApplications):
         by_app: dict[str, list[Allocation]] = defaultdict(list)
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
-            allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
+            allocation = from_si_allocation(existing, self.name).replace(node_id=info.node_id)
             app_id = allocation.application_id
             reason = self.recovery_reason(allocation)
             if reason:
                 rejected.append((existing.allocation_key, app_id, reason))
                 continue
             if not allocation.uuid:
-                allocation = allocation._replace(uuid=self.recovered_uuid())
+                allocation = allocation.replace(uuid=self.recovered_uuid())
             self._recovered_uuids.add(allocation.uuid)  # a uuid given here is live just the same
             by_app[app_id].append(
-                allocation._replace(queue_path=self.applications[app_id].queue_path, recovered=True)
+                allocation.replace(queue_path=self.applications[app_id].queue_path, recovered=True)
             )
         return by_app, rejected
 
@@ -238,7 +238,7 @@ class PartitionAllocations(PartitionApplications):
         app = self.applications.get(application_id)
         allocation = app.mark_releasing(uuid, termination) if app is not None else None
         if allocation is not None:
-            self.core_releases.append((allocation, termination, message))
+            self.note_core_release(allocation, termination, message)
         return allocation
 
     # ---- gang replacement --------------------------------------------------------------------------
@@ -272,8 +272,8 @@ class PartitionAllocations(PartitionApplications):
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
         app.begin_replacement(placeholder, real)
-        self.core_releases.append(
-            (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
+        self.note_core_release(
+            placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}"
         )
         queue.update_app(app)
         return real
@@ -292,7 +292,7 @@ class PartitionAllocations(PartitionApplications):
     # ---- reservations ------------------------------------------------------------------------------
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
-        self.reservation_changes.add(node.node_id)
+        self.note_reservation_change(node.node_id)
         key = (app.application_id, ask.allocation_key)
         if key not in node.reservations:
             node.reservations = (*node.reservations, key)
@@ -311,7 +311,7 @@ class PartitionAllocations(PartitionApplications):
         if node_id is not None:
             node = self.nodes.get(node_id)
             if node is not None and key in node.reservations:
-                self.reservation_changes.add(node_id)
+                self.note_reservation_change(node_id)
                 node.reservations = tuple(held for held in node.reservations if held != key)
                 if not node.reservations:
                     self._reorder_node(node)

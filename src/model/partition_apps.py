@@ -296,6 +296,7 @@ class PartitionApplications(PartitionRegistry):
             allow_preempt_self=allow_preempt_self,
             allow_preempt_other=allow_preempt_other,
             execution_timeout_ms=execution_timeout_ms,
+            generation=app.next_generation(),
         )
         ask = Ask(spec, next(self._ask_seq))
         self._insert_ask(app, queue, ask)
@@ -322,7 +323,9 @@ class PartitionApplications(PartitionRegistry):
                 continue
             if entry is None:
                 entry = touched[app_id] = (app, {})
-            ask = build_ask(request, create_seq=next(self._ask_seq), now=now)
+            ask = build_ask(
+                request, create_seq=next(self._ask_seq), now=now, generation=app.next_generation()
+            )
             self._insert_ask(app, self.queues[app.queue_path], ask, entry[1])
         self._rekey_touched(touched)
         return rejected
@@ -351,7 +354,8 @@ class PartitionApplications(PartitionRegistry):
         With ``pending`` given, the queue's pending increase is collected there for the caller to
         apply once, instead of a walk up the queue path per ask.
         """
-        allocation_key = ask.allocation_key
+        spec = ask.spec
+        allocation_key = spec.allocation_key
         old = app.asks.get(allocation_key)
         if old is not None:
             self._drop_ask_reservation(app, allocation_key)
@@ -360,7 +364,7 @@ class PartitionApplications(PartitionRegistry):
             # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
             self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
-        if ask.task_group_name and not ask.placeholder and app.placeholders:
+        if spec.task_group_name and not spec.placeholder and app.placeholders:
             self.replace_candidates[app.application_id] = app
         app.quota_blocked_at = -1  # a new ask may fit where the others did not
         q: Queue | None = queue
@@ -368,9 +372,9 @@ class PartitionApplications(PartitionRegistry):
             q.quota_blocked_at = -1
             q = q.parent
         if pending is None:
-            queue.add_pending(ask.resource, ask.pending)
+            queue.add_pending(spec.resource, ask.pending)
         else:
-            for name, quantity in ask.resource_items:
+            for name, quantity in spec.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
         if app.state in RUN_ON_ASK:
             self._transition(app, ApplicationEvent.RUN)

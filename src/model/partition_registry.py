@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Set
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -24,19 +24,14 @@ from korral.model.allocation import Allocation
 from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.order import IncrementalOrder
+from korral.model.partition_effects import CoreRelease, PartitionEffects, RequestEvent
 from korral.model.queue import ROOT, Queue, QueueState
 from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
+from korral.model.rm_predicates import NodesPredicate, Predicate, RMPredicates
 from korral.model.ugm import UserGroupTracker
 from korral.policies.placement import PlacementManager, PlacementRuleError
 from korral.policies.usergroups import UserGroupCache
-
-# ask, node, allocate (True) or reserve (False) -> may the ask go there
-Predicate = Callable[[str, str, bool], bool]
-# The RM's predicates over several candidate nodes of one decision at once (the RM in another process:
-# one round trip, not one per node): ask, nodes in order, allocate, first -> for each node in order
-# whether the ask may go there; with first=True the answer may end at the first node accepted.
-NodesPredicate = Callable[[str, Sequence[str], bool, bool], Sequence[bool]]
 
 
 class ModelError(Exception):
@@ -87,11 +82,8 @@ class PartitionRegistry:
         self.rm_id = rm_id
         self.clock = clock
         self.reservation_delay = reservation_delay
-        self.predicate = predicate
-        # set: the RM's predicates are asked through it, ``candidates_per_call`` nodes at first (then
-        # twice as many each call); else ``predicate`` is asked node by node, as YuniKorn does
-        self.nodes_predicate = nodes_predicate
-        self.candidates_per_call = max(1, candidates_per_call)
+        # the RM's say on a node for an ask: a part of its own (model.rm_predicates)
+        self.predicates = RMPredicates(predicate, nodes_predicate, candidates_per_call)
         self.config = config
         # resolves the groups of a user submitted without any (the partition's usergroupresolver)
         self.user_groups = UserGroupCache(config.user_group_resolver, clock)
@@ -107,8 +99,6 @@ class PartitionRegistry:
         self.reserved_at: dict[tuple[str, str], float] = {}
         # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
         self.backoff_changes: dict[str, float] = {}
-        # nodes whose reservation changed since the driver last looked (the actors publish them)
-        self.reservation_changes: set[str] = set()
         self.node_sort_policy = "fair"
         self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
         self._positive_weights = tuple(self.resource_weights.items())
@@ -133,26 +123,18 @@ class PartitionRegistry:
         # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
         self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
-        # releases the core made (allocation, termination, message): booked until the RM confirms
-        self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
+        # what the operations produced for the driver since it last took them (``take_effects``)
+        self._effects = PartitionEffects()
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
-        # request events of preemption attempts and reservations cancelled (application, allocation
-        # key, message)
-        self.preemption_events: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
-        # the earliest moment a waiting ask's preemption.delay runs out (None: no ask waits for one):
-        # the scheduler wakes then rather than at its next tick
-        self.preempt_due: float | None = None
         # quota preemption (model.quota_preempting): queue path -> when its lowered max is enforced;
         # queue path -> the victims of its run still being released; (queue path, message) events
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
         self.quota_events: list[tuple[str, str]] = []
-        # (kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
-        # not timed): "trynode", "trypreemption", "sort_queue", "sort_app"
-        self.latencies: list[tuple[str, float]] | None = None
+        self._latencies: list[tuple[str, float]] | None = None
         # YuniKorn's APP_CANNOTRUN/APP_RUNNABLE records: (application, True when runnable again, by
         # the queue's "queue" or the user's or group's "quota" maxapplications)
         self.runnable_events: list[tuple[str, bool, str]] = []
@@ -171,6 +153,16 @@ class PartitionRegistry:
         ) -> Allocation | None: ...
 
         def unreserve(self, application_id: str, allocation_key: str) -> None: ...
+
+    @property
+    def latencies(self) -> list[tuple[str, float]] | None:
+        """(kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
+        not timed): "trynode", "trypreemption", "sort_queue", "sort_app"."""
+        return self._latencies
+
+    @latencies.setter
+    def latencies(self, latencies: list[tuple[str, float]] | None) -> None:
+        self._latencies = self.predicates.latencies = latencies
 
     # ---- configuration -----------------------------------------------------------------------------
 
@@ -425,6 +417,31 @@ class PartitionRegistry:
             self._unfit_shapes.clear()
 
     # ---- outputs -----------------------------------------------------------------------------------
+
+    def take_effects(self) -> PartitionEffects:
+        """What the operations produced since the last call (core releases, request events, nodes
+        whose reservations changed, when to wake); the partition starts a new record."""
+        effects, self._effects = self._effects, PartitionEffects()
+        return effects
+
+    def note_core_release(
+        self, allocation: Allocation, termination: si.TerminationType, message: str
+    ) -> None:
+        self._effects.core_releases.append(
+            CoreRelease(allocation=allocation, termination=termination, message=message)
+        )
+
+    def note_request_event(self, application_id: str, allocation_key: str, message: str) -> None:
+        self._effects.request_events.append(
+            RequestEvent(application_id=application_id, allocation_key=allocation_key, message=message)
+        )
+
+    def wake_by(self, due: float) -> None:
+        """The driver must run a cycle no later than ``due`` (a preemption or quota delay runs out)."""
+        self._effects.wake_by(due)
+
+    def note_reservation_change(self, node_id: str) -> None:
+        self._effects.reservation_changes.add(node_id)
 
     def drain_state_changes(self) -> list[StateChange]:
         changes, self.state_changes = self.state_changes, []

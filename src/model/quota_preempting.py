@@ -84,8 +84,7 @@ def _cancel(model: PartitionModel, path: str, why: str) -> None:
 
 
 def _note_due(model: PartitionModel, due: float) -> None:
-    if model.preempt_due is None or due < model.preempt_due:
-        model.preempt_due = due
+    model.wake_by(due)
 
 
 def after_config(model: PartitionModel, before: Limits, now: float) -> None:

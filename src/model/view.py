@@ -198,10 +198,6 @@ class SchedulingView(PartitionModel):
         if app is not None and app.releasing.get(uuid) is si.TerminationType.PREEMPTED_BY_SCHEDULER:
             app.unmark_releasing(uuid)
 
-    def take_core_releases(self) -> None:
-        """The owners report releases to the RM; the view's own record of them is not needed."""
-        self.core_releases.clear()
-
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
         return bool(self.unschedulable) or bool(self.reservations)

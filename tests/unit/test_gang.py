@@ -507,7 +507,7 @@ def real_for(owner: ApplicationOwner, placeholder: Allocation, **changes) -> All
         ask_generation=ask.generation,
         replaces=placeholder.uuid,
     )
-    return real._replace(**changes)
+    return real.replace(**changes)
 
 
 @pytest.mark.parametrize(

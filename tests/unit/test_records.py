@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 
 from korral.model.allocation import Allocation, Ask, AskSpec
@@ -55,14 +56,16 @@ ALLOCATION_FIELDS: dict[str, Any] = {
 
 
 def test_an_allocation_reads_back_every_field_under_its_own_name():
-    assert set(Allocation._fields) == set(ALLOCATION_FIELDS), "a field was added or renamed: list it here"
+    assert set(Allocation.__struct_fields__) == set(ALLOCATION_FIELDS), (
+        "a field was added or renamed: list it here"
+    )
     for flip in (False, True):  # every boolean seen both ways
         values = _distinct_values(ALLOCATION_FIELDS)
         if flip:
             values = {n: (not v) if isinstance(v, bool) else v for n, v in values.items()}
         allocation = Allocation(**values)
-        assert {name: getattr(allocation, name) for name in Allocation._fields} == values
-        assert allocation._replace(uuid="other").uuid == "other"
+        assert {name: getattr(allocation, name) for name in Allocation.__struct_fields__} == values
+        assert allocation.replace(uuid="other").uuid == "other"
 
 
 def test_an_allocation_cannot_be_built_by_position():
@@ -90,7 +93,9 @@ ASK_FIELDS: dict[str, Any] = {
 
 def test_an_ask_spec_reads_back_every_field_under_its_own_name():
     derived = {"resource_items", "shape", "required_node"}
-    assert set(AskSpec._fields) == set(ASK_FIELDS) | derived, "a field was added or renamed: list it here"
+    assert set(AskSpec.__struct_fields__) == set(ASK_FIELDS) | derived, (
+        "a field was added or renamed: list it here"
+    )
     for flip in (False, True):
         values = _distinct_values(ASK_FIELDS)
         if flip:
@@ -102,7 +107,9 @@ def test_an_ask_spec_reads_back_every_field_under_its_own_name():
         assert spec.resource_items == (("memory", 3), ("vcore", 1)) and spec.required_node == "n7"
         # a holder's ask reads every field of its spec through, under the same name
         ask = Ask(spec, create_seq=9)
-        assert {name: getattr(ask, name) for name in AskSpec._fields} == spec._asdict()
+        assert {name: getattr(ask, name) for name in AskSpec.__struct_fields__} == msgspec.structs.asdict(
+            spec
+        )
         assert ask.pending == values["max_allocations"]
         assert ask.sort_key == (-spec.priority, spec.create_time, 9)
         assert spec.with_generation(77).generation == 77 and spec.with_generation(77).shape is spec.shape
@@ -111,6 +118,15 @@ def test_an_ask_spec_reads_back_every_field_under_its_own_name():
 def test_an_ask_spec_cannot_be_built_by_position():
     with pytest.raises(TypeError):
         AskSpec("k", "app", {"vcore": 1})  # type: ignore[misc]
+
+
+def test_records_are_frozen():
+    allocation = Allocation(uuid="u", allocation_key="k", application_id="a", node_id="n", resource={})
+    spec = AskSpec(allocation_key="k", application_id="a", resource={"vcore": 1})
+    with pytest.raises(AttributeError):
+        allocation.uuid = "other"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        spec.priority = 3  # type: ignore[misc]
 
 
 def test_an_application_reads_every_field_of_its_spec_through():

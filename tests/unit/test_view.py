@@ -810,7 +810,7 @@ def gang_view(view: SchedulingView) -> tuple[Allocation, Allocation]:
     view.put_asks([ask("g", "real", task_group_name="tg")])
     real = view.schedule_one()
     assert placeholder is not None and real is not None and real.replaces == placeholder.uuid
-    view.take_core_releases()
+    view.take_effects()
     return placeholder, real
 
 

@@ -1,0 +1,53 @@
+"""What a partition's operations produced for its driver: typed effects, taken in one call.
+
+A partition (``korral.model.partition``) records them as its operations run (its own code and the
+parts it calls: preemption, quota preemption, reservations) and hands them over with
+``PartitionModel.take_effects()``, which starts a new, empty record. The driver (the reference
+scheduler, or the Scheduler actor for its view) acts on each kind; nothing else reads or clears them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from korral import si
+from korral.model.allocation import Allocation
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class CoreRelease:
+    """An allocation the core releases itself (TIMEOUT, PLACEHOLDER_REPLACED, PREEMPTED_BY_SCHEDULER):
+    reported to the RM, and booked until the RM confirms it."""
+
+    allocation: Allocation
+    termination: si.TerminationType
+    message: str
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RequestEvent:
+    """A request event (YuniKorn's ask event): a preemption attempt, a reservation cancelled."""
+
+    application_id: str
+    allocation_key: str
+    message: str
+
+
+@attrs.define(slots=True, kw_only=True)
+class PartitionEffects:
+    core_releases: list[CoreRelease] = attrs.Factory(list)
+    request_events: list[RequestEvent] = attrs.Factory(list)
+    # nodes whose reservations changed (the actors publish them)
+    reservation_changes: set[str] = attrs.Factory(set)
+    # the earliest moment a waiting ask's preemption delay, or a queue's quota preemption delay, runs
+    # out (None: nothing waits): the driver runs a cycle then rather than at its next tick
+    wake_at: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.core_releases or self.request_events or self.reservation_changes or self.wake_at is not None
+        )
+
+    def wake_by(self, due: float) -> None:
+        if self.wake_at is None or due < self.wake_at:
+            self.wake_at = due
