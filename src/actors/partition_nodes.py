@@ -34,7 +34,7 @@ from korral.actors.messages import (
 from korral.model import events
 from korral.model.allocation import Allocation
 from korral.model.events import Wanted
-from korral.model.partition import ModelError, UnscheduledPartition
+from korral.model.partition import ModelError, PartitionModel
 from korral.model.view_ops import AdoptRecovered
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class PartitionNodes:
     name: str
     tracker: Tracker
     settings: PartitionSettings
-    registry: UnscheduledPartition
+    registry: PartitionModel
     scheduler: Handle
     pool: Any
     apps: dict[str, Handle]

@@ -39,7 +39,7 @@ from korral.info import (
 )
 from korral.model import resource as res
 from korral.model.completed import CompletedApplications
-from korral.model.partition import UnscheduledPartition
+from korral.model.partition import PartitionModel
 from korral.model.ugm import AppUsage
 
 
@@ -48,7 +48,7 @@ class PartitionQueries:
 
     name: str
     rm_id: str
-    registry: UnscheduledPartition
+    registry: PartitionModel
     scheduler: Handle
     queues: dict[str, Handle]
     apps: dict[str, Handle]

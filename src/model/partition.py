@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any, cast
 
+from korral.config.schema import PartitionConfig
 from korral.model import quota_preempting
 from korral.model import resource as res
 from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
@@ -30,6 +31,7 @@ from korral.model.application import (
     advance_after_allocation,
 )
 from korral.model.node import Node
+from korral.model.node_order import NoNodeOrder
 from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import (
@@ -38,13 +40,11 @@ from korral.model.partition_apps import (
     TAG_RESOURCE_MAX_APPS,
     TAG_RESOURCE_QUOTA,
 )
-from korral.model.partition_registry import (
-    ModelError,
-    StateChange,
-    UnschedulableAsk,
-)
+from korral.model.partition_effects import StateChange
+from korral.model.partition_registry import ModelError, UnschedulableAsk
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
+from korral.model.quota_preempting import NoQuotaPreemption
 from korral.model.reservations import wait_expired
 from korral.model.rm_predicates import MAX_CANDIDATES_PER_CALL, NodesPredicate, Predicate
 from korral.policies.sorting import SORT_STATE_AWARE
@@ -66,17 +66,6 @@ __all__ = [
 
 
 class PartitionModel(PartitionAllocations):
-    # ---- quota preemption (model.quota_preempting) -------------------------------------------------
-
-    def _limits_before_config(self) -> quota_preempting.Limits:
-        return quota_preempting.limits_before(self)
-
-    def _after_config(self, before: quota_preempting.Limits | None) -> None:
-        quota_preempting.after_config(self, before or {}, self.clock())
-
-    def _after_recovery(self, queue: Queue) -> None:
-        quota_preempting.after_recovery(self, queue, self.clock())
-
     # ---- gang replacement --------------------------------------------------------------------------
 
     def _try_replacements(self, now: float) -> Allocation | None:
@@ -140,7 +129,7 @@ class PartitionModel(PartitionAllocations):
             res.pending_to_allocated(q.pending, q.allocated, items)
             q = q.parent
         node.add_allocation(allocation)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         state = app.state
         if state is _ACCEPTED or state is _STARTING:
             advance_after_allocation(
@@ -405,7 +394,7 @@ class PartitionModel(PartitionAllocations):
         per_call = predicates.candidates_per_call
         any_fit = False
         items = spec.resource_items
-        node_order = self.node_order
+        node_order = self.node_ordering.order
         nodes = node_order.items
         entries = node_order.entries
         for entry in islice(entries, node_order.head, None) if node_order.head else entries:
@@ -480,22 +469,13 @@ class PartitionModel(PartitionAllocations):
         return None
 
 
-class UnscheduledPartition(PartitionModel):
+def UnscheduledPartition(name: str, config: PartitionConfig, **settings: Any) -> PartitionModel:
     """A partition that is never scheduled: the Partition actor's registry of the structure (queues,
-    applications, nodes, capacity). It keeps no node order, as nothing walks one, and no quota
-    preemption timers (the Scheduler's view decides those)."""
-
-    def _limits_before_config(self) -> quota_preempting.Limits:
-        return {}
-
-    def _after_config(self, before: quota_preempting.Limits | None) -> None:
-        pass
-
-    def _after_recovery(self, queue: Queue) -> None:
-        pass
-
-    def _reorder_node(self, node: Node) -> None:
-        pass
+    applications, nodes, capacity). Composed with the parts that do nothing there: no node order, as
+    nothing walks one, and no quota preemption timers (the Scheduler's view decides those)."""
+    return PartitionModel(
+        name, config, node_order=NoNodeOrder, quota_preemption=NoQuotaPreemption(), **settings
+    )
 
 
 # enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER

@@ -24,7 +24,6 @@ from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import ModelError
-from korral.model.queue import Queue
 from korral.model.si_convert import from_si_allocation
 
 
@@ -33,9 +32,6 @@ class PartitionAllocations(PartitionApplications):
 
     def new_uuid(self) -> str:
         return f"{self._uuid_prefix}{next(self._uuid_seq)}"
-
-    def _after_recovery(self, queue: Queue) -> None:
-        """A recovered allocation was booked in ``queue`` (the scheduling model: quota preemption)."""
 
     def recovery_reason(self, allocation: Allocation) -> str:
         """Why an existing allocation the RM reports cannot be recovered here; "" when it can. One rule
@@ -83,11 +79,11 @@ class PartitionAllocations(PartitionApplications):
             app.after_booking(recovered, 0, self.clock())
             self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
-        self._after_recovery(queue)
+        self.quota_preemption.after_recovery(self, queue, self.clock())  # type: ignore[arg-type]
         if app.user_limits is not None:
             self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
         queue.update_app(app)
         return recovered
@@ -139,7 +135,7 @@ class PartitionAllocations(PartitionApplications):
         node = self.nodes.get(allocation.node_id)
         if node is not None:
             node.remove_allocation(uuid)
-            self._reorder_node(node)
+            self.node_ordering.update(node)
         self._resources_changed()
         if app.replacements:
             real = app.drop_replacement(uuid)
@@ -209,7 +205,7 @@ class PartitionAllocations(PartitionApplications):
         if node is not None:
             node.remove_allocation(placeholder_uuid)
             node.add_allocation(real)
-            self._reorder_node(node)
+            self.node_ordering.update(node)
         self._resources_changed()
         if app.state is _ACCEPTED or app.state is _STARTING:
             advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
@@ -299,7 +295,7 @@ class PartitionAllocations(PartitionApplications):
         app.reservations[ask.allocation_key] = node.node_id
         self.reservations[key] = node.node_id
         self.reserved_at[key] = self.clock()  # the wait timeout runs from here (YUNIKORN-3219)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
 
     def unreserve(self, application_id: str, allocation_key: str) -> None:
         key = (application_id, allocation_key)
@@ -314,7 +310,7 @@ class PartitionAllocations(PartitionApplications):
                 self.note_reservation_change(node_id)
                 node.reservations = tuple(held for held in node.reservations if held != key)
                 if not node.reservations:
-                    self._reorder_node(node)
+                    self.node_ordering.update(node)
                     self._resources_changed()
 
     def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:

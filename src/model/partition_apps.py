@@ -17,7 +17,7 @@ from korral.model.app_owner import ask_rejection, build_ask
 from korral.model.app_spec import AppSpec
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
-from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
+from korral.model.partition_registry import ModelError, PartitionRegistry
 from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage
@@ -223,12 +223,7 @@ class PartitionApplications(PartitionRegistry):
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        if self.records_state_changes:
-            self.state_changes.append(
-                StateChange(
-                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
-                )
-            )
+        self.note_state_change(app.application_id, app.state.value, now, message)
         return True
 
     def _maybe_complete(self, app: Application) -> None:

@@ -33,8 +33,19 @@ class RequestEvent:
     message: str
 
 
+@attrs.frozen(kw_only=True)
+class StateChange:
+    """An application's state changed (the reference reports it; the actors' owners report theirs)."""
+
+    application_id: str
+    state: str
+    timestamp: float
+    message: str = ""
+
+
 @attrs.define(slots=True, kw_only=True)
 class PartitionEffects:
+    state_changes: list[StateChange] = attrs.Factory(list)
     core_releases: list[CoreRelease] = attrs.Factory(list)
     request_events: list[RequestEvent] = attrs.Factory(list)
     # nodes whose reservations changed (the actors publish them)
@@ -45,7 +56,11 @@ class PartitionEffects:
 
     def __bool__(self) -> bool:
         return bool(
-            self.core_releases or self.request_events or self.reservation_changes or self.wake_at is not None
+            self.state_changes
+            or self.core_releases
+            or self.request_events
+            or self.reservation_changes
+            or self.wake_at is not None
         )
 
     def wake_by(self, due: float) -> None:

@@ -23,9 +23,11 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.application import Application
 from korral.model.node import Node
+from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
-from korral.model.partition_effects import CoreRelease, PartitionEffects, RequestEvent
+from korral.model.partition_effects import CoreRelease, PartitionEffects, RequestEvent, StateChange
 from korral.model.queue import ROOT, Queue, QueueState
+from korral.model.quota_preempting import QuotaPreemption
 from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
 from korral.model.rm_predicates import NodesPredicate, Predicate, RMPredicates
@@ -39,14 +41,6 @@ class ModelError(Exception):
 
 
 @attrs.frozen(kw_only=True)
-class StateChange:
-    application_id: str
-    state: str
-    timestamp: float
-    message: str = ""
-
-
-@attrs.frozen(kw_only=True)
 class UnschedulableAsk:
     """An ask that fits its queue's headroom but no node: the RM may want to scale up."""
 
@@ -55,11 +49,6 @@ class UnschedulableAsk:
 
 
 class PartitionRegistry:
-    # nodes kept out of the node order for now: only the scheduler's view cools nodes (a node that
-    # refused a proposal), and keeps its own set; everyone else reads this empty one
-    cooling: Set[str] = frozenset()
-    # False for the scheduler's view: it is told where applications went, so it builds no placement rules
-    places_applications = True
     # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
     reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
 
@@ -76,6 +65,8 @@ class PartitionRegistry:
         candidates_per_call: int = 1,
         placeholder_timeout: float = 900.0,
         uuid_token: str | None = None,
+        node_order: Callable[[Mapping[str, Node]], NodeOrder] = NodeOrder,
+        quota_preemption: QuotaPreemption | None = None,
     ) -> None:
         self.name = name
         self.placeholder_timeout = placeholder_timeout
@@ -92,16 +83,16 @@ class PartitionRegistry:
         self.applications: dict[str, Application] = {}
         self.nodes: dict[str, Node] = {}
         # schedulable, unreserved nodes with room left, in node-sort-policy order
-        self.node_order: IncrementalOrder[Node] = IncrementalOrder()
+        # quota preemption's timers (model.quota_preempting), started by config changes and recoveries
+        self.quota_preemption = quota_preemption if quota_preemption is not None else QuotaPreemption()
+        # the node order the walk takes nodes from: a part of its own (model.node_order)
+        self.node_ordering = node_order(self.nodes)
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
         # when each reservation was made (the partition's clock)
         self.reserved_at: dict[tuple[str, str], float] = {}
         # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
         self.backoff_changes: dict[str, float] = {}
-        self.node_sort_policy = "fair"
-        self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
-        self._positive_weights = tuple(self.resource_weights.items())
         self.placement = PlacementManager.build(())
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
@@ -118,10 +109,6 @@ class PartitionRegistry:
         # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
         self._unfit_shapes: set[tuple[Any, ...]] = set()
         self._resource_epoch = 0
-        # Outputs drained by the driver (reference scheduler or actors).
-        self.state_changes: list[StateChange] = []
-        # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
-        self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         # what the operations produced for the driver since it last took them (``take_effects``)
         self._effects = PartitionEffects()
@@ -154,6 +141,24 @@ class PartitionRegistry:
 
         def unreserve(self, application_id: str, allocation_key: str) -> None: ...
 
+    # ---- the node order's facts, read through -----------------------------------------------------
+
+    @property
+    def node_order(self) -> IncrementalOrder[Node]:
+        return self.node_ordering.order
+
+    @property
+    def cooling(self) -> Set[str]:
+        return self.node_ordering.cooling
+
+    @property
+    def node_sort_policy(self) -> str:
+        return self.node_ordering.policy
+
+    @property
+    def resource_weights(self) -> Mapping[str, float]:
+        return self.node_ordering.weights
+
     @property
     def latencies(self) -> list[tuple[str, float]] | None:
         """(kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
@@ -175,23 +180,19 @@ class PartitionRegistry:
         at creation a broken rule set leaves placement inactive, as YuniKorn does. ``placement``: the
         config's rules, already built by the caller (who validated them).
         """
-        if placement is None and self.places_applications:
+        if placement is None:
             try:
                 placement = PlacementManager.build(config.placement_rules)
             except PlacementRuleError as error:
                 if not initial:
                     raise ModelError(f"placement rules rejected: {error}") from error
                 placement = PlacementManager.build(())
-        if placement is not None:
-            self.placement = placement
+        self.placement = placement
         if config.user_group_resolver != self.user_groups.kind:
             self.user_groups = UserGroupCache(config.user_group_resolver, self.clock)
         self.config = config
-        self.node_sort_policy = config.node_sort_policy.type or "fair"
-        self.resource_weights = dict(config.node_sort_policy.resource_weights)
-        self._positive_weights = tuple((n, w) for n, w in self.resource_weights.items() if w > 0)
         seen: set[str] = set()
-        before = self._limits_before_config()
+        before = self.quota_preemption.limits_before(self)  # type: ignore[arg-type]
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
@@ -201,15 +202,8 @@ class PartitionRegistry:
         for app_id, tracking in self.ugm.apply_config(config, held).items():
             self.applications[app_id].user_limits = tracking
         self._limits_dirty = True
-        self._rebuild_node_order()
-        self._after_config(before)
-
-    def _limits_before_config(self) -> Any:
-        """What a config change must compare with (the scheduling model: quota preemption's limits)."""
-        return None
-
-    def _after_config(self, before: Any) -> None:
-        """A config change was applied (the scheduling model starts or cancels quota preemption)."""
+        self.node_ordering.configure(config.node_sort_policy.type, config.node_sort_policy.resource_weights)
+        self.quota_preemption.after_config(self, before, self.clock())  # type: ignore[arg-type]
 
     def _apply_queue_config(self, queue: Queue, config: QueueConfig, seen: set[str]) -> None:
         queue.apply_config(config)
@@ -307,7 +301,7 @@ class PartitionRegistry:
         res.add_into(self.capacity, node.capacity)
         self._limits_dirty = True
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def update_node(
@@ -331,14 +325,14 @@ class PartitionRegistry:
         if attributes is not None:
             node.attributes = dict(attributes)
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def set_node_schedulable(self, node_id: str, schedulable: bool) -> Node:
         node = self._node(node_id)
         node.schedulable = schedulable
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def remove_node(self, node_id: str, *, complete: bool = True) -> list[Allocation]:
@@ -354,7 +348,7 @@ class PartitionRegistry:
                 released.append(done)
         for holder in node.reservations:
             self.unreserve(*holder)
-        self.node_order.discard(node_id)
+        self.node_ordering.discard(node_id)
         del self.nodes[node_id]
         res.sub_into(self.capacity, node.capacity)
         self._limits_dirty = True
@@ -366,50 +360,6 @@ class PartitionRegistry:
         if node is None:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
         return node
-
-    def _reorder_node(self, node: Node) -> None:
-        node_id = node.node_id
-        if (
-            node.schedulable
-            and node.reservation is None
-            and node_id in self.nodes
-            and node_id not in self.cooling
-        ):
-            available = node.available
-            for quantity in available.values():
-                if quantity > 0:
-                    break
-            else:
-                self.node_order.discard(node_id)  # full: no ask can fit
-                return
-            # node_usage_score, inlined (this runs once per allocation), with the terms that depend
-            # only on the node's capacity and the weights kept on the node until either changes
-            capacity = node.capacity
-            weights = self._positive_weights
-            cache = node.score_terms
-            if cache is None or cache[0] is not capacity or cache[1] is not weights:
-                terms = tuple(
-                    (name, weight, capacity[name]) for name, weight in weights if capacity.get(name, 0) > 0
-                )
-                total = 0.0
-                for _, weight, _ in terms:
-                    total += weight
-                cache = node.score_terms = (capacity, weights, terms, total)
-            weighted = 0.0
-            for name, weight, cap in cache[2]:
-                weighted += weight * ((cap - available.get(name, 0)) / cap)
-            total = cache[3]
-            score = weighted / total if total else 0.0
-            if self.node_sort_policy == "binpacking":
-                score = 1.0 - score
-            self.node_order.place(node_id, node, (score, node_id))
-        else:
-            self.node_order.discard(node_id)
-
-    def _rebuild_node_order(self) -> None:
-        self.node_order.clear()
-        for node in self.nodes.values():
-            self._reorder_node(node)
 
     def _resources_changed(self) -> None:
         self._resource_epoch += 1
@@ -443,6 +393,7 @@ class PartitionRegistry:
     def note_reservation_change(self, node_id: str) -> None:
         self._effects.reservation_changes.add(node_id)
 
-    def drain_state_changes(self) -> list[StateChange]:
-        changes, self.state_changes = self.state_changes, []
-        return changes
+    def note_state_change(self, application_id: str, state: str, timestamp: float, message: str) -> None:
+        self._effects.state_changes.append(
+            StateChange(application_id=application_id, state=state, timestamp=timestamp, message=message)
+        )

@@ -117,7 +117,7 @@ def queue_facts(model: PartitionModel) -> dict[str, policy.QueueFacts]:
     return facts
 
 
-def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]:
+def victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]:
     """(allow_preempt_self, originator) of an allocation: its ask's, else its allow-preemption tag."""
     ask = app.asks.get(allocation.allocation_key)
     if ask is not None and ask.generation == allocation.ask_generation:
@@ -151,7 +151,7 @@ def _node_candidates(
         app = applications.get(allocation.application_id)
         if app is None or (app.releasing and uuid in app.releasing) or uuid not in app.allocations:
             continue
-        allow_self, originator = _victim_flags(app, allocation)
+        allow_self, originator = victim_flags(app, allocation)
         found.append(
             policy.Candidate(
                 uuid,

@@ -15,22 +15,29 @@ from typing import Any
 import attrs
 
 from korral import si
+from korral.config.schema import PartitionConfig
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.resource import Resource
+from korral.policies.placement import PlacementManager
+
+# the view's placement rules: none (the partition actor places applications: ``insert_application``)
+_NO_PLACEMENT = PlacementManager.build(())
 
 
 class SchedulingView(PartitionModel):
-    places_applications = False  # the partition actor places applications: see ``insert_application``
+    def apply_config(
+        self, config: PartitionConfig, *, initial: bool = False, placement: PlacementManager | None = None
+    ) -> None:
+        """The partition's config as the partition actor applied it; the view places nothing, so it
+        builds no placement rules (they are the partition's)."""
+        super().apply_config(config, initial=initial, placement=_NO_PLACEMENT)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.records_state_changes = False
-        # nodes kept out of the node order until the next tick: they refused a proposal (``cool_node``)
-        self.cooling: set[str] = set()
         # uuid -> application of allocations released here because their node left. Some were still
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
@@ -208,22 +215,24 @@ class SchedulingView(PartitionModel):
         endless propose-refuse loop."""
         node = self.nodes.get(node_id)
         if node is not None:
-            self.cooling.add(node_id)
-            self._reorder_node(node)
+            self.node_ordering.cooling.add(node_id)
+            self.node_ordering.update(node)
 
     def uncool_node(self, node_id: str) -> None:
-        if node_id in self.cooling:
-            self.cooling.discard(node_id)
+        cooling = self.node_ordering.cooling
+        if node_id in cooling:
+            cooling.discard(node_id)
             node = self.nodes.get(node_id)
             if node is not None:
-                self._reorder_node(node)
+                self.node_ordering.update(node)
                 self._resources_changed()
 
     def warm_nodes(self) -> None:
-        cooled, self.cooling = self.cooling, set()
-        for node_id in sorted(cooled):  # a set's order changes between processes (string hashing)
+        cooled = sorted(self.node_ordering.cooling)  # a set's order changes between processes
+        self.node_ordering.cooling.clear()
+        for node_id in cooled:
             node = self.nodes.get(node_id)
             if node is not None:
-                self._reorder_node(node)
+                self.node_ordering.update(node)
         if cooled:
             self._resources_changed()  # shapes cached as fitting no node may fit a warmed one
