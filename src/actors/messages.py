@@ -15,6 +15,7 @@ from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation
 from korral.model.app_spec import AppSpec
+from korral.model.node import NodeSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 
@@ -32,15 +33,6 @@ def frozen(cls: type[_T]) -> type[_T]:
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
-
-
-@frozen
-class NodeSpec:
-    node_id: str
-    capacity: dict[str, int]
-    occupied: dict[str, int] = attrs.field(factory=dict)
-    attributes: dict[str, str] = attrs.field(factory=dict)
-    schedulable: bool = True
 
 
 # ---- RM side: requests routed from the RMProxy to partitions ------------------------------------------

@@ -239,7 +239,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
         self.view.uncool_node(spec.node_id)  # the node's own facts: the view has caught up
-        self.view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+        self.view.set_node(spec)
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
@@ -363,7 +363,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             # again and the node keeps saying it has no room, they disagree for good: after a few
             # such refusals in one tick, keep the node out of the order until its next facts
             # (NodeChanged) or the next tick, rather than propose and be refused without end.
-            view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+            view.set_node(spec)
             node = view.nodes[spec.node_id]
             available = message.available or {}
             if node.schedulable and any(

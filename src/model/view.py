@@ -20,6 +20,7 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application
+from korral.model.node import NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.resource import Resource
 from korral.policies.placement import PlacementManager
@@ -144,15 +145,15 @@ class SchedulingView(PartitionModel):
         except ModelError:
             return
 
-    def set_node(
-        self,
-        node_id: str,
-        capacity: dict[str, int],
-        occupied: dict[str, int],
-        attributes: dict[str, str],
-        schedulable: bool,
-    ) -> None:
+    def set_node(self, spec: NodeSpec) -> None:
         """Absolute node facts from the node's owner (allocations are the view's own)."""
+        node_id, capacity, occupied, schedulable = (
+            spec.node_id,
+            spec.capacity,
+            spec.occupied,
+            spec.schedulable,
+        )
+        attributes = spec.attributes
         node = self.nodes.get(node_id)
         if node is None:
             return

@@ -25,6 +25,7 @@ from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application, ApplicationState
+from korral.model.node import NodeSpec
 from korral.model.queue import Queue
 from korral.model.view import SchedulingView
 
@@ -596,10 +597,22 @@ def test_set_node_reflects_owner_facts(
     view, capacity, occupied, attributes, schedulable, available, in_order
 ):
     one_app(view, repeat=3)
-    view.set_node("n1", {"vcore": 4000}, {}, {"si/zone": "z1"}, True)
+    view.set_node(
+        NodeSpec(
+            node_id="n1",
+            capacity={"vcore": 4000},
+            occupied={},
+            attributes={"si/zone": "z1"},
+            schedulable=True,
+        )
+    )
     view.schedule_one()  # one allocation booked in the view: it stays the view's own
 
-    view.set_node("n1", capacity, occupied, attributes, schedulable)
+    view.set_node(
+        NodeSpec(
+            node_id="n1", capacity=capacity, occupied=occupied, attributes=attributes, schedulable=schedulable
+        )
+    )
 
     node = view.nodes["n1"]
     assert node.capacity == capacity and res.prune(node.occupied) == occupied
@@ -614,9 +627,13 @@ def test_set_node_reflects_owner_facts(
 
 def test_set_node_unschedulable_and_back(view):
     one_app(view)
-    view.set_node("n1", {"vcore": 4000}, {}, {}, False)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 4000}, occupied={}, attributes={}, schedulable=False)
+    )
     assert view.schedule_one() is None
-    view.set_node("n1", {"vcore": 4000}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 4000}, occupied={}, attributes={}, schedulable=True)
+    )
     assert view.schedule_one() is not None
 
 
@@ -628,14 +645,24 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     epoch = view._resource_epoch
 
     # the same facts, one with an explicit zero: nothing to change
-    view.set_node("n1", {"vcore": 4000, "memory": 100, "gpu": 0}, {"memory": 10}, {"a": "1"}, True)
+    view.set_node(
+        NodeSpec(
+            node_id="n1",
+            capacity={"vcore": 4000, "memory": 100, "gpu": 0},
+            occupied={"memory": 10},
+            attributes={"a": "1"},
+            schedulable=True,
+        )
+    )
 
     assert calls == []
     assert view._resource_epoch == epoch
 
 
 def test_set_node_unknown_node_is_ignored(view):
-    view.set_node("ghost", {"vcore": 1}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="ghost", capacity={"vcore": 1}, occupied={}, attributes={}, schedulable=True)
+    )
     assert view.nodes == {} and view.capacity == {}
 
 
@@ -731,7 +758,9 @@ def test_cool_node_keeps_it_out_of_placement_until_warm_nodes(view, invariants):
     assert second.node_id == "n2"
     # facts about a cooled node do not bring it back early
     view.rollback(second)
-    view.set_node("n1", {"vcore": 9000}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 9000}, occupied={}, attributes={}, schedulable=True)
+    )
     assert "n1" not in view.node_order
     assert view.schedule_one().node_id == "n2"
 
