@@ -45,7 +45,7 @@ from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
 from korral.model.allocation import Allocation, AskSpec
-from korral.model.partition_effects import CoreRelease, RequestEvent
+from korral.model.partition_effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
@@ -123,6 +123,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         # and request events waiting for the next batch's events
         self.reservation_changes: set[str] = set()
         self._request_events: list[RequestEvent] = []
+        self._queue_events: list[QueueEvent] = []
+        self._runnable_changes: list[RunnableChange] = []
+        self._backoffs: dict[str, float] = {}
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -185,7 +188,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
         offset = self.tracker.wall_clock_ns() / 1e9 - self.clock()
-        changed, self.view.backoff_changes = self.view.backoff_changes, {}
+        changed, self._backoffs = self._backoffs, {}
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
 
@@ -202,6 +205,12 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self._send_core_releases(effects.core_releases)
         if effects.request_events:
             self._request_events += effects.request_events
+        if effects.queue_events:
+            self._queue_events += effects.queue_events
+        if effects.runnable_changes:
+            self._runnable_changes += effects.runnable_changes
+        if effects.backoffs:
+            self._backoffs.update(effects.backoffs)
         if effects.reservation_changes:
             self.reservation_changes |= effects.reservation_changes
 
@@ -455,9 +464,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                 self.metrics.observe_latencies(view.latencies)
                 view.latencies.clear()
         self._take_effects()
-        if self._request_events or view.quota_events or view.runnable_events:
+        if self._request_events or self._queue_events or self._runnable_changes:
             self._send_preemption_events()
-        if view.backoff_changes:
+        if self._backoffs:
             self._publish_backoffs()
         if self.board is not None:
             self._publish_priorities(self.board)
@@ -547,8 +556,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         """Request events about preemption (YuniKorn's ask events) and queue events about quota
         preemption, when the RM takes events at all."""
         found, self._request_events = self._request_events, []
-        quota, self.view.quota_events = self.view.quota_events, []
-        runnable, self.view.runnable_events = self.view.runnable_events, []
+        quota, self._queue_events = self._queue_events, []
+        runnable, self._runnable_changes = self._runnable_changes, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
@@ -562,9 +571,10 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             for event in found
         ]
         records += [
-            events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota
+            events.queue(event.queue_path, events.Change.SET, events.Detail.DETAILS_NONE, event.message)
+            for event in quota
         ]
-        records += [events.app_runnable(app_id, now_runnable, by) for app_id, now_runnable, by in runnable]
+        records += [events.app_runnable(c.application_id, c.runnable, c.by) for c in runnable]
         self.dispatcher.tell(
             Deliver(method="send_event", argument=events.stamped(records, self.tracker.wall_clock_ns()))
         )

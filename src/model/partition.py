@@ -353,7 +353,7 @@ class PartitionModel(PartitionAllocations):
         """YUNIKORN-3115: ``application.unschedasks.backoff`` asks in a row fit no node; the
         application is not scheduled again until its queue's backoff delay has passed."""
         app.backoff_deadline = now + queue.unsched_backoff_delay
-        self.backoff_changes[app.application_id] = app.backoff_deadline
+        self.note_backoff(app.application_id, app.backoff_deadline)
 
     def _runnable(self, app: Application, runnable: bool, by: str) -> None:
         """Whether the application may run under its queues' (``by`` "queue") or its user's and
@@ -362,7 +362,7 @@ class PartitionModel(PartitionAllocations):
             app.runnable_in_queue = runnable
         else:
             app.runnable_by_quota = runnable
-        self.runnable_events.append((app.application_id, runnable, by))
+        self.note_runnable(app.application_id, runnable, by)
 
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's

@@ -43,13 +43,35 @@ class StateChange:
     message: str = ""
 
 
+@attrs.frozen(slots=True, kw_only=True)
+class QueueEvent:
+    """A queue event: quota preemption started, due, cancelled or done."""
+
+    queue_path: str
+    message: str
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RunnableChange:
+    """YuniKorn's APP_CANNOTRUN / APP_RUNNABLE: whether an application may run changed, by its
+    queues' maxapplications (``by`` "queue") or its user's or group's ("quota")."""
+
+    application_id: str
+    runnable: bool
+    by: str
+
+
 @attrs.define(slots=True, kw_only=True)
 class PartitionEffects:
     state_changes: list[StateChange] = attrs.Factory(list)
     core_releases: list[CoreRelease] = attrs.Factory(list)
     request_events: list[RequestEvent] = attrs.Factory(list)
+    queue_events: list[QueueEvent] = attrs.Factory(list)
+    runnable_changes: list[RunnableChange] = attrs.Factory(list)
     # nodes whose reservations changed (the actors publish them)
     reservation_changes: set[str] = attrs.Factory(set)
+    # application -> its new backoff deadline (YUNIKORN-3115), on the partition's clock
+    backoffs: dict[str, float] = attrs.Factory(dict)
     # the earliest moment a waiting ask's preemption delay, or a queue's quota preemption delay, runs
     # out (None: nothing waits): the driver runs a cycle then rather than at its next tick
     wake_at: float | None = None
@@ -59,7 +81,10 @@ class PartitionEffects:
             self.state_changes
             or self.core_releases
             or self.request_events
+            or self.queue_events
+            or self.runnable_changes
             or self.reservation_changes
+            or self.backoffs
             or self.wake_at is not None
         )
 

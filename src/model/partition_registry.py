@@ -25,7 +25,14 @@ from korral.model.application import Application
 from korral.model.node import Node
 from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
-from korral.model.partition_effects import CoreRelease, PartitionEffects, RequestEvent, StateChange
+from korral.model.partition_effects import (
+    CoreRelease,
+    PartitionEffects,
+    QueueEvent,
+    RequestEvent,
+    RunnableChange,
+    StateChange,
+)
 from korral.model.queue import ROOT, Queue, QueueState
 from korral.model.quota_preempting import QuotaPreemption
 from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
@@ -91,8 +98,6 @@ class PartitionRegistry:
         self.reservations: dict[tuple[str, str], str] = {}
         # when each reservation was made (the partition's clock)
         self.reserved_at: dict[tuple[str, str], float] = {}
-        # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
-        self.backoff_changes: dict[str, float] = {}
         self.placement = PlacementManager.build(())
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
@@ -117,14 +122,10 @@ class PartitionRegistry:
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
         # quota preemption (model.quota_preempting): queue path -> when its lowered max is enforced;
-        # queue path -> the victims of its run still being released; (queue path, message) events
+        # queue path -> the victims of its run still being released
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.quota_events: list[tuple[str, str]] = []
         self._latencies: list[tuple[str, float]] | None = None
-        # YuniKorn's APP_CANNOTRUN/APP_RUNNABLE records: (application, True when runnable again, by
-        # the queue's "queue" or the user's or group's "quota" maxapplications)
-        self.runnable_events: list[tuple[str, bool, str]] = []
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
@@ -389,6 +390,17 @@ class PartitionRegistry:
     def wake_by(self, due: float) -> None:
         """The driver must run a cycle no later than ``due`` (a preemption or quota delay runs out)."""
         self._effects.wake_by(due)
+
+    def note_queue_event(self, queue_path: str, message: str) -> None:
+        self._effects.queue_events.append(QueueEvent(queue_path=queue_path, message=message))
+
+    def note_runnable(self, application_id: str, runnable: bool, by: str) -> None:
+        self._effects.runnable_changes.append(
+            RunnableChange(application_id=application_id, runnable=runnable, by=by)
+        )
+
+    def note_backoff(self, application_id: str, deadline: float) -> None:
+        self._effects.backoffs[application_id] = deadline
 
     def note_reservation_change(self, node_id: str) -> None:
         self._effects.reservation_changes.add(node_id)

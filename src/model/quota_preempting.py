@@ -63,7 +63,7 @@ def _over(queue: Queue) -> bool:
 
 
 def _event(model: PartitionModel, path: str, message: str) -> None:
-    model.quota_events.append((path, message))
+    model.note_queue_event(path, message)
 
 
 def _start(model: PartitionModel, queue: Queue, now: float) -> None:
