@@ -22,6 +22,8 @@ from korral.info import (
     UserUsageInfo,
 )
 from korral.model.allocation import Allocation
+from korral.model.app_spec import AppSpec
+from korral.model.node import NodeSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 
@@ -39,30 +41,6 @@ def frozen(cls: type[_T]) -> type[_T]:
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
-
-
-@frozen
-class AppSpec:
-    application_id: str
-    queue_path: str
-    user: str
-    groups: tuple[str, ...] = ()
-    tags: dict[str, str] = attrs.field(factory=dict)
-    submission_seq: int = 0
-    placeholder_ask: dict[str, int] = attrs.field(factory=dict)
-    execution_timeout_ms: int = 0
-    gang_scheduling_style: str = ""
-    # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
-    limit_group: str = ""
-
-
-@frozen
-class NodeSpec:
-    node_id: str
-    capacity: dict[str, int]
-    occupied: dict[str, int] = attrs.field(factory=dict)
-    attributes: dict[str, str] = attrs.field(factory=dict)
-    schedulable: bool = True
 
 
 # ---- RM side: requests routed from the RMProxy to partitions ------------------------------------------
@@ -228,8 +206,10 @@ class NodeGone:
 
 @frozen
 class AppAdded:
-    spec: AppSpec
+    spec: AppSpec  # the partition's, shared (korral.model.app_spec)
     app: Handle
+    # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
+    limit_group: str = ""
 
 
 @frozen

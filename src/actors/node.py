@@ -16,7 +16,6 @@ from korral.actors.messages import (
     FreeOnNode,
     NodeChanged,
     NodeRemoved,
-    NodeSpec,
     Place,
     Placed,
     Replace,
@@ -31,7 +30,7 @@ from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, NodeInfo
 from korral.model import resource as res
 from korral.model.allocation import Allocation
-from korral.model.node import Node
+from korral.model.node import Node, NodeSpec
 
 
 class NodeActor(RetiringActor):

@@ -26,7 +26,6 @@ from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
     ApplyConfig,
-    AppSpec,
     CallbackArgument,
     CallbackMethod,
     Deliver,
@@ -359,19 +358,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         )
         self.apps[app.application_id] = handle
         self.completed.discard(app.application_id)
-        spec = AppSpec(
-            application_id=app.application_id,
-            queue_path=app.queue_path,
-            user=app.user,
-            groups=app.groups,
-            tags=dict(app.tags),
-            submission_seq=app.submission_seq,
-            placeholder_ask=dict(app.placeholder_ask),
-            execution_timeout_ms=app.execution_timeout_ms,
-            gang_scheduling_style=app.gang_scheduling_style,
-            limit_group=app.limit_group,
-        )
-        self.scheduler.tell(AppAdded(spec=spec, app=handle))
+        self.scheduler.tell(AppAdded(spec=app.spec, app=handle, limit_group=app.limit_group))
 
     def on_NodeReservations(self, message: NodeReservations) -> None:
         for node_id, holders in message.reservations:

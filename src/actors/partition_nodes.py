@@ -24,7 +24,6 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodesAdded,
-    NodeSpec,
     RecoverAllocations,
     RouteNodeRequest,
     SetNodeSchedulable,
@@ -36,7 +35,8 @@ from korral.actors.tracker import Tracker
 from korral.model import events
 from korral.model.allocation import Allocation
 from korral.model.events import Wanted
-from korral.model.partition import ModelError, UnscheduledPartition
+from korral.model.node import NodeSpec
+from korral.model.partition import ModelError, PartitionModel
 from korral.model.view_ops import AdoptRecovered
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class PartitionNodes:
     name: str
     tracker: Tracker
     settings: PartitionSettings
-    registry: UnscheduledPartition
+    registry: PartitionModel
     scheduler: Handle
     pool: Any
     apps: dict[str, Handle]
@@ -213,7 +213,7 @@ class PartitionNodes:
                 # then of the recovered allocations, and only then that the node is schedulable; all
                 # from this actor, so in this order. (The applications' own "recover" view updates
                 # that follow find them already adopted.)
-                unschedulable = attrs.evolve(spec, schedulable=False)  # type: ignore[misc]  # (see ``frozen``)
+                unschedulable = attrs.evolve(spec, schedulable=False)
                 self.scheduler.tell(NodeAdded(spec=unschedulable, node=handle))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(

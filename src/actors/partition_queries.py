@@ -40,7 +40,7 @@ from korral.info import (
 )
 from korral.model import resource as res
 from korral.model.completed import CompletedApplications
-from korral.model.partition import UnscheduledPartition
+from korral.model.partition import PartitionModel
 from korral.model.ugm import AppUsage
 
 
@@ -49,7 +49,7 @@ class PartitionQueries:
 
     name: str
     rm_id: str
-    registry: UnscheduledPartition
+    registry: PartitionModel
     scheduler: Handle
     queues: dict[str, Handle]
     apps: dict[str, Handle]

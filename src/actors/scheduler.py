@@ -45,7 +45,8 @@ from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, AskSpec
+from korral.model.partition_effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
@@ -119,6 +120,13 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.victims: dict[str, tuple[str, str, Resource]] = {}
         # node id -> the (application, allocation key) holding it, as last published
         self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
+        # the view's effects not yet acted on (``_take_effects``): nodes whose reservations changed,
+        # and request events waiting for the next batch's events
+        self.reservation_changes: set[str] = set()
+        self._request_events: list[RequestEvent] = []
+        self._queue_events: list[QueueEvent] = []
+        self._runnable_changes: list[RunnableChange] = []
+        self._backoffs: dict[str, float] = {}
         self.partition = partition
         # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
         self.timer = timer
@@ -183,12 +191,35 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
         offset = self.tracker.runtime.wall_clock_ns() / 1e9 - self.clock()
-        changed, self.view.backoff_changes = self.view.backoff_changes, {}
+        changed, self._backoffs = self._backoffs, {}
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
 
+    def _take_effects(self) -> None:
+        """Act on what the view's operations produced (``model.partition_effects``): a wake-up for a
+        preemption delay, core releases to their owners; reservation changes and request events are
+        kept for publishing."""
+        effects = self.view.take_effects()
+        if not effects:
+            return
+        if effects.wake_at is not None:
+            self._wake_for_preemption(effects.wake_at)
+        if effects.core_releases:
+            self._send_core_releases(effects.core_releases)
+        if effects.request_events:
+            self._request_events += effects.request_events
+        if effects.queue_events:
+            self._queue_events += effects.queue_events
+        if effects.runnable_changes:
+            self._runnable_changes += effects.runnable_changes
+        if effects.backoffs:
+            self._backoffs.update(effects.backoffs)
+        if effects.reservation_changes:
+            self.reservation_changes |= effects.reservation_changes
+
     def _wake(self) -> None:
-        if self.view.reservation_changes:
+        self._take_effects()
+        if self.reservation_changes:
             self._publish_reservations()
         if not self._cycle_queued:
             self._cycle_queued = True
@@ -220,7 +251,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
         self.view.uncool_node(spec.node_id)  # the node's own facts: the view has caught up
-        self.view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+        self.view.set_node(spec)
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
@@ -246,18 +277,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self.view.discard_application(spec.application_id)
             self.apps[spec.application_id].tell(SchedulerDone())
         self.apps[spec.application_id] = message.app
-        self.view.insert_application(
-            spec.application_id,
-            spec.queue_path,
-            user=spec.user,
-            groups=spec.groups,
-            tags=spec.tags,
-            submission_seq=spec.submission_seq,
-            placeholder_ask=spec.placeholder_ask,
-            execution_timeout_ms=spec.execution_timeout_ms,
-            gang_scheduling_style=spec.gang_scheduling_style,
-            limit_group=spec.limit_group,
-        )
+        self.view.insert_application(spec, limit_group=message.limit_group)
 
     def on_AppGone(self, message: AppGone) -> None:
         if self._stale(message.application_id, message.app):
@@ -289,7 +309,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         asks = [
-            cast(PutAsk, op).ask  # the owner's copy: the view takes it over
+            cast(PutAsk, op).ask  # the owner's spec, shared: the view keeps its own progress on it
             for message in messages
             if not self._stale(message.application_id, message.app)
             for op in message.ops
@@ -307,10 +327,10 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             return
         view = self.view
         application_id = message.application_id
-        new_asks: list[Ask] = []
+        new_asks: list[AskSpec] = []
         for op in message.ops:
             if isinstance(op, PutAsk):
-                new_asks.append(op.ask)  # the owner's copy: the view takes it over
+                new_asks.append(op.ask)  # the owner's spec, shared: the view keeps its own progress
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
@@ -355,7 +375,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             # again and the node keeps saying it has no room, they disagree for good: after a few
             # such refusals in one tick, keep the node out of the order until its next facts
             # (NodeChanged) or the next tick, rather than propose and be refused without end.
-            view.set_node(spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable)
+            view.set_node(spec)
             node = view.nodes[spec.node_id]
             available = message.available or {}
             if node.schedulable and any(
@@ -446,21 +466,17 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             if view.latencies:
                 self.metrics.observe_latencies(view.latencies)
                 view.latencies.clear()
-        if view.preempt_due is not None:
-            self._wake_for_preemption(view.preempt_due)
-            view.preempt_due = None
-        if view.core_releases:
-            self._send_core_releases()
-        if view.preemption_events or view.quota_events or view.runnable_events:
+        self._take_effects()
+        if self._request_events or self._queue_events or self._runnable_changes:
             self._send_preemption_events()
-        if view.backoff_changes:
+        if self._backoffs:
             self._publish_backoffs()
         if self.board is not None:
             self._publish_priorities(self.board)
             if self.victims or self.board.preempting:
                 self._publish_preempting(self.board)
         if not made:
-            if view.reservation_changes:
+            if self.reservation_changes:
                 self._publish_reservations()
             return
         self.batches += 1
@@ -516,14 +532,15 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
         self.handle.tell(RolledBack(allocations=allocations))
 
-    def _send_core_releases(self) -> None:
+    def _send_core_releases(self, releases: list[CoreRelease]) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked
         them releasing already); a gang replacement's placeholder is released by its owner itself."""
         view = self.view
         # one Preempt per application and preemptor: each victim's release names the ask it makes room for
         by_app: dict[tuple[str, str], list[str]] = {}
-        for allocation, termination, text in view.core_releases:
-            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+        for release in releases:
+            allocation, text = release.allocation, release.message
+            if release.termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
                 by_app.setdefault((allocation.application_id, text), []).append(allocation.uuid)
                 app_model = view.applications.get(allocation.application_id)
                 if self.board is not None and app_model is not None:
@@ -532,7 +549,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                         app_model.queue_path,
                         allocation.resource,
                     )
-        view.take_core_releases()
         for (application_id, text), uuids in by_app.items():
             app = self.apps.get(application_id)
             if app is None or not app.tell(Preempt(uuids=tuple(uuids), message=text)):
@@ -542,19 +558,26 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
     def _send_preemption_events(self) -> None:
         """Request events about preemption (YuniKorn's ask events) and queue events about quota
         preemption, when the RM takes events at all."""
-        found, self.view.preemption_events = self.view.preemption_events, []
-        quota, self.view.quota_events = self.view.quota_events, []
-        runnable, self.view.runnable_events = self.view.runnable_events, []
+        found, self._request_events = self._request_events, []
+        quota, self._queue_events = self._queue_events, []
+        runnable, self._runnable_changes = self._runnable_changes, []
         if not events.wanted(self.callback, self.metrics) or self.callback_closed.is_set():
             return
         records = [
-            events.request(application_id, key, events.Change.NONE, text, events.Detail.DETAILS_NONE)
-            for application_id, key, text in found
+            events.request(
+                event.application_id,
+                event.allocation_key,
+                events.Change.NONE,
+                event.message,
+                events.Detail.DETAILS_NONE,
+            )
+            for event in found
         ]
         records += [
-            events.queue(path, events.Change.SET, events.Detail.DETAILS_NONE, text) for path, text in quota
+            events.queue(event.queue_path, events.Change.SET, events.Detail.DETAILS_NONE, event.message)
+            for event in quota
         ]
-        records += [events.app_runnable(app_id, now_runnable, by) for app_id, now_runnable, by in runnable]
+        records += [events.app_runnable(c.application_id, c.runnable, c.by) for c in runnable]
         self.dispatcher.tell(
             Deliver(
                 method="send_event", argument=events.stamped(records, self.tracker.runtime.wall_clock_ns())

@@ -27,11 +27,13 @@ class SchedulerPublishing:
     tracker: Any
     # node id -> the (application, allocation key) holding it, as last published
     reserved: dict[str, tuple[tuple[str, str], ...]]
+    # nodes whose reservations changed in the view since they were last published (its effects)
+    reservation_changes: set[str]
     # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
     victims: dict[str, tuple[str, str, Resource]]
 
     def _publish_reservations(self) -> None:
-        changed = self.view.reservation_changes
+        changed = self.reservation_changes
         if changed:
             nodes = self.view.nodes
             reservations = []

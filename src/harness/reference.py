@@ -89,7 +89,7 @@ class ReferenceScheduler:
                     for existing in info.existing_allocations:
                         try:
                             recovered = partition.recover_allocation(
-                                from_si_allocation(existing, partition.name)._replace(node_id=info.node_id)
+                                from_si_allocation(existing, partition.name).replace(node_id=info.node_id)
                             )
                             new.append(to_si_allocation(recovered))
                         except ModelError as error:
@@ -175,7 +175,11 @@ class ReferenceScheduler:
     def _core_outputs(partition: PartitionModel) -> si.AllocationResponse:
         """What the core did on its own since the last call: releases it made (placeholders replaced,
         timeouts), asks it removed (timeouts) and real allocations swapped in for placeholders."""
-        released = [to_si_release(a, kind, text) for a, kind, text in partition.core_releases]
+        # only its core releases are the RM's business (request events, reservations, wake-ups: none)
+        released = [
+            to_si_release(r.allocation, r.termination, r.message)
+            for r in partition.take_effects().core_releases
+        ]
         released_asks = [
             si.AllocationAskRelease(
                 partition_name=partition_without_rm(partition.name),
@@ -187,7 +191,7 @@ class ReferenceScheduler:
             for app_id, key, text in partition.released_asks
         ]
         new = [to_si_allocation(a) for a in partition.swapped_in]
-        partition.core_releases, partition.released_asks, partition.swapped_in = [], [], []
+        partition.released_asks, partition.swapped_in = [], []
         return si.AllocationResponse(new=new, released=released, released_asks=released_asks)
 
     def expire_timeouts(self) -> si.AllocationResponse:

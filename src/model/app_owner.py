@@ -17,7 +17,7 @@ import attrs
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask, tag_allows_preemption
+from korral.model.allocation import Allocation, Ask, AskSpec, tag_allows_preemption
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
@@ -94,24 +94,25 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
     if 0 in resource.values():
         resource = res.prune(resource)
     allow_preempt_self, allow_preempt_other = preemption_flags(request)
-    # positional, in Ask.__init__'s order: this runs once per ask received by each owner and view
     return Ask(
-        request.allocation_key,
-        request.application_id,
-        resource,
-        request.max_allocations,
-        request.priority,
+        AskSpec(
+            allocation_key=request.allocation_key,
+            application_id=request.application_id,
+            resource=resource,
+            max_allocations=request.max_allocations,
+            priority=request.priority,
+            # a re-sent ask keeps its age (YUNIKORN-2772): the tag, when it has one (plain asks: no tags)
+            create_time=(created_at(request.tags, now) or now) if request.tags else now,
+            tags=request.tags,
+            placeholder=request.placeholder and bool(request.task_group_name),
+            task_group_name=request.task_group_name,
+            originator=request.originator,
+            allow_preempt_self=allow_preempt_self,
+            allow_preempt_other=allow_preempt_other,
+            execution_timeout_ms=request.execution_timeout_milliseconds,
+            generation=generation,
+        ),
         create_seq,
-        # a re-sent ask keeps its age (YUNIKORN-2772): the tag, when it has one (plain asks: no tags)
-        (created_at(request.tags, now) or now) if request.tags else now,
-        request.tags,
-        request.placeholder and bool(request.task_group_name),
-        request.task_group_name,
-        request.originator,
-        allow_preempt_self,
-        allow_preempt_other,
-        request.execution_timeout_milliseconds,
-        generation,
     )
 
 
@@ -221,11 +222,12 @@ class ApplicationOwner:
             if old is not None and old.pending > 0:
                 res.sub_into(pending_delta, old.resource, old.pending)
             seq += 1
-            ask = build_ask(request, create_seq=seq, now=now)
+            ask = build_ask(request, create_seq=seq, now=now, generation=app.next_generation())
             app.add_ask(ask)
-            for name, quantity in ask.resource_items:
+            spec = ask.spec
+            for name, quantity in spec.resource_items:
                 pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
-            view_op(PutAsk(ask.copy()))
+            view_op(PutAsk(spec))  # the view keeps its own progress on the same spec
             if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
@@ -269,7 +271,7 @@ class ApplicationOwner:
             if (
                 self.removed
                 or ask is None
-                or ask.generation != allocation.ask_generation
+                or ask.spec.generation != allocation.ask_generation
                 or ask.pending <= 0
                 or app.state not in LIVE_FOR_ASKS
             ):
@@ -284,10 +286,11 @@ class ApplicationOwner:
             state = app.state
             if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
                 advance_after_allocation(
-                    app, ask.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
+                    app, allocation.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
                 )
-            if ask.placeholder or ask.execution_timeout_ms > 0:
-                app.after_booking(allocation, ask.execution_timeout_ms, now)
+            timeout_ms = ask.spec.execution_timeout_ms
+            if allocation.placeholder or timeout_ms > 0:
+                app.after_booking(allocation, timeout_ms, now)
         return effects
 
     def replace(self, real: Allocation, now: float, effects: AppEffects | None = None) -> AppEffects:
@@ -494,17 +497,8 @@ def owner_copy(app: Application, placeholder_timeout: float) -> Application:
     """A fresh Application for the application's owner, from the one the partition placed: each
     keeps its own object. The owner never walks its asks in order (only the scheduler's view does)."""
     owned = Application(
-        app.application_id,
-        partition=app.partition,
-        queue_path=app.queue_path,
-        user=app.user,
-        groups=app.groups,
-        tags=app.tags,
-        submission_seq=app.submission_seq,
+        app.spec,  # shared: what the application is; its state and asks are the owner's own
         submission_time=app.submission_time,
-        placeholder_ask=app.placeholder_ask,
-        execution_timeout_ms=app.execution_timeout_ms,
-        gang_scheduling_style=app.gang_scheduling_style,
         ordered_asks=False,
         placeholder_timeout=placeholder_timeout,
     )

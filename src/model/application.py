@@ -13,6 +13,8 @@ import attrs
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
+from korral.model.app_spec import GANG_STYLE_HARD as GANG_STYLE_HARD
+from korral.model.app_spec import AppSpec
 from korral.model.app_state import (
     COMPLETE_WHEN_IDLE as COMPLETE_WHEN_IDLE,
 )
@@ -76,7 +78,6 @@ CORE_RELEASES = frozenset(
         si.TerminationType.PLACEHOLDER_REPLACED,
     }
 )
-GANG_STYLE_HARD = "Hard"
 
 
 @attrs.frozen(kw_only=True)
@@ -154,32 +155,16 @@ class Application:
 
     def __init__(
         self,
-        application_id: str,
+        spec: AppSpec,
         *,
-        partition: str = "",
-        queue_path: str = "",
-        user: str = "",
-        groups: tuple[str, ...] = (),
-        tags: dict[str, str] | None = None,
-        submission_seq: int = 0,
         submission_time: float = 0.0,
-        placeholder_ask: Resource | None = None,
-        execution_timeout_ms: int = 0,
-        gang_scheduling_style: str = "Soft",
         ordered_asks: bool = True,
         placeholder_timeout: float = 900.0,
     ) -> None:
-        self.application_id = application_id
-        self.partition = partition
-        self.queue_path = queue_path
-        self.user = user
-        self.groups = tuple(groups)
-        self.tags: dict[str, str] = dict(tags or {})
-        self.submission_seq = submission_seq
+        # what the application is (shared, immutable); everything below is this holder's own
+        self.spec = spec
+        # lowered when a recovered allocation is older (YUNIKORN-2772)
         self.submission_time = submission_time
-        self.placeholder_ask: Resource = res.prune(placeholder_ask or {})
-        self.execution_timeout_ms = execution_timeout_ms
-        self.gang_scheduling_style = "Hard" if gang_scheduling_style == "Hard" else "Soft"
         self.state = ApplicationState.NEW
         self.state_time = submission_time
         # (core clock time, state entered) of every transition: YuniKorn's application state log
@@ -214,7 +199,7 @@ class Application:
         # may it run under its queues' and its user's and group's maxapplications, as last found
         self.runnable_in_queue = True
         self.runnable_by_quota = True
-        self.state_aware_disabled = self.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
+        self.state_aware_disabled = spec.tags.get(STATE_AWARE_DISABLE_TAG, "").lower() == "true"
         self._ask_generation = 0
         # ---- gang scheduling and timeouts ----
         # allocated placeholders free for replacement, per task group (uuid -> allocation)
@@ -225,7 +210,7 @@ class Application:
         self.replacements: dict[str, Allocation] = {}
         # the placeholder timeout: the application's execution timeout, else the core's setting
         self.placeholder_timeout = (
-            execution_timeout_ms / 1000 if execution_timeout_ms > 0 else placeholder_timeout
+            spec.execution_timeout_ms / 1000 if spec.execution_timeout_ms > 0 else placeholder_timeout
         )
         self.placeholder_deadline: float | None = None
         self.run_deadline: float | None = None
@@ -235,6 +220,66 @@ class Application:
         self.deadline_requests: list[float] | None = None
         # a real ask of a task group has been asked for: placeholders may be replaced from now on
         self.real_group_asks = False
+
+    @classmethod
+    def new(
+        cls,
+        application_id: str,
+        *,
+        submission_time: float = 0.0,
+        ordered_asks: bool = True,
+        placeholder_timeout: float = 900.0,
+        **spec: Any,
+    ) -> Application:
+        """An application of a spec built from ``spec``'s fields (``AppSpec``'s names)."""
+        return cls(
+            AppSpec(application_id=application_id, **spec),
+            submission_time=submission_time,
+            ordered_asks=ordered_asks,
+            placeholder_timeout=placeholder_timeout,
+        )
+
+    # ---- the spec's fields, read through ----------------------------------------------------------
+
+    @property
+    def application_id(self) -> str:
+        return self.spec.application_id
+
+    @property
+    def partition(self) -> str:
+        return self.spec.partition
+
+    @property
+    def queue_path(self) -> str:
+        return self.spec.queue_path
+
+    @property
+    def user(self) -> str:
+        return self.spec.user
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return self.spec.groups
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return self.spec.tags
+
+    @property
+    def submission_seq(self) -> int:
+        return self.spec.submission_seq
+
+    @property
+    def placeholder_ask(self) -> Resource:
+        return self.spec.placeholder_ask
+
+    @property
+    def execution_timeout_ms(self) -> int:
+        return self.spec.execution_timeout_ms
+
+    @property
+    def gang_scheduling_style(self) -> str:
+        return self.spec.gang_scheduling_style
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -289,26 +334,27 @@ class Application:
 
     def add_ask(self, ask: Ask) -> Ask | None:
         """Add an ask, replacing one with the same key (its allocations stay). Returns the replaced ask."""
-        key = ask.allocation_key
+        spec = ask.spec  # read once: this runs once per ask received by each holder
+        key = spec.allocation_key
         old = self.remove_ask(key) if key in self.asks else None
-        if ask.generation == 0:
+        if spec.generation == 0:
             self._ask_generation += 1
-            ask.generation = self._ask_generation
+            spec = ask.spec = spec.with_generation(self._ask_generation)
         self.asks[key] = ask
-        if ask.placeholder and old is None:
-            tally = self.placeholder_data.get(ask.task_group_name)
+        if spec.placeholder and old is None:
+            tally = self.placeholder_data.get(spec.task_group_name)
             if tally is None:
-                tally = self.placeholder_data[ask.task_group_name] = PlaceholderTally(
-                    min_resource=dict(ask.resource)
+                tally = self.placeholder_data[spec.task_group_name] = PlaceholderTally(
+                    min_resource=dict(spec.resource)
                 )
             tally.count += ask.pending
-        if ask.task_group_name and not ask.placeholder:
+        if spec.task_group_name and not spec.placeholder:
             self.real_group_asks = True
         if ask.pending > 0:
-            res.add_into(self.pending, ask.resource, ask.pending)
-            self.pending_asks.add_new(key, ask, (-ask.priority, ask.create_time, ask.create_seq))
-        if ask.tags and CREATION_TIME in ask.tags and ask.create_time < self.submission_time:
-            self.submission_time = ask.create_time  # an older re-sent ask (YUNIKORN-2772)
+            res.add_into(self.pending, spec.resource, ask.pending)
+            self.pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
+        if spec.tags and CREATION_TIME in spec.tags and spec.create_time < self.submission_time:
+            self.submission_time = spec.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
 
     def remove_ask(self, allocation_key: str) -> Ask | None:
@@ -333,12 +379,12 @@ class Application:
         ask.pending -= 1
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
-        res.pending_to_allocated(self.pending, self.allocated, ask.resource_items)
+        res.pending_to_allocated(self.pending, self.allocated, ask.spec.resource_items)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
             self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
         if ask.pending <= 0:
-            self.pending_asks.discard(ask.allocation_key)
+            self.pending_asks.discard(allocation.allocation_key)
 
     def return_pending(self, ask: Ask) -> None:
         """Undo ``take_pending`` (a placement was not confirmed)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.resource import Resource
@@ -14,6 +16,18 @@ from korral.model.resource import Resource
 # whole (set_occupied, attributes =) and never changes them in place.
 _NOTHING_OCCUPIED: Resource = {}
 _NO_ATTRIBUTES: dict[str, str] = {}
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class NodeSpec:
+    """A node's facts as its owner (the Node actor) last reported them: an immutable value, sent to
+    the partition and the scheduler's view by reference."""
+
+    node_id: str
+    capacity: dict[str, int]
+    occupied: dict[str, int] = attrs.field(factory=dict)
+    attributes: dict[str, str] = attrs.field(factory=dict)
+    schedulable: bool = True
 
 
 class Node:

@@ -15,11 +15,11 @@ actor one as its registry (``UnscheduledPartition``). Every operation either com
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from itertools import islice
-from time import perf_counter
 from typing import Any, cast
 
+from korral.config.schema import PartitionConfig
 from korral.model import quota_preempting
 from korral.model import resource as res
 from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
@@ -31,6 +31,7 @@ from korral.model.application import (
     advance_after_allocation,
 )
 from korral.model.node import Node
+from korral.model.node_order import NoNodeOrder
 from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import (
@@ -39,16 +40,13 @@ from korral.model.partition_apps import (
     TAG_RESOURCE_MAX_APPS,
     TAG_RESOURCE_QUOTA,
 )
-from korral.model.partition_registry import (
-    ModelError,
-    NodesPredicate,
-    Predicate,
-    StateChange,
-    UnschedulableAsk,
-)
+from korral.model.partition_effects import StateChange
+from korral.model.partition_registry import ModelError, UnschedulableAsk
 from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
 from korral.model.queue import Queue, QueueState
+from korral.model.quota_preempting import NoQuotaPreemption
 from korral.model.reservations import wait_expired
+from korral.model.rm_predicates import MAX_CANDIDATES_PER_CALL, NodesPredicate, Predicate
 from korral.policies.sorting import SORT_STATE_AWARE
 from korral.si import INSTANCE_TYPE
 
@@ -66,21 +64,8 @@ __all__ = [
     "UnscheduledPartition",
 ]
 
-_new_tuple = tuple.__new__
-
 
 class PartitionModel(PartitionAllocations):
-    # ---- quota preemption (model.quota_preempting) -------------------------------------------------
-
-    def _limits_before_config(self) -> quota_preempting.Limits:
-        return quota_preempting.limits_before(self)
-
-    def _after_config(self, before: quota_preempting.Limits | None) -> None:
-        quota_preempting.after_config(self, before or {}, self.clock())
-
-    def _after_recovery(self, queue: Queue) -> None:
-        quota_preempting.after_recovery(self, queue, self.clock())
-
     # ---- gang replacement --------------------------------------------------------------------------
 
     def _try_replacements(self, now: float) -> Allocation | None:
@@ -101,7 +86,7 @@ class PartitionModel(PartitionAllocations):
                     if placeholder is None or placeholder.node_id not in self.nodes:
                         continue
                     # the RM's predicates still have their say on the placeholder's node
-                    if self._filters_nodes and not self._accepts(ask.allocation_key, placeholder.node_id):
+                    if not self.predicates.allows(ask.allocation_key, placeholder.node_id):
                         refused = True
                         continue
                     return self.replace(app, ask, placeholder, now)
@@ -113,51 +98,46 @@ class PartitionModel(PartitionAllocations):
 
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
-        # positional tuple construction: the keyword form of a NamedTuple costs a Python-level __new__
-        allocation = _new_tuple(
-            Allocation,
-            (
-                f"{self._uuid_prefix}{next(self._uuid_seq)}",
-                ask.allocation_key,
-                app.application_id,
-                node.node_id,
-                ask.resource,
-                self.name,
-                queue.path,
-                ask.priority,
-                ask.placeholder,
-                ask.task_group_name,
-                ask.tags,
-                ask.generation,
-                False,
-                "",
-                ask.create_time,
-                now,
-                node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
-            ),
+        spec = ask.spec
+        allocation = Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=app.application_id,
+            node_id=node.node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue.path,
+            priority=spec.priority,
+            placeholder=spec.placeholder,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            request_time=spec.create_time,
+            create_time=now,
+            instance_type=node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
         )
         app.book(ask, allocation)
         if app.user_limits is not None:
-            self.ugm.allocated(app.user_limits, ask.resource)
+            self.ugm.allocated(app.user_limits, spec.resource)
         if ask.failed_since is not None:
             ask.failed_since = None
-            self.unschedulable.pop((app.application_id, ask.allocation_key), None)
-        items = ask.resource_items
+            self.unschedulable.pop((app.application_id, spec.allocation_key), None)
+        items = spec.resource_items
         # one walk up the path for both aggregates (pending down, allocated up)
         q: Queue | None = queue
         while q is not None:
             res.pending_to_allocated(q.pending, q.allocated, items)
             q = q.parent
         node.add_allocation(allocation)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         state = app.state
         if state is _ACCEPTED or state is _STARTING:
             advance_after_allocation(
-                app, ask.placeholder, lambda: self._transition(app, ApplicationEvent.RUN)
+                app, spec.placeholder, lambda: self._transition(app, ApplicationEvent.RUN)
             )
-        if ask.placeholder or ask.execution_timeout_ms > 0:
-            app.after_booking(allocation, ask.execution_timeout_ms, self.clock())
-            if ask.placeholder and app.real_group_asks:
+        if spec.placeholder or spec.execution_timeout_ms > 0:
+            app.after_booking(allocation, spec.execution_timeout_ms, self.clock())
+            if spec.placeholder and app.real_group_asks:
                 self.replace_candidates[app.application_id] = app
         queue.app_allocated(app, ask)
         return allocation
@@ -174,9 +154,10 @@ class PartitionModel(PartitionAllocations):
             for node in self.nodes.values()
             if node.schedulable and node.reservation is None and node.capacity_fits(ask.resource)
         ]
-        if candidates and self._filters_nodes:
+        if candidates and self.predicates.active:
             # every candidate is asked (the best is chosen among those accepted): one call for all
-            answers = self._accepted(ask.allocation_key, [node.node_id for node in candidates], False, False)
+            node_ids = [node.node_id for node in candidates]
+            answers = self.predicates.accepted(ask.allocation_key, node_ids, False, False)
             candidates = [node for node, accepted in zip(candidates, answers, strict=False) if accepted]
         for node in candidates:
             key = (res.fit_score(ask.resource, node.available), node.node_id)
@@ -316,20 +297,21 @@ class PartitionModel(PartitionAllocations):
                 self._back_off(app, queue, now)
                 return None
             ask = asks[entry[-1]]
-            if app.reservations and ask.allocation_key in app.reservations:
+            spec = ask.spec
+            if app.reservations and spec.allocation_key in app.reservations:
                 only_quota_blocked = False
                 continue
-            over = known_over.get(ask.shape) if known_over else None
+            over = known_over.get(spec.shape) if known_over else None
             if over is None:
-                over = queue.over_quota(ask.resource)
+                over = queue.over_quota(spec.resource)
                 # A queue's verdict holds for the epoch; the root's (only the cluster's size in the way)
                 # is not kept, as a nearer queue may pass its max later in the epoch and that one counts.
                 if over is not None and over.parent is not None:
-                    known_over[ask.shape] = over
+                    known_over[spec.shape] = over
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
-                if ask.required_node:
+                if spec.required_node:
                     # the cluster's size is no limit for an ask that can only run on one node; nor is
                     # it outstanding (YuniKorn: a larger cluster would not help it)
                     if over.parent is None:
@@ -340,16 +322,16 @@ class PartitionModel(PartitionAllocations):
                     continue
                 if over.parent is None and ask.failed_since is None:
                     self._mark_unschedulable(app, ask, now)
-                if ask.allow_preempt_other:
+                if spec.allow_preempt_other:
                     # preemption may make room (YuniKorn tries it when the headroom is short too);
                     # time alone can make it due, so the application is never skipped as blocked
                     only_quota_blocked = False
                     try_preempt(self, app, queue, ask, now)
                 continue
-            if user_limits is not None and self.ugm.over_limit(user_limits, ask.resource):
+            if user_limits is not None and self.ugm.over_limit(user_limits, spec.resource):
                 continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
-            if ask.required_node:
+            if spec.required_node:
                 allocation = try_required_node(self, app, queue, ask, now)
                 if allocation is not None:
                     return allocation
@@ -371,7 +353,7 @@ class PartitionModel(PartitionAllocations):
         """YUNIKORN-3115: ``application.unschedasks.backoff`` asks in a row fit no node; the
         application is not scheduled again until its queue's backoff delay has passed."""
         app.backoff_deadline = now + queue.unsched_backoff_delay
-        self.backoff_changes[app.application_id] = app.backoff_deadline
+        self.note_backoff(app.application_id, app.backoff_deadline)
 
     def _runnable(self, app: Application, runnable: bool, by: str) -> None:
         """Whether the application may run under its queues' (``by`` "queue") or its user's and
@@ -380,7 +362,7 @@ class PartitionModel(PartitionAllocations):
             app.runnable_in_queue = runnable
         else:
             app.runnable_by_quota = runnable
-        self.runnable_events.append((app.application_id, runnable, by))
+        self.note_runnable(app.application_id, runnable, by)
 
     def _user_limits_admit(self, app: Application) -> bool:
         """May the application get an allocation at all under its user's and group's
@@ -401,16 +383,18 @@ class PartitionModel(PartitionAllocations):
 
     def _find_node(self, ask: Ask) -> Node | None:
         """First node in policy order with room for the ask that the RM's predicates accept."""
-        shape = ask.shape
+        spec = ask.spec
+        shape = spec.shape
         unfit = self._unfit_shapes
         if unfit and shape in unfit:
             return None
-        filters = self._filters_nodes
+        predicates = self.predicates
+        filters = predicates.active
         candidates: list[Node] = []  # with room, not yet put to the RM's predicates
-        per_call = self.candidates_per_call
+        per_call = predicates.candidates_per_call
         any_fit = False
-        items = ask.resource_items
-        node_order = self.node_order
+        items = spec.resource_items
+        node_order = self.node_ordering.order
         nodes = node_order.items
         entries = node_order.entries
         for entry in islice(entries, node_order.head, None) if node_order.head else entries:
@@ -425,68 +409,18 @@ class PartitionModel(PartitionAllocations):
                     return node
                 candidates.append(node)
                 if len(candidates) >= per_call:
-                    accepted = self._first_accepted(ask.allocation_key, candidates)
+                    accepted = predicates.first_accepted(spec.allocation_key, candidates)
                     if accepted is not None:
                         return accepted
                     candidates = []
                     per_call = min(2 * per_call, MAX_CANDIDATES_PER_CALL)
         if candidates:
-            accepted = self._first_accepted(ask.allocation_key, candidates)
+            accepted = predicates.first_accepted(spec.allocation_key, candidates)
             if accepted is not None:
                 return accepted
         if not any_fit:
             # Nothing has room: skip this shape until some node gains room.
             unfit.add(shape)
-        return None
-
-    # ---- the RM's predicates -----------------------------------------------------------------------
-
-    @property
-    def _filters_nodes(self) -> bool:
-        return self.predicate is not None or self.nodes_predicate is not None
-
-    def _accepted(
-        self, allocation_key: str, node_ids: Sequence[str], allocate: bool, first: bool
-    ) -> Sequence[bool]:
-        """The RM's predicates on candidate nodes of one decision, in order: whether each may take the
-        ask; with ``first``, the answer may end at the first accepted node. Node by node through
-        ``predicate`` (each failure refuses its node), or in one call through ``nodes_predicate`` (a
-        failure refuses them all). A failing RM plugin means "not this node", never a crash."""
-        latencies = self.latencies
-        if self.nodes_predicate is not None:
-            started = perf_counter()
-            try:
-                return self.nodes_predicate(allocation_key, node_ids, allocate, first)
-            except Exception:
-                return ()
-            finally:
-                if latencies is not None:  # one check of several nodes: each node its share
-                    share = (perf_counter() - started) / max(1, len(node_ids))
-                    latencies.extend(("trynode", share) for _ in node_ids)
-        answers: list[bool] = []
-        for node_id in node_ids:
-            started = perf_counter()
-            try:
-                accepted = bool(self.predicate(allocation_key, node_id, allocate))  # type: ignore[misc]
-            except Exception:
-                accepted = False
-            if latencies is not None:
-                latencies.append(("trynode", perf_counter() - started))
-            answers.append(accepted)
-            if accepted and first:
-                break
-        return answers
-
-    def _accepts(self, allocation_key: str, node_id: str) -> bool:
-        """The RM's predicates on one node for an allocation."""
-        answers = self._accepted(allocation_key, (node_id,), True, True)
-        return bool(answers) and bool(answers[0])
-
-    def _first_accepted(self, allocation_key: str, candidates: list[Node]) -> Node | None:
-        answers = self._accepted(allocation_key, [node.node_id for node in candidates], True, True)
-        for node, accepted in zip(candidates, answers, strict=False):
-            if accepted:
-                return node
         return None
 
     def _try_reserved(self, now: float) -> Allocation | None:
@@ -522,7 +456,7 @@ class PartitionModel(PartitionAllocations):
             if (
                 node.schedulable
                 and node.fits(ask.resource)
-                and (not self._filters_nodes or self._accepts(allocation_key, node_id))
+                and self.predicates.allows(allocation_key, node_id)
             ):
                 target = node
             else:
@@ -535,27 +469,14 @@ class PartitionModel(PartitionAllocations):
         return None
 
 
-class UnscheduledPartition(PartitionModel):
+def UnscheduledPartition(name: str, config: PartitionConfig, **settings: Any) -> PartitionModel:
     """A partition that is never scheduled: the Partition actor's registry of the structure (queues,
-    applications, nodes, capacity). It keeps no node order, as nothing walks one, and no quota
-    preemption timers (the Scheduler's view decides those)."""
+    applications, nodes, capacity). Composed with the parts that do nothing there: no node order, as
+    nothing walks one, and no quota preemption timers (the Scheduler's view decides those)."""
+    return PartitionModel(
+        name, config, node_order=NoNodeOrder, quota_preemption=NoQuotaPreemption(), **settings
+    )
 
-    def _limits_before_config(self) -> quota_preempting.Limits:
-        return {}
-
-    def _after_config(self, before: quota_preempting.Limits | None) -> None:
-        pass
-
-    def _after_recovery(self, queue: Queue) -> None:
-        pass
-
-    def _reorder_node(self, node: Node) -> None:
-        pass
-
-
-# the most candidate nodes put to the RM's predicates in one call (a call starts with the model's
-# ``candidates_per_call`` and doubles while every node is refused)
-MAX_CANDIDATES_PER_CALL = 4096
 
 # enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER
 _ACCEPTED = ApplicationState.ACCEPTED

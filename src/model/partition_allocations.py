@@ -24,10 +24,7 @@ from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import ModelError
-from korral.model.queue import Queue
 from korral.model.si_convert import from_si_allocation
-
-_new_tuple = tuple.__new__
 
 
 class PartitionAllocations(PartitionApplications):
@@ -35,9 +32,6 @@ class PartitionAllocations(PartitionApplications):
 
     def new_uuid(self) -> str:
         return f"{self._uuid_prefix}{next(self._uuid_seq)}"
-
-    def _after_recovery(self, queue: Queue) -> None:
-        """A recovered allocation was booked in ``queue`` (the scheduling model: quota preemption)."""
 
     def recovery_reason(self, allocation: Allocation) -> str:
         """Why an existing allocation the RM reports cannot be recovered here; "" when it can. One rule
@@ -69,7 +63,7 @@ class PartitionAllocations(PartitionApplications):
         if uuid in app.allocations or uuid in node.allocations:
             raise ModelError(f"allocation {uuid} already exists")
         self._recovered_uuids.add(uuid)
-        recovered = allocation._replace(
+        recovered = allocation.replace(
             uuid=uuid,
             partition=self.name,
             queue_path=app.queue_path,
@@ -85,11 +79,11 @@ class PartitionAllocations(PartitionApplications):
             app.after_booking(recovered, 0, self.clock())
             self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
-        self._after_recovery(queue)
+        self.quota_preemption.after_recovery(self, queue, self.clock())  # type: ignore[arg-type]
         if app.user_limits is not None:
             self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
         queue.update_app(app)
         return recovered
@@ -103,17 +97,17 @@ class PartitionAllocations(PartitionApplications):
         by_app: dict[str, list[Allocation]] = defaultdict(list)
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
-            allocation = from_si_allocation(existing, self.name)._replace(node_id=info.node_id)
+            allocation = from_si_allocation(existing, self.name).replace(node_id=info.node_id)
             app_id = allocation.application_id
             reason = self.recovery_reason(allocation)
             if reason:
                 rejected.append((existing.allocation_key, app_id, reason))
                 continue
             if not allocation.uuid:
-                allocation = allocation._replace(uuid=self.recovered_uuid())
+                allocation = allocation.replace(uuid=self.recovered_uuid())
             self._recovered_uuids.add(allocation.uuid)  # a uuid given here is live just the same
             by_app[app_id].append(
-                allocation._replace(queue_path=self.applications[app_id].queue_path, recovered=True)
+                allocation.replace(queue_path=self.applications[app_id].queue_path, recovered=True)
             )
         return by_app, rejected
 
@@ -141,7 +135,7 @@ class PartitionAllocations(PartitionApplications):
         node = self.nodes.get(allocation.node_id)
         if node is not None:
             node.remove_allocation(uuid)
-            self._reorder_node(node)
+            self.node_ordering.update(node)
         self._resources_changed()
         if app.replacements:
             real = app.drop_replacement(uuid)
@@ -211,7 +205,7 @@ class PartitionAllocations(PartitionApplications):
         if node is not None:
             node.remove_allocation(placeholder_uuid)
             node.add_allocation(real)
-            self._reorder_node(node)
+            self.node_ordering.update(node)
         self._resources_changed()
         if app.state is _ACCEPTED or app.state is _STARTING:
             advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
@@ -240,7 +234,7 @@ class PartitionAllocations(PartitionApplications):
         app = self.applications.get(application_id)
         allocation = app.mark_releasing(uuid, termination) if app is not None else None
         if allocation is not None:
-            self.core_releases.append((allocation, termination, message))
+            self.note_core_release(allocation, termination, message)
         return allocation
 
     # ---- gang replacement --------------------------------------------------------------------------
@@ -249,27 +243,24 @@ class PartitionAllocations(PartitionApplications):
         """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
         placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
         queue = self.queues[app.queue_path]
-        real = _new_tuple(
-            Allocation,
-            (
-                f"{self._uuid_prefix}{next(self._uuid_seq)}",
-                ask.allocation_key,
-                app.application_id,
-                placeholder.node_id,
-                ask.resource,
-                self.name,
-                queue.path,
-                ask.priority,
-                False,
-                ask.task_group_name,
-                ask.tags,
-                ask.generation,
-                False,
-                placeholder.uuid,
-                placeholder.create_time,  # YuniKorn: a real allocation was asked for when its placeholder was
-                now,
-                placeholder.instance_type,
-            ),
+        spec = ask.spec
+        real = Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=app.application_id,
+            node_id=placeholder.node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue.path,
+            priority=spec.priority,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            replaces=placeholder.uuid,
+            # YuniKorn: a real allocation was asked for when its placeholder was
+            request_time=placeholder.create_time,
+            create_time=now,
+            instance_type=placeholder.instance_type,
         )
         app.take_pending(ask)
         queue.add_pending(ask.resource, -1)
@@ -277,8 +268,8 @@ class PartitionAllocations(PartitionApplications):
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
         app.begin_replacement(placeholder, real)
-        self.core_releases.append(
-            (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
+        self.note_core_release(
+            placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}"
         )
         queue.update_app(app)
         return real
@@ -297,14 +288,14 @@ class PartitionAllocations(PartitionApplications):
     # ---- reservations ------------------------------------------------------------------------------
 
     def reserve(self, app: Application, ask: Ask, node: Node) -> None:
-        self.reservation_changes.add(node.node_id)
+        self.note_reservation_change(node.node_id)
         key = (app.application_id, ask.allocation_key)
         if key not in node.reservations:
             node.reservations = (*node.reservations, key)
         app.reservations[ask.allocation_key] = node.node_id
         self.reservations[key] = node.node_id
         self.reserved_at[key] = self.clock()  # the wait timeout runs from here (YUNIKORN-3219)
-        self._reorder_node(node)
+        self.node_ordering.update(node)
 
     def unreserve(self, application_id: str, allocation_key: str) -> None:
         key = (application_id, allocation_key)
@@ -316,10 +307,10 @@ class PartitionAllocations(PartitionApplications):
         if node_id is not None:
             node = self.nodes.get(node_id)
             if node is not None and key in node.reservations:
-                self.reservation_changes.add(node_id)
+                self.note_reservation_change(node_id)
                 node.reservations = tuple(held for held in node.reservations if held != key)
                 if not node.reservations:
-                    self._reorder_node(node)
+                    self.node_ordering.update(node)
                     self._resources_changed()
 
     def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_owner import ask_rejection, build_ask
+from korral.model.app_spec import AppSpec
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
-from korral.model.partition_registry import ModelError, PartitionRegistry, StateChange
+from korral.model.partition_registry import ModelError, PartitionRegistry
 from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage
@@ -85,20 +86,19 @@ class PartitionApplications(PartitionRegistry):
             self._apply_namespace_tags(queue, tags)
         self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
         now = self.clock()
-        app = Application(
-            application_id,
+        spec = AppSpec(
+            application_id=application_id,
             partition=self.name,
             queue_path=queue.path,
             user=user,
-            groups=tuple(groups),
+            groups=groups,
             tags=tags,
             submission_seq=next(self._app_seq),
-            submission_time=now,
-            placeholder_ask=dict(placeholder_ask or {}),
+            placeholder_ask=placeholder_ask,
             execution_timeout_ms=execution_timeout_ms,
             gang_scheduling_style=gang_scheduling_style,
-            placeholder_timeout=self.placeholder_timeout,
         )
+        app = Application(spec, submission_time=now, placeholder_timeout=self.placeholder_timeout)
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app)
@@ -223,12 +223,7 @@ class PartitionApplications(PartitionRegistry):
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        if self.records_state_changes:
-            self.state_changes.append(
-                StateChange(
-                    application_id=app.application_id, state=app.state.value, timestamp=now, message=message
-                )
-            )
+        self.note_state_change(app.application_id, app.state.value, now, message)
         return True
 
     def _maybe_complete(self, app: Application) -> None:
@@ -282,13 +277,12 @@ class PartitionApplications(PartitionRegistry):
         if reason:
             raise ModelError(reason)
         queue = self.queues[app.queue_path]
-        ask = Ask(
-            allocation_key,
-            application_id,
-            res.prune(resource),
+        spec = AskSpec(
+            allocation_key=allocation_key,
+            application_id=application_id,
+            resource=res.prune(resource),
             max_allocations=max_allocations,
             priority=priority,
-            create_seq=next(self._ask_seq),
             create_time=self.clock(),
             tags=dict(tags or {}),
             placeholder=placeholder and bool(task_group_name),
@@ -297,7 +291,9 @@ class PartitionApplications(PartitionRegistry):
             allow_preempt_self=allow_preempt_self,
             allow_preempt_other=allow_preempt_other,
             execution_timeout_ms=execution_timeout_ms,
+            generation=app.next_generation(),
         )
+        ask = Ask(spec, next(self._ask_seq))
         self._insert_ask(app, queue, ask)
         queue.update_app(app)
         return ask
@@ -322,7 +318,9 @@ class PartitionApplications(PartitionRegistry):
                 continue
             if entry is None:
                 entry = touched[app_id] = (app, {})
-            ask = build_ask(request, create_seq=next(self._ask_seq), now=now)
+            ask = build_ask(
+                request, create_seq=next(self._ask_seq), now=now, generation=app.next_generation()
+            )
             self._insert_ask(app, self.queues[app.queue_path], ask, entry[1])
         self._rekey_touched(touched)
         return rejected
@@ -351,7 +349,8 @@ class PartitionApplications(PartitionRegistry):
         With ``pending`` given, the queue's pending increase is collected there for the caller to
         apply once, instead of a walk up the queue path per ask.
         """
-        allocation_key = ask.allocation_key
+        spec = ask.spec
+        allocation_key = spec.allocation_key
         old = app.asks.get(allocation_key)
         if old is not None:
             self._drop_ask_reservation(app, allocation_key)
@@ -360,7 +359,7 @@ class PartitionApplications(PartitionRegistry):
             # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
             self.unschedulable.pop((app.application_id, allocation_key), None)
         app.add_ask(ask)
-        if ask.task_group_name and not ask.placeholder and app.placeholders:
+        if spec.task_group_name and not spec.placeholder and app.placeholders:
             self.replace_candidates[app.application_id] = app
         app.quota_blocked_at = -1  # a new ask may fit where the others did not
         q: Queue | None = queue
@@ -368,9 +367,9 @@ class PartitionApplications(PartitionRegistry):
             q.quota_blocked_at = -1
             q = q.parent
         if pending is None:
-            queue.add_pending(ask.resource, ask.pending)
+            queue.add_pending(spec.resource, ask.pending)
         else:
-            for name, quantity in ask.resource_items:
+            for name, quantity in spec.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
         if app.state in RUN_ON_ASK:
             self._transition(app, ApplicationEvent.RUN)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Set
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -23,32 +23,28 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.application import Application
 from korral.model.node import Node
+from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
+from korral.model.partition_effects import (
+    CoreRelease,
+    PartitionEffects,
+    QueueEvent,
+    RequestEvent,
+    RunnableChange,
+    StateChange,
+)
 from korral.model.queue import ROOT, Queue, QueueState
+from korral.model.quota_preempting import QuotaPreemption
 from korral.model.reservations import RESERVATION_WAIT_TIMEOUT
 from korral.model.resource import Resource
+from korral.model.rm_predicates import NodesPredicate, Predicate, RMPredicates
 from korral.model.ugm import UserGroupTracker
 from korral.policies.placement import PlacementManager, PlacementRuleError
 from korral.policies.usergroups import UserGroupCache
 
-# ask, node, allocate (True) or reserve (False) -> may the ask go there
-Predicate = Callable[[str, str, bool], bool]
-# The RM's predicates over several candidate nodes of one decision at once (the RM in another process:
-# one round trip, not one per node): ask, nodes in order, allocate, first -> for each node in order
-# whether the ask may go there; with first=True the answer may end at the first node accepted.
-NodesPredicate = Callable[[str, Sequence[str], bool, bool], Sequence[bool]]
-
 
 class ModelError(Exception):
     """A request the partition rejects; the message is the reason given to the RM."""
-
-
-@attrs.frozen(kw_only=True)
-class StateChange:
-    application_id: str
-    state: str
-    timestamp: float
-    message: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -60,11 +56,6 @@ class UnschedulableAsk:
 
 
 class PartitionRegistry:
-    # nodes kept out of the node order for now: only the scheduler's view cools nodes (a node that
-    # refused a proposal), and keeps its own set; everyone else reads this empty one
-    cooling: Set[str] = frozenset()
-    # False for the scheduler's view: it is told where applications went, so it builds no placement rules
-    places_applications = True
     # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
     reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
 
@@ -81,17 +72,16 @@ class PartitionRegistry:
         candidates_per_call: int = 1,
         placeholder_timeout: float = 900.0,
         uuid_token: str | None = None,
+        node_order: Callable[[Mapping[str, Node]], NodeOrder] = NodeOrder,
+        quota_preemption: QuotaPreemption | None = None,
     ) -> None:
         self.name = name
         self.placeholder_timeout = placeholder_timeout
         self.rm_id = rm_id
         self.clock = clock
         self.reservation_delay = reservation_delay
-        self.predicate = predicate
-        # set: the RM's predicates are asked through it, ``candidates_per_call`` nodes at first (then
-        # twice as many each call); else ``predicate`` is asked node by node, as YuniKorn does
-        self.nodes_predicate = nodes_predicate
-        self.candidates_per_call = max(1, candidates_per_call)
+        # the RM's say on a node for an ask: a part of its own (model.rm_predicates)
+        self.predicates = RMPredicates(predicate, nodes_predicate, candidates_per_call)
         self.config = config
         # resolves the groups of a user submitted without any (the partition's usergroupresolver)
         self.user_groups = UserGroupCache(config.user_group_resolver, clock)
@@ -100,18 +90,14 @@ class PartitionRegistry:
         self.applications: dict[str, Application] = {}
         self.nodes: dict[str, Node] = {}
         # schedulable, unreserved nodes with room left, in node-sort-policy order
-        self.node_order: IncrementalOrder[Node] = IncrementalOrder()
+        # quota preemption's timers (model.quota_preempting), started by config changes and recoveries
+        self.quota_preemption = quota_preemption if quota_preemption is not None else QuotaPreemption()
+        # the node order the walk takes nodes from: a part of its own (model.node_order)
+        self.node_ordering = node_order(self.nodes)
         self.capacity: Resource = {}
         self.reservations: dict[tuple[str, str], str] = {}
         # when each reservation was made (the partition's clock)
         self.reserved_at: dict[tuple[str, str], float] = {}
-        # applications whose backoff deadline was set since the driver last looked (YUNIKORN-3115)
-        self.backoff_changes: dict[str, float] = {}
-        # nodes whose reservation changed since the driver last looked (the actors publish them)
-        self.reservation_changes: set[str] = set()
-        self.node_sort_policy = "fair"
-        self.resource_weights: dict[str, float] = {"vcore": 1.0, "memory": 1.0}
-        self._positive_weights = tuple(self.resource_weights.items())
         self.placement = PlacementManager.build(())
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
@@ -128,34 +114,18 @@ class PartitionRegistry:
         # (cleared whenever the epoch moves on, so it holds only shapes known unfit right now)
         self._unfit_shapes: set[tuple[Any, ...]] = set()
         self._resource_epoch = 0
-        # Outputs drained by the driver (reference scheduler or actors).
-        self.state_changes: list[StateChange] = []
-        # the scheduler's view reports nothing from here (the owners tell the RM): it keeps none
-        self.records_state_changes = True
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
-        # releases the core made (allocation, termination, message): booked until the RM confirms
-        self.core_releases: list[tuple[Allocation, si.TerminationType, str]] = []
+        # what the operations produced for the driver since it last took them (``take_effects``)
+        self._effects = PartitionEffects()
         # asks the core removed (timeouts): (application, allocation key, message)
         self.released_asks: list[tuple[str, str, str]] = []
-        # request events of preemption attempts and reservations cancelled (application, allocation
-        # key, message)
-        self.preemption_events: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
-        # the earliest moment a waiting ask's preemption.delay runs out (None: no ask waits for one):
-        # the scheduler wakes then rather than at its next tick
-        self.preempt_due: float | None = None
         # quota preemption (model.quota_preempting): queue path -> when its lowered max is enforced;
-        # queue path -> the victims of its run still being released; (queue path, message) events
+        # queue path -> the victims of its run still being released
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.quota_events: list[tuple[str, str]] = []
-        # (kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
-        # not timed): "trynode", "trypreemption", "sort_queue", "sort_app"
-        self.latencies: list[tuple[str, float]] | None = None
-        # YuniKorn's APP_CANNOTRUN/APP_RUNNABLE records: (application, True when runnable again, by
-        # the queue's "queue" or the user's or group's "quota" maxapplications)
-        self.runnable_events: list[tuple[str, bool, str]] = []
+        self._latencies: list[tuple[str, float]] | None = None
         # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
         self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
@@ -172,6 +142,34 @@ class PartitionRegistry:
 
         def unreserve(self, application_id: str, allocation_key: str) -> None: ...
 
+    # ---- the node order's facts, read through -----------------------------------------------------
+
+    @property
+    def node_order(self) -> IncrementalOrder[Node]:
+        return self.node_ordering.order
+
+    @property
+    def cooling(self) -> Set[str]:
+        return self.node_ordering.cooling
+
+    @property
+    def node_sort_policy(self) -> str:
+        return self.node_ordering.policy
+
+    @property
+    def resource_weights(self) -> Mapping[str, float]:
+        return self.node_ordering.weights
+
+    @property
+    def latencies(self) -> list[tuple[str, float]] | None:
+        """(kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
+        not timed): "trynode", "trypreemption", "sort_queue", "sort_app"."""
+        return self._latencies
+
+    @latencies.setter
+    def latencies(self, latencies: list[tuple[str, float]] | None) -> None:
+        self._latencies = self.predicates.latencies = latencies
+
     # ---- configuration -----------------------------------------------------------------------------
 
     def apply_config(
@@ -183,23 +181,19 @@ class PartitionRegistry:
         at creation a broken rule set leaves placement inactive, as YuniKorn does. ``placement``: the
         config's rules, already built by the caller (who validated them).
         """
-        if placement is None and self.places_applications:
+        if placement is None:
             try:
                 placement = PlacementManager.build(config.placement_rules)
             except PlacementRuleError as error:
                 if not initial:
                     raise ModelError(f"placement rules rejected: {error}") from error
                 placement = PlacementManager.build(())
-        if placement is not None:
-            self.placement = placement
+        self.placement = placement
         if config.user_group_resolver != self.user_groups.kind:
             self.user_groups = UserGroupCache(config.user_group_resolver, self.clock)
         self.config = config
-        self.node_sort_policy = config.node_sort_policy.type or "fair"
-        self.resource_weights = dict(config.node_sort_policy.resource_weights)
-        self._positive_weights = tuple((n, w) for n, w in self.resource_weights.items() if w > 0)
         seen: set[str] = set()
-        before = self._limits_before_config()
+        before = self.quota_preemption.limits_before(self)  # type: ignore[arg-type]
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
@@ -209,15 +203,8 @@ class PartitionRegistry:
         for app_id, tracking in self.ugm.apply_config(config, held).items():
             self.applications[app_id].user_limits = tracking
         self._limits_dirty = True
-        self._rebuild_node_order()
-        self._after_config(before)
-
-    def _limits_before_config(self) -> Any:
-        """What a config change must compare with (the scheduling model: quota preemption's limits)."""
-        return None
-
-    def _after_config(self, before: Any) -> None:
-        """A config change was applied (the scheduling model starts or cancels quota preemption)."""
+        self.node_ordering.configure(config.node_sort_policy.type, config.node_sort_policy.resource_weights)
+        self.quota_preemption.after_config(self, before, self.clock())  # type: ignore[arg-type]
 
     def _apply_queue_config(self, queue: Queue, config: QueueConfig, seen: set[str]) -> None:
         queue.apply_config(config)
@@ -315,7 +302,7 @@ class PartitionRegistry:
         res.add_into(self.capacity, node.capacity)
         self._limits_dirty = True
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def update_node(
@@ -339,14 +326,14 @@ class PartitionRegistry:
         if attributes is not None:
             node.attributes = dict(attributes)
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def set_node_schedulable(self, node_id: str, schedulable: bool) -> Node:
         node = self._node(node_id)
         node.schedulable = schedulable
         self._resources_changed()
-        self._reorder_node(node)
+        self.node_ordering.update(node)
         return node
 
     def remove_node(self, node_id: str, *, complete: bool = True) -> list[Allocation]:
@@ -362,7 +349,7 @@ class PartitionRegistry:
                 released.append(done)
         for holder in node.reservations:
             self.unreserve(*holder)
-        self.node_order.discard(node_id)
+        self.node_ordering.discard(node_id)
         del self.nodes[node_id]
         res.sub_into(self.capacity, node.capacity)
         self._limits_dirty = True
@@ -375,50 +362,6 @@ class PartitionRegistry:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
         return node
 
-    def _reorder_node(self, node: Node) -> None:
-        node_id = node.node_id
-        if (
-            node.schedulable
-            and node.reservation is None
-            and node_id in self.nodes
-            and node_id not in self.cooling
-        ):
-            available = node.available
-            for quantity in available.values():
-                if quantity > 0:
-                    break
-            else:
-                self.node_order.discard(node_id)  # full: no ask can fit
-                return
-            # node_usage_score, inlined (this runs once per allocation), with the terms that depend
-            # only on the node's capacity and the weights kept on the node until either changes
-            capacity = node.capacity
-            weights = self._positive_weights
-            cache = node.score_terms
-            if cache is None or cache[0] is not capacity or cache[1] is not weights:
-                terms = tuple(
-                    (name, weight, capacity[name]) for name, weight in weights if capacity.get(name, 0) > 0
-                )
-                total = 0.0
-                for _, weight, _ in terms:
-                    total += weight
-                cache = node.score_terms = (capacity, weights, terms, total)
-            weighted = 0.0
-            for name, weight, cap in cache[2]:
-                weighted += weight * ((cap - available.get(name, 0)) / cap)
-            total = cache[3]
-            score = weighted / total if total else 0.0
-            if self.node_sort_policy == "binpacking":
-                score = 1.0 - score
-            self.node_order.place(node_id, node, (score, node_id))
-        else:
-            self.node_order.discard(node_id)
-
-    def _rebuild_node_order(self) -> None:
-        self.node_order.clear()
-        for node in self.nodes.values():
-            self._reorder_node(node)
-
     def _resources_changed(self) -> None:
         self._resource_epoch += 1
         if self._unfit_shapes:
@@ -426,6 +369,43 @@ class PartitionRegistry:
 
     # ---- outputs -----------------------------------------------------------------------------------
 
-    def drain_state_changes(self) -> list[StateChange]:
-        changes, self.state_changes = self.state_changes, []
-        return changes
+    def take_effects(self) -> PartitionEffects:
+        """What the operations produced since the last call (core releases, request events, nodes
+        whose reservations changed, when to wake); the partition starts a new record."""
+        effects, self._effects = self._effects, PartitionEffects()
+        return effects
+
+    def note_core_release(
+        self, allocation: Allocation, termination: si.TerminationType, message: str
+    ) -> None:
+        self._effects.core_releases.append(
+            CoreRelease(allocation=allocation, termination=termination, message=message)
+        )
+
+    def note_request_event(self, application_id: str, allocation_key: str, message: str) -> None:
+        self._effects.request_events.append(
+            RequestEvent(application_id=application_id, allocation_key=allocation_key, message=message)
+        )
+
+    def wake_by(self, due: float) -> None:
+        """The driver must run a cycle no later than ``due`` (a preemption or quota delay runs out)."""
+        self._effects.wake_by(due)
+
+    def note_queue_event(self, queue_path: str, message: str) -> None:
+        self._effects.queue_events.append(QueueEvent(queue_path=queue_path, message=message))
+
+    def note_runnable(self, application_id: str, runnable: bool, by: str) -> None:
+        self._effects.runnable_changes.append(
+            RunnableChange(application_id=application_id, runnable=runnable, by=by)
+        )
+
+    def note_backoff(self, application_id: str, deadline: float) -> None:
+        self._effects.backoffs[application_id] = deadline
+
+    def note_reservation_change(self, node_id: str) -> None:
+        self._effects.reservation_changes.add(node_id)
+
+    def note_state_change(self, application_id: str, state: str, timestamp: float, message: str) -> None:
+        self._effects.state_changes.append(
+            StateChange(application_id=application_id, state=state, timestamp=timestamp, message=message)
+        )

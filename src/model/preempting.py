@@ -68,16 +68,11 @@ def _may_attempt(model: PartitionModel, ask: Ask, now: float) -> bool:
         return False
     checked = ask.preempt_checked_at
     if checked is not None and now - checked < PREEMPT_ATTEMPT_INTERVAL - 1e-9:
-        _wake_at(model, checked + PREEMPT_ATTEMPT_INTERVAL)
+        model.wake_by(checked + PREEMPT_ATTEMPT_INTERVAL)
         return False
     ask.preempt_checked_at = now
-    _wake_at(model, now + PREEMPT_ATTEMPT_INTERVAL)
+    model.wake_by(now + PREEMPT_ATTEMPT_INTERVAL)
     return True
-
-
-def _wake_at(model: PartitionModel, due: float) -> None:
-    if model.preempt_due is None or due < model.preempt_due:
-        model.preempt_due = due
 
 
 def path_priority_offset(queue: Queue | None) -> int:
@@ -122,7 +117,7 @@ def queue_facts(model: PartitionModel) -> dict[str, policy.QueueFacts]:
     return facts
 
 
-def _victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]:
+def victim_flags(app: Application, allocation: Allocation) -> tuple[bool, bool]:
     """(allow_preempt_self, originator) of an allocation: its ask's, else its allow-preemption tag."""
     ask = app.asks.get(allocation.allocation_key)
     if ask is not None and ask.generation == allocation.ask_generation:
@@ -156,7 +151,7 @@ def _node_candidates(
         app = applications.get(allocation.application_id)
         if app is None or (app.releasing and uuid in app.releasing) or uuid not in app.allocations:
             continue
-        allow_self, originator = _victim_flags(app, allocation)
+        allow_self, originator = victim_flags(app, allocation)
         found.append(
             policy.Candidate(
                 uuid,
@@ -228,7 +223,7 @@ def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask
         return False
     due = ask.create_time + queue.preemption_delay
     if now < due - 1e-9:
-        _wake_at(model, due)
+        model.wake_by(due)
         return False
     if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(
         model, ask, now
@@ -284,7 +279,7 @@ def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask
         )
         if plan is None:
             return False
-        if not model._filters_nodes or model._accepts(ask.allocation_key, plan.node_id):
+        if model.predicates.allows(ask.allocation_key, plan.node_id):
             break
         node_ids.remove(plan.node_id)  # the RM's predicates turn this node down: the next best
     else:
@@ -317,9 +312,7 @@ def try_required_node(
     node = model.nodes.get(ask.required_node)
     if node is None or not node.schedulable or not node.capacity_fits(ask.resource):
         return None
-    if node.fits(ask.resource) and (
-        not model._filters_nodes or model._accepts(ask.allocation_key, node.node_id)
-    ):
+    if node.fits(ask.resource) and (model.predicates.allows(ask.allocation_key, node.node_id)):
         if not _claim(model, app, ask, node):
             return None
         return model.commit(app, queue, ask, node, now)
@@ -335,7 +328,7 @@ def try_reserved_required_node(
     if (
         node.schedulable
         and node.fits(ask.resource)
-        and (not model._filters_nodes or model._accepts(ask.allocation_key, node.node_id))
+        and model.predicates.allows(ask.allocation_key, node.node_id)
     ):
         model.unreserve(app.application_id, ask.allocation_key)
         return model.commit(app, queue, ask, node, now)
@@ -357,13 +350,11 @@ def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, 
     )
     plan = policy.required_node_victims(preemptor, candidates, node.node_id, node.available)
     if plan is None:
-        model.preemption_events.append(
-            (
-                app.application_id,
-                ask.allocation_key,
-                f"Unschedulable request '{ask.allocation_key}' with required node '{node.node_id}', "
-                "no preemption victim found",
-            )
+        model.note_request_event(
+            app.application_id,
+            ask.allocation_key,
+            f"Unschedulable request '{ask.allocation_key}' with required node '{node.node_id}', "
+            "no preemption victim found",
         )
         return False
     _release_victims(model, ask, [(node.allocations[uuid].application_id, uuid) for uuid in plan.victims])

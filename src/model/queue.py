@@ -411,7 +411,7 @@ class Queue:
             self.sort_policy != SORT_FAIR
             and pending_asks.items
             # app.priority, inlined: the first pending ask leads with its priority, negated
-            and (ask.pending > 0 or -pending_asks.entries[pending_asks.head][0] == ask.priority)
+            and (ask.pending > 0 or -pending_asks.entries[pending_asks.head][0] == ask.spec.priority)
         ):
             self.refresh_up(False)
         else:

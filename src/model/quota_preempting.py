@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import TAG_REQUIRED_NODE
-from korral.model.preempting import _victim_flags, allocation_age, queue_facts
+from korral.model.preempting import allocation_age, queue_facts, victim_flags
 from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
 from korral.policies import quota_preemption as policy
@@ -63,7 +63,7 @@ def _over(queue: Queue) -> bool:
 
 
 def _event(model: PartitionModel, path: str, message: str) -> None:
-    model.quota_events.append((path, message))
+    model.note_queue_event(path, message)
 
 
 def _start(model: PartitionModel, queue: Queue, now: float) -> None:
@@ -84,8 +84,7 @@ def _cancel(model: PartitionModel, path: str, why: str) -> None:
 
 
 def _note_due(model: PartitionModel, due: float) -> None:
-    if model.preempt_due is None or due < model.preempt_due:
-        model.preempt_due = due
+    model.wake_by(due)
 
 
 def after_config(model: PartitionModel, before: Limits, now: float) -> None:
@@ -196,7 +195,7 @@ def _run(model: PartitionModel, queue: Queue) -> None:
             for uuid, allocation in app.allocations.items():
                 if (app.releasing and uuid in app.releasing) or allocation.tags.get(TAG_REQUIRED_NODE):
                     continue
-                allow_self, originator = _victim_flags(app, allocation)
+                allow_self, originator = victim_flags(app, allocation)
                 candidates.append(
                     policy.QuotaCandidate(
                         uuid,
@@ -223,3 +222,32 @@ def _run(model: PartitionModel, queue: Queue) -> None:
         )
     else:
         _event(model, queue.path, f"quota preemption of queue {queue.path}: no victim found within the laws")
+
+
+class QuotaPreemption:
+    """Quota preemption as a part of a partition: what a config change or a recovered allocation
+    starts, shifts or cancels (the rules above). The partition calls it at those two moments; its
+    scheduling cycle runs the timers (``step``)."""
+
+    def limits_before(self, model: PartitionModel) -> Limits:
+        return limits_before(model)
+
+    def after_config(self, model: PartitionModel, before: Limits, now: float) -> None:
+        after_config(model, before, now)
+
+    def after_recovery(self, model: PartitionModel, queue: Queue | None, now: float) -> None:
+        after_recovery(model, queue, now)
+
+
+class NoQuotaPreemption(QuotaPreemption):
+    """The part for a partition nothing schedules (the Partition actor's registry): no timers, as
+    the Scheduler's view decides quota preemption."""
+
+    def limits_before(self, model: PartitionModel) -> Limits:
+        return {}
+
+    def after_config(self, model: PartitionModel, before: Limits, now: float) -> None:
+        return
+
+    def after_recovery(self, model: PartitionModel, queue: Queue | None, now: float) -> None:
+        return

@@ -36,13 +36,11 @@ def wait_expired(model: PartitionModel, application_id: str, allocation_key: str
     if reserved_at is None or now - reserved_at <= model.reservation_wait_timeout:
         return False
     model.unreserve(application_id, allocation_key)
-    model.preemption_events.append(
-        (
-            application_id,
-            allocation_key,
-            f"reservation of '{allocation_key}' cancelled: its headroom stayed short for longer than "
-            f"the reservation wait time ({model.reservation_wait_timeout:g}s)",
-        )
+    model.note_request_event(
+        application_id,
+        allocation_key,
+        f"reservation of '{allocation_key}' cancelled: its headroom stayed short for longer than "
+        f"the reservation wait time ({model.reservation_wait_timeout:g}s)",
     )
     return True
 
@@ -64,13 +62,11 @@ def free_for_preemptor(
             return False
     for application_id, allocation_key in others:
         model.unreserve(application_id, allocation_key)
-        model.preemption_events.append(
-            (
-                application_id,
-                allocation_key,
-                f"reservation of '{allocation_key}' on node {node.node_id} cancelled: a higher priority "
-                f"ask ({mine[1]}) may preempt there",
-            )
+        model.note_request_event(
+            application_id,
+            allocation_key,
+            f"reservation of '{allocation_key}' on node {node.node_id} cancelled: a higher priority "
+            f"ask ({mine[1]}) may preempt there",
         )
     return True
 

@@ -12,22 +12,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from korral import si
+from korral.config.schema import PartitionConfig
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, Ask, AskSpec
+from korral.model.app_spec import AppSpec
 from korral.model.application import Application
+from korral.model.node import NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.resource import Resource
+from korral.policies.placement import PlacementManager
+
+# the view's placement rules: none (the partition actor places applications: ``insert_application``)
+_NO_PLACEMENT = PlacementManager.build(())
 
 
 class SchedulingView(PartitionModel):
-    places_applications = False  # the partition actor places applications: see ``insert_application``
+    def apply_config(
+        self, config: PartitionConfig, *, initial: bool = False, placement: PlacementManager | None = None
+    ) -> None:
+        """The partition's config as the partition actor applied it; the view places nothing, so it
+        builds no placement rules (they are the partition's)."""
+        super().apply_config(config, initial=initial, placement=_NO_PLACEMENT)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.records_state_changes = False
-        # nodes kept out of the node order until the next tick: they refused a proposal (``cool_node``)
-        self.cooling: set[str] = set()
         # uuid -> application of allocations released here because their node left. Some were still
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
@@ -37,40 +48,18 @@ class SchedulingView(PartitionModel):
         # the owner only then gives it back; earlier, the view would propose what the owner refuses
         self._replaced_with_node: dict[str, Allocation] = {}
 
-    def insert_application(
-        self,
-        application_id: str,
-        queue_path: str,
-        *,
-        user: str = "",
-        groups: tuple[str, ...] = (),
-        tags: dict[str, str] | None = None,
-        submission_seq: int = 0,
-        placeholder_ask: dict[str, int] | None = None,
-        execution_timeout_ms: int = 0,
-        gang_scheduling_style: str = "",
-        limit_group: str | None = None,
-    ) -> Application:
+    def insert_application(self, spec: AppSpec, *, limit_group: str | None = None) -> Application:
         """Add an application the partition actor already placed (no placement rules here), tracked
         against the group the partition resolved (``limit_group``, "" for none; None: resolve here)."""
+        application_id = spec.application_id
         if application_id in self.applications:
             return self.applications[application_id]
-        queue = self.queues.get(queue_path) or self.create_queue(queue_path)
+        queue = self.queues.get(spec.queue_path) or self.create_queue(spec.queue_path)
         if not queue.is_managed:
-            self._apply_namespace_tags(queue, tags or {})
-        app = Application(
-            application_id,
-            partition=self.name,
-            queue_path=queue.path,
-            user=user,
-            groups=groups,
-            tags=tags,
-            submission_seq=submission_seq,
-            submission_time=self.clock(),
-            placeholder_ask=placeholder_ask,
-            execution_timeout_ms=execution_timeout_ms,
-            gang_scheduling_style=gang_scheduling_style,
-        )
+            self._apply_namespace_tags(queue, spec.tags)
+        if spec.queue_path != queue.path or spec.partition != self.name:
+            spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)
+        app = Application(spec, submission_time=self.clock())
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app, limit_group or None, resolve=limit_group is None)
@@ -88,8 +77,9 @@ class SchedulingView(PartitionModel):
             ]:
                 del self._replaced_with_node[uuid]
 
-    def put_asks(self, asks: list[Ask]) -> None:
-        """Add or replace asks as their owner built them (same key, generation and repeats).
+    def put_asks(self, asks: list[AskSpec]) -> None:
+        """Add or replace asks as their owner built them (same key and generation), each with its own
+        progress here around the shared spec.
 
         Each application is re-keyed in its queue, and each queue up the tree, once for the whole batch.
         """
@@ -103,8 +93,7 @@ class SchedulingView(PartitionModel):
                     continue
                 entry = touched[app_id] = (app, {})
             app, pending = entry
-            ask.create_seq = next(self._ask_seq)
-            self._insert_ask(app, self.queues[app.queue_path], ask, pending)
+            self._insert_ask(app, self.queues[app.queue_path], Ask(ask, next(self._ask_seq)), pending)
         self._rekey_touched(touched)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:
@@ -156,15 +145,15 @@ class SchedulingView(PartitionModel):
         except ModelError:
             return
 
-    def set_node(
-        self,
-        node_id: str,
-        capacity: dict[str, int],
-        occupied: dict[str, int],
-        attributes: dict[str, str],
-        schedulable: bool,
-    ) -> None:
+    def set_node(self, spec: NodeSpec) -> None:
         """Absolute node facts from the node's owner (allocations are the view's own)."""
+        node_id, capacity, occupied, schedulable = (
+            spec.node_id,
+            spec.capacity,
+            spec.occupied,
+            spec.schedulable,
+        )
+        attributes = spec.attributes
         node = self.nodes.get(node_id)
         if node is None:
             return
@@ -217,10 +206,6 @@ class SchedulingView(PartitionModel):
         if app is not None and app.releasing.get(uuid) is si.TerminationType.PREEMPTED_BY_SCHEDULER:
             app.unmark_releasing(uuid)
 
-    def take_core_releases(self) -> None:
-        """The owners report releases to the RM; the view's own record of them is not needed."""
-        self.core_releases.clear()
-
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
         return bool(self.unschedulable) or bool(self.reservations)
@@ -231,22 +216,24 @@ class SchedulingView(PartitionModel):
         endless propose-refuse loop."""
         node = self.nodes.get(node_id)
         if node is not None:
-            self.cooling.add(node_id)
-            self._reorder_node(node)
+            self.node_ordering.cooling.add(node_id)
+            self.node_ordering.update(node)
 
     def uncool_node(self, node_id: str) -> None:
-        if node_id in self.cooling:
-            self.cooling.discard(node_id)
+        cooling = self.node_ordering.cooling
+        if node_id in cooling:
+            cooling.discard(node_id)
             node = self.nodes.get(node_id)
             if node is not None:
-                self._reorder_node(node)
+                self.node_ordering.update(node)
                 self._resources_changed()
 
     def warm_nodes(self) -> None:
-        cooled, self.cooling = self.cooling, set()
-        for node_id in sorted(cooled):  # a set's order changes between processes (string hashing)
+        cooled = sorted(self.node_ordering.cooling)  # a set's order changes between processes
+        self.node_ordering.cooling.clear()
+        for node_id in cooled:
             node = self.nodes.get(node_id)
             if node is not None:
-                self._reorder_node(node)
+                self.node_ordering.update(node)
         if cooled:
             self._resources_changed()  # shapes cached as fitting no node may fit a warmed one

@@ -12,7 +12,7 @@ from typing import TypeVar, dataclass_transform
 
 import attrs
 
-from korral.model.allocation import Allocation, Ask
+from korral.model.allocation import Allocation, AskSpec
 
 _T = TypeVar("_T")
 
@@ -25,10 +25,10 @@ def frozen(cls: type[_T]) -> type[_T]:
 
 @frozen
 class PutAsk:
-    """Add an ask (or replace the one with the same key). ``ask`` is a copy the owner built for the
-    view and never touches again: the view takes it over (the SI ask is converted once, by the owner)."""
+    """Add an ask (or replace the one with the same key). ``ask`` is the owner's immutable spec, shared:
+    the view keeps its own progress on it (the SI ask is converted once, by the owner)."""
 
-    ask: Ask
+    ask: AskSpec
 
 
 @frozen

@@ -38,7 +38,7 @@ def new_owner(**app_kwargs) -> ApplicationOwner:
     app_kwargs.setdefault("partition", "[rm]default")
     app_kwargs.setdefault("queue_path", QUEUE)
     app_kwargs.setdefault("user", "alice")
-    return ApplicationOwner(Application(APP, **app_kwargs))
+    return ApplicationOwner(Application.new(APP, **app_kwargs))
 
 
 def si_ask(key: str = "k1", resource: dict[str, int] | None = None, max_allocations: int = 1, **kw):
@@ -176,12 +176,12 @@ def test_add_asks_accepted_become_put_ask_ops(asks, expected_ops, expected_pendi
 
     assert effects.rejected_asks == []
     assert ops(effects) == expected_ops
-    # the payload is a copy of the owner's ask (built once from the SI ask), for the view to own
+    # the payload is the owner's immutable spec itself (built once from the SI ask), shared with the
+    # view, which keeps its own progress on it
     for op, sent in zip(effects.view_ops, asks, strict=True):
         assert isinstance(op, PutAsk)
         owned = owner.app.asks[sent.allocation_key]
-        assert op.ask is not owned and op.ask.generation == owned.generation
-        assert op.ask.resource == owned.resource and op.ask.pending == owned.pending
+        assert op.ask is owned.spec and op.ask.generation == owned.generation > 0
     assert pruned(effects.pending_delta) == expected_pending
     assert res.equals(owner.app.pending, expected_pending)
     assert effects.allocated_delta == {} and effects.new_allocations == []
@@ -262,12 +262,12 @@ def test_add_asks_rejections_change_nothing(state, request_, reason):
     ],
 )
 def test_ask_rejection_reports_the_first_problem(request_, reason):
-    app = Application(APP)
+    app = Application.new(APP)
     assert reason in ask_rejection(app, request_.allocation_key, request_.resource_ask, -1)
 
 
 def test_ask_rejection_accepts_a_valid_ask():
-    assert ask_rejection(Application(APP), "k", {"vcore": 1, "memory": 0}, 1) == ""
+    assert ask_rejection(Application.new(APP), "k", {"vcore": 1, "memory": 0}, 1) == ""
 
 
 def test_add_asks_to_a_removed_application_are_rejected():
@@ -768,7 +768,9 @@ def test_remove_reports_no_state_change(state):
 def test_after_remove_asks_are_rejected_and_placements_refused():
     owner = _running_with_allocations()
     owner.remove("bye", 1.0)
-    late = Allocation("late", "k1", APP, "n1", CPU, ask_generation=1)
+    late = Allocation(
+        uuid="late", allocation_key="k1", application_id=APP, node_id="n1", resource=CPU, ask_generation=1
+    )
 
     effects = owner.add_asks([si_ask("k9")], 2.0)
     owner.confirm("n1", [late], 2.0, effects)
@@ -892,11 +894,12 @@ def test_view_ops_in_the_order_things_happened():
     assert owner.app.state is S.COMPLETING
 
 
-def test_an_ask_copy_has_every_field_and_its_own_count() -> None:
-    ask = Ask("k", "app", {"vcore": 2}, 3, 5, 7, 1.5, {"t": "v"}, True, "tg", True, True, False, 90, 4)
-    ask.pending = 2
-    ask.failed_since = 3.0
-    twin = ask.copy()
-    assert all(getattr(twin, name) == getattr(ask, name) for name in Ask.__slots__)
-    twin.pending -= 1
-    assert ask.pending == 2
+def test_the_view_shares_the_owners_ask_spec_and_keeps_its_own_count() -> None:
+    owner = new_owner()
+    effects = owner.add_asks([si_ask("k", max_allocations=2)], 1.0)
+    (put,) = [op for op in effects.view_ops if isinstance(op, PutAsk)]
+    mine = owner.app.asks["k"]
+    theirs = Ask(put.ask)
+    assert theirs.spec is mine.spec
+    theirs.pending -= 1
+    assert mine.pending == 2 and theirs.pending == 1

@@ -12,19 +12,19 @@ STOPPED = si.TerminationType.STOPPED_BY_RM
 
 def _alloc(uuid: str, created: float, instance: str = "m5.large", **fields: object) -> Allocation:
     return Allocation(
-        uuid,
-        "key",
-        "app",
-        "n1",
-        {"memory": 10, "vcore": 2},
+        uuid=uuid,
+        allocation_key="key",
+        application_id="app",
+        node_id="n1",
+        resource={"memory": 10, "vcore": 2},
         create_time=created,
         instance_type=instance,
-        **fields,
-    )  # type: ignore[arg-type]
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 def test_released_allocations_add_whole_seconds_per_kind_and_instance_type() -> None:
-    app = Application("app", queue_path="root.a", user="alice")
+    app = Application.new("app", queue_path="root.a", user="alice")
     track_released(
         app,
         [
@@ -44,7 +44,7 @@ def test_released_allocations_add_whole_seconds_per_kind_and_instance_type() -> 
 
 
 def test_summary_line_of_an_application_that_ran() -> None:
-    app = Application("app", queue_path="root.a", user="alice", submission_time=1.0)
+    app = Application.new("app", queue_path="root.a", user="alice", submission_time=1.0)
     assert summary(app, 0, "rm") is None  # never ran: no line, as YuniKorn
     app.state_log = [(2.0, "Accepted"), (3.0, "Running"), (5.5, "Completing"), (35.5, "Completed")]
     app.state = app.state.COMPLETED

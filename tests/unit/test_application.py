@@ -57,13 +57,14 @@ def _id(pair: tuple[ApplicationEvent, ApplicationState]) -> str:
 
 
 def app_in(state: ApplicationState, **kwargs) -> Application:
-    app = Application("app-1", **kwargs)
+    app = Application.new("app-1", **kwargs)
     app.state = state
     return app
 
 
 def make_ask(key: str, resource: dict[str, int] | None = None, **kwargs) -> Ask:
-    return Ask(key, "app-1", resource if resource is not None else {"memory": 10}, **kwargs)
+    resource = resource if resource is not None else {"memory": 10}
+    return Ask.of(allocation_key=key, application_id="app-1", resource=resource, **kwargs)
 
 
 def make_alloc(uuid: str, key: str, resource: dict[str, int], placeholder: bool = False) -> Allocation:
@@ -129,7 +130,7 @@ def test_try_handle(event, state, changed, after):
 
 
 def test_full_lifecycle():
-    app = Application("app-1", submission_time=3.0)
+    app = Application.new("app-1", submission_time=3.0)
     assert app.state is S.NEW and app.state_time == 3.0
     for event, expected in [
         (E.RUN, S.ACCEPTED),
@@ -172,7 +173,7 @@ def test_state_classes(state, terminal, running):
     ],
 )
 def test_state_aware_disabled_tag(tags, disabled):
-    assert Application("app-1", tags=tags).state_aware_disabled is disabled
+    assert Application.new("app-1", tags=tags).state_aware_disabled is disabled
 
 
 @pytest.mark.parametrize(
@@ -184,12 +185,12 @@ def test_state_aware_disabled_tag(tags, disabled):
     ],
 )
 def test_gang_scheduling_style(style, expected):
-    assert Application("app-1", gang_scheduling_style=style).gang_scheduling_style == expected
+    assert Application.new("app-1", gang_scheduling_style=style).gang_scheduling_style == expected
 
 
 def test_new_application_defaults():
     tags = {"a": "b"}
-    app = Application("app-1", groups=["g1"], tags=tags, placeholder_ask={"memory": 5, "vcore": 0})
+    app = Application.new("app-1", groups=["g1"], tags=tags, placeholder_ask={"memory": 5, "vcore": 0})
     tags["a"] = "changed"
     assert app.state is S.NEW
     assert app.tags == {"a": "b"}, "tags are copied"
@@ -218,7 +219,7 @@ def test_new_application_defaults():
     ],
 )
 def test_add_ask_pending_is_resource_times_repeats(asks, pending):
-    app = Application("app-1")
+    app = Application.new("app-1")
     for key, resource, repeats in asks:
         assert app.add_ask(make_ask(key, resource, max_allocations=repeats)) is None
     assert app.pending == pending
@@ -228,7 +229,7 @@ def test_add_ask_pending_is_resource_times_repeats(asks, pending):
 
 
 def test_add_ask_assigns_increasing_generations():
-    app = Application("app-1")
+    app = Application.new("app-1")
     first, second = make_ask("a"), make_ask("b")
     app.add_ask(first)
     app.add_ask(second)
@@ -236,14 +237,14 @@ def test_add_ask_assigns_increasing_generations():
 
 
 def test_add_ask_keeps_explicit_generation():
-    app = Application("app-1")
+    app = Application.new("app-1")
     ask = make_ask("a", generation=17)
     app.add_ask(ask)
     assert ask.generation == 17
 
 
 def test_replace_ask_with_same_key():
-    app = Application("app-1")
+    app = Application.new("app-1")
     old = make_ask("a", {"memory": 10}, max_allocations=3)
     app.add_ask(old)
     app.take_pending(old)
@@ -267,7 +268,7 @@ def test_replace_ask_with_same_key():
     ],
 )
 def test_remove_ask(remove, returned, pending, keys):
-    app = Application("app-1")
+    app = Application.new("app-1")
     app.add_ask(make_ask("a", {"memory": 10}, max_allocations=2))
     app.add_ask(make_ask("b", {"memory": 5}))
     removed = app.remove_ask(remove)
@@ -278,7 +279,7 @@ def test_remove_ask(remove, returned, pending, keys):
 
 
 def test_remove_last_ask_leaves_nothing_pending():
-    app = Application("app-1")
+    app = Application.new("app-1")
     app.add_ask(make_ask("a"))
     app.remove_ask("a")
     assert app.pending == {}
@@ -288,7 +289,7 @@ def test_remove_last_ask_leaves_nothing_pending():
 
 
 def test_remove_fully_taken_ask():
-    app = Application("app-1")
+    app = Application.new("app-1")
     ask = make_ask("a", {"memory": 10})
     app.add_ask(ask)
     app.take_pending(ask)
@@ -297,7 +298,7 @@ def test_remove_fully_taken_ask():
 
 
 def test_take_and_return_pending():
-    app = Application("app-1")
+    app = Application.new("app-1")
     ask = make_ask("a", {"memory": 10}, max_allocations=2)
     app.add_ask(ask)
 
@@ -324,7 +325,7 @@ def test_take_and_return_pending():
 
 
 def test_add_ask_with_nothing_pending_is_not_ordered():
-    app = Application("app-1")
+    app = Application.new("app-1")
     ask = make_ask("a")
     ask.pending = 0
     app.add_ask(ask)
@@ -345,7 +346,7 @@ def test_add_ask_with_nothing_pending_is_not_ordered():
     ],
 )
 def test_priority_is_max_of_pending_asks(priorities, taken, expected):
-    app = Application("app-1")
+    app = Application.new("app-1")
     asks = [make_ask(f"ask-{i}", priority=p, create_seq=i) for i, p in enumerate(priorities)]
     for ask in asks:
         app.add_ask(ask)
@@ -364,14 +365,21 @@ def test_priority_is_max_of_pending_asks(priorities, taken, expected):
     ],
 )
 def test_request_order(asks, expected):
-    app = Application("app-1")
+    app = Application.new("app-1")
     for key, priority, seq in asks:
         app.add_ask(make_ask(key, priority=priority, create_seq=seq))
     assert [ask.allocation_key for ask in app.iter_pending_asks()] == expected
 
 
 def test_ask_sort_key_and_defaults():
-    ask = Ask("a", "app-1", {"vcore": 1, "memory": 10}, priority=3, create_seq=4, max_allocations=-2)
+    ask = Ask.of(
+        allocation_key="a",
+        application_id="app-1",
+        resource={"vcore": 1, "memory": 10},
+        priority=3,
+        create_seq=4,
+        max_allocations=-2,
+    )
     assert ask.sort_key == (-3, 0.0, 4)  # priority, creation time, arrival
     assert ask.max_allocations == 1 and ask.pending == 1
     assert ask.tags == {}
@@ -383,7 +391,7 @@ def test_ask_sort_key_and_defaults():
 
 
 def test_allocations_add_and_remove_with_placeholder_aggregate():
-    app = Application("app-1")
+    app = Application.new("app-1")
     app.add_allocation(make_alloc("u1", "a", {"memory": 10}))
     app.add_allocation(make_alloc("u2", "ph", {"memory": 5, "vcore": 1}, placeholder=True))
     app.add_allocation(make_alloc("u3", "a", {"memory": 10}))
@@ -414,7 +422,7 @@ def test_allocations_add_and_remove_with_placeholder_aggregate():
     ],
 )
 def test_allocations_for_key(key, expected):
-    app = Application("app-1")
+    app = Application.new("app-1")
     app.add_allocation(make_alloc("u1", "a", {"memory": 1}))
     app.add_allocation(make_alloc("u2", "b", {"memory": 1}))
     app.add_allocation(make_alloc("u3", "a", {"memory": 1}))
@@ -431,7 +439,7 @@ def test_allocations_for_key(key, expected):
     ],
 )
 def test_is_idle(pending_asks, allocations, idle):
-    app = Application("app-1")
+    app = Application.new("app-1")
     for index in range(pending_asks):
         app.add_ask(make_ask(f"ask-{index}"))
     for index in range(allocations):
@@ -440,7 +448,7 @@ def test_is_idle(pending_asks, allocations, idle):
 
 
 def test_placed_ask_with_allocation_is_not_idle_until_released():
-    app = Application("app-1")
+    app = Application.new("app-1")
     ask = make_ask("a")
     app.add_ask(ask)
     app.take_pending(ask)

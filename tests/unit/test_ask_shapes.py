@@ -9,12 +9,12 @@ from korral.model.allocation import Ask, items_and_shape
 
 
 def test_equal_resources_share_one_pair_of_tuples():
-    first = Ask("a", "app", {"vcore": 1, "memory": 10})
-    second = Ask("b", "app", {"vcore": 1, "memory": 10})
+    first = Ask.of(allocation_key="a", application_id="app", resource={"vcore": 1, "memory": 10})
+    second = Ask.of(allocation_key="b", application_id="app", resource={"vcore": 1, "memory": 10})
     assert first.resource_items == (("vcore", 1), ("memory", 10))
     assert first.shape == (("memory", 10), ("vcore", 1))
     assert second.resource_items is first.resource_items and second.shape is first.shape
-    assert first.copy().shape is first.shape
+    assert Ask(first.spec).shape is first.shape
 
 
 def test_the_order_of_a_resource_is_kept_in_its_items_and_not_in_its_shape():
@@ -37,5 +37,9 @@ def test_past_the_bound_new_resources_are_not_remembered(monkeypatch: pytest.Mon
 
 
 def test_an_ask_without_tags_shares_the_empty_tags():
-    assert Ask("a", "app", {"memory": 1}).tags is Ask("b", "app", {"memory": 1}, tags={}).tags == {}
-    assert Ask("c", "app", {"memory": 1}, tags={"k": "v"}).tags == {"k": "v"}
+    plain = Ask.of(allocation_key="a", application_id="app", resource={"memory": 1})
+    empty = Ask.of(allocation_key="b", application_id="app", resource={"memory": 1}, tags={})
+    assert plain.tags is empty.tags == {}
+    assert Ask.of(allocation_key="c", application_id="app", resource={"memory": 1}, tags={"k": "v"}).tags == {
+        "k": "v"
+    }

@@ -289,11 +289,11 @@ def test_placeholder_timeout_of_an_accepted_gang(cluster, clock, style, expected
     )
     reference.update_allocation(asks("g", 3, PH, placeholder=True))
     reference.update_allocation(asks("g", 1, {"memory": 500}, prefix="real"))  # a real ask waits
-    partition.drain_state_changes()
     made = reference.schedule()
     assert [a.placeholder for a in made] == [True, True]
     app = app_of(reference)
     assert app.state is S.ACCEPTED
+    seen = len(app.state_log)
     clock.advance(1.0)
     response = reference.expire_timeouts()
     assert sorted(r.uuid for r in response.released) == sorted(a.uuid for a in made)
@@ -302,7 +302,7 @@ def test_placeholder_timeout_of_an_accepted_gang(cluster, clock, style, expected
     assert ("real-0" in timed_out_asks) is (style == "Hard")
     assert partition.root.allocated == {"memory": 200, "vcore": 200}  # booked until confirmed
     confirm(reference, response.released)
-    states = [c.state for c in partition.drain_state_changes() if c.application_id == "g"]
+    states = [state for _, state in app.state_log[seen:]]
     assert states == [s.value for s in expected]
     if style != "Hard":
         assert partition.applications["g"].pending == {"memory": 500}  # on as a normal application
@@ -459,7 +459,7 @@ def test_recovered_placeholders_are_replaced_and_the_gang_completes(cluster) -> 
 
 
 def owner_with_placeholder(**kwargs) -> tuple[ApplicationOwner, Allocation]:
-    app = Application("g", partition="[rm]default", queue_path="root.gang", placeholder_ask=PH, **kwargs)
+    app = Application.new("g", partition="[rm]default", queue_path="root.gang", placeholder_ask=PH, **kwargs)
     owner = ApplicationOwner(app)
     owner.add_asks(
         [
@@ -507,7 +507,7 @@ def real_for(owner: ApplicationOwner, placeholder: Allocation, **changes) -> All
         ask_generation=ask.generation,
         replaces=placeholder.uuid,
     )
-    return real._replace(**changes)
+    return real.replace(**changes)
 
 
 @pytest.mark.parametrize(
@@ -547,7 +547,7 @@ def test_the_owner_swaps_on_confirmation_once() -> None:
 
 
 def test_the_owner_expires_placeholders_with_timers_it_asked_for() -> None:
-    app = Application("g", placeholder_ask={"memory": 200, "vcore": 200}, execution_timeout_ms=500)
+    app = Application.new("g", placeholder_ask={"memory": 200, "vcore": 200}, execution_timeout_ms=500)
     owner = ApplicationOwner(app)
     owner.add_asks(
         [

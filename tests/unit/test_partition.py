@@ -1123,7 +1123,7 @@ def test_application_lifecycle(make_partition, clock):
     assert app.state is S.COMPLETED
     assert "app-1" not in p.applications and "app-1" not in p.queues["root.q"].applications
 
-    changes = p.drain_state_changes()
+    changes = p.take_effects().state_changes
     assert [(c.application_id, c.state) for c in changes] == [
         ("app-1", "Accepted"),
         ("app-1", "Starting"),
@@ -1132,7 +1132,7 @@ def test_application_lifecycle(make_partition, clock):
         ("app-1", "Completed"),
     ]
     assert [c.timestamp for c in changes] == [1.0, 1.0, 1.0, 5.0, 35.0]
-    assert p.drain_state_changes() == []
+    assert p.take_effects().state_changes == []
 
 
 def test_stateaware_disabled_application_runs_on_first_allocation(make_partition):
@@ -1475,7 +1475,7 @@ def test_recovered_allocations_go_above_the_queue_max(make_partition):
     assert p.queues["root.q"].allocated == {"memory": 150}
     assert p.nodes["node-1"].allocated == {"memory": 150}
     assert app.state is S.RUNNING
-    assert [c.state for c in p.drain_state_changes()] == ["Accepted", "Starting", "Running"]
+    assert [c.state for c in p.take_effects().state_changes] == ["Accepted", "Starting", "Running"]
     assert p.queues["root.q"].running_apps == 1
 
     # the queue is over its max: new asks wait

@@ -238,13 +238,21 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
     from korral.model.application import Application
     from korral.model.view_ops import Unpreempt
 
-    owner = ApplicationOwner(Application("app", partition="[rm]default", queue_path="root.low", user="u"))
+    owner = ApplicationOwner(Application.new("app", partition="[rm]default", queue_path="root.low", user="u"))
     owner.add_asks(
         [si.AllocationAsk(max_allocations=1, allocation_key="k", application_id="app", resource_ask=SMALL)],
         0.0,
     )
     generation = owner.app.asks["k"].generation
-    booked = Allocation("u1", "k", "app", "n1", dict(SMALL), queue_path="root.low", ask_generation=generation)
+    booked = Allocation(
+        uuid="u1",
+        allocation_key="k",
+        application_id="app",
+        node_id="n1",
+        resource=dict(SMALL),
+        queue_path="root.low",
+        ask_generation=generation,
+    )
     owner.confirm("n1", [booked], 0.0)
     effects = owner.preempt(
         ["u1", "unknown"], "preempting allocations to free up resources to run ask: x", 1.0

@@ -63,7 +63,7 @@ def submit(
 ) -> Application:
     """Add an application with one pending ask to a leaf, keeping the queue books the way a partition does."""
     app_id = app_id or f"app-{next(_ids)}"
-    app = Application(app_id, queue_path=leaf.path, submission_seq=next(_ids) if seq is None else seq)
+    app = Application.new(app_id, queue_path=leaf.path, submission_seq=next(_ids) if seq is None else seq)
     leaf.applications[app_id] = app
     if resource is not None:
         add_ask(leaf, app, resource, priority=priority, repeats=repeats)
@@ -71,7 +71,13 @@ def submit(
 
 
 def add_ask(leaf: Queue, app: Application, resource: dict[str, int], *, priority: int = 0, repeats: int = 1):
-    ask = Ask(f"ask-{next(_ids)}", app.application_id, resource, priority=priority, max_allocations=repeats)
+    ask = Ask.of(
+        allocation_key=f"ask-{next(_ids)}",
+        application_id=app.application_id,
+        resource=resource,
+        priority=priority,
+        max_allocations=repeats,
+    )
     app.add_ask(ask)
     leaf.add_pending(ask.resource, ask.pending)
     leaf.update_app(app)
@@ -80,7 +86,15 @@ def add_ask(leaf: Queue, app: Application, resource: dict[str, int], *, priority
 
 def allocate(leaf: Queue, app: Application, resource: dict[str, int]) -> None:
     uuid = f"uuid-{next(_ids)}"
-    app.add_allocation(Allocation(uuid, "key", app.application_id, "node-1", resource))
+    app.add_allocation(
+        Allocation(
+            uuid=uuid,
+            allocation_key="key",
+            application_id=app.application_id,
+            node_id="node-1",
+            resource=resource,
+        )
+    )
     leaf.add_allocated(resource)
     leaf.update_app(app)
 
@@ -902,7 +916,7 @@ def test_is_empty(children, apps, empty):
     for index in range(children):
         queue.children[f"c{index}"] = Queue(f"c{index}", queue, leaf=True, managed=False)
     for index in range(apps):
-        queue.applications[f"app{index}"] = Application(f"app{index}")
+        queue.applications[f"app{index}"] = Application.new(f"app{index}")
     assert queue.is_empty() is empty
 
 

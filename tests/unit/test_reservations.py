@@ -123,7 +123,7 @@ def test_a_reservation_whose_headroom_stays_short_is_cancelled_after_the_wait_ti
         scheduler.schedule()
         assert partition.reservations == {}
         assert partition.applications["low-app"].asks["waiter"].pending == 1
-        assert any("reservation wait time" in text for _, _, text in partition.preemption_events)
+        assert any("reservation wait time" in e.message for e in partition.take_effects().request_events)
 
 
 def test_the_timeout_runs_from_the_reservation_not_from_the_ask() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,9 @@ from korral.config import load_config
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
-from korral.model.application import ApplicationState
+from korral.model.app_spec import AppSpec
+from korral.model.application import Application, ApplicationState
+from korral.model.node import NodeSpec
 from korral.model.queue import Queue
 from korral.model.view import SchedulingView
 
@@ -78,7 +81,12 @@ def ask(
         max_allocations=repeat,
         **kw,
     )
-    return build_ask(request, create_seq=0, now=0.0, generation=generation)
+    return build_ask(request, create_seq=0, now=0.0, generation=generation).spec
+
+
+def insert(view: SchedulingView, application_id: str, queue_path: str, **fields: Any) -> Application:
+    """Add an application the partition placed, as the scheduler does: by its spec."""
+    return view.insert_application(AppSpec(application_id=application_id, queue_path=queue_path, **fields))
 
 
 def recovered(app: str, uuid: str, node: str = "n1", resource: dict[str, int] | None = None) -> Allocation:
@@ -95,7 +103,7 @@ def recovered(app: str, uuid: str, node: str = "n1", resource: dict[str, int] | 
 def one_app(view: SchedulingView, repeat: int = 2, node_capacity: int = 4000) -> None:
     """Node n1, app-1 in root.a with ask k (1000 vcore x ``repeat``, generation 1)."""
     view.add_node("n1", {"vcore": node_capacity})
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     view.put_asks([ask("app-1", "k", repeat=repeat)])
 
 
@@ -123,7 +131,8 @@ def allocated_of(view: SchedulingView, *paths: str) -> list[dict[str, int]]:
 def test_insert_application(view, clock, queue_path, expected, created):
     clock.now = 12.0
     before = set(view.queues)
-    app = view.insert_application(
+    app = insert(
+        view,
         "app-1",
         queue_path,
         user="alice",
@@ -150,9 +159,9 @@ def test_insert_application(view, clock, queue_path, expected, created):
 
 
 def test_insert_application_is_idempotent(view):
-    first = view.insert_application("app-1", "root.a", user="alice")
+    first = insert(view, "app-1", "root.a", user="alice")
     view.put_asks([ask("app-1", "k")])
-    again = view.insert_application("app-1", "root.b", user="bob")
+    again = insert(view, "app-1", "root.b", user="bob")
 
     assert again is first
     assert first.queue_path == "root.a" and first.user == "alice"
@@ -172,7 +181,7 @@ QUOTA = json.dumps({"resources": {"vcore": {"value": 3000}}})
     ],
 )
 def test_insert_application_namespace_quota(view, queue_path, max_after):
-    view.insert_application("app-1", queue_path, tags={"namespace.resourcequota": QUOTA})
+    insert(view, "app-1", queue_path, tags={"namespace.resourcequota": QUOTA})
     assert view.queues[queue_path].max == max_after
 
 
@@ -180,10 +189,10 @@ def test_insert_application_namespace_quota(view, queue_path, max_after):
 
 
 def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queue(view, monkeypatch):
-    view.insert_application("app-1", "root.a")
-    view.insert_application("app-2", "root.b")
-    view.insert_application("app-3", "root.parent.dyn")
-    view.insert_application("app-4", "root.a")
+    insert(view, "app-1", "root.a")
+    insert(view, "app-2", "root.b")
+    insert(view, "app-3", "root.parent.dyn")
+    insert(view, "app-4", "root.a")
     rekeys: Counter[str] = Counter()
     queue_rekeys: Counter[str] = Counter()
     original = Queue.update_apps
@@ -230,7 +239,7 @@ def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queu
 
 def test_put_asks_create_seq_keeps_request_order(view):
     view.add_node("n1", {"vcore": 10000})
-    view.insert_application("app-1", "root.b")
+    insert(view, "app-1", "root.b")
     view.put_asks([ask("app-1", "second-key"), ask("app-1", "first-key", generation=2)])
     view.put_asks([ask("app-1", "later", generation=3)])
     asks = view.applications["app-1"].asks
@@ -243,7 +252,7 @@ def test_put_asks_create_seq_keeps_request_order(view):
 
 def test_put_asks_priority_before_request_order(view):
     view.add_node("n1", {"vcore": 10000})
-    view.insert_application("app-1", "root.b")
+    insert(view, "app-1", "root.b")
     view.put_asks([ask("app-1", "low"), ask("app-1", "high", generation=2, priority=5)])
     assert [a.allocation_key for a in view.schedule()] == ["high", "low"]
 
@@ -287,7 +296,7 @@ def test_put_asks_replacing_a_key(view, invariants, drop_first, old_scheduled):
     ],
 )
 def test_drop_ask_only_for_the_matching_generation(view, app_id, key, generation, dropped):
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
     view.put_asks([ask("app-1", "k", repeat=2, generation=2)])
 
@@ -330,8 +339,8 @@ partitions:
 def test_waiting_application_is_not_admitted(make_view, policy):
     view = make_view(ADMISSION[policy])
     view.add_node("n1", {"vcore": 8000})
-    view.insert_application("app-1", "root.q", submission_seq=1)
-    view.insert_application("app-2", "root.q", submission_seq=2)
+    insert(view, "app-1", "root.q", submission_seq=1)
+    insert(view, "app-2", "root.q", submission_seq=2)
     view.put_asks([ask("app-1", "k")])
     view.put_asks([ask("app-2", "k", repeat=2)])
     assert [a.application_id for a in view.schedule()] == ["app-1"]
@@ -344,8 +353,8 @@ def test_waiting_application_is_not_admitted(make_view, policy):
 def test_replacing_an_ask_does_not_admit_a_waiting_application(make_view, policy):
     view = make_view(ADMISSION[policy])
     view.add_node("n1", {"vcore": 8000})
-    view.insert_application("app-1", "root.q", submission_seq=1)
-    view.insert_application("app-2", "root.q", submission_seq=2)
+    insert(view, "app-1", "root.q", submission_seq=1)
+    insert(view, "app-2", "root.q", submission_seq=2)
     view.put_asks([ask("app-1", "k")])
     view.put_asks([ask("app-2", "k", repeat=2)])
     assert [a.application_id for a in view.schedule()] == ["app-1"]
@@ -435,9 +444,9 @@ def test_repeat_owed_after_node_removal_is_proposed_again_despite_quota_blocked_
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 8000})
     view.add_node("n3", {"vcore": 4000})
-    view.insert_application("app-2", "root.a")
+    insert(view, "app-2", "root.a")
     view.adopt_recovered(recovered("app-2", "r2", node="n2", resource={"vcore": 8000}))
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     view.put_asks([ask("app-1", "k"), ask("app-1", "big", {"vcore": 3000}, generation=2)])
     proposal = view.schedule_one()
     assert proposal.allocation_key == "k" and view.schedule_one() is None  # big: over root.a's max
@@ -468,7 +477,7 @@ def test_repeat_owed_after_node_removal_is_proposed_again_in_a_stateaware_queue(
     view = make_view(STATE_AWARE)
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 4000})
-    view.insert_application("app-1", "root.sa")
+    insert(view, "app-1", "root.sa")
     view.put_asks([ask("app-1", "k")])
     proposal = view.schedule_one()
     view.discard_node(proposal.node_id)
@@ -518,11 +527,13 @@ def test_forget_of_the_last_allocation_completes_the_idle_application(view):
     assert view.applications["app-1"].state.value == "Completing"
 
 
-def test_the_view_keeps_no_state_change_records(view):
-    # the owners tell the RM of state changes; records in the view would only pile up
+def test_the_views_effects_do_not_pile_up_once_taken(view):
+    # the owners tell the RM of state changes; the scheduler takes the view's effects after each
+    # batch and drops those, so nothing is kept from one batch to the next
     one_app(view, repeat=1)
     view.forget_allocation(view.schedule_one())
-    assert view.drain_state_changes() == []
+    assert [c.state for c in view.take_effects().state_changes][-1] == "Completing"
+    assert not view.take_effects()
 
 
 # ---- adopt_recovered ---------------------------------------------------------------------------------
@@ -542,7 +553,7 @@ def test_the_view_keeps_no_state_change_records(view):
 )
 def test_adopt_recovered(view, invariants, allocation, adopted):
     view.add_node("n1", {"vcore": 4000})
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     for _ in range(2):  # a duplicate is ignored
         view.adopt_recovered(allocation)
         app = view.applications["app-1"]
@@ -586,10 +597,22 @@ def test_set_node_reflects_owner_facts(
     view, capacity, occupied, attributes, schedulable, available, in_order
 ):
     one_app(view, repeat=3)
-    view.set_node("n1", {"vcore": 4000}, {}, {"si/zone": "z1"}, True)
+    view.set_node(
+        NodeSpec(
+            node_id="n1",
+            capacity={"vcore": 4000},
+            occupied={},
+            attributes={"si/zone": "z1"},
+            schedulable=True,
+        )
+    )
     view.schedule_one()  # one allocation booked in the view: it stays the view's own
 
-    view.set_node("n1", capacity, occupied, attributes, schedulable)
+    view.set_node(
+        NodeSpec(
+            node_id="n1", capacity=capacity, occupied=occupied, attributes=attributes, schedulable=schedulable
+        )
+    )
 
     node = view.nodes["n1"]
     assert node.capacity == capacity and res.prune(node.occupied) == occupied
@@ -604,9 +627,13 @@ def test_set_node_reflects_owner_facts(
 
 def test_set_node_unschedulable_and_back(view):
     one_app(view)
-    view.set_node("n1", {"vcore": 4000}, {}, {}, False)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 4000}, occupied={}, attributes={}, schedulable=False)
+    )
     assert view.schedule_one() is None
-    view.set_node("n1", {"vcore": 4000}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 4000}, occupied={}, attributes={}, schedulable=True)
+    )
     assert view.schedule_one() is not None
 
 
@@ -618,14 +645,24 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     epoch = view._resource_epoch
 
     # the same facts, one with an explicit zero: nothing to change
-    view.set_node("n1", {"vcore": 4000, "memory": 100, "gpu": 0}, {"memory": 10}, {"a": "1"}, True)
+    view.set_node(
+        NodeSpec(
+            node_id="n1",
+            capacity={"vcore": 4000, "memory": 100, "gpu": 0},
+            occupied={"memory": 10},
+            attributes={"a": "1"},
+            schedulable=True,
+        )
+    )
 
     assert calls == []
     assert view._resource_epoch == epoch
 
 
 def test_set_node_unknown_node_is_ignored(view):
-    view.set_node("ghost", {"vcore": 1}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="ghost", capacity={"vcore": 1}, occupied={}, attributes={}, schedulable=True)
+    )
     assert view.nodes == {} and view.capacity == {}
 
 
@@ -652,9 +689,9 @@ def test_discard_node_cancels_its_reservation(make_view, clock):
     view = make_view(reservation_delay=1.0)
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 2000})  # the cluster is large enough: the ask waits for a node
-    view.insert_application("app-0", "root.b")
+    insert(view, "app-0", "root.b")
     view.adopt_recovered(recovered("app-0", "r0", resource={"vcore": 2000}))
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     view.put_asks([ask("app-1", "big", {"vcore": 3000})])
     assert view.schedule_one() is None
     clock.advance(5.0)
@@ -667,7 +704,7 @@ def test_discard_node_cancels_its_reservation(make_view, clock):
 
 def test_discard_application_is_idempotent(view, invariants):
     one_app(view, repeat=3)
-    view.insert_application("app-2", "root.a")
+    insert(view, "app-2", "root.a")
     view.put_asks([ask("app-2", "k", {"vcore": 500})])
     proposals = view.schedule()
     assert {a.application_id for a in proposals} == {"app-1", "app-2"}
@@ -697,7 +734,7 @@ def test_discard_application_forgets_what_its_removed_node_owed(view):
     view.discard_node("n1")
     view.discard_application("app-1")
     # the application comes back under the same id (a new submission): the old proposal owes it nothing
-    view.insert_application("app-1", "root.a")
+    insert(view, "app-1", "root.a")
     view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
     view.rollback(proposal)
     assert view.applications["app-1"].asks["k"].pending == 2
@@ -709,9 +746,9 @@ def test_discard_application_forgets_what_its_removed_node_owed(view):
 def test_cool_node_keeps_it_out_of_placement_until_warm_nodes(view, invariants):
     view.add_node("n1", {"vcore": 8000})
     view.add_node("n2", {"vcore": 8000})
-    view.insert_application("app-0", "root.b")
+    insert(view, "app-0", "root.b")
     view.adopt_recovered(recovered("app-0", "r0", node="n2", resource={"vcore": 4000}))
-    view.insert_application("app-1", "root.b")
+    insert(view, "app-1", "root.b")
     view.put_asks([ask("app-1", "k", repeat=4)])
     assert view.schedule_one().node_id == "n1", "fair: the emptier node first"
 
@@ -721,7 +758,9 @@ def test_cool_node_keeps_it_out_of_placement_until_warm_nodes(view, invariants):
     assert second.node_id == "n2"
     # facts about a cooled node do not bring it back early
     view.rollback(second)
-    view.set_node("n1", {"vcore": 9000}, {}, {}, True)
+    view.set_node(
+        NodeSpec(node_id="n1", capacity={"vcore": 9000}, occupied={}, attributes={}, schedulable=True)
+    )
     assert "n1" not in view.node_order
     assert view.schedule_one().node_id == "n2"
 
@@ -766,7 +805,7 @@ def test_warmed_node_is_used_at_once(view):
 def test_has_timed_work(view, resource, timed):
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 4000})
-    view.insert_application("app-1", "root.b")
+    insert(view, "app-1", "root.b")
     if resource is not None:
         view.put_asks([ask("app-1", "k", resource)])
     view.schedule()
@@ -779,7 +818,7 @@ def test_has_timed_work_with_a_reservation(make_view, clock):
     view = make_view(reservation_delay=1.0)
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 2000})
-    view.insert_application("app-1", "root.b")
+    insert(view, "app-1", "root.b")
     view.adopt_recovered(recovered("app-1", "r1", resource={"vcore": 2000}))
     view.put_asks([ask("app-1", "k", {"vcore": 3000})])
     view.schedule()
@@ -796,13 +835,13 @@ def test_has_timed_work_with_a_reservation(make_view, clock):
 def gang_view(view: SchedulingView) -> tuple[Allocation, Allocation]:
     """A gang in root.b with one placeholder on n1 and a real ask the view decided to put in it."""
     view.add_node("n1", {"vcore": 4000})
-    view.insert_application("g", "root.b", placeholder_ask={"vcore": 1000})
+    insert(view, "g", "root.b", placeholder_ask={"vcore": 1000})
     view.put_asks([ask("g", "ph", placeholder=True, task_group_name="tg")])
     placeholder = view.schedule_one()
     view.put_asks([ask("g", "real", task_group_name="tg")])
     real = view.schedule_one()
     assert placeholder is not None and real is not None and real.replaces == placeholder.uuid
-    view.take_core_releases()
+    view.take_effects()
     return placeholder, real
 
 
@@ -842,7 +881,7 @@ def test_a_replacement_whose_node_leaves_waits_for_the_owner(view) -> None:
 
 def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.add_node("n1", {"vcore": 4000})
-    view.insert_application("g", "root.b", placeholder_ask={"vcore": 2000})
+    insert(view, "g", "root.b", placeholder_ask={"vcore": 2000})
     view.put_asks([ask("g", "ph", {"vcore": 2000}, placeholder=True, task_group_name="tg")])
     placeholder = view.schedule_one()
     view.put_asks([ask("g", "real", {"vcore": 500}, task_group_name="tg")])
@@ -896,7 +935,7 @@ def test_put_asks_in_one_batch_orders_everything_as_one_at_a_time(make_view, see
     for view in (batched, single):
         view.add_node("n1", {"vcore": 100_000})
         for app_id, leaf in apps:
-            view.insert_application(app_id, leaf)
+            insert(view, app_id, leaf)
         # allocations first, so that fair sorting's usage ratios differ between applications
         view.put_asks(
             [ask(app_id, "seed", {"vcore": 1000 * (1 + i % 3)}) for i, (app_id, _) in enumerate(apps)]

@@ -1,0 +1,152 @@
+"""Records that cross actors are immutable values, defined once and built by keyword only.
+
+A field moved or renamed in the record must not land silently in another: a positional build is
+refused, and every field built by keyword reads back under its own name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import msgspec
+import pytest
+
+from korral.model.allocation import Allocation, Ask, AskSpec
+from korral.model.app_spec import AppSpec
+from korral.model.application import Application
+
+
+def _distinct_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """A value per field that no other field has, of the field's type."""
+    values: dict[str, Any] = {}
+    for index, (name, default) in enumerate(fields.items()):
+        if isinstance(default, bool):
+            values[name] = index % 2 == 0  # two booleans may share a value: checked below by pairs
+        elif isinstance(default, int):
+            values[name] = 1000 + index
+        elif isinstance(default, float):
+            values[name] = 1000.5 + index
+        elif isinstance(default, dict):
+            values[name] = {f"k{index}": index}
+        else:
+            values[name] = f"v{index}"
+    return values
+
+
+ALLOCATION_FIELDS: dict[str, Any] = {
+    "uuid": "",
+    "allocation_key": "",
+    "application_id": "",
+    "node_id": "",
+    "resource": {},
+    "partition": "",
+    "queue_path": "",
+    "priority": 0,
+    "placeholder": False,
+    "task_group_name": "",
+    "tags": {},
+    "ask_generation": 0,
+    "recovered": False,
+    "replaces": "",
+    "request_time": 0.0,
+    "create_time": 0.0,
+    "instance_type": "",
+}
+
+
+def test_an_allocation_reads_back_every_field_under_its_own_name():
+    assert set(Allocation.__struct_fields__) == set(ALLOCATION_FIELDS), (
+        "a field was added or renamed: list it here"
+    )
+    for flip in (False, True):  # every boolean seen both ways
+        values = _distinct_values(ALLOCATION_FIELDS)
+        if flip:
+            values = {n: (not v) if isinstance(v, bool) else v for n, v in values.items()}
+        allocation = Allocation(**values)
+        assert {name: getattr(allocation, name) for name in Allocation.__struct_fields__} == values
+        assert allocation.replace(uuid="other").uuid == "other"
+
+
+def test_an_allocation_cannot_be_built_by_position():
+    with pytest.raises(TypeError):
+        Allocation("u", "k", "app", "n", {"vcore": 1})  # type: ignore[misc]
+
+
+ASK_FIELDS: dict[str, Any] = {
+    "allocation_key": "",
+    "application_id": "",
+    "resource": {},
+    "max_allocations": 0,
+    "priority": 0,
+    "create_time": 0.0,
+    "tags": {},
+    "placeholder": False,
+    "task_group_name": "",
+    "originator": False,
+    "allow_preempt_self": False,
+    "allow_preempt_other": False,
+    "execution_timeout_ms": 0,
+    "generation": 0,
+}
+
+
+def test_an_ask_spec_reads_back_every_field_under_its_own_name():
+    derived = {"resource_items", "shape", "required_node"}
+    assert set(AskSpec.__struct_fields__) == set(ASK_FIELDS) | derived, (
+        "a field was added or renamed: list it here"
+    )
+    for flip in (False, True):
+        values = _distinct_values(ASK_FIELDS)
+        if flip:
+            values = {n: (not v) if isinstance(v, bool) else v for n, v in values.items()}
+        values["resource"] = {"memory": 3, "vcore": 1}
+        values["tags"] = {"yunikorn.apache.org/requiredNode": "n7"}
+        spec = AskSpec(**values)
+        assert {name: getattr(spec, name) for name in ASK_FIELDS} == values
+        assert spec.resource_items == (("memory", 3), ("vcore", 1)) and spec.required_node == "n7"
+        # a holder's ask reads every field of its spec through, under the same name
+        ask = Ask(spec, create_seq=9)
+        assert {name: getattr(ask, name) for name in AskSpec.__struct_fields__} == msgspec.structs.asdict(
+            spec
+        )
+        assert ask.pending == values["max_allocations"]
+        assert ask.sort_key == (-spec.priority, spec.create_time, 9)
+        assert spec.with_generation(77).generation == 77 and spec.with_generation(77).shape is spec.shape
+
+
+def test_an_ask_spec_cannot_be_built_by_position():
+    with pytest.raises(TypeError):
+        AskSpec("k", "app", {"vcore": 1})  # type: ignore[misc]
+
+
+def test_records_are_frozen():
+    allocation = Allocation(uuid="u", allocation_key="k", application_id="a", node_id="n", resource={})
+    spec = AskSpec(allocation_key="k", application_id="a", resource={"vcore": 1})
+    with pytest.raises(AttributeError):
+        allocation.uuid = "other"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        spec.priority = 3  # type: ignore[misc]
+
+
+def test_an_application_reads_every_field_of_its_spec_through():
+    fields = [field.name for field in attrs.fields(AppSpec)]
+    spec = AppSpec(
+        application_id="app",
+        partition="[rm]p",
+        queue_path="root.q",
+        user="u",
+        groups=("g",),
+        tags={"t": "v"},
+        submission_seq=4,
+        placeholder_ask={"memory": 5},
+        execution_timeout_ms=6,
+        gang_scheduling_style="Hard",
+    )
+    app = Application(spec)
+    assert {name: getattr(app, name) for name in fields} == attrs.asdict(spec, recurse=False)
+    assert all(getattr(spec, name) != attrs.fields_dict(AppSpec)[name].default for name in fields), (
+        "every field given a value other than its default: a new field must be added above"
+    )
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        spec.queue_path = "root.other"  # type: ignore[misc]
