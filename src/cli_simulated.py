@@ -12,6 +12,20 @@ import click
 from korral.cli import plural
 
 
+def rerun_command(rms: int, operations: int, fault: str | None, perturb: bool) -> str:
+    """The command line that runs the same scenario again (without its seeds)."""
+    return (
+        f"korral stress --simulated --rms {rms} --operations {operations}"
+        + ("" if perturb else " --no-perturb")
+        + (f" --inject-fault {fault}" if fault else "")
+    )
+
+
+def replay_command(again: str, seed: int, schedule_seed: int) -> str:
+    """The command line a violation report prints: it replays that one run, trace and violations."""
+    return f"{again} --seed {seed} --schedule-seed {schedule_seed} --replay"
+
+
 def stress_simulated(
     console: Any,
     rms: int,
@@ -36,11 +50,7 @@ def stress_simulated(
 
     harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
     first = seed if seed is not None else 1
-    again = (
-        f"korral stress --simulated --rms {rms} --operations {operations}"
-        + ("" if perturb else " --no-perturb")
-        + (f" --inject-fault {fault}" if fault else "")
-    )
+    again = rerun_command(rms, operations, fault, perturb)
     logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
     if replay:
         if seed is None:
@@ -108,7 +118,7 @@ def stress_simulated(
     console.print(
         f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
         f"({len(minimal)} operations, replayed with every check); replay the run with: "
-        f"{again} {seeds_of} --replay"
+        f"{replay_command(again, found.seed, found.schedule_seed)}"
     )
     for op in minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)

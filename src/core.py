@@ -110,7 +110,9 @@ class Core:
         # the actors a partition starts for nodes and applications (PartitionSettings): for the harness's
         # fault injection (korral.harness.faults.start_options), not a setting of YuniKorn's
         actor_classes: dict[str, Any] = {
-            key: settings.pop(key) for key in ("node_actor", "application_actor") if key in settings
+            key: settings.pop(key)
+            for key in ("node_actor", "application_actor", "scheduler_actor")
+            if key in settings
         }
         # how many new nodes' actors a partition starts per step after answering the RM (0: each on
         # its first message only, for tests of actors that never started); not a setting of YuniKorn's

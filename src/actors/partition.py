@@ -127,6 +127,7 @@ class PartitionSettings:
     # 0: a node's actor starts only with its first message (korral.start(node_actor_warmup=0): tests)
     node_actor_warmup: int = attrs.field(default=500, eq=False, repr=False)
     application_actor: type[ApplicationActor] = attrs.field(default=ApplicationActor, eq=False, repr=False)
+    scheduler_actor: type[SchedulerActor] = attrs.field(default=SchedulerActor, eq=False, repr=False)
     # korral.start(tune_gc=...): korral manages the collector, so a partition may also collect the young
     # generations after a node warmup (gc_tuning.promote_survivors)
     tune_gc: bool = attrs.field(default=False, eq=False, repr=False)
@@ -180,7 +181,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
-            SchedulerActor,
+            settings.scheduler_actor,
             tracker,
             f"{name}/scheduler",
             name,

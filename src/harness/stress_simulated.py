@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -19,19 +19,22 @@ import attrs
 import korral
 from korral import si
 from korral import testing as t
+from korral.actors.simulated import SimulationError
 from korral.core import Core
-from korral.harness import faults, invariants, repro
+from korral.harness import faults, invariants, repro, simulated_checks
+from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.stress import (
-    SETTINGS,
     SIMULATED_SETTLE,
     Driver,
     Op,
     StressRun,
     Violation,
     delta_debug,
-    rm_config,
 )
 from korral.model.naming import normalize_partition_name
+
+# deliveries without quiescence that make a run a livelock (a seed's whole run takes a few thousand)
+LIVELOCK_STEPS = 50_000
 
 
 @attrs.frozen(kw_only=True)
@@ -68,9 +71,12 @@ class SimulatedStress:
         self.fault = fault
         self.perturb = perturb
 
-    def _start(self, seed: int, full_trace: bool) -> Core:
-        core = korral.start(runtime="simulated", seed=seed, **SETTINGS, **faults.start_options())
+    def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
+        core = korral.start(
+            runtime="simulated", seed=seed, **settings.core_settings(), **faults.start_options()
+        )
         assert core.simulation is not None
+        core.simulation.max_steps_per_run = LIVELOCK_STEPS
         if self.perturb:
             core.simulation.perturb()
         if full_trace:
@@ -89,9 +95,10 @@ class SimulatedStress:
             ops.append(attrs.evolve(op, seq=len(ops) + 1))
 
         rng = random.Random(seed)
-        drivers = [Driver(index, seed, record, misbehave=False) for index in range(self.rm_count)]
+        settings = SeedSettings.of(seed)
+        drivers = [ScenarioDriver(index, seed, record, settings=settings) for index in range(self.rm_count)]
         with self._faults():
-            core = self._start(schedule, full_trace)
+            core = self._start(schedule, full_trace, settings)
             try:
                 for driver in drivers:
                     driver.register(core)
@@ -107,13 +114,13 @@ class SimulatedStress:
                         break
                     pause = self._pause(rng)
                     record(Op(seq=0, rm=0, kind="run", request=pause, description=f"run {pause}"))
-                    if self._run(core, pause):
-                        violations = self._check(core, [d.rm for d in drivers], drivers)
-                        if violations:
-                            break
+                    violations = self._run_and_check(core, pause, [d.rm for d in drivers], drivers)
+                    if violations:
+                        break
                 if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, [d.rm for d in drivers], drivers)
+                    violations = self._run_and_check(
+                        core, ("advance", SIMULATED_SETTLE), [d.rm for d in drivers], drivers
+                    )
                 return self._outcome(core, seed, schedule, ops, violations)
             finally:
                 core.stop()
@@ -121,8 +128,10 @@ class SimulatedStress:
     @staticmethod
     def _pause(rng: random.Random) -> tuple[str, float]:
         roll = rng.random()
-        if roll < 0.45:
-            return ("steps", float(rng.randint(1, 30)))  # part of the work, the next call lands mid-way
+        if roll < 0.3:
+            return ("steps", float(rng.randint(0, 3)))  # calls overlap: the next lands in this one's work
+        if roll < 0.5:
+            return ("steps", float(rng.randint(4, 30)))  # part of the work, the next call lands mid-way
         if roll < 0.8:
             return ("idle", 0.0)
         return ("advance", round(rng.uniform(0.0, 0.6), 3))
@@ -144,22 +153,39 @@ class SimulatedStress:
             core.wait_until_idle()
         return True
 
-    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+    def _run_and_check(
+        self, core: Core, pause: tuple[str, float], rms: list[t.RecordingRM], drivers: Sequence[Driver] | None
+    ) -> list[str]:
+        """Run as the pause says and check if it ends quiescent; a run that never gets quiet (a
+        livelock: ``LIVELOCK_STEPS`` deliveries without quiescence) is a violation too."""
+        try:
+            quiescent = self._run(core, pause)
+        except SimulationError as error:
+            return [f"livelock: {error}"]
+        return self._check(core, rms, drivers) if quiescent else []
+
+    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None) -> list[str]:
         """The invariants and the RMs' ledgers, read with virtual time frozen: no timer fires between
         two reads of one check (``Simulation.frozen``)."""
         assert core.simulation is not None
         with core.simulation.frozen():
             return self._check_frozen(core, rms, drivers)
 
-    def _check_frozen(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+    def _check_frozen(
+        self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None
+    ) -> list[str]:
         problems: list[str] = []
+        states = []
         for index, rm in enumerate(rms):
             state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
             if state is not None:
-                problems.extend(invariants.check_partition(state))
+                states.append(state)
+                recovered = simulated_checks.recovered_queues(state)
+                problems.extend(invariants.check_partition(state, recovered_queues=recovered))
                 problems.extend(invariants.check_rm_view(rm, [state]))
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
+        problems.extend(simulated_checks.check_all(core, states))
         if core.tracker.errors:
             problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
         return problems
@@ -206,18 +232,21 @@ class SimulatedStress:
         """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed),
         with every check of a run: the RMs' ledgers (``Driver.check``) are rebuilt from the operations."""
         schedule = seed if schedule_seed is None else schedule_seed
-        ledgers = [Driver(index, 0, lambda op: None, misbehave=False) for index in range(self.rm_count)]
+        settings = SeedSettings.of(seed)
+        ledgers = [
+            ScenarioDriver(index, 0, lambda op: None, settings=settings) for index in range(self.rm_count)
+        ]
         rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
         with self._faults():
-            core = self._start(schedule, full_trace)
+            core = self._start(schedule, full_trace, settings)
             try:
                 for index, rm in enumerate(rms):
-                    core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
+                    config = scenario_config(index, binpacking=settings.binpacking)
+                    core.register_resource_manager(t.register(rm.rm_id, config), rm)
                 violations: list[str] = []
                 for op in ops:
                     if op.kind == "run":
-                        if self._run(core, op.request):
-                            violations = self._check(core, rms, ledgers)
+                        violations = self._run_and_check(core, op.request, rms, ledgers)
                     else:
                         if op.kind != "register":
                             _learn(ledgers[op.rm], op)
@@ -231,8 +260,7 @@ class SimulatedStress:
                     if violations:
                         break
                 if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, rms, ledgers)
+                    violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, ledgers)
                 return self._outcome(core, seed, schedule, list(ops), violations)
             finally:
                 core.stop()
