@@ -606,6 +606,14 @@ def _write_json(json_file: Path | None, document: object) -> bool:
 @click.option("--replay", is_flag=True, help="with --simulated --seed S: re-run that seed, full trace")
 @click.option("--no-perturb", is_flag=True, help="with --simulated: no mailbox delays, no timer skew")
 @click.option(
+    "--explore",
+    type=click.Choice(["uniform", "pct"]),
+    default="uniform",
+    show_default=True,
+    help="with --simulated: the delivery order, uniform among ready mailboxes or PCT (priorities, "
+    "2 change points)",
+)
+@click.option(
     "--preemption",
     is_flag=True,
     help="instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
@@ -629,6 +637,7 @@ def stress(
     replay: bool = False,
     no_perturb: bool = False,
     preemption: bool = False,
+    explore: str = "uniform",
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -660,7 +669,17 @@ def stress(
         )
         budget = None if only_seeds else duration
         stress_simulated(
-            console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb, schedule_seed
+            console,
+            rms,
+            budget,
+            seed,
+            fault,
+            seeds,
+            operations,
+            replay,
+            not no_perturb,
+            schedule_seed,
+            explore,
         )
         return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)

@@ -12,11 +12,14 @@ import click
 from korral.cli import plural
 
 
-def rerun_command(rms: int, operations: int, fault: str | None, perturb: bool) -> str:
+def rerun_command(
+    rms: int, operations: int, fault: str | None, perturb: bool, explore: str = "uniform"
+) -> str:
     """The command line that runs the same scenario again (without its seeds)."""
     return (
         f"korral stress --simulated --rms {rms} --operations {operations}"
         + ("" if perturb else " --no-perturb")
+        + ("" if explore == "uniform" else f" --explore {explore}")
         + (f" --inject-fault {fault}" if fault else "")
     )
 
@@ -37,6 +40,7 @@ def stress_simulated(
     replay: bool,
     perturb: bool,
     schedule_seed: int | None = None,
+    explore: str = "uniform",
 ) -> None:
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
     ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
@@ -48,9 +52,9 @@ def stress_simulated(
     from korral.harness.repro import pytest_case
     from korral.harness.stress_simulated import SimulatedStress
 
-    harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
+    harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb, explore=explore)
     first = seed if seed is not None else 1
-    again = rerun_command(rms, operations, fault, perturb)
+    again = rerun_command(rms, operations, fault, perturb, explore)
     logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
     if replay:
         if seed is None:
@@ -131,6 +135,7 @@ def stress_simulated(
         fault=fault,
         perturb=perturb,
         violation=violation,
+        explore=explore,
     )
     console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
     console.print("# ---- 8< ----", markup=False)

@@ -447,6 +447,18 @@ class Simulation:
             self.run_until_idle()
         self.now = max(self.now, target)  # deliveries may have taken virtual time (perturbed)
 
+    def jump(self, seconds: float) -> None:
+        """The virtual clock jumps ``seconds`` at once (a stalled process): every timer due by then
+        fires at the new time, in one burst, and the run goes on to quiescence."""
+        if seconds < 0:
+            raise ValueError("the virtual clock only moves forward")
+        if self._frozen:
+            raise SimulationError("the virtual clock is frozen (an observer is reading): it cannot move")
+        self.run_until_idle()
+        self.now += seconds
+        self._fire_due()
+        self.run_until_idle()
+
     def run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
         """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``."""
         self._check_thread()

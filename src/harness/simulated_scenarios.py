@@ -20,6 +20,7 @@ workload seed: the same seed gives the same settings and the same operations (gi
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ import attrs
 from korral import si
 from korral import testing as t
 from korral.core import Core
+from korral.harness.simulated_faults import CALLBACK_FAILURE, FailingCallbackRM
 from korral.harness.stress import USERS, Driver, Op, rm_config
 
 PREEMPTOR_QUEUE = "root.p"
@@ -99,8 +101,15 @@ class ScenarioDriver(Driver):
         record: Callable[[Op], None],
         misbehave: bool = False,
         settings: SeedSettings | None = None,
+        env_faults: frozenset[str] = frozenset(),
+        rm_seed: int | None = None,
     ) -> None:
         super().__init__(index, seed, record, misbehave)
+        self.env_faults = env_faults
+        if "callbacks" in env_faults:  # seeded by the workload: a replay's RM fails where the run's did
+            rm_seed = seed if rm_seed is None else rm_seed
+            self.rm = FailingCallbackRM(self.rm_id, rm_seed * 7 + index, CALLBACK_FAILURE)
+        self.sent: deque[tuple[str, Any, str]] = deque(maxlen=3)  # the last requests, for a resend
         self.settings = settings if settings is not None else SeedSettings()
         self.config = scenario_config(index, binpacking=self.settings.binpacking)
         self.preemptor_app: str | None = None
@@ -133,6 +142,8 @@ class ScenarioDriver(Driver):
             (3, self._add_large_ask),
             (1.5, self._add_required_node_ask),
         ]
+        if "duplicates" in self.env_faults:
+            choices.append((1.5, self._resend_after_reconnect))
         self.leaving, self.just_recovered = self.just_recovered, None
         if self.leaving is not None and self.leaving in self.nodes:
             choices.append((40, self._decommission_recovered))
@@ -143,6 +154,16 @@ class ScenarioDriver(Driver):
         self.preemptor_app = None
         self.borrowers.clear()
         self._create_nodes(core)  # an RM registers, then reports its nodes
+
+    def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
+        self.sent.append((kind, request, description))
+        super()._send(core, kind, request, description)
+
+    def _resend_after_reconnect(self, core: Core) -> None:
+        """A reconnect: the last one to three requests again, verbatim (their answers were lost)."""
+        again = list(self.sent)[-self.rng.randint(1, 3) :]
+        for kind, request, description in again:
+            super()._send(core, kind, request, f"resend after reconnect: {description}")
 
     def _create_nodes(self, core: Core) -> None:
         room = max(1, self.settings.max_nodes - len(self.nodes))

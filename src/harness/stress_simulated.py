@@ -21,7 +21,7 @@ from korral import si
 from korral import testing as t
 from korral.actors.simulated import SimulationError
 from korral.core import Core
-from korral.harness import faults, invariants, repro, simulated_checks
+from korral.harness import faults, invariants, repro, simulated_checks, simulated_faults, simulated_pct
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.stress import (
     SIMULATED_SETTLE,
@@ -64,12 +64,22 @@ class SimulatedStress:
     """
 
     def __init__(
-        self, rms: int = 1, operations: int = 30, fault: str | None = None, perturb: bool = True
+        self,
+        rms: int = 1,
+        operations: int = 30,
+        fault: str | None = None,
+        perturb: bool = True,
+        explore: str = "uniform",
+        env_faults: frozenset[str] = frozenset(simulated_faults.ENV_FAULTS),
     ) -> None:
+        if explore not in simulated_pct.EXPLORERS:
+            raise ValueError(f"unknown exploration {explore!r}: one of {', '.join(simulated_pct.EXPLORERS)}")
         self.rm_count = rms
         self.operations = operations
         self.fault = fault
         self.perturb = perturb
+        self.explore = explore  # the delivery order: uniform among ready mailboxes, or PCT
+        self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
 
     def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
         core = korral.start(
@@ -77,6 +87,7 @@ class SimulatedStress:
         )
         assert core.simulation is not None
         core.simulation.max_steps_per_run = LIVELOCK_STEPS
+        simulated_pct.install(core.simulation, self.explore, seed)
         if self.perturb:
             core.simulation.perturb()
         if full_trace:
@@ -96,7 +107,10 @@ class SimulatedStress:
 
         rng = random.Random(seed)
         settings = SeedSettings.of(seed)
-        drivers = [ScenarioDriver(index, seed, record, settings=settings) for index in range(self.rm_count)]
+        drivers = [
+            ScenarioDriver(index, seed, record, settings=settings, env_faults=self.env_faults)
+            for index in range(self.rm_count)
+        ]
         with self._faults():
             core = self._start(schedule, full_trace, settings)
             try:
@@ -125,8 +139,9 @@ class SimulatedStress:
             finally:
                 core.stop()
 
-    @staticmethod
-    def _pause(rng: random.Random) -> tuple[str, float]:
+    def _pause(self, rng: random.Random) -> tuple[str, float]:
+        if "jumps" in self.env_faults and rng.random() < simulated_faults.JUMP_PROBABILITY:
+            return ("jump", round(rng.uniform(*simulated_faults.JUMP_SECONDS), 3))
         roll = rng.random()
         if roll < 0.3:
             return ("steps", float(rng.randint(0, 3)))  # calls overlap: the next lands in this one's work
@@ -147,7 +162,9 @@ class SimulatedStress:
                 if not simulation.step():
                     return True
             return False
-        if kind == "advance":
+        if kind == "jump":
+            simulation.jump(amount)
+        elif kind == "advance":
             core.advance(amount)
         else:
             core.wait_until_idle()
@@ -234,7 +251,10 @@ class SimulatedStress:
         schedule = seed if schedule_seed is None else schedule_seed
         settings = SeedSettings.of(seed)
         ledgers = [
-            ScenarioDriver(index, 0, lambda op: None, settings=settings) for index in range(self.rm_count)
+            ScenarioDriver(
+                index, 0, lambda op: None, settings=settings, env_faults=self.env_faults, rm_seed=seed
+            )
+            for index in range(self.rm_count)
         ]
         rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
         with self._faults():
