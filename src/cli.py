@@ -614,6 +614,14 @@ def _write_json(json_file: Path | None, document: object) -> bool:
     "2 change points)",
 )
 @click.option(
+    "--env-faults",
+    default="all",
+    show_default=True,
+    help="with --simulated: the environment's seeded faults, all, none or a comma-separated list of "
+    "callbacks (RM callbacks that raise), jumps (virtual clock jumps), duplicates (requests resent "
+    "after a reconnect)",
+)
+@click.option(
     "--preemption",
     is_flag=True,
     help="instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
@@ -638,6 +646,7 @@ def stress(
     no_perturb: bool = False,
     preemption: bool = False,
     explore: str = "uniform",
+    env_faults: str = "all",
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -680,6 +689,7 @@ def stress(
             not no_perturb,
             schedule_seed,
             explore,
+            env_faults,
         )
         return
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 10**6)

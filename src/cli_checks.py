@@ -48,6 +48,7 @@ STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
                 "no_perturb",
                 "schedule_seed",
                 "explore",
+                "env_faults",
             }
         ),
     ),

@@ -13,7 +13,7 @@ survive with its books right, drawn from the workload seed so that a run replays
 
 from __future__ import annotations
 
-import random
+import zlib
 
 from korral import si
 from korral.harness.stress import StressRM
@@ -38,26 +38,38 @@ def parse(text: str) -> frozenset[str]:
 
 
 class FailingCallbackRM(StressRM):
-    """An RM whose callbacks sometimes raise after recording (never sleeps: the clock is virtual)."""
+    """An RM whose callbacks sometimes raise after recording (never sleeps: the clock is virtual).
+
+    Whether a callback fails depends on the seed and on what it says (its method and the keys the RM
+    chose: allocation keys, application and node ids), not on how many came before: a replay that
+    sends one registration more still fails on the same answers."""
 
     def __init__(self, rm_id: str, seed: int, failure: float) -> None:
         super().__init__(rm_id, seed, misbehave=False)
-        self._failures = random.Random(f"callbacks-{seed}")
+        self.seed = seed
         self.failure = failure
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         super().update_allocation(response)
-        self._fail()
+        keys = [a.allocation_key for a in response.new] + [r.allocation_key for r in response.released]
+        keys += [r.allocation_key for r in response.rejected] + [
+            r.allocation_key for r in response.released_asks
+        ]
+        self._fail("allocation", keys)
 
     def update_application(self, response: si.ApplicationResponse) -> None:
         super().update_application(response)
-        self._fail()
+        ids = [a.application_id for a in response.accepted] + [a.application_id for a in response.rejected]
+        ids += [f"{a.application_id}={a.state}" for a in response.updated]
+        self._fail("application", ids)
 
     def update_node(self, response: si.NodeResponse) -> None:
         super().update_node(response)
-        self._fail()
+        ids = [n.node_id for n in response.accepted] + [n.node_id for n in response.rejected]
+        self._fail("node", ids)
 
-    def _fail(self) -> None:
-        if self.failure and self._failures.random() < self.failure:
+    def _fail(self, method: str, keys: list[str]) -> None:
+        text = f"{self.seed}|{method}|{','.join(sorted(keys))}"
+        if self.failure and zlib.crc32(text.encode()) % 10_000 < self.failure * 10_000:
             self.raised += 1
             raise RuntimeError("simulated RM callback failure (after recording)")

@@ -49,6 +49,7 @@ class SimulatedOutcome:
     callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
     trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
     schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
+    callback_failures: int = 0  # RM callbacks that raised on purpose (--env-faults callbacks)
 
 
 class SimulatedStress:
@@ -135,7 +136,7 @@ class SimulatedStress:
                     violations = self._run_and_check(
                         core, ("advance", SIMULATED_SETTLE), [d.rm for d in drivers], drivers
                     )
-                return self._outcome(core, seed, schedule, ops, violations)
+                return self._outcome(core, seed, schedule, ops, violations, drivers)
             finally:
                 core.stop()
 
@@ -223,7 +224,12 @@ class SimulatedStress:
 
     @staticmethod
     def _outcome(
-        core: Core, seed: int, schedule_seed: int, ops: list[Op], violations: list[str]
+        core: Core,
+        seed: int,
+        schedule_seed: int,
+        ops: list[Op],
+        violations: list[str],
+        drivers: Sequence[Driver],
     ) -> SimulatedOutcome:
         simulation = core.simulation
         assert simulation is not None
@@ -236,6 +242,7 @@ class SimulatedStress:
             virtual_seconds=simulation.now,
             callbacks=tuple(core.trace()),
             trace=tuple(core.trace(full=True)),
+            callback_failures=sum(driver.rm.raised for driver in drivers),
         )
 
     def replay(
@@ -281,7 +288,7 @@ class SimulatedStress:
                         break
                 if not violations:
                     violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, ledgers)
-                return self._outcome(core, seed, schedule, list(ops), violations)
+                return self._outcome(core, seed, schedule, list(ops), violations, ledgers)
             finally:
                 core.stop()
 
