@@ -6,19 +6,75 @@
 - **user limits**: no user or limited group above a ``maxresources`` / ``maxapplications`` that
   applies to it, unless recovered allocations (accepted whatever the limits) put it there.
 
-Each takes the quiescent states ``korral.harness.invariants.collect`` read (virtual time frozen) and
-returns violations in a stable order.
+Each takes the quiescent states read with virtual time frozen and returns violations in a stable
+order. ``collect_direct`` reads a partition on the simulation's thread by calling its actor's query
+handlers itself (the queue tree in one call): the same ``PartitionState`` as
+``korral.harness.invariants.collect``, without a request to the RM proxy and a query message per
+queue (a check's own traffic was most of a seed's deliveries).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, cast
 
+from korral.actors.messages import (
+    ApplicationsQuery,
+    GroupUsageQuery,
+    NodesQuery,
+    PartitionSummary,
+    QueueTreeQuery,
+    UserUsageQuery,
+)
+from korral.actors.partition import PartitionActor
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.stress import LIMITED_GROUPS, USERS
+from korral.info import GroupUsageInfo, UserUsageInfo
 
 RECOVERED_MARK = "-recovered-"  # in the uuid of every allocation a ScenarioDriver recovers
+
+
+def _partition_actor(core: Core, partition: str) -> PartitionActor | None:
+    """The live partition actor of that name in a simulated core (None: read through queries)."""
+    simulation = core.simulation
+    actor = simulation.actors.get(partition) if simulation is not None else None
+    if not isinstance(actor, PartitionActor) or actor.actor_stopped.is_set():
+        return None
+    return actor
+
+
+def collect_direct(core: Core, partition: str) -> invariants.PartitionState | None:
+    """``invariants.collect`` read on the simulation's thread from the partition actor itself (at a
+    quiescent point: no handler runs); through the core's queries when there is no such actor."""
+    actor = _partition_actor(core, partition)
+    if actor is None:
+        return invariants.collect(core, partition)
+    return invariants.PartitionState(
+        info=actor.on_PartitionSummary(PartitionSummary()),
+        nodes=actor.on_NodesQuery(NodesQuery()),
+        applications=actor.on_ApplicationsQuery(ApplicationsQuery()),
+        queues={queue.path: queue for queue in actor.on_QueueTreeQuery(QueueTreeQuery())},
+    )
+
+
+class DirectUsage:
+    """``Core.user_usage`` / ``group_usage`` read from the partition actors themselves."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
+        actor = _partition_actor(self.core, partition)
+        if actor is None:
+            return self.core.user_usage(partition, user)
+        return actor.on_UserUsageQuery(UserUsageQuery(user=user))
+
+    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
+        actor = _partition_actor(self.core, partition)
+        if actor is None:
+            return self.core.group_usage(partition, group)
+        return actor.on_GroupUsageQuery(GroupUsageQuery(group=group))
 
 
 def check_reservation_holders(state: invariants.PartitionState) -> list[str]:
@@ -45,8 +101,9 @@ def check_user_limits(core: Core, state: invariants.PartitionState) -> list[str]
     groups_of = dict(USERS)
     users = {app.user for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
     groups = {group for user in users for group in groups_of.get(user, ())}
+    reader: Any = DirectUsage(core)  # what check_user_limits reads of a core
     return invariants.check_user_limits(
-        core, state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
+        cast(Core, reader), state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
     )
 
 

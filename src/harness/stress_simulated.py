@@ -195,7 +195,7 @@ class SimulatedStress:
         problems: list[str] = []
         states = []
         for index, rm in enumerate(rms):
-            state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
+            state = simulated_checks.collect_direct(core, normalize_partition_name("default", f"rm{index}"))
             if state is not None:
                 states.append(state)
                 recovered = simulated_checks.recovered_queues(state)

@@ -110,3 +110,27 @@ def test_the_command_line_names_the_flags_a_rerun_needs_and_refuses_an_unknown_f
     assert rerun_command(1, 30, None, True, "uniform", frozenset()).endswith("--env-faults none")
     result = CliRunner().invoke(main, ["stress", "--simulated", "--seeds", "1", "--env-faults", "bogus"])
     assert result.exit_code == 2 and "unknown environment fault(s) bogus" in result.output
+
+
+def test_a_direct_read_of_a_partition_is_what_the_core_s_queries_say() -> None:
+    import korral
+    from korral import testing as t
+    from korral.harness import invariants, simulated_checks
+    from korral.harness.simulated_scenarios import scenario_config
+
+    rm = t.RecordingRM("rm0")
+    with korral.start(runtime="simulated", seed=3) as core:
+        core.register_resource_manager(t.register("rm0", scenario_config(0)), rm)
+        core.update_node(t.nodes("rm0", ["n1", "n2"], {"memory": 8000, "vcore": 8000}))
+        core.update_application(t.applications("rm0", {"app": "root.a", "other": "root.b"}, user="ann"))
+        core.update_allocation(t.asks("rm0", "app", 3, {"memory": 3000, "vcore": 100}))
+        core.update_allocation(t.asks("rm0", "other", 2, {"memory": 7000, "vcore": 100}))
+        core.advance(1.0)  # a reservation for the large ask
+        assert core.simulation is not None
+        with core.simulation.frozen():
+            queried = invariants.collect(core, "[rm0]default")
+            direct = simulated_checks.collect_direct(core, "[rm0]default")
+            usage = simulated_checks.DirectUsage(core).user_usage("[rm0]default", "ann")
+            assert usage == core.user_usage("[rm0]default", "ann")
+    assert queried is not None and direct == queried
+    assert len(direct.queues) > 3 and direct.applications and direct.nodes
