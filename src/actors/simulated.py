@@ -234,7 +234,17 @@ class SimulatedTimer:
         self._simulation.add_timer(interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def stop(self) -> None:
-        self._simulation.clear_timers()
+        """The core stops: no timer fires any more, and what stopping sent (each actor's stop) is
+        delivered now, so every actor ends and leaves pykka's registry (nothing drives the
+        simulation after the core stopped: undelivered, they kept every actor of every stopped core
+        alive, ~0.3 MB a seed of korral stress --simulated)."""
+        simulation = self._simulation
+        simulation.clear_timers()
+        if threading.current_thread() is simulation._thread:
+            try:
+                simulation.run_until_idle()
+            except SimulationError:
+                log.exception("stopping a simulated core: its actors did not all stop")
 
 
 class Simulation:
