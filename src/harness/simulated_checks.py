@@ -107,6 +107,43 @@ def check_user_limits(core: Core, state: invariants.PartitionState) -> list[str]
     )
 
 
+def check_view_against_owners(core: Core, state: invariants.PartitionState) -> list[str]:
+    """At a quiescent point the scheduler's view holds what the owners hold: the same applications,
+    each with the same allocations and the same pending repeats per ask (read directly from the
+    scheduler actor; nothing when there is none to read).
+
+    Not in ``check_all`` yet: on correct code it finds one divergence in ~150 seeds (seed 67, one
+    RM, 30 calls: a recovered allocation the view keeps and its owner does not hold), not diagnosed
+    yet; tests/core/test_simulated_faults.py holds it as a strict xfail."""
+    simulation = core.simulation
+    name = state.info.name
+    scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
+    if scheduler is None or scheduler.actor_stopped.is_set():
+        return []
+    view_apps = scheduler.view.applications
+    problems = []
+    owners = {app.application_id: app for app in state.applications}
+    for app_id in sorted(owners.keys() - view_apps.keys()):
+        problems.append(f"{name} application {app_id}: held by its owner, not in the scheduler's view")
+    for app_id in sorted(view_apps.keys() - owners.keys()):
+        problems.append(f"{name} application {app_id}: in the scheduler's view, not held by an owner")
+    for app_id in sorted(owners.keys() & view_apps.keys()):
+        owner, view = owners[app_id], view_apps[app_id]
+        held, seen = {a.uuid for a in owner.allocations}, set(view.allocations)
+        for uuid in sorted(held ^ seen):
+            where = "the owner's" if uuid in held else "the view's"
+            problems.append(f"{name} application {app_id}: allocation {uuid} only in {where} books")
+        pending = {ask.allocation_key: ask.pending for ask in owner.asks}
+        viewed = {key: ask.pending for key, ask in view.asks.items() if ask.pending > 0}
+        for key in sorted(pending.keys() | viewed.keys()):
+            if pending.get(key, 0) != viewed.get(key, 0):
+                problems.append(
+                    f"{name} application {app_id}: ask {key} has {pending.get(key, 0)} pending at its "
+                    f"owner, {viewed.get(key, 0)} in the scheduler's view"
+                )
+    return problems
+
+
 def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[str]:
     """The checks above over every RM's partition."""
     states = list(states)
