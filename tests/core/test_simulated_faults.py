@@ -136,12 +136,10 @@ def test_a_direct_read_of_a_partition_is_what_the_core_s_queries_say() -> None:
     assert len(direct.queues) > 3 and direct.applications and direct.nodes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: seed 67 leaves a recovered allocation in the scheduler's view that its owner does "
-    "not hold (issue 24); once fixed, put check_view_against_owners in check_all",
-)
 def test_the_scheduler_s_view_holds_what_the_owners_hold_after_seed_67() -> None:
+    """Found by check_view_against_owners (seed 67): the partition adopts a new node's recovered
+    allocations in the scheduler's view on their owners' behalf, and an owner that refused one (its
+    application no longer live) left it there for good. The owner now tells the view to forget it."""
     from korral.harness import simulated_checks
     from korral.harness.stress_simulated import SimulatedStress as Harness
 
