@@ -12,6 +12,33 @@ import click
 from korral.cli import plural
 
 
+def rerun_command(
+    rms: int,
+    operations: int,
+    fault: str | None,
+    perturb: bool,
+    explore: str = "uniform",
+    env_faults: frozenset[str] | None = None,
+) -> str:
+    """The command line that runs the same scenario again (without its seeds)."""
+    from korral.harness.simulated_faults import ENV_FAULTS
+
+    kinds = frozenset(ENV_FAULTS) if env_faults is None else env_faults
+    listed = ",".join(kind for kind in ENV_FAULTS if kind in kinds) or "none"
+    return (
+        f"korral stress --simulated --rms {rms} --operations {operations}"
+        + ("" if perturb else " --no-perturb")
+        + ("" if explore == "uniform" else f" --explore {explore}")
+        + ("" if kinds == frozenset(ENV_FAULTS) else f" --env-faults {listed}")
+        + (f" --inject-fault {fault}" if fault else "")
+    )
+
+
+def replay_command(again: str, seed: int, schedule_seed: int) -> str:
+    """The command line a violation report prints: it replays that one run, trace and violations."""
+    return f"{again} --seed {seed} --schedule-seed {schedule_seed} --replay"
+
+
 def stress_simulated(
     console: Any,
     rms: int,
@@ -23,6 +50,8 @@ def stress_simulated(
     replay: bool,
     perturb: bool,
     schedule_seed: int | None = None,
+    explore: str = "uniform",
+    env_faults: str = "all",
 ) -> None:
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
     ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
@@ -31,16 +60,19 @@ def stress_simulated(
     ``--duration``); else the run stops after the seed that reaches it, and says so."""
     import time
 
+    from korral.harness import simulated_faults
     from korral.harness.repro import pytest_case
     from korral.harness.stress_simulated import SimulatedStress
 
-    harness = SimulatedStress(rms=rms, operations=operations, fault=fault, perturb=perturb)
-    first = seed if seed is not None else 1
-    again = (
-        f"korral stress --simulated --rms {rms} --operations {operations}"
-        + ("" if perturb else " --no-perturb")
-        + (f" --inject-fault {fault}" if fault else "")
+    try:
+        kinds = simulated_faults.parse(env_faults)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--env-faults") from None
+    harness = SimulatedStress(
+        rms=rms, operations=operations, fault=fault, perturb=perturb, explore=explore, env_faults=kinds
     )
+    first = seed if seed is not None else 1
+    again = rerun_command(rms, operations, fault, perturb, explore, kinds)
     logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
     if replay:
         if seed is None:
@@ -108,7 +140,7 @@ def stress_simulated(
     console.print(
         f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
         f"({len(minimal)} operations, replayed with every check); replay the run with: "
-        f"{again} {seeds_of} --replay"
+        f"{replay_command(again, found.seed, found.schedule_seed)}"
     )
     for op in minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
@@ -121,6 +153,8 @@ def stress_simulated(
         fault=fault,
         perturb=perturb,
         violation=violation,
+        explore=explore,
+        env_faults=kinds,
     )
     console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
     console.print("# ---- 8< ----", markup=False)

@@ -49,7 +49,6 @@ from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import Bundle
-from korral.actors.scheduler import SchedulerActor
 from korral.actors.setup import ActorSetup
 from korral.actors.starting import LazyHandle, start_actor, start_pool
 from korral.actors.timer import TimerService
@@ -166,7 +165,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # queues, applications and nodes of this partition run on one worker thread of their own
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
-            SchedulerActor,
+            settings.actors.scheduler_actor,
             tracker,
             f"{name}/scheduler",
             name,

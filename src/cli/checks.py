@@ -47,6 +47,8 @@ STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
                 "replay",
                 "no_perturb",
                 "schedule_seed",
+                "explore",
+                "env_faults",
             }
         ),
     ),

@@ -54,6 +54,22 @@ if TYPE_CHECKING:  # rich is imported when a command runs, not for --help
 )
 @flag_option("--replay", "with --simulated --seed S: re-run that seed, full trace")
 @flag_option("--no-perturb", "with --simulated: no mailbox delays, no timer skew")
+@click.option(
+    "--explore",
+    type=click.Choice(["uniform", "pct"]),
+    default="uniform",
+    show_default=True,
+    help="with --simulated: the delivery order, uniform among ready mailboxes or PCT (priorities, "
+    "2 change points)",
+)
+@click.option(
+    "--env-faults",
+    default="all",
+    show_default=True,
+    help="with --simulated: the environment's seeded faults, all, none or a comma-separated list of "
+    "callbacks (RM callbacks that raise), jumps (virtual clock jumps), duplicates (requests resent "
+    "after a reconnect)",
+)
 @flag_option(
     "--preemption",
     "instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
@@ -77,6 +93,8 @@ def stress(
     replay: bool = False,
     no_perturb: bool = False,
     preemption: bool = False,
+    explore: str = "uniform",
+    env_faults: str = "all",
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -103,7 +121,18 @@ def stress(
         )
         budget = None if only_seeds else duration
         stress_simulated(
-            console, rms, budget, seed, fault, seeds, operations, replay, not no_perturb, schedule_seed
+            console,
+            rms,
+            budget,
+            seed,
+            fault,
+            seeds,
+            operations,
+            replay,
+            not no_perturb,
+            schedule_seed,
+            explore,
+            env_faults,
         )
         return
     _stress_threads(console, rms, duration, seed, checkpoint, fault)

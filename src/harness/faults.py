@@ -14,6 +14,7 @@ from korral.actors.application import ApplicationActor
 from korral.actors.messages import FreeOnNode, Placed
 from korral.actors.node import NodeActor
 from korral.actors.setup import ActorSetup
+from korral.harness.faults_planted import CLASSES, PLANTED
 
 KNOWN = {
     # the node keeps an allocation its application released: an orphan on the node
@@ -21,6 +22,8 @@ KNOWN = {
     # one rare message order only: a Placed that reaches an application after its removal did. The
     # allocation stays booked on the node, owned by nobody (korral stress --simulated must find it)
     "removed-app-keeps-placed": "a removed application neither confirms nor hands back a placement",
+    # the planted concurrency bugs of korral.harness.faults_planted (tests/core/test_planted_bugs.py)
+    **PLANTED,
 }
 
 active: set[str] = set()
@@ -44,6 +47,11 @@ def start_options() -> dict[str, Any]:
         actors["node_actor"] = NodeKeepsReleased
     if "removed-app-keeps-placed" in active:
         actors["application_actor"] = RemovedAppKeepsPlaced
+    for name in sorted(active & CLASSES.keys()):
+        key, actor_class = CLASSES[name]
+        if key in actors:
+            raise ValueError(f"faults {name!r} and another one both replace the {key}: enable one")
+        actors[key] = actor_class
     return {"setup": ActorSetup(**actors)} if actors else {}
 
 

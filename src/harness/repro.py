@@ -69,6 +69,8 @@ def pytest_case(
     fault: str | None,
     perturb: bool,
     violation: str,
+    explore: str = "uniform",
+    env_faults: frozenset[str] | None = None,
 ) -> str:
     """A test module replaying ``ops`` with the schedule seed: it fails while ``violation`` shows."""
     lines = [
@@ -95,7 +97,10 @@ def pytest_case(
         "",
         f"def test_stress_simulated_seed_{_name(seed)}_schedule_{_name(schedule_seed)}() -> None:",
         f"    harness = SimulatedStress(rms={rms}, operations={operations}, fault={fault!r}, "
-        f"perturb={perturb!r})",
+        f"perturb={perturb!r}"
+        + ("" if explore == "uniform" else f", explore={explore!r}")
+        + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
+        + ")",
         f"    outcome = harness.replay({seed}, OPS, schedule_seed={schedule_seed})",
         f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",
         "",

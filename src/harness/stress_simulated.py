@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -19,19 +19,22 @@ import attrs
 import korral
 from korral import si
 from korral import testing as t
+from korral.actors.simulated import SimulationError
 from korral.core import Core
-from korral.harness import faults, invariants, repro
+from korral.harness import faults, invariants, repro, simulated_checks, simulated_faults, simulated_pct
+from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.stress import (
-    SETTINGS,
     SIMULATED_SETTLE,
     Driver,
     Op,
     StressRun,
     Violation,
     delta_debug,
-    rm_config,
 )
 from korral.model.naming import normalize_partition_name
+
+# deliveries without quiescence that make a run a livelock (a seed's whole run takes a few thousand)
+LIVELOCK_STEPS = 50_000
 
 
 @attrs.frozen(kw_only=True)
@@ -46,6 +49,7 @@ class SimulatedOutcome:
     callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
     trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
     schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
+    callback_failures: int = 0  # RM callbacks that raised on purpose (--env-faults callbacks)
 
 
 class SimulatedStress:
@@ -61,16 +65,30 @@ class SimulatedStress:
     """
 
     def __init__(
-        self, rms: int = 1, operations: int = 30, fault: str | None = None, perturb: bool = True
+        self,
+        rms: int = 1,
+        operations: int = 30,
+        fault: str | None = None,
+        perturb: bool = True,
+        explore: str = "uniform",
+        env_faults: frozenset[str] = frozenset(simulated_faults.ENV_FAULTS),
     ) -> None:
+        if explore not in simulated_pct.EXPLORERS:
+            raise ValueError(f"unknown exploration {explore!r}: one of {', '.join(simulated_pct.EXPLORERS)}")
         self.rm_count = rms
         self.operations = operations
         self.fault = fault
         self.perturb = perturb
+        self.explore = explore  # the delivery order: uniform among ready mailboxes, or PCT
+        self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
 
-    def _start(self, seed: int, full_trace: bool) -> Core:
-        core = korral.start(runtime="simulated", seed=seed, **SETTINGS, **faults.start_options())
+    def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
+        core = korral.start(
+            runtime="simulated", seed=seed, **settings.core_settings(), **faults.start_options()
+        )
         assert core.simulation is not None
+        core.simulation.max_steps_per_run = LIVELOCK_STEPS
+        simulated_pct.install(core.simulation, self.explore, seed)
         if self.perturb:
             core.simulation.perturb()
         if full_trace:
@@ -89,9 +107,13 @@ class SimulatedStress:
             ops.append(attrs.evolve(op, seq=len(ops) + 1))
 
         rng = random.Random(seed)
-        drivers = [Driver(index, seed, record, misbehave=False) for index in range(self.rm_count)]
+        settings = SeedSettings.of(seed)
+        drivers = [
+            ScenarioDriver(index, seed, record, settings=settings, env_faults=self.env_faults)
+            for index in range(self.rm_count)
+        ]
         with self._faults():
-            core = self._start(schedule, full_trace)
+            core = self._start(schedule, full_trace, settings)
             try:
                 for driver in drivers:
                     driver.register(core)
@@ -107,22 +129,25 @@ class SimulatedStress:
                         break
                     pause = self._pause(rng)
                     record(Op(seq=0, rm=0, kind="run", request=pause, description=f"run {pause}"))
-                    if self._run(core, pause):
-                        violations = self._check(core, [d.rm for d in drivers], drivers)
-                        if violations:
-                            break
+                    violations = self._run_and_check(core, pause, [d.rm for d in drivers], drivers)
+                    if violations:
+                        break
                 if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, [d.rm for d in drivers], drivers)
-                return self._outcome(core, seed, schedule, ops, violations)
+                    violations = self._run_and_check(
+                        core, ("advance", SIMULATED_SETTLE), [d.rm for d in drivers], drivers
+                    )
+                return self._outcome(core, seed, schedule, ops, violations, drivers)
             finally:
                 core.stop()
 
-    @staticmethod
-    def _pause(rng: random.Random) -> tuple[str, float]:
+    def _pause(self, rng: random.Random) -> tuple[str, float]:
+        if "jumps" in self.env_faults and rng.random() < simulated_faults.JUMP_PROBABILITY:
+            return ("jump", round(rng.uniform(*simulated_faults.JUMP_SECONDS), 3))
         roll = rng.random()
-        if roll < 0.45:
-            return ("steps", float(rng.randint(1, 30)))  # part of the work, the next call lands mid-way
+        if roll < 0.3:
+            return ("steps", float(rng.randint(0, 3)))  # calls overlap: the next lands in this one's work
+        if roll < 0.5:
+            return ("steps", float(rng.randint(4, 30)))  # part of the work, the next call lands mid-way
         if roll < 0.8:
             return ("idle", 0.0)
         return ("advance", round(rng.uniform(0.0, 0.6), 3))
@@ -138,28 +163,47 @@ class SimulatedStress:
                 if not simulation.step():
                     return True
             return False
-        if kind == "advance":
+        if kind == "jump":
+            simulation.jump(amount)
+        elif kind == "advance":
             core.advance(amount)
         else:
             core.wait_until_idle()
         return True
 
-    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+    def _run_and_check(
+        self, core: Core, pause: tuple[str, float], rms: list[t.RecordingRM], drivers: Sequence[Driver] | None
+    ) -> list[str]:
+        """Run as the pause says and check if it ends quiescent; a run that never gets quiet (a
+        livelock: ``LIVELOCK_STEPS`` deliveries without quiescence) is a violation too."""
+        try:
+            quiescent = self._run(core, pause)
+        except SimulationError as error:
+            return [f"livelock: {error}"]
+        return self._check(core, rms, drivers) if quiescent else []
+
+    def _check(self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None) -> list[str]:
         """The invariants and the RMs' ledgers, read with virtual time frozen: no timer fires between
         two reads of one check (``Simulation.frozen``)."""
         assert core.simulation is not None
         with core.simulation.frozen():
             return self._check_frozen(core, rms, drivers)
 
-    def _check_frozen(self, core: Core, rms: list[t.RecordingRM], drivers: list[Driver] | None) -> list[str]:
+    def _check_frozen(
+        self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None
+    ) -> list[str]:
         problems: list[str] = []
+        states = []
         for index, rm in enumerate(rms):
-            state = invariants.collect(core, normalize_partition_name("default", f"rm{index}"))
+            state = simulated_checks.collect_direct(core, normalize_partition_name("default", f"rm{index}"))
             if state is not None:
-                problems.extend(invariants.check_partition(state))
+                states.append(state)
+                recovered = simulated_checks.recovered_queues(state)
+                problems.extend(invariants.check_partition(state, recovered_queues=recovered))
                 problems.extend(invariants.check_rm_view(rm, [state]))
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
+        problems.extend(simulated_checks.check_all(core, states))
         if core.tracker.errors:
             problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
         return problems
@@ -180,7 +224,12 @@ class SimulatedStress:
 
     @staticmethod
     def _outcome(
-        core: Core, seed: int, schedule_seed: int, ops: list[Op], violations: list[str]
+        core: Core,
+        seed: int,
+        schedule_seed: int,
+        ops: list[Op],
+        violations: list[str],
+        drivers: Sequence[Driver],
     ) -> SimulatedOutcome:
         simulation = core.simulation
         assert simulation is not None
@@ -193,6 +242,7 @@ class SimulatedStress:
             virtual_seconds=simulation.now,
             callbacks=tuple(core.trace()),
             trace=tuple(core.trace(full=True)),
+            callback_failures=sum(driver.rm.raised for driver in drivers),
         )
 
     def replay(
@@ -206,18 +256,24 @@ class SimulatedStress:
         """Replay recorded operations (and pauses) in the schedule seed's order (default: the seed),
         with every check of a run: the RMs' ledgers (``Driver.check``) are rebuilt from the operations."""
         schedule = seed if schedule_seed is None else schedule_seed
-        ledgers = [Driver(index, 0, lambda op: None, misbehave=False) for index in range(self.rm_count)]
+        settings = SeedSettings.of(seed)
+        ledgers = [
+            ScenarioDriver(
+                index, 0, lambda op: None, settings=settings, env_faults=self.env_faults, rm_seed=seed
+            )
+            for index in range(self.rm_count)
+        ]
         rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
         with self._faults():
-            core = self._start(schedule, full_trace)
+            core = self._start(schedule, full_trace, settings)
             try:
                 for index, rm in enumerate(rms):
-                    core.register_resource_manager(t.register(rm.rm_id, rm_config(index)), rm)
+                    config = scenario_config(index, binpacking=settings.binpacking)
+                    core.register_resource_manager(t.register(rm.rm_id, config), rm)
                 violations: list[str] = []
                 for op in ops:
                     if op.kind == "run":
-                        if self._run(core, op.request):
-                            violations = self._check(core, rms, ledgers)
+                        violations = self._run_and_check(core, op.request, rms, ledgers)
                     else:
                         if op.kind != "register":
                             _learn(ledgers[op.rm], op)
@@ -231,9 +287,8 @@ class SimulatedStress:
                     if violations:
                         break
                 if not violations:
-                    self._run(core, ("advance", SIMULATED_SETTLE))
-                    violations = self._check(core, rms, ledgers)
-                return self._outcome(core, seed, schedule, list(ops), violations)
+                    violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, ledgers)
+                return self._outcome(core, seed, schedule, list(ops), violations, ledgers)
             finally:
                 core.stop()
 

@@ -338,6 +338,9 @@ class ApplicationOwner:
                     (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
                 )
                 effects.recovered_gone.append(allocation.uuid)
+                if allocation.uuid not in app.allocations:
+                    # the partition adopted it in the scheduler's view with its node: undo that
+                    effects.view_ops.append(Forget(allocation))
                 continue
             app.add_allocation(allocation)
             if allocation.placeholder:

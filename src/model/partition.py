@@ -313,8 +313,11 @@ class PartitionModel(PartitionAllocations):
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
                 if spec.required_node:
                     # the cluster's size is no limit for an ask that can only run on one node; nor is
-                    # it outstanding (YuniKorn: a larger cluster would not help it)
-                    if over.parent is None:
+                    # it outstanding (YuniKorn: a larger cluster would not help it). Its user's limits
+                    # still are: YuniKorn checks the user's headroom before anything else.
+                    if over.parent is None and not (
+                        user_limits is not None and self.ugm.over_limit(user_limits, ask.resource)
+                    ):
                         only_quota_blocked = False
                         allocation = try_required_node(self, app, queue, ask, now)
                         if allocation is not None:

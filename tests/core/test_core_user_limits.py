@@ -213,3 +213,43 @@ def test_usage_reads_the_owners_not_a_scheduler_busy_in_the_predicates():
         gate.set()
         core.wait_until_idle()
         assert mem(core.user_usage(P, "alice").queues[0].resource) == GB
+
+
+def test_a_required_node_ask_keeps_its_users_limit_when_the_cluster_is_short() -> None:
+    """Found by korral stress --simulated (seed 702, issue 24): a required-node ask skipped the user
+    headroom check when the cluster's size (root's max) was in the way, so a user at its maxresources
+    got one more allocation. YuniKorn checks the user's headroom before anything else."""
+    with running(LIMITS) as (core, rm):
+        add_nodes(core, rm, ["n1"], {"memory": 2 * GB, "vcore": 8_000})
+        add_apps(core, rm, {"app1": "root.team.b"}, user="alice")
+        core.update_allocation(t.asks("rm", "app1", 1, ONE_GB))  # alice at her 1G
+        add_apps(core, rm, {"app2": "root.free"}, user="bob")
+        core.update_allocation(t.asks("rm", "app2", 1, ONE_GB))
+        core.wait_until_idle()
+        assert _live_memory(rm, "app1") == GB and _live_memory(rm, "app2") == GB
+        # a second node, then the cluster shrinks under its usage elsewhere: root is over its max
+        # while n2 has room
+        add_nodes(core, rm, ["n2"], {"memory": 2 * GB, "vcore": 8_000})
+        core.update_node(
+            t.node_action("rm", "n1", si.NodeAction.UPDATE, schedulable_resource={"memory": GB // 2})
+        )
+        core.wait_until_idle()
+        core.update_allocation(
+            si.AllocationRequest(
+                rm_id="rm",
+                asks=[
+                    si.AllocationAsk(
+                        allocation_key="pinned",
+                        application_id="app1",
+                        resource_ask=ONE_GB,
+                        max_allocations=1,
+                        tags={si.DOMAIN_YUNIKORN + si.KEY_REQUIRED_NODE: "n2"},
+                    )
+                ],
+            )
+        )
+        core.wait_until_idle()
+        time.sleep(0.2)  # ticks: a reservation, had one been made, is tried again
+        core.wait_until_idle()
+        assert _live_memory(rm, "app1") == GB, "alice got more than her maxresources"
+        assert core.application(P, "app1").pending_asks == ["pinned"]

@@ -294,3 +294,28 @@ def test_the_virtual_clock_never_runs_backwards_when_deliveries_take_time() -> N
         readings.append(core.simulation.now)
     assert readings == sorted(readings) and readings[-1] >= 0.005
     core.stop()
+
+
+def test_a_stopped_simulated_core_leaves_no_actor_behind() -> None:
+    """Found by issue 24's 5,000-seed run (1.5 GB): stopping a simulated core sent each actor its stop,
+    but nothing ran the simulation after, so the actors of every stopped core stayed registered."""
+    import pykka
+
+    import korral
+    from korral import testing as t
+
+    before = set(pykka.ActorRegistry.get_all())
+    rm = t.RecordingRM("rm")
+    with korral.start(runtime="simulated", seed=2) as core:
+        assert core.simulation is not None
+        core.simulation.perturb()  # stops held back in their mailboxes a few steps, as in a stress run
+        config = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+        config += "        queues:\n          - name: a\n"
+        core.register_resource_manager(t.register("rm", config), rm)
+        core.update_node(t.nodes("rm", ["n1", "n2"], {"memory": 8000, "vcore": 8000}))
+        core.update_application(t.applications("rm", {"app": "root.a"}))
+        core.update_allocation(t.asks("rm", "app", 2, {"memory": 1000, "vcore": 100}))
+        core.wait_until_idle()
+        assert len(rm.live) == 2
+    left = [ref for ref in pykka.ActorRegistry.get_all() if ref not in before]
+    assert left == [], [ref.actor_class.__name__ for ref in left]

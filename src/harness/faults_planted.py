@@ -1,0 +1,178 @@
+"""Planted concurrency bugs (test-only): each a window between two messages the actors really have.
+
+Every class here is a broken subclass of a product actor that ``korral.harness.faults`` hands to a core
+when a test (or ``korral stress --inject-fault NAME``) enables it; the product never looks at them. Each
+is wrong only when two messages meet in one particular order (a release overtaking a placement, a timer
+between the two halves of a placeholder replacement, a decommission overtaking a recovered booking),
+never on every run: ``korral stress --simulated`` must find the order (tests/core/test_planted_bugs.py
+says within how many seeds).
+"""
+
+from __future__ import annotations
+
+from korral import si
+from korral.actors.application import ApplicationActor
+from korral.actors.messages import (
+    BookRecovered,
+    NodeRemoved,
+    Placed,
+    QueueUsage,
+    ReleaseAllocations,
+    RemoveApplication,
+    TimeoutsDue,
+    ViewOps,
+)
+from korral.actors.node import NodeActor
+from korral.actors.scheduler import SchedulerActor
+from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.view_ops import DropAsk
+
+PLANTED = {
+    "placed-after-ask-release-lost": (
+        "lost confirmation: a node's booking for an ask released (or updated) while the placement was on "
+        "its way is neither confirmed nor handed back"
+    ),
+    "release-after-release-counted": (
+        "double count: an RM release of an allocation the application released a moment ago (the node "
+        "went, or the RM released it twice before hearing back) is taken off its queue again"
+    ),
+    "reservation-outlives-ask": (
+        "stale reservation: an ask released while it holds a node's reservation leaves the node "
+        "reserved for it"
+    ),
+    "timeout-drops-replacement": (
+        "timer mid-replacement: a placeholder timeout between a placeholder's PLACEHOLDER_REPLACED "
+        "release and the RM's confirmation forgets the real allocation waiting on it"
+    ),
+    "removal-skips-preempted": (
+        "removal during preemption: removing an application leaves an allocation awaiting the RM's "
+        "preemption confirmation to that confirmation, which a removed application never gets"
+    ),
+    "recovery-onto-leaving-node": (
+        "recovery onto a leaving node: a recovered booking that reaches its node after the node's "
+        "decommission is booked there all the same"
+    ),
+}
+
+
+class PlacedAfterAskReleaseLost(ApplicationActor):
+    """placed-after-ask-release-lost: a Placed whose ask went (RemoveAsks, or an update: a new
+    generation) between the scheduler's proposal and the node's booking is dropped; the owner would
+    have freed it on the node and rolled it back in the view."""
+
+    def on_Placed(self, message: Placed) -> None:
+        asks = self.owner.app.asks
+        kept = []
+        for allocation in message.allocations:
+            ask = asks.get(allocation.allocation_key)
+            if ask is None or ask.generation != allocation.ask_generation:
+                continue  # the bug: neither confirmed nor handed back
+            kept.append(allocation)
+        if kept:
+            super().on_Placed(Placed(node=message.node, allocations=tuple(kept)))
+
+
+class ReleaseAfterReleaseCounted(ApplicationActor):
+    """release-after-release-counted: remembers what it released; a later RM release of the same uuid
+    subtracts the allocation from its queue a second time."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.gone: dict[str, Allocation] = {}
+        self._held: dict[str, Allocation] = {}
+
+    def _remember(self) -> None:
+        held = self.owner.app.allocations
+        for uuid in [u for u in self._held if u not in held]:
+            self.gone[uuid] = self._held[uuid]
+
+    def on_NodeRemoved(self, message: NodeRemoved) -> None:
+        self._held = dict(self.owner.app.allocations)
+        super().on_NodeRemoved(message)
+        self._remember()
+
+    def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
+        held = self.owner.app.allocations
+        again = [
+            self.gone[r.uuid]
+            for r in message.releases
+            if r.uuid and r.uuid in self.gone and r.uuid not in held
+        ]
+        self._held = dict(held)
+        super().on_ReleaseAllocations(message)
+        self._remember()
+        for allocation in again:  # the bug: already taken off once
+            self.queue.tell(QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
+
+
+class ReservationOutlivesAsk(SchedulerActor):
+    """reservation-outlives-ask: the DropAsk of an ask holding a reservation cleans the application's
+    side of the reservation but leaves the node reserved for the ask."""
+
+    def on_ViewOps(self, message: ViewOps) -> None:
+        view = self.view
+        held = [
+            (view.reservations[(message.application_id, op.allocation_key)], op.allocation_key)
+            for op in message.ops
+            if isinstance(op, DropAsk) and (message.application_id, op.allocation_key) in view.reservations
+        ]
+        super().on_ViewOps(message)
+        for node_id, key in held:
+            node = view.nodes.get(node_id)
+            holder = (message.application_id, key)
+            if node is not None and holder not in node.reservations:
+                node.reservations = (*node.reservations, holder)  # the bug
+                view.reservation_changes.add(node_id)
+        if held:
+            self._wake()
+
+
+class TimeoutDropsReplacement(ApplicationActor):
+    """timeout-drops-replacement: a TimeoutsDue that finds the placeholder deadline due while
+    replacements wait for the RM's confirmation forgets them (the real asks' repeats are lost)."""
+
+    def on_TimeoutsDue(self, message: TimeoutsDue) -> None:
+        app = self.owner.app
+        deadline = app.placeholder_deadline
+        if deadline is not None and self.clock() >= deadline - 1e-9 and app.replacements:
+            for placeholder_uuid in list(app.replacements):
+                app.drop_replacement(placeholder_uuid)  # the bug: the ask's repeat is not returned
+        super().on_TimeoutsDue(message)
+
+
+class RemovalSkipsPreempted(ApplicationActor):
+    """removal-skips-preempted: on removal, allocations awaiting the RM's preemption confirmation are
+    dropped from the books without being freed on their nodes or taken off their queues."""
+
+    def on_RemoveApplication(self, message: RemoveApplication) -> None:
+        app = self.owner.app
+        for uuid, termination in list(app.releasing.items()):
+            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
+                app.remove_allocation(uuid)  # the bug: "the confirmation will free it"
+        super().on_RemoveApplication(message)
+
+
+class RecoveryOntoLeavingNode(NodeActor):
+    """recovery-onto-leaving-node: a BookRecovered reaching a decommissioned node is booked (the
+    node would have sent NodeRemoved back to the owner)."""
+
+    def on_BookRecovered(self, message: BookRecovered) -> None:
+        if self.removed:
+            for allocation in message.allocations:  # the bug: booked on a node that left
+                if allocation.uuid not in self.node.allocations:
+                    self.node.add_allocation(allocation)
+                    self.owners[allocation.uuid] = message.app
+            return
+        super().on_BookRecovered(message)
+
+
+# fault name -> (start_options key, the broken class)
+CLASSES: dict[str, tuple[str, type]] = {
+    "placed-after-ask-release-lost": ("application_actor", PlacedAfterAskReleaseLost),
+    "release-after-release-counted": ("application_actor", ReleaseAfterReleaseCounted),
+    "reservation-outlives-ask": ("scheduler_actor", ReservationOutlivesAsk),
+    "timeout-drops-replacement": ("application_actor", TimeoutDropsReplacement),
+    "removal-skips-preempted": ("application_actor", RemovalSkipsPreempted),
+    "recovery-onto-leaving-node": ("node_actor", RecoveryOntoLeavingNode),
+}

@@ -1,0 +1,155 @@
+"""Checks of ``korral stress --simulated`` beyond ``korral.harness.invariants``' partition laws.
+
+- **reservation holders**: a node is reserved only for an ask that is still pending in a live
+  application of its partition;
+- **unique uuids** across every RM's partition (an allocation booked twice);
+- **user limits**: no user or limited group above a ``maxresources`` / ``maxapplications`` that
+  applies to it, unless recovered allocations (accepted whatever the limits) put it there.
+
+Each takes the quiescent states read with virtual time frozen and returns violations in a stable
+order. ``collect_direct`` reads a partition on the simulation's thread by calling its actor's query
+handlers itself (the queue tree in one call): the same ``PartitionState`` as
+``korral.harness.invariants.collect``, without a request to the RM proxy and a query message per
+queue (a check's own traffic was most of a seed's deliveries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, cast
+
+from korral.actors.messages import (
+    ApplicationsQuery,
+    GroupUsageQuery,
+    NodesQuery,
+    PartitionSummary,
+    QueueTreeQuery,
+    UserUsageQuery,
+)
+from korral.actors.partition import PartitionActor
+from korral.core import Core
+from korral.harness import invariants
+from korral.harness.stress import LIMITED_GROUPS, USERS
+from korral.info import GroupUsageInfo, UserUsageInfo
+
+RECOVERED_MARK = "-recovered-"  # in the uuid of every allocation a ScenarioDriver recovers
+
+
+def _partition_actor(core: Core, partition: str) -> PartitionActor | None:
+    """The live partition actor of that name in a simulated core (None: read through queries)."""
+    simulation = core.simulation
+    actor = simulation.actors.get(partition) if simulation is not None else None
+    if not isinstance(actor, PartitionActor) or actor.actor_stopped.is_set():
+        return None
+    return actor
+
+
+def collect_direct(core: Core, partition: str) -> invariants.PartitionState | None:
+    """``invariants.collect`` read on the simulation's thread from the partition actor itself (at a
+    quiescent point: no handler runs); through the core's queries when there is no such actor."""
+    actor = _partition_actor(core, partition)
+    if actor is None:
+        return invariants.collect(core, partition)
+    return invariants.PartitionState(
+        info=actor.on_PartitionSummary(PartitionSummary()),
+        nodes=actor.on_NodesQuery(NodesQuery()),
+        applications=actor.on_ApplicationsQuery(ApplicationsQuery()),
+        queues={queue.path: queue for queue in actor.on_QueueTreeQuery(QueueTreeQuery())},
+    )
+
+
+class DirectUsage:
+    """``Core.user_usage`` / ``group_usage`` read from the partition actors themselves."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
+        actor = _partition_actor(self.core, partition)
+        if actor is None:
+            return self.core.user_usage(partition, user)
+        return actor.on_UserUsageQuery(UserUsageQuery(user=user))
+
+    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
+        actor = _partition_actor(self.core, partition)
+        if actor is None:
+            return self.core.group_usage(partition, group)
+        return actor.on_GroupUsageQuery(GroupUsageQuery(group=group))
+
+
+def check_reservation_holders(state: invariants.PartitionState) -> list[str]:
+    """Every node's reservation holder is a pending ask of an application of the partition."""
+    pending = {(app.application_id, key) for app in state.applications for key in app.pending_asks}
+    problems = []
+    for node in sorted(state.nodes, key=lambda n: n.node_id):
+        for holder in zip(node.reservations, node.reserved_asks, strict=False):
+            if holder not in pending:
+                problems.append(
+                    f"{state.info.name} node {node.node_id}: reserved for ask {holder[1]} of "
+                    f"{holder[0]}, which is not pending there"
+                )
+    return problems
+
+
+def recovered_queues(state: invariants.PartitionState) -> set[str]:
+    """The queues of applications holding recovered allocations: those may be above a max."""
+    return {app.queue for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
+
+
+def check_user_limits(core: Core, state: invariants.PartitionState) -> list[str]:
+    """``invariants.check_user_limits`` with the owners of recovered allocations exempt."""
+    groups_of = dict(USERS)
+    users = {app.user for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
+    groups = {group for user in users for group in groups_of.get(user, ())}
+    reader: Any = DirectUsage(core)  # what check_user_limits reads of a core
+    return invariants.check_user_limits(
+        cast(Core, reader), state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
+    )
+
+
+def check_view_against_owners(core: Core, state: invariants.PartitionState) -> list[str]:
+    """At a quiescent point the scheduler's view holds what the owners hold: the same applications,
+    each with the same allocations and the same pending repeats per ask (read directly from the
+    scheduler actor; nothing when there is none to read).
+
+    Not in ``check_all`` yet. It found a real defect (seed 67, one RM, 30 calls: a recovered
+    allocation its owner refused stayed in the view; fixed in ``ApplicationOwner.recover``, tested by
+    tests/core/test_simulated_faults.py), and with that fixed one more divergence in 400 seeds that
+    is not diagnosed (seed 280: two asks pending at their owner, not in the view)."""
+    simulation = core.simulation
+    name = state.info.name
+    scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
+    if scheduler is None or scheduler.actor_stopped.is_set():
+        return []
+    view_apps = scheduler.view.applications
+    problems = []
+    owners = {app.application_id: app for app in state.applications}
+    for app_id in sorted(owners.keys() - view_apps.keys()):
+        problems.append(f"{name} application {app_id}: held by its owner, not in the scheduler's view")
+    for app_id in sorted(view_apps.keys() - owners.keys()):
+        problems.append(f"{name} application {app_id}: in the scheduler's view, not held by an owner")
+    for app_id in sorted(owners.keys() & view_apps.keys()):
+        owner, view = owners[app_id], view_apps[app_id]
+        held, seen = {a.uuid for a in owner.allocations}, set(view.allocations)
+        for uuid in sorted(held ^ seen):
+            where = "the owner's" if uuid in held else "the view's"
+            problems.append(f"{name} application {app_id}: allocation {uuid} only in {where} books")
+        pending = {ask.allocation_key: ask.pending for ask in owner.asks}
+        viewed = {key: ask.pending for key, ask in view.asks.items() if ask.pending > 0}
+        for key in sorted(pending.keys() | viewed.keys()):
+            if pending.get(key, 0) != viewed.get(key, 0):
+                problems.append(
+                    f"{name} application {app_id}: ask {key} has {pending.get(key, 0)} pending at its "
+                    f"owner, {viewed.get(key, 0)} in the scheduler's view"
+                )
+    return problems
+
+
+def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[str]:
+    """The checks above over every RM's partition."""
+    states = list(states)
+    problems = invariants.check_unique_uuids(states)
+    for state in states:
+        problems.extend(check_reservation_holders(state))
+        problems.extend(check_user_limits(core, state))
+    return problems
