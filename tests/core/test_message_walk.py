@@ -1,0 +1,83 @@
+"""The message walk of one ask (issue 23): every delivery from the RM's call to the last report of its
+allocation, recorded by the simulated runtime, hop by hop as docs/architecture.md ("One ask, hop by
+hop") names them. A change to the protocol changes this list and that section together.
+
+``pytest -s tests/core/test_message_walk.py`` prints the walk."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import korral
+from korral import testing as t
+
+CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: a
+"""
+
+# (receiver, message) -> deliveries, for one ask of one application on an idle one-node partition
+WALK = {
+    ("rmproxy", "Route"): 1,
+    ("partition", "RouteAllocationRequest"): 1,
+    ("application", "AddAsks"): 1,
+    ("application", "FlushOut"): 2,
+    ("scheduler", "ViewOps"): 1,
+    ("scheduler", "RunCycle"): 2,
+    ("queue root.a", "QueueUsage"): 2,
+    ("queue root.a", "FlushUsage"): 2,
+    ("queue root", "QueueUsage"): 2,
+    ("queue root", "FlushUsage"): 2,
+    ("node", "Place"): 1,
+    ("application", "Placed"): 1,
+    ("rm callback", "update_application"): 2,
+    ("rm callback", "update_allocation"): 1,
+    ("rm callback", "send_event"): 2,
+}
+
+
+def hop(line: str) -> tuple[str, str]:
+    """A full-trace line (step, time, receiver <- message) as (receiver kind, message or callback)."""
+    receiver, message = line.split(" ", 2)[2].split(" <- ", 1)
+    name = message.split("(", 1)[0]
+    if receiver.endswith("]callbacks"):
+        method = re.search(r"method='(\w+)'", message)
+        return "rm callback", method.group(1) if method else name
+    if receiver == "rmproxy":
+        return "rmproxy", name
+    parts = receiver.split("/")
+    if len(parts) == 1:
+        return "partition", name
+    if parts[1] in ("app", "node"):
+        return {"app": "application", "node": "node"}[parts[1]], name
+    if parts[1] == "scheduler":
+        return "scheduler", name
+    return f"queue {parts[1]}", name
+
+
+def one_ask_walk() -> list[tuple[str, str]]:
+    with korral.start(runtime="simulated", seed=1) as core:
+        rm = t.RecordingRM("rm")
+        core.register_resource_manager(t.register("rm", CONFIG), rm)
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 8000, "vcore": 8000}))
+        core.update_application(t.applications("rm", {"app1": "root.a"}))
+        core.advance(1.0)
+        core.record_full_trace()
+        core.update_allocation(t.asks("rm", "app1", 1, {"memory": 100, "vcore": 100}))
+        core.advance(0.05)  # less than a scheduling interval: no periodic tick in the walk
+        assert len(rm.live) == 1, "the ask was not allocated"
+        return [hop(line) for line in core.trace(full=True)]
+
+
+def test_one_ask_takes_the_documented_hops() -> None:
+    walk = one_ask_walk()
+    for step, (receiver, message) in enumerate(walk, 1):
+        print(f"{step:2d}  {receiver:<14} <- {message}")
+    assert Counter(walk) == Counter(WALK), Counter(walk) - Counter(WALK) or Counter(WALK) - Counter(walk)
+    assert len(walk) == sum(WALK.values()) == 23
