@@ -31,6 +31,7 @@ class PrintingRM(korral.ResourceManagerCallback):
         self.allocated = 0
         self.expected = expected
         self.done = threading.Event()
+        self.accepted = threading.Event()
 
     def update_node(self, response: si.NodeResponse) -> None:
         print("nodes accepted:", [node.node_id for node in response.accepted])
@@ -38,12 +39,17 @@ class PrintingRM(korral.ResourceManagerCallback):
     def update_application(self, response: si.ApplicationResponse) -> None:
         for app in response.accepted:
             print("application accepted:", app.application_id)
+            self.accepted.set()
+        for app in response.rejected:
+            print("application rejected:", app.application_id, app.reason)
         for app in response.updated:
             print(f"application {app.application_id} is {app.state}")
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         for allocation in response.new:
             print(f"allocated {allocation.allocation_key} on {allocation.node_id}")
+        for rejected in response.rejected:
+            print(f"ask {rejected.allocation_key} rejected: {rejected.reason}")
         self.allocated += len(response.new)
         if self.allocated >= self.expected:
             self.done.set()
@@ -78,6 +84,11 @@ def main(address: str) -> None:
                 ],
             )
         )
+        # Each kind of request travels on its own gRPC stream (as the SI defines them), so requests of
+        # different kinds are not ordered with each other: asks sent before the core has the
+        # application are rejected. A shim waits for the application's acceptance, as this does.
+        if not rm.accepted.wait(30):
+            sys.exit("the application was not accepted")
         core.update_allocation(
             si.AllocationRequest(
                 rm_id="demo",
