@@ -181,6 +181,10 @@ class SimulatedActor(OwnLoop):
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         while inbox.messages:
             self.answer_dead(inbox.messages.popleft())
+        # emptied: off the ready list (a parked inbox is dropped when its delay ends), or a later step
+        # would take a mailbox with nothing in it
+        if inbox._index >= 0 and inbox.simulation is not None:
+            inbox.simulation._take(inbox._index)
 
 
 _simulated_classes: dict[type, type] = {}
@@ -344,6 +348,9 @@ class Simulation:
         # what is due, or else (nothing ready) the earliest: a delay never stalls the run
         while delayed and (delayed[0][0] <= self.steps or not ready):
             _, _, inbox = heapq.heappop(delayed)
+            if not inbox.messages:  # its actor stopped meanwhile and answered what it held
+                inbox._index = -1
+                continue
             inbox._index = len(ready)
             ready.append(inbox)
 

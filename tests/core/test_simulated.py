@@ -319,3 +319,12 @@ def test_a_stopped_simulated_core_leaves_no_actor_behind() -> None:
         assert len(rm.live) == 2
     left = [ref for ref in pykka.ActorRegistry.get_all() if ref not in before]
     assert left == [], [ref.actor_class.__name__ for ref in left]
+
+
+def test_an_actor_stopping_with_its_mailbox_ready_leaves_no_empty_mailbox_to_deliver() -> None:
+    """Seed 777 (one RM) once stopped an actor whose mailbox was on the ready list: its messages were
+    answered as dead, the emptied mailbox stayed on the list, and the next step popped an empty deque."""
+    from korral.harness.stress_simulated import SimulatedStress
+
+    outcome = SimulatedStress(rms=1, operations=30).run_seed(777)
+    assert outcome.violations == ()
