@@ -112,10 +112,11 @@ def check_view_against_owners(core: Core, state: invariants.PartitionState) -> l
     each with the same allocations and the same pending repeats per ask (read directly from the
     scheduler actor; nothing when there is none to read).
 
-    Not in ``check_all`` yet. It found a real defect (seed 67, one RM, 30 calls: a recovered
-    allocation its owner refused stayed in the view; fixed in ``ApplicationOwner.recover``, tested by
-    tests/core/test_simulated_faults.py), and with that fixed one more divergence in 400 seeds that
-    is not diagnosed (seed 280: two asks pending at their owner, not in the view)."""
+    It found two real defects: seed 67 (one RM, 30 calls: a recovered allocation its owner refused
+    stayed in the view; fixed in ``ApplicationOwner.recover``) and seed 280 (one RM: a replacement
+    whose placeholder left with its node before the owner refused it never gave its ask the repeat
+    back; fixed in ``SchedulingView.undo_replacement``). Both are tested in
+    tests/core/test_simulated_faults.py."""
     simulation = core.simulation
     name = state.info.name
     scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
@@ -152,4 +153,5 @@ def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[s
     for state in states:
         problems.extend(check_reservation_holders(state))
         problems.extend(check_user_limits(core, state))
+        problems.extend(check_view_against_owners(core, state))
     return problems

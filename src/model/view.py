@@ -178,6 +178,18 @@ class SchedulingView(PartitionModel):
 
     # ---- gang replacement and core-made releases ---------------------------------------------------
 
+    def undo_replacement(self, real: Allocation) -> None:
+        """As the model's, and also for a replacement whose placeholder left with its node before the
+        owner refused the replacement (it never knew the placeholder): the ask gets its repeat back."""
+        recorded = self._replaced_with_node.get(real.replaces) if self._replaced_with_node else None
+        if recorded is None or recorded.uuid != real.uuid:
+            super().undo_replacement(real)
+            return
+        del self._replaced_with_node[real.replaces]
+        app = self.applications.get(real.application_id)
+        if app is not None:
+            self._return_repeat(app, real)
+
     def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> None:
         """The owner swapped a confirmed replacement in: do the same here (idempotent)."""
         app = self.applications.get(application_id)

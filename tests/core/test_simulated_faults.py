@@ -160,3 +160,13 @@ def test_the_scheduler_s_view_holds_what_the_owners_hold_after_seed_67() -> None
     finally:
         patch.undo()
     assert found == []
+
+
+def test_a_replacement_refused_after_its_placeholder_left_with_the_node_returns_the_asks_repeat() -> None:
+    """Found by check_view_against_owners (seed 280, one RM): a batch placed a gang's placeholders on a
+    node and replaced them at once; the node left before the owner confirmed the placeholders, so the
+    owner refused the replacements (UndoReplacement), but the view had moved them aside with the node
+    and dropped the refusal: three asks pending at their owner stayed at 0 in the view, never placed."""
+    from korral.harness.stress_simulated import SimulatedStress as Harness
+
+    assert Harness(rms=1, operations=30).run_seed(280).violations == ()
