@@ -108,7 +108,8 @@ def test_the_command_lines_dependencies_are_an_extra_not_the_core_install() -> N
     base = {r.split(";")[0].split(">")[0].split("<")[0].strip() for r in requirements if ";" not in r}
     cli = {r.split(">")[0].strip() for r in requirements if 'extra == "cli"' in r}
     # grpcio and protobuf: korral.connect and Core.serve_grpc are part of the core's API
-    assert base == {"pykka", "pyyaml", "attrs", "prometheus-client", "grpcio", "protobuf"}
+    # msgspec: the records built once per ask and per allocation (model.allocation)
+    assert base == {"pykka", "pyyaml", "attrs", "msgspec", "prometheus-client", "grpcio", "protobuf"}
     assert cli == set(CLI_ONLY)
     # the console script goes through the launcher that can say so
     scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}

@@ -38,6 +38,9 @@ class Echo(PoolActor):
                 raise ValueError("boom")
             if message == "thread":
                 return threading.current_thread().name
+            if isinstance(message, threading.Event):  # holds the pool's one worker until it is set
+                message.wait(30.0)
+                return None
             self.log.append((self.name, message))
             return message
         finally:
@@ -81,7 +84,11 @@ def test_a_busy_actor_yields_the_worker_after_a_slice(pool: ActorPool) -> None:
     log: list[Any] = []
     busy = start_actor(Echo, tracker, "busy", log, pool=pool)
     other = start_actor(Echo, tracker, "other", log, pool=pool)
+    blocker = start_actor(Echo, tracker, "blocker", log, pool=pool)
     gate = threading.Event()
+    # the pool's worker is held while both mailboxes fill (else, on a loaded machine, it could work
+    # through the busy actor's messages as they come, before the other actor has any)
+    blocker.tell(gate)
     # fill the busy actor's mailbox before the other actor gets anything
     for index in range(SLICE * 3):
         busy.tell(index)
