@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -165,35 +165,13 @@ class ScenarioDriver(Driver):
         for kind, request, description in again:
             super()._send(core, kind, request, f"resend after reconnect: {description}")
 
-    def _create_nodes(self, core: Core) -> None:
-        room = max(1, self.settings.max_nodes - len(self.nodes))
-        ids = []
-        for _ in range(self.rng.randint(1, min(3, room))):
-            self.node_seq += 1
-            ids.append(f"{self.rm_id}-node-{self.node_seq}")
-        capacity = {
-            "memory": self.rng.choice(self.settings.node_memory),
-            "vcore": self.rng.choice([4000, 8000, 16000]),
-        }
-        occupied = {"memory": 1000} if self.rng.random() < 0.2 else None
-        for node_id in ids:
-            self.nodes[node_id] = True
-        self._send(
-            core, "nodes", t.nodes(self.rm_id, ids, capacity, occupied=occupied), f"create nodes {ids}"
-        )
+    make_config = staticmethod(scenario_config)
 
-    def _reload_config(self, core: Core) -> None:
-        self.config = scenario_config(
-            self.index,
-            extra_queue=self.rng.random() < 0.5,
-            binpacking=self.rng.random() < 0.3,
-            guarantee=self.rng.choice([10, 20, 30]),
-        )
-        request = si.UpdateConfigurationRequest(rm_id=self.rm_id, config=self.config)
-        self.record(
-            Op(seq=0, rm=self.index, kind="config", request=request, description=f"{self.rm_id}: reload")
-        )
-        core.update_configuration(request)
+    def _node_batch_limit(self) -> int:
+        return min(3, max(1, self.settings.max_nodes - len(self.nodes)))
+
+    def _node_memory_choices(self) -> Sequence[int]:
+        return self.settings.node_memory
 
     # ---- preemption ----------------------------------------------------------------------------------
 

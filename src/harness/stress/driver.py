@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from korral import si
@@ -102,13 +102,23 @@ class Driver:
         else:
             core.update_allocation(request)
 
+    # what a scenario of its own (simulated_scenarios.ScenarioDriver) varies: the config a reload sends,
+    # how many nodes one call may create, and the nodes' memory sizes
+    make_config: Callable[..., str] = staticmethod(rm_config)
+
+    def _node_batch_limit(self) -> int:
+        return 3
+
+    def _node_memory_choices(self) -> Sequence[int]:
+        return (8000, 16000, 32000)
+
     def _create_nodes(self, core: Core) -> None:
         ids = []
-        for _ in range(self.rng.randint(1, 3)):
+        for _ in range(self.rng.randint(1, self._node_batch_limit())):
             self.node_seq += 1
             ids.append(f"{self.rm_id}-node-{self.node_seq}")
         capacity = {
-            "memory": self.rng.choice([8000, 16000, 32000]),
+            "memory": self.rng.choice(self._node_memory_choices()),
             "vcore": self.rng.choice([4000, 8000, 16000]),
         }
         occupied = {"memory": 1000} if self.rng.random() < 0.2 else None
@@ -254,7 +264,7 @@ class Driver:
             )
 
     def _reload_config(self, core: Core) -> None:
-        self.config = rm_config(
+        self.config = self.make_config(
             self.index,
             extra_queue=self.rng.random() < 0.5,
             binpacking=self.rng.random() < 0.3,
