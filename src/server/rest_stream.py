@@ -6,6 +6,13 @@ server's event loop; the loop encodes what gathered once and hands the same byte
 100 readers cost the scheduler one list append per batch, and the loop one encoding per interval plus
 one write per reader.
 
+With ``stream_process`` (the default, for plain HTTP), a reader whose stream is under way is handed to
+the stream sender, a child process at a lower CPU priority (korral.server.stream_worker): the loop then
+sends each flush to that process once, and the process writes it to every reader's socket, so the
+readers' bytes cost the core's process one write per flush however many read, never its GIL, and on a
+busy machine the scheduler's CPU before theirs. Over TLS (the process holds no TLS session) or with
+``stream_process=False`` the loop writes to every reader itself.
+
 A reader that falls behind by more than ``stream_buffer_bytes`` (what is queued for it and what its
 connection has not taken), or whose write waits more than ``stream_write_timeout``, is cut off, as
 YuniKorn removes a consumer whose buffer is full. Readers are limited in total and per client address
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import threading
@@ -29,10 +37,14 @@ from aiohttp import web
 from korral import si
 from korral.server.events import EventLog
 from korral.server.rest_limits import Connection, RestLimits
+from korral.server.rest_stream_process import StreamProcess
 
 log = logging.getLogger("korral.rest")
 
 Batch = list[tuple[int, Any]]
+# what may wait for the sender process (or 4 x stream_buffer_bytes, if more): past it, the process
+# cannot keep up with the core and its readers are cut off
+SENDER_BACKLOG_BYTES = 32 << 20
 
 
 class StreamLimiter:
@@ -86,6 +98,21 @@ class Reader:
         self.left = False
         self.unsent = 0  # the connection's unsent bytes after the last write
         self.progress_at = time.monotonic()
+        self.movable = False  # may be handed to the stream sender process (plain HTTP)
+        self.handed_id: int | None = None  # its id there, once handed
+
+    def can_hand_over(self) -> bool:
+        """Under way, past its backlog, and nothing of it left on this side."""
+        return (
+            self.movable
+            and self.ready
+            and self.after is None
+            and self.cut is None
+            and not self.left
+            and not self.waiting
+            and not self.transport.is_closing()
+            and self.transport.get_write_buffer_size() == 0
+        )
 
     def behind(self) -> int:
         return sum(len(chunk) for chunk in self.waiting) + self.transport.get_write_buffer_size()
@@ -226,6 +253,9 @@ class EventFanout:
         self._lagging = 0  # events gathered, not yet flushed
         self._overflow = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.handed: dict[int, Reader] = {}  # readers the sender process writes to, by their id there
+        self._process: StreamProcess | None = None
+        self._ids = itertools.count(1)
 
     def listener(self, batch: Batch) -> None:
         """Called on the thread that logged the batch: a list append, and a wake-up per interval."""
@@ -258,10 +288,17 @@ class EventFanout:
             )
             for reader in list(self.readers):  # each has missed events: it reconnects (events/batch)
                 reader.cut_off(reason)
+            for reader_id in list(self.handed):
+                self._cut_handed(reader_id, reason)
             return
-        if not batches or not self.readers:
+        if not batches or not (self.readers or self.handed):
             return
         encoded: bytes | None = None
+        if self.handed and self._process is not None:
+            encoded = _encode(batches)
+            if not encoded:
+                return
+            self._process.broadcast(encoded)  # before this flush hands more readers over: not theirs
         framed: bytes | None = None
         limits = self.limits
         now = time.monotonic()
@@ -283,7 +320,65 @@ class EventFanout:
                 reader.offer(framed, limits, now)
             else:
                 reader.offer(encoded, limits, now)
+        self._hand_over()
         self._pump_later()
+
+    # ---- the sender process ---------------------------------------------------------------------------
+
+    def _hand_over(self) -> None:
+        """Readers whose stream is under way go to the sender process (started with the first)."""
+        for reader in list(self.readers):
+            if not reader.can_hand_over():
+                continue
+            sock = reader.transport.get_extra_info("socket")
+            if sock is None:
+                reader.movable = False
+                continue
+            process = self._process
+            if process is None or not process.alive:
+                try:
+                    process = self._process = StreamProcess(
+                        asyncio.get_running_loop(),
+                        buffer_bytes=self.limits.stream_buffer_bytes,
+                        write_timeout=self.limits.stream_write_timeout,
+                        nice=self.limits.stream_nice,
+                        max_buffered=max(SENDER_BACKLOG_BYTES, self.limits.stream_buffer_bytes * 4),
+                        on_gone=self._gone,
+                    )
+                except OSError as error:
+                    log.warning("event stream sender not started (%s): the server sends itself", error)
+                    for each in self.readers:
+                        each.movable = False
+                    return
+            reader.handed_id = reader_id = next(self._ids)
+            reader.transport.pause_reading()  # the process watches the connection from now on
+            self.readers.discard(reader)
+            self.handed[reader_id] = reader
+            process.hand_over(reader_id, sock.fileno(), reader.chunked)
+
+    def _gone(self, reader_id: int, reason: str) -> None:
+        """The sender process ended a reader (reason: why it was cut off; empty: it left), or itself
+        (reader_id -1: every reader it had is cut off)."""
+        ids = list(self.handed) if reader_id == -1 else [reader_id]
+        for each in ids:
+            reader = self.handed.pop(each, None)
+            if reader is None:
+                continue
+            if reason:
+                reader.cut_off(reason)
+            else:
+                reader.left = True
+                log.info("event stream reader %s left", reader.host)
+                reader.transport.abort()
+                reader.done.set()
+
+    def _cut_handed(self, reader_id: int, reason: str) -> None:
+        reader = self.handed.pop(reader_id, None)
+        if reader is None:
+            return
+        if self._process is not None:
+            self._process.cut(reader_id, reason)
+        reader.cut_off(reason)
 
     def _pump_later(self) -> None:
         """While some reader has bytes waiting for its connection to take what it holds, look again
@@ -310,7 +405,11 @@ class EventFanout:
 
     def leave(self, reader: Reader) -> None:
         self.readers.discard(reader)
-        if not self.readers:
+        handed = reader.handed_id is not None and self.handed.pop(reader.handed_id, None) is not None
+        if handed and self._process is not None and reader.handed_id is not None:
+            # its handler ended (the server stops): the process lets go of it too
+            self._process.cut(reader.handed_id, reader.cut or "the server stops")
+        if not self.readers and not self.handed:
             self.events.unlisten(self.listener)
             with self._lock:
                 self._gathered = []
@@ -318,9 +417,12 @@ class EventFanout:
                 self._overflow = False
 
     def close(self) -> None:
-        for reader in list(self.readers):
+        for reader in [*self.readers, *self.handed.values()]:
             reader.cut = reader.cut or "the server stops"
             reader.done.set()
+        if self._process is not None:
+            self._process.close()
+            self._process = None
 
 
 async def serve_stream(
@@ -364,6 +466,7 @@ async def _stream(
         backlog = fanout.events.latest(count) if count else []
         reader.after = backlog[-1][0] if backlog else fanout.events.highest()
         reader.chunked = request.version >= (1, 1)
+        reader.movable = limits.stream_process and transport.get_extra_info("sslcontext") is None
         if reader.chunked:  # said here: the events written directly are framed as chunks (_chunk)
             response.enable_chunked_encoding()
         await response.prepare(request)
@@ -379,7 +482,7 @@ async def _stream(
     except ConnectionError as exc:  # the client left mid-write: its own choice, one line
         log.info("event stream reader %s left: %s", host, exc or type(exc).__name__)
     except asyncio.CancelledError:  # the client left (handler_cancellation) or was cut off
-        if reader.cut is None:
+        if reader.cut is None and not reader.left:  # (left: the sender process said so already)
             log.info("event stream reader %s left", host)
         raise
     finally:
