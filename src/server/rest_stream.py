@@ -101,19 +101,6 @@ class Reader:
         self.movable = False  # may be handed to the stream sender process (plain HTTP)
         self.handed_id: int | None = None  # its id there, once handed
 
-    def can_hand_over(self) -> bool:
-        """Under way, past its backlog, and nothing of it left on this side."""
-        return (
-            self.movable
-            and self.ready
-            and self.after is None
-            and self.cut is None
-            and not self.left
-            and not self.waiting
-            and not self.transport.is_closing()
-            and self.transport.get_write_buffer_size() == 0
-        )
-
     def behind(self) -> int:
         return sum(len(chunk) for chunk in self.waiting) + self.transport.get_write_buffer_size()
 
@@ -294,15 +281,25 @@ class EventFanout:
         if not batches or not (self.readers or self.handed):
             return
         encoded: bytes | None = None
-        if self.handed and self._process is not None:
-            encoded = _encode(batches)
-            if not encoded:
-                return
-            self._process.broadcast(encoded)  # before this flush hands more readers over: not theirs
         framed: bytes | None = None
         limits = self.limits
         now = time.monotonic()
         first = next((batch[0][0] for batch in batches if batch), None)
+        process = self._process
+        if self.handed and process is not None:
+            encoded = _encode(batches)
+            if encoded:
+                process.broadcast(encoded)  # to the readers past their first flush
+            for reader_id, reader in list(self.handed.items()):
+                if reader.after is None:
+                    continue
+                # its first flush: only what its backlog did not hold, then every flush like the others
+                fresh = first is not None and first > reader.after
+                own = encoded if fresh else _encode(batches, reader.after)
+                if own:
+                    process.private(reader_id, _chunk(own) if reader.chunked else own)
+                process.publish(reader_id)
+                reader.after = None
         for reader in list(self.readers):
             if reader.after is not None and (first is None or first <= reader.after):
                 own = _encode(batches, reader.after)  # without what its backlog held
@@ -320,41 +317,57 @@ class EventFanout:
                 reader.offer(framed, limits, now)
             else:
                 reader.offer(encoded, limits, now)
-        self._hand_over()
         self._pump_later()
 
     # ---- the sender process ---------------------------------------------------------------------------
 
-    def _hand_over(self) -> None:
-        """Readers whose stream is under way go to the sender process (started with the first)."""
-        for reader in list(self.readers):
-            if not reader.can_hand_over():
-                continue
-            sock = reader.transport.get_extra_info("socket")
-            if sock is None:
-                reader.movable = False
-                continue
-            process = self._process
-            if process is None or not process.alive:
-                try:
-                    process = self._process = StreamProcess(
-                        asyncio.get_running_loop(),
-                        buffer_bytes=self.limits.stream_buffer_bytes,
-                        write_timeout=self.limits.stream_write_timeout,
-                        nice=self.limits.stream_nice,
-                        max_buffered=max(SENDER_BACKLOG_BYTES, self.limits.stream_buffer_bytes * 4),
-                        on_gone=self._gone,
-                    )
-                except OSError as error:
-                    log.warning("event stream sender not started (%s): the server sends itself", error)
-                    for each in self.readers:
-                        each.movable = False
-                    return
-            reader.handed_id = reader_id = next(self._ids)
-            reader.transport.pause_reading()  # the process watches the connection from now on
-            self.readers.discard(reader)
-            self.handed[reader_id] = reader
-            process.hand_over(reader_id, sock.fileno(), reader.chunked)
+    async def hand_over(self, reader: Reader, connection: Connection | None) -> bool:
+        """Give the reader to the sender process once its head and backlog have left the server (the
+        process must write after them); False: the server writes to it itself."""
+        transport = reader.transport
+        if transport.get_write_buffer_size():
+            if connection is None:
+                return False
+            drained = asyncio.Event()
+            connection.on_drained = drained.set
+            transport.set_write_buffer_limits(high=0)  # paused until it holds nothing: then drained
+            if transport.get_write_buffer_size():
+                await asyncio.wait_for(drained.wait(), self.limits.stream_write_timeout)
+            connection.on_drained = None
+        sock = transport.get_extra_info("socket")
+        process = self._sender()
+        if sock is None or process is None or transport.is_closing() or reader.cut is not None:
+            return False
+        reader.handed_id = reader_id = next(self._ids)
+        transport.pause_reading()  # the process watches the connection from now on
+        self.readers.discard(reader)
+        self.handed[reader_id] = reader
+        process.hand_over(reader_id, sock.fileno(), reader.chunked)
+        if reader.waiting:  # what flushes offered it meanwhile, framed for it already
+            process.private(reader_id, b"".join(reader.waiting))
+            reader.waiting.clear()
+        if reader.after is None:
+            process.publish(reader_id)
+        reader.ready = True
+        return True
+
+    def _sender(self) -> StreamProcess | None:
+        """The sender process, started if it is not running; None if it cannot start."""
+        if self._process is not None and self._process.alive:
+            return self._process
+        try:
+            self._process = StreamProcess(
+                asyncio.get_running_loop(),
+                buffer_bytes=self.limits.stream_buffer_bytes,
+                write_timeout=self.limits.stream_write_timeout,
+                nice=self.limits.stream_nice,
+                max_buffered=max(SENDER_BACKLOG_BYTES, self.limits.stream_buffer_bytes * 4),
+                on_gone=self._gone,
+            )
+        except OSError as error:
+            log.warning("event stream sender not started (%s): the server writes to readers itself", error)
+            self._process = None
+        return self._process
 
     def _gone(self, reader_id: int, reason: str) -> None:
         """The sender process ended a reader (reason: why it was cut off; empty: it left), or itself
@@ -473,7 +486,8 @@ async def _stream(
         first = (json.dumps({"InstanceUUID": instance_uuid}) + "\n").encode() + _encode([backlog])
         # the head and the backlog through aiohttp's writer; then events go to the connection directly
         await asyncio.wait_for(response.write(first), limits.stream_write_timeout)
-        reader.begin(connection)
+        if not (reader.movable and await fanout.hand_over(reader, connection)):
+            reader.begin(connection)
         await reader.done.wait()
     except TimeoutError:
         reader.cut_off(

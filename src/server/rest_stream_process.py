@@ -83,6 +83,15 @@ class StreamProcess:
         self._send(HEADER.pack(b"D", 0, len(data)), None)
         self._send(data, None)
 
+    def private(self, reader_id: int, framed: bytes) -> None:
+        """Bytes for one reader only (framed for it already): what it gets before its first flush."""
+        self._send(HEADER.pack(b"W", reader_id, len(framed)), None)
+        self._send(framed, None)
+
+    def publish(self, reader_id: int) -> None:
+        """The reader takes every broadcast from now on."""
+        self._send(HEADER.pack(b"P", reader_id, 0), None)
+
     def cut(self, reader_id: int, reason: str) -> None:
         encoded = reason.encode()
         self._send(HEADER.pack(b"X", reader_id, len(encoded)) + encoded, None)

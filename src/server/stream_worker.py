@@ -13,8 +13,11 @@ one that closes its end is gone. Either is reported to the server, which frees i
 it. The channel from the server: frames of ``kind (1 byte) | reader id (4) | length (4) | payload``:
 
 - ``R``: a reader joins; its socket comes with the frame (SCM_RIGHTS); payload ``c`` (HTTP/1.1 chunked)
-  or ``p`` (plain, HTTP/1.0).
-- ``D``: events for every reader (payload: the encoded lines, framed here once per encoding).
+  or ``p`` (plain, HTTP/1.0). It takes only its own bytes (``W``) until it is published (``P``): its
+  first events are filtered against the backlog it was sent, by the server.
+- ``W``: bytes for one reader, framed for it already.
+- ``P``: the reader takes every broadcast from now on.
+- ``D``: events for every published reader (payload: the encoded lines, framed here once per mode).
 - ``X``: cut a reader off (payload: the reason).
 - ``Q``: every reader's connection closes (the server stops).
 
@@ -52,6 +55,7 @@ class StreamReader:
         self.pending: collections.deque[memoryview] = collections.deque()
         self.pending_bytes = 0
         self.progress_at = time.monotonic()
+        self.published = False
 
     def send(self) -> bool:
         """Write what waits until the socket takes no more; False when the reader is gone."""
@@ -115,6 +119,14 @@ class Worker:
             self.selector.register(sock, selectors.EVENT_READ, reader)
         elif kind == b"D":
             self.broadcast(payload)
+        elif kind == b"W":
+            own = self.readers.get(reader_id)
+            if own is not None:
+                self.give(own, memoryview(payload))
+        elif kind == b"P":
+            published = self.readers.get(reader_id)
+            if published is not None:
+                published.published = True
         elif kind == b"X":
             cut = self.readers.get(reader_id)
             if cut is not None:
@@ -132,22 +144,29 @@ class Worker:
     # ---- the readers ----------------------------------------------------------------------------
 
     def broadcast(self, data: bytes) -> None:
-        framed = {True: memoryview(chunk(data)), False: memoryview(data)}
+        framed: dict[bool, memoryview] = {}
         for reader in list(self.readers.values()):
-            piece = framed[reader.chunked]
-            if reader.pending_bytes + len(piece) > self.buffer_bytes:
-                self.gone(
-                    reader,
-                    f"fell behind by {reader.pending_bytes + len(piece):,} bytes "
-                    f"(stream_buffer_bytes {self.buffer_bytes:,})",
-                    cut=True,
-                )
+            if not reader.published:
                 continue
-            if not reader.pending:
-                reader.progress_at = time.monotonic()
-            reader.pending.append(piece)
-            reader.pending_bytes += len(piece)
-            self.flush(reader)
+            piece = framed.get(reader.chunked)
+            if piece is None:
+                piece = framed[reader.chunked] = memoryview(chunk(data) if reader.chunked else data)
+            self.give(reader, piece)
+
+    def give(self, reader: StreamReader, piece: memoryview) -> None:
+        if reader.pending_bytes + len(piece) > self.buffer_bytes:
+            self.gone(
+                reader,
+                f"fell behind by {reader.pending_bytes + len(piece):,} bytes "
+                f"(stream_buffer_bytes {self.buffer_bytes:,})",
+                cut=True,
+            )
+            return
+        if not reader.pending:
+            reader.progress_at = time.monotonic()
+        reader.pending.append(piece)
+        reader.pending_bytes += len(piece)
+        self.flush(reader)
 
     def flush(self, reader: StreamReader) -> None:
         if not reader.send():
