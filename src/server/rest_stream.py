@@ -411,7 +411,7 @@ class EventFanout:
         self._pump_later()
 
     def join(self, reader: Reader) -> None:
-        if not self.readers:
+        if not self.readers and not self.handed:  # the first reader: listen from now on
             self._loop = asyncio.get_running_loop()
             self.events.listen(self.listener)
         self.readers.add(reader)

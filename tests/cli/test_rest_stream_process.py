@@ -53,11 +53,15 @@ def _children() -> dict[int, int]:
 
 
 def _read_apps(response: http.client.HTTPResponse, expected: list[str]) -> None:
-    """Lines until every expected application's event came, in the order they were added."""
+    """Lines until every expected application's event came, in the order they were added; each event
+    once (ids only rise)."""
     seen = []
+    last_id = -1
     while len(seen) < len(expected):
         event = json.loads(response.readline())
-        if event.get("objectID") in expected and event["objectID"] not in seen:
+        assert event["id"] > last_id, f"event {event['id']} after {last_id}: sent twice or out of order"
+        last_id = event["id"]
+        if event.get("objectID") in expected:
             seen.append(event["objectID"])
     assert seen == expected
 
