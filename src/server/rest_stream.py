@@ -287,15 +287,22 @@ class EventFanout:
         first = next((batch[0][0] for batch in batches if batch), None)
         process = self._process
         if self.handed and process is not None:
-            encoded = _encode(batches)
-            if encoded:
-                process.broadcast(encoded)  # to the readers past their first flush
-            for reader_id, reader in list(self.handed.items()):
+            # a reader's first flush: only what its backlog did not hold, then every flush as the others
+            overlapping = []
+            for reader_id, reader in self.handed.items():
                 if reader.after is None:
                     continue
-                # its first flush: only what its backlog did not hold, then every flush like the others
-                fresh = first is not None and first > reader.after
-                own = encoded if fresh else _encode(batches, reader.after)
+                if first is not None and first > reader.after:  # nothing of it in the backlog
+                    process.publish(reader_id)
+                    reader.after = None
+                else:
+                    overlapping.append((reader_id, reader))
+            encoded = _encode(batches)
+            if encoded:
+                process.broadcast(encoded)  # to the published readers
+            for reader_id, reader in overlapping:
+                assert reader.after is not None
+                own = _encode(batches, reader.after)
                 if own:
                     process.private(reader_id, _chunk(own) if reader.chunked else own)
                 process.publish(reader_id)

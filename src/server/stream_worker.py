@@ -154,11 +154,12 @@ class Worker:
             self.give(reader, piece)
 
     def give(self, reader: StreamReader, piece: memoryview) -> None:
-        if reader.pending_bytes + len(piece) > self.buffer_bytes:
+        # behind by what it had not taken before this piece: a large piece alone (the core making
+        # many events at once, the server's own lag) is never the reader's fault
+        if reader.pending_bytes > self.buffer_bytes:
             self.gone(
                 reader,
-                f"fell behind by {reader.pending_bytes + len(piece):,} bytes "
-                f"(stream_buffer_bytes {self.buffer_bytes:,})",
+                f"fell behind by {reader.pending_bytes:,} bytes (stream_buffer_bytes {self.buffer_bytes:,})",
                 cut=True,
             )
             return

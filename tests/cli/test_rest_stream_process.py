@@ -142,3 +142,22 @@ def test_a_sender_that_dies_cuts_its_readers_off_and_the_next_reader_gets_a_new_
 def test_stream_process_settings_are_checked(settings: dict[str, object], message: str) -> None:
     with korral.start() as core, pytest.raises((ValueError, TypeError), match=message):
         core.serve_rest("127.0.0.1:0", **settings)
+
+
+def test_one_flush_larger_than_the_buffer_bound_is_not_the_readers_fault(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # the core making many events at once (one flush of ~300 KB against a 64 KiB bound) is the
+    # server's lag, not the reader's: a reader that reads gets it all and is not cut off
+    caplog.set_level(logging.INFO, logger="korral.rest")
+    with running(TWO_LEAVES) as (core, rm):
+        url = core.serve_rest("127.0.0.1:0", stream_buffer_bytes=64 * 1024, stream_flush_interval=0.5)
+        connection, response = _stream(url)
+        first = [f"first-{i}" for i in range(5)]
+        add_apps(core, rm, {name: "root.a" for name in first})
+        _read_apps(response, first)
+        burst = [f"burst-{i}-{'x' * 200}" for i in range(1000)]
+        add_apps(core, rm, {name: "root.a" for name in burst})
+        _read_apps(response, burst)
+        connection.close()
+    assert "cut off" not in caplog.text
