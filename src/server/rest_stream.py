@@ -26,10 +26,10 @@ import contextlib
 import itertools
 import json
 import logging
+import marshal
 import threading
 import time
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +38,8 @@ from korral import si
 from korral.server.events import EventLog
 from korral.server.rest_limits import Connection, RestLimits
 from korral.server.rest_stream_process import StreamProcess
+from korral.server.stream_worker import EventTuple, event_lines
+from korral.server.stream_worker import event_line as line_of
 
 log = logging.getLogger("korral.rest")
 
@@ -169,56 +171,46 @@ class Reader:
         self.done.set()
 
 
-# an enum member's number as text, looked up rather than converted for each event
+# an enum member's number, looked up rather than converted for each event
 _NUMBER = {
-    member: str(int(member))
+    member: int(member)
     for kind in (si.EventRecordType, si.EventChangeType, si.EventChangeDetail)
     for member in kind
 }
 
 
+def event_tuple(event_id: int, record: si.EventRecord) -> EventTuple:
+    """The event's fields as the stream's text needs them, in plain values (they cross to the sender
+    process with ``marshal``)."""
+    return (
+        event_id,
+        _NUMBER[record.type],
+        record.object_id,
+        record.reference_id or record.group_id,
+        record.message or record.reason,
+        record.timestamp_nano,
+        _NUMBER[record.event_change_type],
+        _NUMBER[record.event_change_detail],
+        dict(record.resource) if record.resource else None,
+    )
+
+
 def event_line(event_id: int, record: si.EventRecord) -> str:
-    """``json.dumps(dao.event(event_id, record)) + "\\n"``, the same text at half the cost or less: the
-    stream encodes every event the core logs (about three per allocation), under the GIL."""
-    object_id = record.object_id
-    reference = record.reference_id or record.group_id
-    message = record.message or record.reason
-    resource = record.resource
-    return "".join(
-        (
-            '{"id": ',
-            str(event_id),
-            ', "type": ',
-            _NUMBER[record.type],
-            ', "objectID": ' + _quoted(object_id) if object_id else "",
-            ', "referenceID": ' + _quoted(reference) if reference else "",
-            ', "message": ' + _quoted(message) if message else "",
-            ', "timestampNano": ',
-            str(record.timestamp_nano),
-            ', "eventChangeType": ',
-            _NUMBER[record.event_change_type],
-            ', "eventChangeDetail": ',
-            _NUMBER[record.event_change_detail],
-            ', "resource": {"resources": {' + _resources(resource) + "}}" if resource else "",
-            "}\n",
-        )
-    )
+    """``json.dumps(dao.event(event_id, record)) + "\\n"``: the stream's text of one event."""
+    return line_of(event_tuple(event_id, record))
 
 
-def _resources(resource: dict[str, int]) -> str:
-    return ", ".join(
-        f'{_quoted(name)}: {{"value": {value if type(value) is int else json.dumps(value)}}}'
-        for name, value in resource.items()
-    )
-
-
-def _encode(batches: list[Batch], after: int | None = None) -> bytes:
-    return "".join(
-        event_line(event_id, record)
+def _tuples(batches: list[Batch], after: int | None = None) -> list[EventTuple]:
+    return [
+        event_tuple(event_id, record)
         for batch in batches
         for event_id, record in batch
         if after is None or event_id > after
-    ).encode()
+    ]
+
+
+def _encode(batches: list[Batch], after: int | None = None) -> bytes:
+    return event_lines(_tuples(batches, after))
 
 
 def _chunk(data: bytes) -> bytes:
@@ -297,9 +289,9 @@ class EventFanout:
                     reader.after = None
                 else:
                     overlapping.append((reader_id, reader))
-            encoded = _encode(batches)
-            if encoded:
-                process.broadcast(encoded)  # to the published readers
+            events = _tuples(batches)
+            if events:
+                process.broadcast(marshal.dumps(events))  # to the published readers
             for reader_id, reader in overlapping:
                 assert reader.after is not None
                 own = _encode(batches, reader.after)

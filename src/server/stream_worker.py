@@ -17,7 +17,9 @@ it. The channel from the server: frames of ``kind (1 byte) | reader id (4) | len
   first events are filtered against the backlog it was sent, by the server.
 - ``W``: bytes for one reader, framed for it already.
 - ``P``: the reader takes every broadcast from now on.
-- ``D``: events for every published reader (payload: the encoded lines, framed here once per mode).
+- ``D``: events for every published reader (payload: the events as plain tuples, ``marshal``-ed; they
+  are encoded to YuniKorn's JSON lines here, once, and framed once per mode): the core's process only
+  takes each event's fields, the text is made here.
 - ``X``: cut a reader off (payload: the reason).
 - ``Q``: every reader's connection closes (the server stops).
 
@@ -29,15 +31,60 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
+import marshal
 import selectors
 import socket
 import struct
 import sys
 import time
+from json.encoder import encode_basestring_ascii as _quoted
+from typing import Any
 
 HEADER = struct.Struct("!cII")
 TICK = 0.25  # seconds between the write-timeout checks
 MAX_FDS = 4
+
+
+# One event as it crosses to this process: (id, type, objectID, referenceID, message, timestampNano,
+# eventChangeType, eventChangeDetail, resource or None); the enums as their numbers.
+EventTuple = tuple[int, int, str, str, str, int, int, int, "dict[str, Any] | None"]
+
+
+def event_line(event: EventTuple) -> str:
+    """``json.dumps(dao.event(...)) + "\\n"`` for the event, the same text at half the cost or less
+    (the stream encodes every event the core logs, about three per allocation)."""
+    event_id, kind, object_id, reference, message, timestamp, change_type, change_detail, resource = event
+    return "".join(
+        (
+            '{"id": ',
+            str(event_id),
+            ', "type": ',
+            str(kind),
+            ', "objectID": ' + _quoted(object_id) if object_id else "",
+            ', "referenceID": ' + _quoted(reference) if reference else "",
+            ', "message": ' + _quoted(message) if message else "",
+            ', "timestampNano": ',
+            str(timestamp),
+            ', "eventChangeType": ',
+            str(change_type),
+            ', "eventChangeDetail": ',
+            str(change_detail),
+            ', "resource": {"resources": {' + _resources(resource) + "}}" if resource else "",
+            "}\n",
+        )
+    )
+
+
+def _resources(resource: dict[str, Any]) -> str:
+    return ", ".join(
+        f'{_quoted(name)}: {{"value": {value if type(value) is int else json.dumps(value)}}}'
+        for name, value in resource.items()
+    )
+
+
+def event_lines(events: list[EventTuple]) -> bytes:
+    return "".join(map(event_line, events)).encode()
 
 
 def chunk(data: bytes) -> bytes:
@@ -118,7 +165,7 @@ class Worker:
             self.readers[reader_id] = reader
             self.selector.register(sock, selectors.EVENT_READ, reader)
         elif kind == b"D":
-            self.broadcast(payload)
+            self.broadcast(event_lines(marshal.loads(payload)))
         elif kind == b"W":
             own = self.readers.get(reader_id)
             if own is not None:
