@@ -26,12 +26,12 @@ import contextlib
 import itertools
 import json
 import logging
-import marshal
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from korral import si
@@ -179,9 +179,13 @@ _NUMBER = {
 }
 
 
+# the flush's batches as they go to the sender process (stream_worker.batch_lines reads them)
+_PACK = msgspec.msgpack.Encoder()
+
+
 def event_tuple(event_id: int, record: si.EventRecord) -> EventTuple:
-    """The event's fields as the stream's text needs them, in plain values (they cross to the sender
-    process with ``marshal``)."""
+    """The event's fields as the stream's text needs them (stream_worker.record_tuple: the same from
+    the sender process's side)."""
     return (
         event_id,
         _NUMBER[record.type],
@@ -289,9 +293,8 @@ class EventFanout:
                     reader.after = None
                 else:
                     overlapping.append((reader_id, reader))
-            events = _tuples(batches)
-            if events:
-                process.broadcast(marshal.dumps(events))  # to the published readers
+            if any(batches):
+                process.broadcast(_PACK.encode(batches))  # to the published readers
             for reader_id, reader in overlapping:
                 assert reader.after is not None
                 own = _encode(batches, reader.after)
