@@ -1,6 +1,6 @@
 """Event stream readers while the core schedules: what 100 of them cost the scheduler (issue 22).
 
-    python bench/rest_streams.py [--readers 100] [--nodes 1000] [--asks 50000] [--rounds 3]
+    python bench/rest_streams.py [--readers 100] [--nodes 1000] [--asks 50000] [--rounds 3] [--in-loop]
 
 Runs YuniKorn's shape with the REST API served and an RM that takes events (the core then makes three
 per allocation and the stream sends them all; ``--no-events``: an RM that takes none), alternating: no
@@ -76,6 +76,7 @@ def schedule(
             made = len(rm.arrivals)
         cpu = time.process_time() - cpu_start
         rest_cpu = _rest_thread_cpu(core) - rest_start
+        sender_cpu = _sender_cpu()  # the stream sender process started with the readers
         logged = (core.metrics.events.since(0, 0)[2]) - events_before
         if process is not None:
             time.sleep(IDLE_SECONDS)  # the readers take the tail the server still holds for them
@@ -86,7 +87,26 @@ def schedule(
         "cpu_us_per_allocation": cpu * 1e6 / made,
         "events": logged,
         "rest_cpu_us_per_allocation": rest_cpu * 1e6 / made,
+        "sender_cpu_us_per_allocation": sender_cpu * 1e6 / made,
     }
+
+
+def _sender_cpu() -> float:
+    """CPU seconds so far of this process's stream sender children (Linux: /proc), 0 if none."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as command:
+                name = command.read()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"stream_worker" in name:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _rest_thread_cpu(core: korral.Core) -> float:
@@ -153,18 +173,22 @@ def readers_main(url: str, readers: int) -> None:
     print(json.dumps(asyncio.run(_read_streams(url, readers))))
 
 
-def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, **rest: Any) -> None:
+def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, in_loop: bool, **rest: Any) -> None:
     workload = workloads.yunikorn(nodes, asks)
-    modes: dict[str, Callable[[str], Any] | None] = {
-        "no readers": None,
-        "1 reader": start_readers(1),
-        f"{readers} readers": start_readers(readers),
+    # name -> (the readers' process, serve_rest's settings for the mode)
+    modes: dict[str, tuple[Callable[[str], Any] | None, dict[str, Any]]] = {
+        "no readers": (None, rest),
+        "1 reader": (start_readers(1), rest),
+        f"{readers} readers": (start_readers(readers), rest),
     }
+    if in_loop:  # the same readers written to by the server's loop (stream_process=False)
+        modes[f"{readers} in loop"] = (start_readers(readers), {**rest, "stream_process": False})
     results: dict[str, list[dict]] = {name: [] for name in modes}
     received: list[dict] = []
     for _ in range(rounds):
-        for name, starter in modes.items():
-            outcome = schedule(workload, _capture(starter, received), events, **rest)
+        for name, (starter, settings) in modes.items():
+            print(f"-- {name}", file=sys.stderr, flush=True)  # what the server logs below is this mode's
+            outcome = schedule(workload, _capture(starter, received, name), events, **settings)
             results[name].append(outcome)
     base = statistics.median(r["allocations_per_second"] for r in results["no readers"])
     base_cpu = statistics.median(r["cpu_us_per_allocation"] for r in results["no readers"])
@@ -177,9 +201,11 @@ def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, **rest: 
         cpu = statistics.median(r["cpu_us_per_allocation"] for r in runs)
         every = ", ".join(f"{r['allocations_per_second']:,.0f}" for r in runs)
         rest = statistics.median(r["rest_cpu_us_per_allocation"] for r in runs)
+        sender = statistics.median(r["sender_cpu_us_per_allocation"] for r in runs)
         print(
-            f"  {name:<12} {rate:>9,.0f} allocations/s ({rate / base:.3f}x), CPU {cpu:.1f} us/allocation"
-            f" ({cpu / base_cpu:.3f}x) of which the REST thread {rest:.1f}   runs: {every}"
+            f"  {name:<16} {rate:>9,.0f} allocations/s ({rate / base:.3f}x), CPU {cpu:.1f} us/allocation"
+            f" ({cpu / base_cpu:.3f}x) of which the REST thread {rest:.1f}; sender process {sender:.1f}"
+            f"   runs: {every}"
         )
     events = statistics.median(r["events"] for runs in results.values() for r in runs)
     print(f"  events logged per run: {events:,.0f}")
@@ -188,14 +214,14 @@ def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, **rest: 
 
 
 def _capture(
-    starter: Callable[[str], subprocess.Popen] | None, received: list[dict]
+    starter: Callable[[str], subprocess.Popen] | None, received: list[dict], mode: str
 ) -> Callable[[str], Any] | None:
     """The readers' process, its summary kept when ``schedule`` ends it (it reads stdout as JSON)."""
     if starter is None:
         return None
 
     def start(url: str) -> Any:
-        return _Summary(starter(url), received)
+        return _Summary(starter(url), received, mode)
 
     return start
 
@@ -203,9 +229,10 @@ def _capture(
 class _Summary:
     """A readers' process as ``rest_load.schedule`` drives a client: terminate, then communicate."""
 
-    def __init__(self, process: subprocess.Popen, received: list[dict]) -> None:
+    def __init__(self, process: subprocess.Popen, received: list[dict], mode: str) -> None:
         self.process = process
         self.received = received
+        self.mode = mode
 
     def terminate(self) -> None:
         self.process.terminate()
@@ -213,7 +240,7 @@ class _Summary:
     def communicate(self, timeout: float) -> tuple[str, str]:
         output, errors = self.process.communicate(timeout=timeout)
         if output.strip():
-            self.received.append(json.loads(output))
+            self.received.append({"mode": self.mode, **json.loads(output)})
         return output, errors
 
 
@@ -231,12 +258,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-events", action="store_true", help="an RM that takes no events")
     parser.add_argument("--flush", type=float, default=None, help="serve_rest's stream_flush_interval")
+    parser.add_argument(
+        "--in-loop",
+        action="store_true",
+        help="also the readers written to by the server's loop (stream_process=False), interleaved",
+    )
     args = parser.parse_args()
     if args.command == "readers":
         readers_main(args.url, args.readers)
     else:
         rest = {} if args.flush is None else {"stream_flush_interval": args.flush}
-        run(args.readers, args.nodes, args.asks, args.rounds, not args.no_events, **rest)
+        run(args.readers, args.nodes, args.asks, args.rounds, not args.no_events, args.in_loop, **rest)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ class PrintingRM(korral.ResourceManagerCallback):
         self.allocated = 0
         self.expected = expected
         self.done = threading.Event()
-        self.accepted = threading.Event()
 
     def update_node(self, response: si.NodeResponse) -> None:
         print("nodes accepted:", [node.node_id for node in response.accepted])
@@ -39,7 +38,6 @@ class PrintingRM(korral.ResourceManagerCallback):
     def update_application(self, response: si.ApplicationResponse) -> None:
         for app in response.accepted:
             print("application accepted:", app.application_id)
-            self.accepted.set()
         for app in response.rejected:
             print("application rejected:", app.application_id, app.reason)
         for app in response.updated:
@@ -84,11 +82,8 @@ def main(address: str) -> None:
                 ],
             )
         )
-        # Each kind of request travels on its own gRPC stream (as the SI defines them), so requests of
-        # different kinds are not ordered with each other: asks sent before the core has the
-        # application are rejected. A shim waits for the application's acceptance, as this does.
-        if not rm.accepted.wait(30):
-            sys.exit("the application was not accepted")
+        # no need to wait for the application's acceptance: korral.connect sends an RM's requests on
+        # one stream and the core takes them in the order sent, as in-process
         core.update_allocation(
             si.AllocationRequest(
                 rm_id="demo",

@@ -1,9 +1,11 @@
 """``korral.connect(address) -> korral.RemoteCore``: the SI calls of ``korral.Core`` over gRPC.
 
-Each RM registered through a RemoteCore gets its own three streams (opened on its first request of
-that kind), so the responses on a stream are that RM's. Its callbacks run on one client thread per RM,
-in the order the streams delivered them (per stream: the core's order). ``predicates`` and
-``update_container_scheduling_state`` are in-process only: the seed's service has no call for them.
+Each RM registered through a RemoteCore gets its own stream (``UpdateInOrder``, opened on its first
+request), so the responses on it are that RM's: its node, application and allocation requests go out
+on it in the order they are made and the core takes them in that order, as in-process; the core's
+responses of every kind come back on it in the core's order, and the RM's callbacks run on one client
+thread per RM in that order. ``predicates`` and ``update_container_scheduling_state`` are in-process
+only: the seed's service has no call for them.
 
 Resync: when a stream of an RM breaks (its connection dropped) or korral cuts the RM off (a backlog
 bound, a registration from elsewhere), responses may have been lost on the way. The RM's callbacks
@@ -23,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError
 
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
-from korral.server.convert import ConversionError, parse, to_pb
+from korral.server.convert import ConversionError, from_pb, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
-from korral.server.session import RESYNC_METADATA
+from korral.server.session import RESYNC_METADATA, frame
 from korral.si import si_pb2
 from korral.si.validate import (
     Checked,
@@ -82,12 +84,25 @@ def _resync_reason(error: grpc.RpcError) -> str | None:
     return f"{code.name}: {details}; responses may have been lost: register again to resync"
 
 
-# kind -> (RPC method, response proto, callback method)
-_KINDS: dict[str, tuple[str, type[Message], str]] = {
-    ALLOCATION: ("UpdateAllocation", si_pb2.AllocationResponse, "update_allocation"),
-    APPLICATION: ("UpdateApplication", si_pb2.ApplicationResponse, "update_application"),
-    NODE: ("UpdateNode", si_pb2.NodeResponse, "update_node"),
+# the kind of an OrderedResponse's field -> the callback method it goes to
+_CALLBACKS: dict[str, str] = {
+    ALLOCATION: "update_allocation",
+    APPLICATION: "update_application",
+    NODE: "update_node",
 }
+
+
+def _parse_response(data: bytes) -> tuple[str, Any]:
+    """(kind, korral.si response) of an OrderedResponse."""
+    ordered = si_pb2.OrderedResponse()
+    try:
+        ordered.ParseFromString(data)
+    except DecodeError as error:
+        raise ConversionError(f"malformed OrderedResponse: {error}") from None
+    kind = ordered.WhichOneof("response")
+    if kind is None:
+        raise ConversionError("an OrderedResponse with none of allocation, application or node")
+    return kind, from_pb(getattr(ordered, kind))
 
 
 def _error(error: grpc.RpcError, config: bool = True) -> Exception:
@@ -103,19 +118,17 @@ def _error(error: grpc.RpcError, config: bool = True) -> Exception:
 
 
 class _RemoteStream:
-    """One bidirectional call of one RM: requests written from a queue, responses read on a thread."""
+    """The RM's ordered call: requests written from a queue in order, responses read on a thread."""
 
-    def __init__(self, channel: grpc.Channel, kind: str, rm: _RemoteRM) -> None:
-        method, self._response_type, self._callback_method = _KINDS[kind]
-        self.kind = kind
+    def __init__(self, channel: grpc.Channel, rm: _RemoteRM) -> None:
         self._rm = rm
         self._rm_id = rm_id = rm.rm_id
         self._outgoing: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._deliveries = rm.deliveries
         self.closing = False
-        call = channel.stream_stream(f"/{SERVICE}/{method}")
+        call = channel.stream_stream(f"/{SERVICE}/UpdateInOrder")
         self._call = call(self._requests(), metadata=rm.metadata)
-        self._reader = threading.Thread(target=self._read, name=f"korral-remote-{kind}-{rm_id}", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"korral-remote-{rm_id}", daemon=True)
         self.failed: grpc.RpcError | None = None
         self._reader.start()
 
@@ -126,18 +139,18 @@ class _RemoteStream:
                 return
             yield item
 
-    def send(self, data: bytes) -> None:
-        self._outgoing.put(data)
+    def send(self, kind: str, data: bytes) -> None:
+        self._outgoing.put(frame(kind, data))
 
     def _read(self) -> None:
         try:
             for data in self._call:
                 try:
-                    response = parse(self._response_type, data)
+                    kind, response = _parse_response(data)
                 except ConversionError:
-                    log.exception("RmID=%s: undecodable %s from korral", self._rm_id, self.kind)
+                    log.exception("RmID=%s: undecodable response from korral", self._rm_id)
                     continue
-                self._deliveries.put((self._callback_method, response))
+                self._deliveries.put((_CALLBACKS[kind], response))
         except grpc.RpcError as error:
             if self.closing:
                 return
@@ -146,7 +159,7 @@ class _RemoteStream:
             if reason is not None:
                 self._rm.must_resync(reason)
             else:
-                log.error("RmID=%s: %s stream ended: %s", self._rm_id, self.kind, error.details())
+                log.error("RmID=%s: stream ended: %s", self._rm_id, error.details())
 
     @property
     def alive(self) -> bool:
@@ -161,7 +174,7 @@ class _RemoteStream:
 
 
 class _RemoteRM:
-    """One registered RM: its streams and the thread that runs its callbacks in order."""
+    """One registered RM: its stream and the thread that runs its callbacks in order."""
 
     def __init__(
         self,
@@ -174,7 +187,7 @@ class _RemoteRM:
         self.rm_id = rm_id
         self.metadata = metadata
         self._callback = callback
-        self._streams: dict[str, _RemoteStream] = {}
+        self._stream: _RemoteStream | None = None
         self._lock = threading.Lock()
         self.deliveries: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.resync: str | None = None  # why the RM must register again
@@ -190,9 +203,9 @@ class _RemoteRM:
             if self.resync is not None or self._closing:
                 return
             self.resync = reason
-            streams = list(self._streams.values())
+            stream = self._stream
         log.warning("%s", reason)
-        for stream in streams:
+        if stream is not None:
             stream.closing = True
         self.deliveries.put((_RESYNC, reason))
 
@@ -203,18 +216,18 @@ class _RemoteRM:
     def send(self, kind: str, data: bytes) -> None:
         with self._lock:
             self.check()
-            stream = self._streams.get(kind)
+            stream = self._stream
             if stream is not None and not stream.alive:
-                # a stream korral ended with an error is reported once, on the next call of its kind;
-                # one that ended cleanly (korral stopping) is simply opened again
-                del self._streams[kind]
+                # a stream korral ended with an error is reported once, on the next call; one that
+                # ended cleanly (korral stopping) is simply opened again
+                self._stream = None
                 stream.close()
                 if stream.failed is not None:
                     raise _error(stream.failed, config=False)
                 stream = None
             if stream is None:
-                stream = self._streams[kind] = _RemoteStream(self._channel, kind, self)
-            stream.send(data)
+                stream = self._stream = _RemoteStream(self._channel, self)
+            stream.send(kind, data)
 
     def reject_locally(self, checked: Checked) -> None:
         if checked.node_rejections:
@@ -249,8 +262,8 @@ class _RemoteRM:
     def close(self) -> None:
         with self._lock:
             self._closing = True
-            streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
+            stream, self._stream = self._stream, None
+        if stream is not None:
             stream.close()
         # callbacks already received are still delivered, then the thread ends
         self.deliveries.put(_STOP)

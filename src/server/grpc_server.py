@@ -2,6 +2,10 @@
 
 - Requests are decoded here (raw bytes in, so a malformed message is this call's ``INVALID_ARGUMENT``
   with the reason, never an opaque failure) and routed into the core like in-process SI calls.
+- Four streams: the SI's three (one kind of request each, so requests of different kinds on them are
+  not ordered with each other) and korral's ``UpdateInOrder``, which carries all three kinds of one RM
+  in order (one coroutine reads it and routes each request before reading the next) and that RM's
+  responses of every kind in the core's order.
 - Sessions (korral.server.session): a stream carries one RM, fixed by its first request; a request
   naming another rmID on it is ``PERMISSION_DENIED`` and routed nowhere. The RM's responses go back on
   its latest stream of each kind. The core's callbacks for that RM run on its dispatcher thread: they
@@ -29,13 +33,13 @@ from typing import Any
 
 import attrs
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
-from korral.server.convert import ConversionError, parse, to_pb
+from korral.server.convert import ConversionError, from_pb, parse, to_pb
 from korral.server.session import (
     ALLOCATION,
     APPLICATION,
@@ -43,6 +47,7 @@ from korral.server.session import (
     MAX_BACKLOG,
     MAX_BACKLOG_BYTES,
     NODE,
+    ORDERED,
     RESYNC,
     Abort,
     RmSession,
@@ -108,6 +113,23 @@ class _RemoteCallback(ResourceManagerCallback):
     def update_node(self, response: si.NodeResponse) -> None:
         for part in _split(response, ("rejected", "accepted")):
             self._hand_over(NODE, to_pb(part))
+
+
+def _decode(kind: str, data: bytes) -> tuple[Any, str, str]:
+    """(request, the core's SI method for it, its name) of a request read on a stream of ``kind``."""
+    if kind != ORDERED:
+        proto_type, method_name, request_name = _STREAMS[kind]
+        return parse(proto_type, data), method_name, request_name
+    ordered = si_pb2.OrderedRequest()
+    try:
+        ordered.ParseFromString(data)
+    except DecodeError as error:
+        raise ConversionError(f"malformed OrderedRequest: {error}") from None
+    inner_kind = ordered.WhichOneof("request")
+    if inner_kind is None:
+        raise ConversionError("an OrderedRequest carries one of allocation, application or node: it has none")
+    _, method_name, request_name = _STREAMS[inner_kind]
+    return from_pb(getattr(ordered, inner_kind)), method_name, request_name
 
 
 def _split(response: Any, fields: tuple[str, ...]) -> list[Any]:
@@ -258,6 +280,7 @@ class GrpcServer:
             (ALLOCATION, "UpdateAllocation"),
             (APPLICATION, "UpdateApplication"),
             (NODE, "UpdateNode"),
+            (ORDERED, "UpdateInOrder"),
         ):
             handlers[method] = grpc.stream_stream_rpc_method_handler(self._stream_handler(kind))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
@@ -412,10 +435,11 @@ class GrpcServer:
                     return
                 if isinstance(item, Abort):
                     await context.abort(item.code, item.details, item.trailing_metadata)
+                response_kind, data = item
                 stream.sent_any = True
                 stream.writing = True
                 try:
-                    await context.write(item)
+                    await context.write(stream.wire(response_kind, data))
                 except asyncio.CancelledError:
                     interrupt = stream.interrupt
                     if interrupt is None:
@@ -428,7 +452,7 @@ class GrpcServer:
                 stream.writing = False
                 session = stream.session
                 if session is not None and session.generation == stream.generation:
-                    session.written(kind, len(item))
+                    session.written(response_kind, len(data))
         finally:
             reader.cancel()
             self._streams.discard(stream)
@@ -438,11 +462,10 @@ class GrpcServer:
     async def _read_requests(
         self, stream: Stream, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> None:
-        proto_type, method_name, request_name = _STREAMS[stream.kind]
         try:
             async for data in requests:
                 try:
-                    request = parse(proto_type, data)
+                    request, method_name, request_name = _decode(stream.kind, data)
                 except ConversionError as error:
                     stream.close(Abort(grpc.StatusCode.INVALID_ARGUMENT, str(error)))
                     return

@@ -53,6 +53,11 @@ def _positive(instance: Any, attribute: attrs.Attribute[float], value: float) ->
         raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
 
 
+def _niceness(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 19:
+        raise ValueError(f"{attribute.name} must be a whole number from 0 to 19, got {value!r}")
+
+
 def _count(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{attribute.name} must be a whole number of at least 1, got {value!r}")
@@ -77,6 +82,13 @@ class RestLimits:
       encoding and one write per reader per interval, whatever the scheduler's event rate).
     - ``stream_lag_events``: events logged but not yet sent to the readers (the server's own lag, when
       it cannot send as fast as the core makes them) at most; past it every reader is cut off.
+    - ``stream_process``: readers of a plain-HTTP server are written to by a child process (one per
+      server, started with the first reader), so their bytes never take the core's GIL; False: by the
+      server's event loop. Over TLS the loop writes (the child holds no TLS session).
+    - ``stream_nice``: how much lower that process's CPU priority is (0-19, ``os.nice``): on a busy
+      machine the scheduler's CPU comes before the readers' bytes; a reader the process cannot serve
+      in time falls behind and is cut off. What waits for the process is bounded by 32 MiB (or 4 x
+      ``stream_buffer_bytes``, if more); past it every reader it has is cut off.
     """
 
     max_connections: int = attrs.field(factory=default_max_connections, validator=_count)
@@ -88,6 +100,8 @@ class RestLimits:
     stream_write_timeout: float = attrs.field(default=5.0, validator=_positive)
     stream_flush_interval: float = attrs.field(default=0.05, validator=_positive)
     stream_lag_events: int = attrs.field(default=100_000, validator=_count)
+    stream_process: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    stream_nice: int = attrs.field(default=10, validator=_niceness)
 
     def __attrs_post_init__(self) -> None:
         ceiling = fd_limit() // MAX_FD_SHARE

@@ -6,6 +6,13 @@ server's event loop; the loop encodes what gathered once and hands the same byte
 100 readers cost the scheduler one list append per batch, and the loop one encoding per interval plus
 one write per reader.
 
+With ``stream_process`` (the default, for plain HTTP), a reader whose stream is under way is handed to
+the stream sender, a child process at a lower CPU priority (korral.server.stream_worker): the loop then
+sends each flush to that process once, and the process writes it to every reader's socket, so the
+readers' bytes cost the core's process one write per flush however many read, never its GIL, and on a
+busy machine the scheduler's CPU before theirs. Over TLS (the process holds no TLS session) or with
+``stream_process=False`` the loop writes to every reader itself.
+
 A reader that falls behind by more than ``stream_buffer_bytes`` (what is queued for it and what its
 connection has not taken), or whose write waits more than ``stream_write_timeout``, is cut off, as
 YuniKorn removes a consumer whose buffer is full. Readers are limited in total and per client address
@@ -16,23 +23,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from korral import si
 from korral.server.events import EventLog
 from korral.server.rest_limits import Connection, RestLimits
+from korral.server.rest_stream_process import StreamProcess
+from korral.server.stream_worker import EventTuple, event_lines
+from korral.server.stream_worker import event_line as line_of
 
 log = logging.getLogger("korral.rest")
 
 Batch = list[tuple[int, Any]]
+# what may wait for the sender process (or 4 x stream_buffer_bytes, if more): past it, the process
+# cannot keep up with the core and its readers are cut off
+SENDER_BACKLOG_BYTES = 32 << 20
 
 
 class StreamLimiter:
@@ -86,6 +100,8 @@ class Reader:
         self.left = False
         self.unsent = 0  # the connection's unsent bytes after the last write
         self.progress_at = time.monotonic()
+        self.movable = False  # may be handed to the stream sender process (plain HTTP)
+        self.handed_id: int | None = None  # its id there, once handed
 
     def behind(self) -> int:
         return sum(len(chunk) for chunk in self.waiting) + self.transport.get_write_buffer_size()
@@ -155,56 +171,50 @@ class Reader:
         self.done.set()
 
 
-# an enum member's number as text, looked up rather than converted for each event
+# an enum member's number, looked up rather than converted for each event
 _NUMBER = {
-    member: str(int(member))
+    member: int(member)
     for kind in (si.EventRecordType, si.EventChangeType, si.EventChangeDetail)
     for member in kind
 }
 
 
+# the flush's batches as they go to the sender process (stream_worker.batch_lines reads them)
+_PACK = msgspec.msgpack.Encoder()
+
+
+def event_tuple(event_id: int, record: si.EventRecord) -> EventTuple:
+    """The event's fields as the stream's text needs them (stream_worker.record_tuple: the same from
+    the sender process's side)."""
+    return (
+        event_id,
+        _NUMBER[record.type],
+        record.object_id,
+        record.reference_id or record.group_id,
+        record.message or record.reason,
+        record.timestamp_nano,
+        _NUMBER[record.event_change_type],
+        _NUMBER[record.event_change_detail],
+        dict(record.resource) if record.resource else None,
+    )
+
+
 def event_line(event_id: int, record: si.EventRecord) -> str:
-    """``json.dumps(dao.event(event_id, record)) + "\\n"``, the same text at half the cost or less: the
-    stream encodes every event the core logs (about three per allocation), under the GIL."""
-    object_id = record.object_id
-    reference = record.reference_id or record.group_id
-    message = record.message or record.reason
-    resource = record.resource
-    return "".join(
-        (
-            '{"id": ',
-            str(event_id),
-            ', "type": ',
-            _NUMBER[record.type],
-            ', "objectID": ' + _quoted(object_id) if object_id else "",
-            ', "referenceID": ' + _quoted(reference) if reference else "",
-            ', "message": ' + _quoted(message) if message else "",
-            ', "timestampNano": ',
-            str(record.timestamp_nano),
-            ', "eventChangeType": ',
-            _NUMBER[record.event_change_type],
-            ', "eventChangeDetail": ',
-            _NUMBER[record.event_change_detail],
-            ', "resource": {"resources": {' + _resources(resource) + "}}" if resource else "",
-            "}\n",
-        )
-    )
+    """``json.dumps(dao.event(event_id, record)) + "\\n"``: the stream's text of one event."""
+    return line_of(event_tuple(event_id, record))
 
 
-def _resources(resource: dict[str, int]) -> str:
-    return ", ".join(
-        f'{_quoted(name)}: {{"value": {value if type(value) is int else json.dumps(value)}}}'
-        for name, value in resource.items()
-    )
-
-
-def _encode(batches: list[Batch], after: int | None = None) -> bytes:
-    return "".join(
-        event_line(event_id, record)
+def _tuples(batches: list[Batch], after: int | None = None) -> list[EventTuple]:
+    return [
+        event_tuple(event_id, record)
         for batch in batches
         for event_id, record in batch
         if after is None or event_id > after
-    ).encode()
+    ]
+
+
+def _encode(batches: list[Batch], after: int | None = None) -> bytes:
+    return event_lines(_tuples(batches, after))
 
 
 def _chunk(data: bytes) -> bytes:
@@ -226,6 +236,9 @@ class EventFanout:
         self._lagging = 0  # events gathered, not yet flushed
         self._overflow = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.handed: dict[int, Reader] = {}  # readers the sender process writes to, by their id there
+        self._process: StreamProcess | None = None
+        self._ids = itertools.count(1)
 
     def listener(self, batch: Batch) -> None:
         """Called on the thread that logged the batch: a list append, and a wake-up per interval."""
@@ -258,14 +271,37 @@ class EventFanout:
             )
             for reader in list(self.readers):  # each has missed events: it reconnects (events/batch)
                 reader.cut_off(reason)
+            for reader_id in list(self.handed):
+                self._cut_handed(reader_id, reason)
             return
-        if not batches or not self.readers:
+        if not batches or not (self.readers or self.handed):
             return
         encoded: bytes | None = None
         framed: bytes | None = None
         limits = self.limits
         now = time.monotonic()
         first = next((batch[0][0] for batch in batches if batch), None)
+        process = self._process
+        if self.handed and process is not None:
+            # a reader's first flush: only what its backlog did not hold, then every flush as the others
+            overlapping = []
+            for reader_id, reader in self.handed.items():
+                if reader.after is None:
+                    continue
+                if first is not None and first > reader.after:  # nothing of it in the backlog
+                    process.publish(reader_id)
+                    reader.after = None
+                else:
+                    overlapping.append((reader_id, reader))
+            if any(batches):
+                process.broadcast(_PACK.encode(batches))  # to the published readers
+            for reader_id, reader in overlapping:
+                assert reader.after is not None
+                own = _encode(batches, reader.after)
+                if own:
+                    process.private(reader_id, _chunk(own) if reader.chunked else own)
+                process.publish(reader_id)
+                reader.after = None
         for reader in list(self.readers):
             if reader.after is not None and (first is None or first <= reader.after):
                 own = _encode(batches, reader.after)  # without what its backlog held
@@ -285,6 +321,80 @@ class EventFanout:
                 reader.offer(encoded, limits, now)
         self._pump_later()
 
+    # ---- the sender process ---------------------------------------------------------------------------
+
+    async def hand_over(self, reader: Reader, connection: Connection | None) -> bool:
+        """Give the reader to the sender process once its head and backlog have left the server (the
+        process must write after them); False: the server writes to it itself."""
+        transport = reader.transport
+        if transport.get_write_buffer_size():
+            if connection is None:
+                return False
+            drained = asyncio.Event()
+            connection.on_drained = drained.set
+            transport.set_write_buffer_limits(high=0)  # paused until it holds nothing: then drained
+            if transport.get_write_buffer_size():
+                await asyncio.wait_for(drained.wait(), self.limits.stream_write_timeout)
+            connection.on_drained = None
+        sock = transport.get_extra_info("socket")
+        process = self._sender()
+        if sock is None or process is None or transport.is_closing() or reader.cut is not None:
+            return False
+        reader.handed_id = reader_id = next(self._ids)
+        transport.pause_reading()  # the process watches the connection from now on
+        self.readers.discard(reader)
+        self.handed[reader_id] = reader
+        process.hand_over(reader_id, sock.fileno(), reader.chunked)
+        if reader.waiting:  # what flushes offered it meanwhile, framed for it already
+            process.private(reader_id, b"".join(reader.waiting))
+            reader.waiting.clear()
+        if reader.after is None:
+            process.publish(reader_id)
+        reader.ready = True
+        return True
+
+    def _sender(self) -> StreamProcess | None:
+        """The sender process, started if it is not running; None if it cannot start."""
+        if self._process is not None and self._process.alive:
+            return self._process
+        try:
+            self._process = StreamProcess(
+                asyncio.get_running_loop(),
+                buffer_bytes=self.limits.stream_buffer_bytes,
+                write_timeout=self.limits.stream_write_timeout,
+                nice=self.limits.stream_nice,
+                max_buffered=max(SENDER_BACKLOG_BYTES, self.limits.stream_buffer_bytes * 4),
+                on_gone=self._gone,
+            )
+        except OSError as error:
+            log.warning("event stream sender not started (%s): the server writes to readers itself", error)
+            self._process = None
+        return self._process
+
+    def _gone(self, reader_id: int, reason: str) -> None:
+        """The sender process ended a reader (reason: why it was cut off; empty: it left), or itself
+        (reader_id -1: every reader it had is cut off)."""
+        ids = list(self.handed) if reader_id == -1 else [reader_id]
+        for each in ids:
+            reader = self.handed.pop(each, None)
+            if reader is None:
+                continue
+            if reason:
+                reader.cut_off(reason)
+            else:
+                reader.left = True
+                log.info("event stream reader %s left", reader.host)
+                reader.transport.abort()
+                reader.done.set()
+
+    def _cut_handed(self, reader_id: int, reason: str) -> None:
+        reader = self.handed.pop(reader_id, None)
+        if reader is None:
+            return
+        if self._process is not None:
+            self._process.cut(reader_id, reason)
+        reader.cut_off(reason)
+
     def _pump_later(self) -> None:
         """While some reader has bytes waiting for its connection to take what it holds, look again
         each interval (events may not come to do it)."""
@@ -303,14 +413,18 @@ class EventFanout:
         self._pump_later()
 
     def join(self, reader: Reader) -> None:
-        if not self.readers:
+        if not self.readers and not self.handed:  # the first reader: listen from now on
             self._loop = asyncio.get_running_loop()
             self.events.listen(self.listener)
         self.readers.add(reader)
 
     def leave(self, reader: Reader) -> None:
         self.readers.discard(reader)
-        if not self.readers:
+        handed = reader.handed_id is not None and self.handed.pop(reader.handed_id, None) is not None
+        if handed and self._process is not None and reader.handed_id is not None:
+            # its handler ended (the server stops): the process lets go of it too
+            self._process.cut(reader.handed_id, reader.cut or "the server stops")
+        if not self.readers and not self.handed:
             self.events.unlisten(self.listener)
             with self._lock:
                 self._gathered = []
@@ -318,9 +432,12 @@ class EventFanout:
                 self._overflow = False
 
     def close(self) -> None:
-        for reader in list(self.readers):
+        for reader in [*self.readers, *self.handed.values()]:
             reader.cut = reader.cut or "the server stops"
             reader.done.set()
+        if self._process is not None:
+            self._process.close()
+            self._process = None
 
 
 async def serve_stream(
@@ -364,13 +481,15 @@ async def _stream(
         backlog = fanout.events.latest(count) if count else []
         reader.after = backlog[-1][0] if backlog else fanout.events.highest()
         reader.chunked = request.version >= (1, 1)
+        reader.movable = limits.stream_process and transport.get_extra_info("sslcontext") is None
         if reader.chunked:  # said here: the events written directly are framed as chunks (_chunk)
             response.enable_chunked_encoding()
         await response.prepare(request)
         first = (json.dumps({"InstanceUUID": instance_uuid}) + "\n").encode() + _encode([backlog])
         # the head and the backlog through aiohttp's writer; then events go to the connection directly
         await asyncio.wait_for(response.write(first), limits.stream_write_timeout)
-        reader.begin(connection)
+        if not (reader.movable and await fanout.hand_over(reader, connection)):
+            reader.begin(connection)
         await reader.done.wait()
     except TimeoutError:
         reader.cut_off(
@@ -379,7 +498,7 @@ async def _stream(
     except ConnectionError as exc:  # the client left mid-write: its own choice, one line
         log.info("event stream reader %s left: %s", host, exc or type(exc).__name__)
     except asyncio.CancelledError:  # the client left (handler_cancellation) or was cut off
-        if reader.cut is None:
+        if reader.cut is None and not reader.left:  # (left: the sender process said so already)
             log.info("event stream reader %s left", host)
         raise
     finally:

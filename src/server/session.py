@@ -3,7 +3,8 @@
 Everything here runs on the server's event loop thread only.
 
 - A stream carries one RM, fixed by its first request; the responses of that RM's current registration
-  (its ``generation``) go on the latest stream of each kind, or are held until one opens.
+  (its ``generation``) go on the latest stream of each kind, or are held until one opens. An ordered
+  stream (``UpdateInOrder``) carries all three kinds, each response framed as an ``OrderedResponse``.
 - Held and queued responses are bounded per RM, by count per kind and by bytes in total. Past either
   bound the RM is cut off: its streams end with ``RESOURCE_EXHAUSTED``, what was held is dropped and
   every later stream or call for it is ``FAILED_PRECONDITION`` until it registers again (resync).
@@ -26,12 +27,29 @@ log = logging.getLogger("korral.grpc")
 
 ALLOCATION, APPLICATION, NODE = "allocation", "application", "node"
 KINDS = (ALLOCATION, APPLICATION, NODE)
+ORDERED = "ordered"  # UpdateInOrder: one stream for all three kinds
+# the field number of each kind in OrderedRequest / OrderedResponse (si.proto); the oneof's field
+# names are the kinds' names
+ORDERED_FIELDS = {ALLOCATION: 1, APPLICATION: 2, NODE: 3}
 MAX_BACKLOG = 10_000  # responses held per RM and stream kind
 MAX_BACKLOG_BYTES = 64 * 1024 * 1024  # bytes of responses held per RM, all kinds together
 RESYNC_METADATA = "korral-resync"  # trailing metadata of a refusal that registering again cures
 RESYNC = "register again to resync (re-declaring its applications, nodes and existing allocations)"
 
 CLOSE = object()
+
+
+def frame(kind: str, data: bytes) -> bytes:
+    """The OrderedRequest/OrderedResponse holding the serialized message ``data`` of ``kind``: its
+    oneof field's key, length and bytes (protobuf's encoding of a message field), without re-encoding
+    what is already serialized."""
+    size = len(data)
+    prefix = bytearray(((ORDERED_FIELDS[kind] << 3) | 2,))
+    while size >= 0x80:
+        prefix.append((size & 0x7F) | 0x80)
+        size >>= 7
+    prefix.append(size)
+    return bytes(prefix) + data
 
 
 class Abort:
@@ -46,10 +64,11 @@ class Abort:
 
 
 class Stream:
-    """One open bidirectional call: what to write on it, in order."""
+    """One open bidirectional call: what to write on it, in order (``(kind, data)`` responses, then an
+    ``Abort`` or ``CLOSE``)."""
 
     def __init__(self, kind: str, peer: str) -> None:
-        self.kind = kind
+        self.kind = kind  # one of KINDS, or ORDERED
         self.peer = peer
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.first_rm_id: str | None = None  # the RM the stream carries, fixed by its first request
@@ -79,11 +98,20 @@ class Stream:
             self.interrupt = abort
             self.task.cancel()
 
-    def unsent(self) -> list[bytes]:
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of response it carries."""
+        return KINDS if self.kind == ORDERED else (self.kind,)
+
+    def wire(self, kind: str, data: bytes) -> bytes:
+        """What is written on the call for a response of ``kind``."""
+        return frame(kind, data) if self.kind == ORDERED else data
+
+    def unsent(self) -> list[tuple[str, bytes]]:
         items = []
         while not self.queue.empty():
             item = self.queue.get_nowait()
-            if isinstance(item, bytes):
+            if isinstance(item, tuple):
                 items.append(item)
         return items
 
@@ -100,7 +128,8 @@ class RmSession:
         self.identity: tuple[bytes, ...] = ()  # its client certificate's identities (mutual TLS)
         self.streams: dict[str, Stream | None] = dict.fromkeys(KINDS)
         self.open: set[Stream] = set()  # every open stream of the current registration
-        self.held: dict[str, collections.deque[bytes]] = {kind: collections.deque() for kind in KINDS}
+        # responses with no stream of their kind open, in the core's order
+        self.held: collections.deque[tuple[str, bytes]] = collections.deque()
         self.unwritten: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.unwritten_bytes = 0
         self.resync: str | None = None  # why the RM must register again; None: in sync
@@ -148,25 +177,31 @@ class RmSession:
         self.bind(stream)
 
     def bind(self, stream: Stream) -> None:
-        """Responses of the stream's kind go on it from now on, after what was held, in order."""
-        kind = stream.kind
-        if self.streams[kind] is stream:
+        """Responses of the stream's kinds go on it from now on, after what was held, in order."""
+        kinds = stream.kinds
+        if all(self.streams[kind] is stream for kind in kinds):
             return
-        self.streams[kind] = stream
-        held = self.held[kind]
-        while held:
-            stream.queue.put_nowait(held.popleft())
+        for kind in kinds:
+            self.streams[kind] = stream
+        kept: collections.deque[tuple[str, bytes]] = collections.deque()
+        for item in self.held:
+            if item[0] in kinds:
+                stream.queue.put_nowait(item)
+            else:
+                kept.append(item)
+        self.held = kept
 
     def ended(self, stream: Stream) -> None:
         """The stream's call is over: keep what it did not write, or cut the RM off if it broke."""
         self.open.discard(stream)
         if stream.generation != self.generation or self.resync is not None:
             return
-        if self.streams[stream.kind] is stream:
-            self.streams[stream.kind] = None
+        for kind in stream.kinds:
+            if self.streams[kind] is stream:
+                self.streams[kind] = None
         unsent = stream.unsent()
         if stream.ended_by_server or not stream.sent_any:
-            self.held[stream.kind].extendleft(reversed(unsent))
+            self.held.extendleft(reversed(unsent))
             return
         self.cut_off(
             f"RmID={self.rm_id}: its {stream.kind} stream broke after korral had sent responses on it; "
@@ -195,9 +230,9 @@ class RmSession:
             return
         stream = self.streams[kind]
         if stream is None:
-            self.held[kind].append(data)
+            self.held.append((kind, data))
         else:
-            stream.queue.put_nowait(data)
+            stream.queue.put_nowait((kind, data))
 
     def written(self, kind: str, size: int) -> None:
         self.unwritten[kind] = max(0, self.unwritten[kind] - 1)
@@ -218,8 +253,8 @@ class RmSession:
         for stream in list(self.open):
             stream.close(abort, drop=True)
         self.open.clear()
+        self.held.clear()
         for kind in KINDS:
             self.streams[kind] = None
-            self.held[kind].clear()
             self.unwritten[kind] = 0
         self.unwritten_bytes = 0

@@ -59,6 +59,11 @@ class SchedulerStub:
                 request_serializer=korral_dot_si_dot_si__pb2.UpdateConfigurationRequest.SerializeToString,
                 response_deserializer=korral_dot_si_dot_si__pb2.UpdateConfigurationResponse.FromString,
                 _registered_method=True)
+        self.UpdateInOrder = channel.stream_stream(
+                '/si.v1.Scheduler/UpdateInOrder',
+                request_serializer=korral_dot_si_dot_si__pb2.OrderedRequest.SerializeToString,
+                response_deserializer=korral_dot_si_dot_si__pb2.OrderedResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -104,6 +109,16 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateInOrder(self, request_iterator, context):
+        """korral: one RM's node, application and allocation requests on one stream, taken by the core in
+        the order sent (as the in-process SI calls are), and that RM's responses of all three kinds on
+        it in the core's order. The three streams above carry one kind each, so requests of different
+        kinds sent on them need not reach the core in the order they were sent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +146,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.UpdateConfiguration,
                     request_deserializer=korral_dot_si_dot_si__pb2.UpdateConfigurationRequest.FromString,
                     response_serializer=korral_dot_si_dot_si__pb2.UpdateConfigurationResponse.SerializeToString,
+            ),
+            'UpdateInOrder': grpc.stream_stream_rpc_method_handler(
+                    servicer.UpdateInOrder,
+                    request_deserializer=korral_dot_si_dot_si__pb2.OrderedRequest.FromString,
+                    response_serializer=korral_dot_si_dot_si__pb2.OrderedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +288,33 @@ class Scheduler:
             '/si.v1.Scheduler/UpdateConfiguration',
             korral_dot_si_dot_si__pb2.UpdateConfigurationRequest.SerializeToString,
             korral_dot_si_dot_si__pb2.UpdateConfigurationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateInOrder(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/si.v1.Scheduler/UpdateInOrder',
+            korral_dot_si_dot_si__pb2.OrderedRequest.SerializeToString,
+            korral_dot_si_dot_si__pb2.OrderedResponse.FromString,
             options,
             channel_credentials,
             insecure,

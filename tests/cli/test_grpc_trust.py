@@ -578,6 +578,9 @@ def test_a_node_grpc_js_rm_registers_streams_and_is_refused_when_it_names_anothe
     assert result["register"] == "ok" and result["accepted"] == ["n1"]
     assert result["refused"]["code"] == "PERMISSION_DENIED"
     assert "this stream carries RmID=js-a" in result["refused"]["details"]
+    # the application and its ask, back to back on the ordered stream: the ask is placed, not refused
+    assert result["allocated"] == ["k1"], result
+    assert result["ordered"][0] == "application"
     core.wait_until_idle()
     assert core.node(part("js-a"), "n1") is not None and core.partition_names() == [part("js-a")]
 

@@ -456,7 +456,8 @@ def test_a_reader_leaving_while_the_server_waits_on_it_is_one_line(caplog: pytes
 def test_the_stream_writes_each_event_as_the_batch_route_does(fields: dict[str, Any]) -> None:
     from korral import si
     from korral.server import dao
-    from korral.server.rest_stream import event_line
+    from korral.server.rest_stream import _PACK, event_line
+    from korral.server.stream_worker import batch_lines
 
     for kind in si.EventRecordType:
         for change in si.EventChangeType:
@@ -467,4 +468,7 @@ def test_the_stream_writes_each_event_as_the_batch_route_does(fields: dict[str, 
                 event_change_detail=si.EventChangeDetail.ALLOC_PREEMPT,
                 **fields,
             )
-            assert event_line(12_345, record) == json.dumps(dao.event(12_345, record)) + "\n"
+            expected = json.dumps(dao.event(12_345, record)) + "\n"
+            assert event_line(12_345, record) == expected  # the server's loop (TLS readers)
+            # the sender process, from the batch as it crosses to it
+            assert batch_lines(_PACK.encode([[(12_345, record)]])).decode() == expected

@@ -1,4 +1,5 @@
-// A Node.js RM on @grpc/grpc-js: registers, streams its nodes, is refused when it names another RM.
+// A Node.js RM on @grpc/grpc-js: registers, streams its nodes, is refused when it names another RM, then
+// sends an application and its ask back to back on korral's ordered stream (UpdateInOrder).
 // Usage: node si_client.js PROTO_DIR HOST:PORT [TOKEN]; prints one JSON line.
 const path = require("path");
 const grpc = require("@grpc/grpc-js");
@@ -12,7 +13,8 @@ const si = grpc.loadPackageDefinition(definition).si.v1;
 const client = new si.Scheduler(address, grpc.credentials.createInsecure());
 const metadata = new grpc.Metadata();
 if (token) metadata.set("authorization", "Bearer " + token);
-const config = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n";
+const config = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n" +
+  "        queues:\n          - name: a\n";
 const result = {};
 
 function node(rmID, nodeID) {
@@ -23,6 +25,31 @@ function node(rmID, nodeID) {
 function finish() {
   console.log(JSON.stringify(result));
   client.close();
+}
+
+// no waiting for the application's acceptance: on one ordered stream the core takes them in this order
+function inOrder() {
+  const stream = client.UpdateInOrder(metadata);
+  result.ordered = [];
+  stream.on("data", (response) => {
+    result.ordered.push(["application", "allocation", "node"].find((kind) => response[kind]));
+    if (response.allocation && response.allocation.new.length) {
+      result.allocated = response.allocation.new.map((a) => a.allocationKey);
+      result.rejectedAsks = response.allocation.rejected.length;
+      stream.cancel();
+      finish();
+    }
+  });
+  stream.on("error", (error) => {
+    if (error.code !== grpc.status.CANCELLED) {
+      result.orderedError = { code: grpc.status[error.code], details: error.details };
+      finish();
+    }
+  });
+  stream.write({ application: { rmID: "js-a", new: [
+    { applicationID: "js-app", queueName: "root.a", ugi: { user: "js" } }] } });
+  stream.write({ allocation: { rmID: "js-a", asks: [{ allocationKey: "k1", applicationID: "js-app",
+    resourceAsk: { resources: { memory: { value: 100 } } }, maxAllocations: 1 }] } });
 }
 
 client.RegisterResourceManager({ rmID: "js-a", config, policyGroup: "queues" }, metadata, (error) => {
@@ -38,7 +65,7 @@ client.RegisterResourceManager({ rmID: "js-a", config, policyGroup: "queues" }, 
   });
   stream.on("error", (error) => {
     result.refused = { code: grpc.status[error.code], details: error.details };
-    finish();
+    inOrder();
   });
   stream.write(node("js-a", "n1"));
 });
