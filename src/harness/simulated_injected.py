@@ -66,6 +66,7 @@ class Injector:
         self.raised = 0  # handler failures injected (each counted once in Tracker.errors)
         self.dropped = 0  # of those, messages lost at entry
         self.cut = 0  # scheduling batches ended early
+        self.entry_points = REPEATED  # the message kinds lost at entry (a test may widen it)
         self._seen: dict[tuple[str, str], int] = {}
 
     def _roll(self, text: str, share: float) -> bool:
@@ -77,7 +78,7 @@ class Injector:
         return count
 
     def at_entry(self, actor: str, kind: type) -> None:
-        if self.handlers and kind in REPEATED:
+        if kind in self.entry_points:
             nth = self._nth(actor, kind.__name__)
             if self._roll(f"entry|{actor}|{kind.__name__}|{nth}", HANDLER_ENTRY_DROP):
                 self.raised += 1
@@ -85,11 +86,10 @@ class Injector:
                 raise InjectedFailure(f"injected: {kind.__name__} lost at entry of {actor}")
 
     def at_exit(self, actor: str, kind: type) -> None:
-        if self.handlers:
-            nth = self._nth(actor, f"exit-{kind.__name__}")
-            if self._roll(f"exit|{actor}|{kind.__name__}|{nth}", HANDLER_EXIT_FAILURE):
-                self.raised += 1
-                raise InjectedFailure(f"injected: {kind.__name__} handled by {actor}, then raised")
+        nth = self._nth(actor, f"exit-{kind.__name__}")
+        if self._roll(f"exit|{actor}|{kind.__name__}|{nth}", HANDLER_EXIT_FAILURE):
+            self.raised += 1
+            raise InjectedFailure(f"injected: {kind.__name__} handled by {actor}, then raised")
 
     def cut_after(self, allocation_key: str, made: int) -> bool:
         """Whether a scheduling batch ends after its ``made``-th allocation, this one."""
@@ -112,14 +112,12 @@ def _told(function: Handler) -> bool:
 
 def _wrap(kind: type, function: Handler) -> Handler:
     told = _told(function)
-    entry = kind in REPEATED
 
     def handler(actor: Any, message: Any) -> Any:
         injector = _injector(actor)
-        if injector is None:
+        if injector is None or not injector.handlers:
             return function(actor, message)
-        if entry:
-            injector.at_entry(actor.name, kind)
+        injector.at_entry(actor.name, kind)
         result = function(actor, message)
         if told:
             injector.at_exit(actor.name, kind)
