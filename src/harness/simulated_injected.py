@@ -3,9 +3,10 @@
 Like the planted bugs (``korral.harness.faults_planted``) they reach a core only through the test-only
 seam: subclasses of the product's node, application and scheduler actors that the harness hands to
 ``korral.start`` in an ``ActorSetup``; the product never looks at them. Unlike the planted bugs they
-are things a correct core must survive with its books right. Each decision is drawn from the seed and
-from what the actor is doing (its name, the message kind, how many of that kind it has handled, the
-allocation key), never from the wall clock, so a run replays exactly.
+are things a correct core must survive with its books right. Each decision is drawn from the seed
+(a handler failure: the injector's own RNG, once per handler call in delivery order; a cut-off: a
+hash of the seed, the allocation key and its place in the batch), never from the wall clock, so a
+run replays exactly.
 
 - ``handlers``: a handler raises, through the product's own containment (``KorralActor.dispatch``
   catches it, logs it and counts it in ``Tracker.errors``; the actor lives on and takes its next
@@ -35,6 +36,7 @@ allocation key), never from the wall clock, so a run replays exactly.
 from __future__ import annotations
 
 import inspect
+import random
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -67,27 +69,21 @@ class Injector:
         self.dropped = 0  # of those, messages lost at entry
         self.cut = 0  # scheduling batches ended early
         self.entry_points = REPEATED  # the message kinds lost at entry (a test may widen it)
-        self._seen: dict[tuple[str, str], int] = {}
+        # its own RNG, drawn in delivery order by told messages' handlers and repeated messages (a
+        # check's reads are asked queries: they draw nothing): the same run draws the same failures
+        self.rng = random.Random(f"injector-{seed}")
 
     def _roll(self, text: str, share: float) -> bool:
         return zlib.crc32(f"{self.seed}|{text}".encode()) % 10_000 < share * 10_000
 
-    def _nth(self, actor: str, kind: str) -> int:
-        key = (actor, kind)
-        count = self._seen[key] = self._seen.get(key, 0) + 1
-        return count
-
     def at_entry(self, actor: str, kind: type) -> None:
-        if kind in self.entry_points:
-            nth = self._nth(actor, kind.__name__)
-            if self._roll(f"entry|{actor}|{kind.__name__}|{nth}", HANDLER_ENTRY_DROP):
-                self.raised += 1
-                self.dropped += 1
-                raise InjectedFailure(f"injected: {kind.__name__} lost at entry of {actor}")
+        if kind in self.entry_points and self.rng.random() < HANDLER_ENTRY_DROP:
+            self.raised += 1
+            self.dropped += 1
+            raise InjectedFailure(f"injected: {kind.__name__} lost at entry of {actor}")
 
     def at_exit(self, actor: str, kind: type) -> None:
-        nth = self._nth(actor, f"exit-{kind.__name__}")
-        if self._roll(f"exit|{actor}|{kind.__name__}|{nth}", HANDLER_EXIT_FAILURE):
+        if self.rng.random() < HANDLER_EXIT_FAILURE:
             self.raised += 1
             raise InjectedFailure(f"injected: {kind.__name__} handled by {actor}, then raised")
 
