@@ -79,7 +79,7 @@ def test_a_handler_failure_the_harness_did_not_inject_is_still_a_violation(
     ("kind", "expected"),
     [
         # a confirmation is not repeated: its booking stays on the node, owned by nobody
-        (Placed, ""),
+        (Placed, "has no application"),
         # a lost RunCycle leaves the scheduler believing one is queued: it never schedules again
         (RunCycle, "believes a scheduling cycle is queued"),
     ],
@@ -206,3 +206,31 @@ def test_an_allocation_for_an_ask_after_its_release_was_handled_is_reported() ->
     assert rules.check(rm) == []  # quiet: the release was handled
     _told(rm, _allocation("u2", "k"))
     assert rules.check(rm) == ["rm0: ask k got 1 allocation(s) after its release was handled"]
+
+
+def test_a_released_gang_ask_may_still_get_the_replacement_decided_before_its_release() -> None:
+    """Seed 2076 (two RMs): a real ask replaced a placeholder, the RM released the ask, then confirmed
+    the placeholder's release, and was told of the real allocation. Decided before the release (as in
+    YuniKorn), so allowed: one per replacement waiting for the RM's confirmation, no more."""
+    rules, rm = AskRules(), StressRM("rm0", 1, misbehave=False)
+    ask = si.AllocationAsk(
+        allocation_key="k",
+        application_id="app",
+        resource_ask={"memory": 1},
+        max_allocations=3,
+        task_group_name="tg",
+    )
+    rules.sent("allocations", si.AllocationRequest(rm_id="rm0", asks=[ask]))
+    replaced = si.AllocationRelease(
+        application_id="app", uuid="ph", termination_type=si.TerminationType.PLACEHOLDER_REPLACED
+    )
+    rm.update_allocation(si.AllocationResponse(released=[replaced]))
+    rules.sent("allocations", t.release_asks("rm0", "app", "k"))
+    assert rules.check(rm) == []
+    _told(rm, _allocation("real", "k"))  # the replacement, once the RM confirmed the placeholder's release
+    assert rules.check(rm) == []
+    _told(rm, _allocation("more", "k"))
+    assert rules.check(rm) == [
+        "rm0: ask k got 2 allocation(s) after its release was handled (1 placeholder replacement(s) were "
+        "waiting then)"
+    ]
