@@ -273,6 +273,9 @@ class Simulation:
         self.max_delay = 0  # in steps
         self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
         self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
+        # the faults a harness injects into this core's actors (korral.harness.simulated_injected): the
+        # test-only actor classes the harness hands the core through ActorSetup read it; product never
+        self.injector: Any = None
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
         self._frozen = False  # see frozen()

@@ -68,7 +68,8 @@ if TYPE_CHECKING:  # rich is imported when a command runs, not for --help
     show_default=True,
     help="with --simulated: the environment's seeded faults, all, none or a comma-separated list of "
     "callbacks (RM callbacks that raise), jumps (virtual clock jumps), duplicates (requests resent "
-    "after a reconnect)",
+    "after a reconnect), handlers (actor handlers that raise), cutoffs (scheduling batches cut short), "
+    "restarts (core restarts with recovery)",
 )
 @flag_option(
     "--preemption",

@@ -19,6 +19,7 @@ from korral.actors.messages import (
     QueueUsage,
     ReleaseAllocations,
     RemoveApplication,
+    RunCycle,
     TimeoutsDue,
     ViewOps,
 )
@@ -52,6 +53,10 @@ PLANTED = {
     "recovery-onto-leaving-node": (
         "recovery onto a leaving node: a recovered booking that reaches its node after the node's "
         "decommission is booked there all the same"
+    ),
+    "cut-batch-drops-rest": (
+        "batch cut-off: a scheduling batch that ends with work left (cut short, or a rollback freed "
+        "room) queues no next cycle; the rest waits for a wake-up that may never come"
     ),
 }
 
@@ -167,6 +172,29 @@ class RecoveryOntoLeavingNode(NodeActor):
         super().on_BookRecovered(message)
 
 
+class CutBatchDropsRest(SchedulerActor):
+    """cut-batch-drops-rest: at the end of a batch the scheduler does not queue the next cycle (the
+    product does: the batch may have been cut short, or a rollback freed room). On the virtual clock
+    a batch is never cut short unless the harness cuts it (``--env-faults cutoffs``)."""
+
+    _ending_batch = False
+
+    def on_RunCycle(self, message: RunCycle) -> None:
+        self._ending_batch = True
+        try:
+            super().on_RunCycle(message)
+        finally:
+            self._ending_batch = False
+
+    def _wake(self) -> None:
+        if self._ending_batch:  # the bug: effects published, no RunCycle for the rest
+            self._take_effects()
+            if self.reservation_changes:
+                self._publish_reservations()
+            return
+        super()._wake()
+
+
 # fault name -> (start_options key, the broken class)
 CLASSES: dict[str, tuple[str, type]] = {
     "placed-after-ask-release-lost": ("application_actor", PlacedAfterAskReleaseLost),
@@ -175,4 +203,5 @@ CLASSES: dict[str, tuple[str, type]] = {
     "timeout-drops-replacement": ("application_actor", TimeoutDropsReplacement),
     "removal-skips-preempted": ("application_actor", RemovalSkipsPreempted),
     "recovery-onto-leaving-node": ("node_actor", RecoveryOntoLeavingNode),
+    "cut-batch-drops-rest": ("scheduler_actor", CutBatchDropsRest),
 }

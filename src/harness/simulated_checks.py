@@ -4,7 +4,10 @@
   application of its partition;
 - **unique uuids** across every RM's partition (an allocation booked twice);
 - **user limits**: no user or limited group above a ``maxresources`` / ``maxapplications`` that
-  applies to it, unless recovered allocations (accepted whatever the limits) put it there.
+  applies to it, unless recovered allocations (accepted whatever the limits) put it there;
+- **view against owners**: the scheduler's view holds what the owners hold;
+- **stuck work** after the final settle: one more scheduling cycle places nothing
+  (``check_stuck_work``; the per-ask rules are the RMs' own: ``simulated_ask_rules``).
 
 Each takes the quiescent states read with virtual time frozen and returns violations in a stable
 order. ``collect_direct`` reads a partition on the simulation's thread by calling its actor's query
@@ -24,6 +27,7 @@ from korral.actors.messages import (
     NodesQuery,
     PartitionSummary,
     QueueTreeQuery,
+    RunCycle,
     UserUsageQuery,
 )
 from korral.actors.partition import PartitionActor
@@ -154,4 +158,51 @@ def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[s
         problems.extend(check_reservation_holders(state))
         problems.extend(check_user_limits(core, state))
         problems.extend(check_view_against_owners(core, state))
+    return problems
+
+
+def check_stuck_work(core: Core, partitions: Iterable[str]) -> list[str]:
+    """After the final settle (quiescent, no fault pending): nothing the scheduler would place now is
+    left unplaced. Asks stay pending for the scheduler's own reasons (no node with room, a queue's or
+    user's headroom, a reservation, an application's backoff, a gang's placeholders, a preemptor
+    waiting for its victims), and those are exactly what a scheduling cycle decides: so each
+    partition's scheduler runs one more cycle here, on the simulation's thread with virtual time
+    frozen, and whatever it places and its owner confirms was stuck work (placeable, yet no cycle
+    would have come for it). A scheduler that believes a cycle is queued while none is (it would
+    never schedule again) is stuck work too. Run once, at the end of a run: it changes the state."""
+    simulation = core.simulation
+    if simulation is None:
+        return []
+    problems: list[str] = []
+    probed = []
+    for name in partitions:
+        scheduler = simulation.actors.get(f"{name}/scheduler")
+        if scheduler is None or scheduler.actor_stopped.is_set():
+            continue
+        if getattr(scheduler, "_cycle_queued", False):
+            problems.append(f"{name} scheduler: believes a scheduling cycle is queued at quiescence, none is")
+        state = collect_direct(core, name)
+        held = (
+            {(a.allocation_key, a.uuid) for app in state.applications for a in app.allocations}
+            if state
+            else set()
+        )
+        probed.append((name, scheduler, held))
+    if not probed:
+        return problems
+    with simulation.frozen():
+        for _, scheduler, _ in probed:
+            scheduler.handle.tell(RunCycle())
+        simulation.run_until_idle()
+        for name, _, held in probed:
+            state = collect_direct(core, name)
+            if state is None:
+                continue
+            now = {(a.allocation_key, a.uuid) for app in state.applications for a in app.allocations}
+            placed = sorted(key for key, _ in now - held)
+            if placed:
+                problems.append(
+                    f"{name}: stuck work after the final settle: one more scheduling cycle placed "
+                    f"{len(placed)} allocation(s) of asks {', '.join(sorted(set(placed)))}"
+                )
     return problems

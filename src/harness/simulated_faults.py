@@ -8,7 +8,13 @@ survive with its books right, drawn from the workload seed so that a run replays
 - ``jumps``: the virtual clock jumps 2 to 20 seconds at once (a stalled process, a suspended VM):
   every timer that fell due in between fires at the new time, in one burst, rather than one by one;
 - ``duplicates``: after a simulated reconnect the RM sends its last one to three requests again
-  verbatim (a client retrying calls whose answers it never saw).
+  verbatim (a client retrying calls whose answers it never saw);
+- ``handlers``: an actor's handler raises, at the points korral promises to survive (at exit of a
+  told message's handler; at entry of a message the protocol repeats: the scheduler's tick, a
+  ``Retire``), through the product's own containment (``korral.harness.simulated_injected``);
+- ``cutoffs``: a scheduling batch ends early, after a seeded allocation (``simulated_injected``);
+- ``restarts``: the core stops between two SI calls and a new one starts; each RM registers again and
+  recovers its applications, nodes and the allocations it believes live (``simulated_restart``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import zlib
 from korral import si
 from korral.harness.stress import StressRM
 
-ENV_FAULTS = ("callbacks", "jumps", "duplicates")
+ENV_FAULTS = ("callbacks", "jumps", "duplicates", "handlers", "cutoffs", "restarts")
 CALLBACK_FAILURE = 0.02  # the share of RM callbacks that raise
 JUMP_PROBABILITY = 0.03  # the share of pauses between calls that are clock jumps
 JUMP_SECONDS = (2.0, 20.0)

@@ -29,8 +29,10 @@ import attrs
 from korral import si
 from korral import testing as t
 from korral.core import Core
+from korral.harness import invariants, simulated_restart
+from korral.harness.simulated_ask_rules import AskRules
 from korral.harness.simulated_faults import CALLBACK_FAILURE, FailingCallbackRM
-from korral.harness.stress import USERS, Driver, Op, rm_config
+from korral.harness.stress import USERS, Driver, Op, StressRM, rm_config
 
 PREEMPTOR_QUEUE = "root.p"
 BORROWER_QUEUE = "root.b"
@@ -106,9 +108,9 @@ class ScenarioDriver(Driver):
     ) -> None:
         super().__init__(index, seed, record, misbehave)
         self.env_faults = env_faults
-        if "callbacks" in env_faults:  # seeded by the workload: a replay's RM fails where the run's did
-            rm_seed = seed if rm_seed is None else rm_seed
-            self.rm = FailingCallbackRM(self.rm_id, rm_seed * 7 + index, CALLBACK_FAILURE)
+        self.rm_seed = seed if rm_seed is None else rm_seed
+        self.raised_before = 0  # RM callback failures of the callback objects a restart replaced
+        self.fresh_rm()
         self.sent: deque[tuple[str, Any, str]] = deque(maxlen=3)  # the last requests, for a resend
         self.settings = settings if settings is not None else SeedSettings()
         self.config = scenario_config(index, binpacking=self.settings.binpacking)
@@ -117,6 +119,26 @@ class ScenarioDriver(Driver):
         self.recovered_seq = 0
         self.just_recovered: str | None = None  # a node that joined with work on it, last operation
         self.leaving: str | None = None  # that node, while the next operation is chosen
+        # what a core restart's recovery re-sends (simulated_restart): as the RM last sent each
+        self.app_requests: dict[str, si.AddApplicationRequest] = {}
+        self.node_capacity: dict[str, dict[str, int]] = {}
+        self.ask_requests: dict[str, si.AllocationAsk] = {}
+        self.believed: dict[str, si.Allocation] | None = None  # recovered, checked at the next check
+        self.ask_rules = AskRules()  # per-ask rules: maxAllocations, nothing after a release
+
+    def fresh_rm(self) -> None:
+        """A new callback object (at the start, and after a core restart: the RM's model survives the
+        restart, its connection does not). Seeded by the workload: a replay's RM fails where the
+        run's did."""
+        self.raised_before += self.rm.raised
+        if "callbacks" in self.env_faults:
+            self.rm = FailingCallbackRM(self.rm_id, self.rm_seed * 7 + self.index, CALLBACK_FAILURE)
+        else:
+            self.rm = StressRM(self.rm_id, self.rm_seed * 7 + self.index, misbehave=False)
+
+    def check(self, state: invariants.PartitionState | None) -> list[str]:
+        recovered = simulated_restart.check_recovered(self) if self.believed is not None else []
+        return recovered + super().check(state) + self.ask_rules.check(self.rm)
 
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
         settings = self.settings
@@ -153,16 +175,26 @@ class ScenarioDriver(Driver):
         super().register(core)
         self.preemptor_app = None
         self.borrowers.clear()
+        self.app_requests.clear()
+        self.node_capacity.clear()
+        self.ask_requests.clear()
+        self.ask_rules.reset()
         self._create_nodes(core)  # an RM registers, then reports its nodes
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
         self.sent.append((kind, request, description))
+        simulated_restart.remember(self, kind, request)
         super()._send(core, kind, request, description)
+
+    def send_request(self, core: Core, kind: str, request: Any, description: str) -> None:
+        """Send and record one SI request (a restart's recovery sends its own)."""
+        self._send(core, kind, request, description)
 
     def _resend_after_reconnect(self, core: Core) -> None:
         """A reconnect: the last one to three requests again, verbatim (their answers were lost)."""
         again = list(self.sent)[-self.rng.randint(1, 3) :]
         for kind, request, description in again:
+            simulated_restart.remember(self, kind, request)
             super()._send(core, kind, request, f"resend after reconnect: {description}")
 
     make_config = staticmethod(scenario_config)

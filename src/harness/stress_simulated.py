@@ -21,7 +21,16 @@ from korral import si
 from korral import testing as t
 from korral.actors.simulated import SimulationError
 from korral.core import Core
-from korral.harness import faults, invariants, repro, simulated_checks, simulated_faults, simulated_pct
+from korral.harness import (
+    faults,
+    invariants,
+    repro,
+    simulated_checks,
+    simulated_faults,
+    simulated_pct,
+    simulated_restart,
+)
+from korral.harness.simulated_injected import Injector, setup_with_injection
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.stress import (
     SIMULATED_SETTLE,
@@ -50,6 +59,55 @@ class SimulatedOutcome:
     trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
     schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
     callback_failures: int = 0  # RM callbacks that raised on purpose (--env-faults callbacks)
+    handler_failures: int = 0  # actor handlers that raised on purpose (--env-faults handlers)
+    batches_cut: int = 0  # scheduling batches ended early on purpose (--env-faults cutoffs)
+    restarts: int = 0  # core restarts with recovery (--env-faults restarts)
+
+
+class Cores:
+    """The cores of one seed's run, one after the other (a restart stops one and starts the next),
+    and what the stopped ones did: deliveries, traces, injected failures."""
+
+    def __init__(
+        self, harness: SimulatedStress, schedule: int, full_trace: bool, settings: SeedSettings
+    ) -> None:
+        self.harness = harness
+        self.schedule = schedule
+        self.full_trace = full_trace
+        self.settings = settings
+        self.restarts = 0
+        self.steps = 0
+        self.callbacks: list[str] = []
+        self.trace: list[str] = []
+        self.raised = self.cut = 0
+        self.core = harness._start(schedule, full_trace, settings)
+
+    def restart(self) -> None:
+        """Stop the core (what is queued is delivered, as stopping does) and start a new one with the
+        same settings on a schedule seed of its own: its partitions take fresh uuid tokens."""
+        old = self.core
+        old.stop()
+        self._keep(old)
+        self.restarts += 1
+        marker = f"---- core restart {self.restarts} ----"
+        self.callbacks.append(marker)
+        self.trace.append(marker)
+        seed = self.schedule + 1_000_003 * self.restarts
+        self.core = self.harness._start(seed, self.full_trace, self.settings)
+
+    def _keep(self, core: Core) -> None:
+        simulation = core.simulation
+        assert simulation is not None
+        self.steps += simulation.steps
+        self.callbacks += core.trace()
+        self.trace += core.trace(full=True)
+        injector: Injector | None = simulation.injector
+        if injector is not None:
+            self.raised += injector.raised
+            self.cut += injector.cut
+
+    def stop(self) -> None:
+        self.core.stop()
 
 
 class SimulatedStress:
@@ -83,11 +141,12 @@ class SimulatedStress:
         self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
 
     def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
-        core = korral.start(
-            runtime="simulated", seed=seed, **settings.core_settings(), **faults.start_options()
-        )
+        options = setup_with_injection(faults.start_options(), self.env_faults)
+        core = korral.start(runtime="simulated", seed=seed, **settings.core_settings(), **options)
         assert core.simulation is not None
         core.simulation.max_steps_per_run = LIVELOCK_STEPS
+        if self.env_faults & {"handlers", "cutoffs"}:
+            core.simulation.injector = Injector(seed, self.env_faults)
         simulated_pct.install(core.simulation, self.explore, seed)
         if self.perturb:
             core.simulation.perturb()
@@ -113,14 +172,20 @@ class SimulatedStress:
             for index in range(self.rm_count)
         ]
         with self._faults():
-            core = self._start(schedule, full_trace, settings)
+            cores = Cores(self, schedule, full_trace, settings)
             try:
                 for driver in drivers:
-                    driver.register(core)
+                    driver.register(cores.core)
                 violations: list[str] = []
                 for _ in range(self.operations):
                     try:
-                        rng.choice(drivers).step(core)
+                        if (
+                            "restarts" in self.env_faults
+                            and rng.random() < simulated_restart.RESTART_PROBABILITY
+                        ):
+                            violations = self._restart(cores, drivers, record)
+                        else:
+                            rng.choice(drivers).step(cores.core)
                     except Violation as violation:
                         violations = [str(violation)]
                     except Exception as error:  # an SI call the core should have taken
@@ -129,16 +194,41 @@ class SimulatedStress:
                         break
                     pause = self._pause(rng)
                     record(Op(seq=0, rm=0, kind="run", request=pause, description=f"run {pause}"))
-                    violations = self._run_and_check(core, pause, [d.rm for d in drivers], drivers)
+                    violations = self._run_and_check(cores.core, pause, [d.rm for d in drivers], drivers)
                     if violations:
                         break
                 if not violations:
-                    violations = self._run_and_check(
-                        core, ("advance", SIMULATED_SETTLE), [d.rm for d in drivers], drivers
-                    )
-                return self._outcome(core, seed, schedule, ops, violations, drivers)
+                    violations = self._settle(cores.core, drivers)
+                return self._outcome(cores, seed, schedule, ops, violations, drivers)
             finally:
-                core.stop()
+                cores.stop()
+
+    def _settle(self, core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
+        """The end of a run: settle (``SIMULATED_SETTLE`` virtual seconds), check, and then look for
+        stuck work (``simulated_checks.check_stuck_work``)."""
+        rms: list[t.RecordingRM] = [driver.rm for driver in drivers]
+        violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, drivers)
+        if violations:
+            return violations
+        partitions = [driver.partition for driver in drivers]
+        return simulated_checks.check_stuck_work(core, partitions)
+
+    def _restart(
+        self, cores: Cores, drivers: Sequence[ScenarioDriver], record: Callable[[Op], None]
+    ) -> list[str]:
+        """A core restart with recovery (``simulated_restart``): each RM re-registers and recovers; the
+        core runs to quiescence and is checked (each RM's recovered allocations among them); then the
+        asks still waiting are resubmitted."""
+        record(Op(seq=0, rm=0, kind="restart", request=None, description="restart the core"))
+        cores.restart()
+        waiting = [simulated_restart.recover(driver, cores.core) for driver in drivers]
+        settle = ("idle", 0.0)
+        record(Op(seq=0, rm=0, kind="run", request=settle, description=f"run {settle}"))
+        violations = self._run_and_check(cores.core, settle, [d.rm for d in drivers], drivers)
+        if not violations:
+            for driver, asks in zip(drivers, waiting, strict=True):
+                simulated_restart.resubmit(driver, cores.core, asks)
+        return violations
 
     def _pause(self, rng: random.Random) -> tuple[str, float]:
         if "jumps" in self.env_faults and rng.random() < simulated_faults.JUMP_PROBABILITY:
@@ -204,8 +294,10 @@ class SimulatedStress:
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
         problems.extend(simulated_checks.check_all(core, states))
-        if core.tracker.errors:
-            problems.append(f"{core.tracker.errors} actor handler(s) failed (see the log)")
+        injector: Injector | None = core.simulation.injector if core.simulation is not None else None
+        errors = core.tracker.errors - (injector.raised if injector is not None else 0)
+        if errors:
+            problems.append(f"{errors} actor handler(s) failed (see the log)")
         return problems
 
     def _faults(self) -> Any:
@@ -224,25 +316,30 @@ class SimulatedStress:
 
     @staticmethod
     def _outcome(
-        core: Core,
+        cores: Cores,
         seed: int,
         schedule_seed: int,
         ops: list[Op],
         violations: list[str],
-        drivers: Sequence[Driver],
+        drivers: Sequence[ScenarioDriver],
     ) -> SimulatedOutcome:
+        core = cores.core
         simulation = core.simulation
         assert simulation is not None
+        injector: Injector | None = simulation.injector
         return SimulatedOutcome(
             seed=seed,
             schedule_seed=schedule_seed,
             ops=tuple(ops),
             violations=tuple(violations),
-            steps=simulation.steps,
+            steps=cores.steps + simulation.steps,
             virtual_seconds=simulation.now,
-            callbacks=tuple(core.trace()),
-            trace=tuple(core.trace(full=True)),
-            callback_failures=sum(driver.rm.raised for driver in drivers),
+            callbacks=(*cores.callbacks, *core.trace()),
+            trace=(*cores.trace, *core.trace(full=True)),
+            callback_failures=sum(driver.rm.raised + driver.raised_before for driver in drivers),
+            handler_failures=cores.raised + (injector.raised if injector is not None else 0),
+            batches_cut=cores.cut + (injector.cut if injector is not None else 0),
+            restarts=cores.restarts,
         )
 
     def replay(
@@ -263,22 +360,27 @@ class SimulatedStress:
             )
             for index in range(self.rm_count)
         ]
-        rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
         with self._faults():
-            core = self._start(schedule, full_trace, settings)
+            cores = Cores(self, schedule, full_trace, settings)
             try:
-                for index, rm in enumerate(rms):
+                for index, ledger in enumerate(ledgers):
                     config = scenario_config(index, binpacking=settings.binpacking)
-                    core.register_resource_manager(t.register(rm.rm_id, config), rm)
+                    cores.core.register_resource_manager(t.register(ledger.rm_id, config), ledger.rm)
                 violations: list[str] = []
                 for op in ops:
+                    rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
                     if op.kind == "run":
-                        violations = self._run_and_check(core, op.request, rms, ledgers)
+                        violations = self._run_and_check(cores.core, op.request, rms, ledgers)
+                    elif op.kind == "restart":
+                        cores.restart()
                     else:
                         if op.kind != "register":
                             _learn(ledgers[op.rm], op)
                         try:
-                            StressRun._apply(core, rms[op.rm], op)
+                            if op.kind == "recover":  # a fresh callback object (_learn): it keeps live
+                                cores.core.register_resource_manager(op.request, ledgers[op.rm].rm)
+                            else:
+                                StressRun._apply(cores.core, rms[op.rm], op)
                         except Exception as error:
                             if not op.expect_error:
                                 violations = [f"{op.description}: {type(error).__name__}: {error}"]
@@ -287,10 +389,10 @@ class SimulatedStress:
                     if violations:
                         break
                 if not violations:
-                    violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, ledgers)
-                return self._outcome(core, seed, schedule, list(ops), violations, ledgers)
+                    violations = self._settle(cores.core, ledgers)
+                return self._outcome(cores, seed, schedule, list(ops), violations, ledgers)
             finally:
-                core.stop()
+                cores.stop()
 
     def shrink(
         self,
@@ -351,6 +453,18 @@ def _learn(ledger: Driver, op: Op) -> None:
     """What the RM that issued ``op`` knows after it, as its ``Driver`` keeps it: the asks it must
     account for, those it released, its gangs' real asks; a registration starts afresh."""
     request = op.request
+    if isinstance(ledger, ScenarioDriver):
+        if op.kind == "recover":
+            simulated_restart.forget_for_restart(ledger, believed={})
+            return
+        if op.kind == "nodes" and op.description.startswith("recover:"):
+            simulated_restart.believe(ledger, request)
+        if op.kind == "register":
+            ledger.app_requests.clear()
+            ledger.node_capacity.clear()
+            ledger.ask_requests.clear()
+            ledger.ask_rules.reset()
+        simulated_restart.remember(ledger, op.kind, request)
     if op.kind == "register":
         ledger.asks.clear()
         ledger.asks_released.clear()
