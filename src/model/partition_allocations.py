@@ -186,7 +186,9 @@ class PartitionAllocations(PartitionApplications):
         if real is None:
             self.release_allocation(app.application_id, uuid, complete=False)
         else:
-            self.swap_in(app, uuid, real)
+            swapped = self.swap_in(app, uuid, real)
+            if swapped is not None:
+                self._effects.swapped_in.append(swapped)  # new to the RM (the view's owner reports its own)
 
     def swap_in(self, app: Application, placeholder_uuid: str, real: Allocation) -> Allocation | None:
         """Replace an allocated placeholder by the real allocation on its node: node, queue and
@@ -209,7 +211,6 @@ class PartitionAllocations(PartitionApplications):
         self._resources_changed()
         if app.state is _ACCEPTED or app.state is _STARTING:
             advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
-        self.swapped_in.append(real)
         return real
 
     def _return_repeat(self, app: Application, allocation: Allocation) -> None:

@@ -411,7 +411,7 @@ class PartitionApplications(PartitionRegistry):
                 )
             for key in plan.remove_asks:
                 if self.remove_ask(app.application_id, key, complete=False) is not None:
-                    self.released_asks.append((app.application_id, key, plan.reason))
+                    self.note_released_ask(app.application_id, key, plan.reason)
             for event in plan.events:
                 self._transition(app, event, plan.reason)
             self._maybe_complete(app)

@@ -44,6 +44,15 @@ class StateChange:
 
 
 @attrs.frozen(slots=True, kw_only=True)
+class ReleasedAsk:
+    """An ask the core removed itself (a placeholder or execution timeout): the RM is told."""
+
+    application_id: str
+    allocation_key: str
+    message: str
+
+
+@attrs.frozen(slots=True, kw_only=True)
 class QueueEvent:
     """A queue event: quota preemption started, due, cancelled or done."""
 
@@ -65,6 +74,9 @@ class RunnableChange:
 class PartitionEffects:
     state_changes: list[StateChange] = attrs.Factory(list)
     core_releases: list[CoreRelease] = attrs.Factory(list)
+    released_asks: list[ReleasedAsk] = attrs.Factory(list)
+    # real allocations swapped in for their placeholder on the RM's confirmation: new to the RM
+    swapped_in: list[Allocation] = attrs.Factory(list)
     request_events: list[RequestEvent] = attrs.Factory(list)
     queue_events: list[QueueEvent] = attrs.Factory(list)
     runnable_changes: list[RunnableChange] = attrs.Factory(list)
@@ -80,6 +92,8 @@ class PartitionEffects:
         return bool(
             self.state_changes
             or self.core_releases
+            or self.released_asks
+            or self.swapped_in
             or self.request_events
             or self.queue_events
             or self.runnable_changes

@@ -29,6 +29,7 @@ from korral.model.partition_effects import (
     CoreRelease,
     PartitionEffects,
     QueueEvent,
+    ReleasedAsk,
     RequestEvent,
     RunnableChange,
     StateChange,
@@ -117,8 +118,6 @@ class PartitionRegistry:
         self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
         # what the operations produced for the driver since it last took them (``take_effects``)
         self._effects = PartitionEffects()
-        # asks the core removed (timeouts): (application, allocation key, message)
-        self.released_asks: list[tuple[str, str, str]] = []
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
         # quota preemption (model.quota_preempting): queue path -> when its lowered max is enforced;
@@ -126,8 +125,6 @@ class PartitionRegistry:
         self.quota_timers: dict[str, float] = {}
         self.quota_running: dict[str, tuple[tuple[str, str], ...]] = {}
         self._latencies: list[tuple[str, float]] | None = None
-        # real allocations swapped in for a placeholder on the RM's confirmation, to report as new
-        self.swapped_in: list[Allocation] = []
         # applications that may have a real ask to put in an allocated placeholder of its task group
         self.replace_candidates: dict[str, Application] = {}
         # user and group usage and limits (YuniKorn's user/group manager)
@@ -380,6 +377,11 @@ class PartitionRegistry:
     ) -> None:
         self._effects.core_releases.append(
             CoreRelease(allocation=allocation, termination=termination, message=message)
+        )
+
+    def note_released_ask(self, application_id: str, allocation_key: str, message: str) -> None:
+        self._effects.released_asks.append(
+            ReleasedAsk(application_id=application_id, allocation_key=allocation_key, message=message)
         )
 
     def note_request_event(self, application_id: str, allocation_key: str, message: str) -> None:

@@ -199,8 +199,7 @@ class SchedulingView(PartitionModel):
             return
         app.drop_replacement(placeholder_uuid)
         if placeholder_uuid in app.allocations and real.uuid not in app.allocations:
-            self.swap_in(app, placeholder_uuid, real)
-        self.swapped_in.clear()  # the owner reports it to the RM
+            self.swap_in(app, placeholder_uuid, real)  # the owner reports it to the RM
 
     def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
         """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""

@@ -891,7 +891,7 @@ def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.swap("g", placeholder.uuid, real)  # idempotent
     assert allocated_of(view, "root.b", "root") == [{"vcore": 500}, {"vcore": 500}]
     assert view.nodes["n1"].available == {"vcore": 3500}
-    assert view.swapped_in == []  # the owner reports it, not the view
+    assert view.take_effects().swapped_in == []  # the owner reports it, not the view
 
 
 BATCH_CONFIG = """
