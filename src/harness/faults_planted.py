@@ -123,7 +123,7 @@ class ReservationOutlivesAsk(SchedulerActor):
             holder = (message.application_id, key)
             if node is not None and holder not in node.reservations:
                 node.reservations = (*node.reservations, holder)  # the bug
-                view.note_reservation_change(node_id)
+                view.effects.reservation_change(node_id)
         if held:
             self._wake()
 

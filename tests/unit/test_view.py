@@ -642,7 +642,7 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(view, "update_node", lambda *a, **k: calls.append("update_node"))
     monkeypatch.setattr(view, "set_node_schedulable", lambda *a, **k: calls.append("set_node_schedulable"))
-    epoch = view._resource_epoch
+    epoch = view.registry.resource_epoch
 
     # the same facts, one with an explicit zero: nothing to change
     view.set_node(
@@ -656,7 +656,7 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     )
 
     assert calls == []
-    assert view._resource_epoch == epoch
+    assert view.registry.resource_epoch == epoch
 
 
 def test_set_node_unknown_node_is_ignored(view):
