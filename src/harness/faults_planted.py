@@ -103,7 +103,7 @@ class ReleaseAfterReleaseCounted(ApplicationActor):
         super().on_ReleaseAllocations(message)
         self._remember()
         for allocation in again:  # the bug: already taken off once
-            self.queue.tell(QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
+            self.tell(self.queue, QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
 
 
 class ReservationOutlivesAsk(SchedulerActor):
