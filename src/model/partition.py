@@ -67,6 +67,46 @@ __all__ = [
 ]
 
 
+# the parts' operations a partition exposes under their own names, bound per instance in __init__
+PART_OPERATIONS = (
+    "get_queue",
+    "create_queue",
+    "remove_queue",
+    "cleanup_queues",
+    "refresh_limits",
+    "add_node",
+    "update_node",
+    "set_node_schedulable",
+    "add_application",
+    "add_si_application",
+    "application",
+    "track_user",
+    "user_group_usage",
+    "remove_application",
+    "expire_completing",
+    "expire_timeouts",
+    "add_ask",
+    "add_si_asks",
+    "remove_ask",
+    "reserve",
+    "unreserve",
+    "new_uuid",
+    "recovery_reason",
+    "recovered_uuid",
+    "sort_recovered",
+    "forget_recovered",
+    "release_allocation",
+    "release_allocations",
+    "confirm_release",
+    "swap_in",
+    "core_release",
+    "replace",
+    "commit",
+    "schedule",
+    "schedule_one",
+)
+
+
 class PartitionModel:
     # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
     reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
@@ -177,7 +217,23 @@ class PartitionModel:
         self.core_release = allocator.core_release
         self.replace = allocator.replace
         self.commit = allocator.commit
+        # the walk's cycles (``SchedulingWalk.schedule``, ``schedule_one``; refused without a walk)
+        walker = self.walker
+        self.schedule: Callable[..., list[Allocation]] = (
+            walker.schedule if walker is not None else self._not_scheduled
+        )
+        self.schedule_one: Callable[[], Allocation | None] = (
+            walker.schedule_one if walker is not None else self._not_scheduled
+        )
         self.apply_config(config, initial=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass (the scheduler's view) may not define a part's operation: the instance's bound
+        one would hide it without a word. It changes the part, or adds an operation of its own."""
+        super().__init_subclass__(**kwargs)
+        hidden = sorted(name for name in PART_OPERATIONS if name in cls.__dict__)
+        if hidden:
+            raise TypeError(f"{cls.__name__} defines {hidden}: the partition's parts carry those operations")
 
     # ---- what spans parts ----------------------------------------------------------------------------
 
@@ -235,18 +291,8 @@ class PartitionModel:
         """A replacement its owner refused (``PartitionAllocations.undo_replacement``)."""
         self.allocator.undo_replacement(real)
 
-    def schedule(self, limit: int | None = None) -> list[Allocation]:
-        """Run scheduling cycles until nothing more can be allocated (or ``limit`` allocations)."""
-        return self._walker().schedule(limit)
-
-    def schedule_one(self) -> Allocation | None:
-        """One YuniKorn scheduling cycle: reserved asks first, then the queue walk; one allocation."""
-        return self._walker().schedule_one()
-
-    def _walker(self) -> SchedulingWalk:
-        if self.walker is None:
-            raise ModelError(f"partition {self.name} is not scheduled here (it has no node order)")
-        return self.walker
+    def _not_scheduled(self, limit: int | None = None) -> Any:
+        raise ModelError(f"partition {self.name} is not scheduled here (it has no node order)")
 
     def take_effects(self) -> PartitionEffects:
         """What the operations produced since the last call (core releases, request events, nodes

@@ -62,6 +62,8 @@ class SchedulingWalk:
         self.registry = registry
         self.queues = registry.queues  # the registry's (shared, never replaced)
         self.nodes = registry.nodes
+        self.root = registry.root
+        self.unfit_shapes = registry.unfit_shapes  # cleared in place, never replaced
         self.apps = apps
         self.applications = apps.applications  # the applications part's (shared, never replaced)
         self.unschedulable = apps.unschedulable
@@ -146,7 +148,7 @@ class SchedulingWalk:
         registry = self.registry
         if registry.limits_dirty:
             registry.refresh_limits()
-        if not registry.root.max:
+        if not self.root.max:
             return None
         now = self.clock()
         if self.preempt_attempts:
@@ -162,7 +164,7 @@ class SchedulingWalk:
             allocation = self._try_replacements(now)
             if allocation is not None:
                 return allocation
-        return self._walk(registry.root, now)
+        return self._walk(self.root, now)
 
     def _walk(self, queue: Queue, now: float) -> Allocation | None:
         epoch = self.registry.resource_epoch
@@ -351,7 +353,7 @@ class SchedulingWalk:
         """First node in policy order with room for the ask that the RM's predicates accept."""
         spec = ask.spec
         shape = spec.shape
-        unfit = self.registry.unfit_shapes
+        unfit = self.unfit_shapes
         if unfit and shape in unfit:
             return None
         predicates = self.predicates

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from korral.config import load_config
-from korral.model.partition import ModelError, PartitionModel, UnscheduledPartition
+from korral.model.partition import PART_OPERATIONS, ModelError, PartitionModel, UnscheduledPartition
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import PartitionApplications
 from korral.model.partition_registry import PartitionRegistry
@@ -75,3 +75,22 @@ def test_the_registry_role_is_a_partition_without_the_scheduling_parts() -> None
         registry.schedule_one()
     assert registry.remove_node("n1") == []
     assert registry.capacity == {}
+
+
+def test_the_operations_a_partition_binds_are_the_ones_it_lists() -> None:
+    partition = PartitionModel("[rm]default", config(), rm_id="rm")
+    parts = (partition.registry, partition.apps, partition.reserver, partition.allocator, partition.walker)
+    bound = {
+        name
+        for name, value in vars(partition).items()
+        if callable(value) and getattr(value, "__self__", None) in parts
+    }
+    assert bound == set(PART_OPERATIONS)
+
+
+def test_a_subclass_cannot_hide_a_part_s_operation_behind_the_bound_one() -> None:
+    with pytest.raises(TypeError, match="remove_ask"):
+
+        class Hiding(PartitionModel):
+            def remove_ask(self, application_id: str, allocation_key: str) -> None:
+                return None
