@@ -167,7 +167,7 @@ def _expected_priority(queue: Queue) -> int:
 def check_orders(partition: PartitionModel) -> None:
     """Every incrementally kept order equals sorting from scratch, and every queue priority equals its
     recomputation: the scheduler's shortcuts (re-keying only what moved) never leave one stale."""
-    if partition._limits_dirty:
+    if partition.registry.limits_dirty:
         return  # orders are rebuilt before the next scheduling cycle
     for app in partition.applications.values():
         expected = sorted(

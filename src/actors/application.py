@@ -204,7 +204,7 @@ class ApplicationActor(RetiringActor):
         # the entry, from messages sent before the removal, must not stay behind)
         if self.board is not None:
             self.board.forget_app(self.owner.app.application_id, self.handle.actor_id)
-        self.scheduler.tell(AppGone(application_id=self.owner.app.application_id, app=self.handle))
+        self.tell(self.scheduler, AppGone(application_id=self.owner.app.application_id, app=self.handle))
 
     def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
@@ -214,9 +214,10 @@ class ApplicationActor(RetiringActor):
                 self.owner.app, self.tracker.runtime.wall_offset_ns(), rm_of(self.owner.app.partition)
             )
             app_id = self.owner.app.application_id
-            self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
-            self.partition.tell(
-                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
+            self.tell(self.scheduler, AppGone(application_id=app_id, app=self.handle))
+            self.tell(
+                self.partition,
+                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info()),
             )
 
     def on_FlushOut(self, message: FlushOut) -> None:
@@ -325,8 +326,8 @@ class ApplicationActor(RetiringActor):
                 by_node.setdefault(allocation.node_id, []).append(allocation)
             for node_id, allocations in by_node.items():
                 node = self.nodes.get(node_id)
-                if node is None or not node.tell(
-                    BookRecovered(allocations=tuple(allocations), app=self.handle)
+                if node is None or not self.tell(
+                    node, BookRecovered(allocations=tuple(allocations), app=self.handle)
                 ):
                     # the node left and stopped before the booking reached it: release them as
                     # its removal would have
@@ -345,7 +346,7 @@ class ApplicationActor(RetiringActor):
                 swaps_by_node.setdefault(swap[1].node_id, []).append(swap)
             for node_id, swaps in swaps_by_node.items():
                 node = self.nodes.get(node_id)
-                if node is None or not node.tell(SwapOnNode(swaps=tuple(swaps), app=self.handle)):
+                if node is None or not self.tell(node, SwapOnNode(swaps=tuple(swaps), app=self.handle)):
                     # the node left and stopped meanwhile: the real allocations go as its removal would
                     self.kick(
                         NodeRemoved(
@@ -357,20 +358,21 @@ class ApplicationActor(RetiringActor):
         for node_id, uuids in effects.free_on_node.items():
             node = self.nodes.get(node_id)
             if node is not None:
-                node.tell(FreeOnNode(uuids=tuple(uuids)))
+                self.tell(node, FreeOnNode(uuids=tuple(uuids)))
         if effects.recovered_gone:
-            self.partition.tell(RecoveredGone(uuids=tuple(effects.recovered_gone)))
+            self.tell(self.partition, RecoveredGone(uuids=tuple(effects.recovered_gone)))
         allocated = res.prune(effects.allocated_delta)
         pending = res.prune(effects.pending_delta)
         if allocated or pending:
-            self.queue.tell(QueueUsage(allocated=allocated, pending=pending))
+            self.tell(self.queue, QueueUsage(allocated=allocated, pending=pending))
         if any(value > 0 for value in allocated.values()):  # once per burst: the most held at once
             peak = self.owner.app.max_allocated
             for name, value in self.owner.app.allocated.items():
                 if value > peak.get(name, 0):
                     peak[name] = value
         if effects.view_ops:
-            self.scheduler.tell(ViewOps(application_id=app_id, ops=tuple(effects.view_ops), app=self.handle))
+            ops = tuple(effects.view_ops)
+            self.tell(self.scheduler, ViewOps(application_id=app_id, ops=ops, app=self.handle))
         if effects.released:
             track_released(self.owner.app, effects.released, self.clock())
         if self.metrics is not None and (effects.new_allocations or effects.released):
@@ -379,7 +381,8 @@ class ApplicationActor(RetiringActor):
                 app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
             )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
-            self.dispatcher.tell(
+            self.tell(
+                self.dispatcher,
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
@@ -400,7 +403,7 @@ class ApplicationActor(RetiringActor):
                             for key, reason in effects.rejected_asks
                         ],
                     ),
-                )
+                ),
             )
         if self.board is not None and (effects.new_allocations or effects.state_changes):
             self._publish_allocating()
@@ -420,8 +423,9 @@ class ApplicationActor(RetiringActor):
                 )
                 for state, when in effects.state_changes
             ]
-            self.dispatcher.tell(
-                Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated))
+            self.tell(
+                self.dispatcher,
+                Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated)),
             )
         if self.events:
             self._send_events(effects)
@@ -434,9 +438,10 @@ class ApplicationActor(RetiringActor):
                 self.timer.once(max(0.0, deadline - now), self.handle, TimeoutsDue())
         if effects.failed and self.owner.app.state is ApplicationState.FAILED:
             # Failed is terminal, as Completed: the application leaves the partition
-            self.scheduler.tell(AppGone(application_id=app_id, app=self.handle))
-            self.partition.tell(
-                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info())
+            self.tell(self.scheduler, AppGone(application_id=app_id, app=self.handle))
+            self.tell(
+                self.partition,
+                AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info()),
             )
 
     def _send_events(self, effects: AppEffects) -> None:
@@ -475,4 +480,4 @@ class ApplicationActor(RetiringActor):
             )
         if records:
             records = events.stamped(records, self.tracker.runtime.wall_clock_ns())
-            self.dispatcher.tell(Deliver(method="send_event", argument=records))
+            self.tell(self.dispatcher, Deliver(method="send_event", argument=records))

@@ -24,7 +24,7 @@ import pykka
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, put_counted, worker
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, put_counted
 from korral.actors.timing import HandlerTiming
 from korral.actors.tracker import Tracker
 
@@ -72,6 +72,8 @@ class Handle:
     """An immutable reference to an actor: its ref, its rank and a readable name."""
 
     __slots__ = ("_pool_target", "_tracker", "actor_id", "name", "rank", "ref")
+    # an actor's mailbox is behind it: a pool may hold its actors' messages for it (``ActorPool.send``)
+    mailbox: ClassVar[bool] = True
 
     def __init__(self, ref: pykka.ActorRef[Any], rank: Rank, name: str, tracker: Tracker) -> None:
         self.ref = ref
@@ -95,13 +97,9 @@ class Handle:
         return target
 
     def tell(self, message: Any) -> bool:
-        """Send without waiting. False when the actor has stopped (the message was not delivered).
-
-        On a pool's worker thread the message is held in the pool's outbox until the worker has run
-        its ready actors (``Outbox``)."""
-        outbox = worker.outbox
-        if outbox is not None:
-            return outbox.hold(self, message)
+        """Send without waiting, straight to the actor's mailbox, from whichever thread. False when
+        the actor has stopped (the message was not delivered). An actor sends with its own
+        ``KorralActor.tell`` instead: a pooled actor's sends go through its pool's outbox."""
         self._tracker.sent(self.actor_id)
         ref = self.ref
         # ActorRef.tell, inlined: the same liveness check and envelope, one call less per message
@@ -150,9 +148,8 @@ def tell_all(deliveries: list[tuple[Handle, Any]]) -> list[bool]:
     in flight under one lock and handed to the receivers' pools together: a partition's request for
     hundreds of applications is one tracker update and one wake-up per pool, not one of each per
     application. Unlike ``tell_each`` this mixes freely with ``tell``: every message goes straight
-    into its receiver's mailbox before this returns."""
-    outbox = worker.outbox
-    if outbox is not None or len(deliveries) < 2:
+    into its receiver's mailbox before this returns. (A pooled actor sends with ``KorralActor.tell``.)"""
+    if len(deliveries) < 2:
         return [handle.tell(message) for handle, message in deliveries]
     tracker = deliveries[0][0]._tracker  # one core's actors
     return put_counted(tracker, [(handle, message, 1) for handle, message in deliveries])
@@ -166,9 +163,10 @@ def tell_each(
     item, rather than a lock and a wake-up per message. Items for one actor reach it in the order sent,
     by this and earlier ``tell_each`` calls of the same thread; a direct ``tell`` may overtake them, so
     a sender uses one way per receiver. An item can still meet a receiver that stopped before the
-    worker reached it: ``refused(message)`` is then called, on the worker."""
-    if not deliveries or worker.outbox is not None:
-        return [handle.tell(message) for handle, message in deliveries]
+    worker reached it: ``refused(message)`` is then called, on the worker. (A pooled actor sends with
+    ``KorralActor.tell``.)"""
+    if not deliveries:
+        return []
     delivered: list[bool] = []
     by_pool: dict[int, tuple[ActorPool, list[tuple[PooledActor, int, Any]]]] = {}
     for handle, message in deliveries:
@@ -246,14 +244,12 @@ class KorralActor(pykka.Actor):
             raise RankViolation(f"{self.name} runs on an actor pool and must not block on {target.name}")
         return target.ask(message, caller=self.rank, timeout=timeout)
 
+    def tell(self, target: Handle, message: Any) -> bool:
+        """Send from this actor without waiting (``Handle.tell``); False when the target has stopped."""
+        return target.tell(message)
+
     def kick(self, message: Any) -> None:
-        """Send a message to ourselves (handled after everything already queued). A pooled actor on
-        its worker handles it when the worker's run is over, by a call rather than a message."""
-        outbox = worker.outbox
-        if outbox is not None and isinstance(self, PooledActor):
-            if not self.actor_stopped.is_set():
-                outbox.at_end(self, self.handle, message)
-            return
+        """Send a message to ourselves (handled after everything already queued)."""
         self.handle.tell(message)
 
     def on_receive(self, message: Any) -> Any:
@@ -338,6 +334,18 @@ class PoolActor(KorralActor, PooledActor):
         super().__init__(tracker, name)
         self.bind_pool(pool)
 
+    def tell(self, target: Handle, message: Any) -> bool:
+        """Send from this actor: held in its pool's outbox until the worker has run its ready actors,
+        then delivered as one envelope per receiver (``Outbox``). Every send of the pool's actors
+        goes this way, so each receiver still gets a sender's messages in the order sent."""
+        return self.pool.send(target, message)
+
+    def kick(self, message: Any) -> None:
+        """Send a message to ourselves: handled when the worker's run is over, by a call rather than
+        a message (``ActorPool.at_end``)."""
+        if not self.actor_stopped.is_set():
+            self.pool.at_end(self, self.handle, message)
+
     def _release_references(self) -> None:
         # its handle's cached (pool, actor) would hold it in a cycle (actor -> handle -> actor);
         # senders holding the handle now find no pool and are refused as by any stopped actor
@@ -366,10 +374,10 @@ class RetiringActor(PoolActor):
     def on_Retire(self, message: Retire) -> None:
         if self.scheduler_sends and not self._scheduler_done:
             return
-        outbox = worker.outbox  # messages for this actor its pool holds are not counted yet
         if (
             self.tracker.pending(self.handle.actor_id) == 1
-            and (outbox is None or not outbox.holds(self.handle.actor_id))
+            # messages for this actor its pool holds are not counted yet
+            and not self.pool.holds(self.handle.actor_id)
             and self.quiet()
         ):
             self.stop_now()  # synchronous: tells from now on return False to their senders

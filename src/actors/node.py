@@ -84,34 +84,37 @@ class NodeActor(RetiringActor):
             else:
                 refused.append(allocation)
         for app, allocations in booked.items():
-            if not app.tell(Placed(node=self.handle, allocations=tuple(allocations))):
+            if not self.tell(app, Placed(node=self.handle, allocations=tuple(allocations))):
                 # the application is gone: nobody will confirm, so free the booking here
                 for allocation in allocations:
                     node.remove_allocation(allocation.uuid)
                     self.owners.pop(allocation.uuid, None)
                 refused.extend(allocations)
         if refused:
-            self.scheduler.tell(
-                RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available))
+            self.tell(
+                self.scheduler,
+                RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available)),
             )
         if message.replacements:
             by_app: dict[Handle, list[Allocation]] = defaultdict(list)
             for allocation, app in message.replacements:
                 by_app[app].append(allocation)
             for app, allocations in by_app.items():
-                if not app.tell(Replace(allocations=tuple(allocations))):
-                    self.scheduler.tell(RolledBack(allocations=tuple(allocations)))  # the application is gone
+                if not self.tell(app, Replace(allocations=tuple(allocations))):
+                    # the application is gone
+                    self.tell(self.scheduler, RolledBack(allocations=tuple(allocations)))
 
     def on_BookRecovered(self, message: BookRecovered) -> None:
         if self.removed:
             # The node left before the booking arrived: the owner must release these, as it would
             # have had they been booked before the node went.
-            message.app.tell(
+            self.tell(
+                message.app,
                 NodeRemoved(
                     node_id=self.node.node_id,
                     uuids=tuple(a.uuid for a in message.allocations),
                     reason=f"Node {self.node.node_id} Removed",
-                )
+                ),
             )
             return
         for allocation in message.allocations:
@@ -127,12 +130,13 @@ class NodeActor(RetiringActor):
     def on_SwapOnNode(self, message: SwapOnNode) -> None:
         if self.removed:
             # the node left after the application swapped: the real allocations go with the node
-            message.app.tell(
+            self.tell(
+                message.app,
                 NodeRemoved(
                     node_id=self.node.node_id,
                     uuids=tuple(real.uuid for _, real in message.swaps),
                     reason=f"Node {self.node.node_id} Removed",
-                )
+                ),
             )
             return
         for placeholder_uuid, real in message.swaps:
@@ -148,11 +152,11 @@ class NodeActor(RetiringActor):
             self.node.set_occupied(message.occupied)
         if message.attributes is not None:
             self.node.attributes = dict(message.attributes)
-        self.scheduler.tell(NodeChanged(spec=self._spec()))
+        self.tell(self.scheduler, NodeChanged(spec=self._spec()))
 
     def on_SetNodeSchedulable(self, message: SetNodeSchedulable) -> None:
         self.node.schedulable = message.schedulable
-        self.scheduler.tell(NodeChanged(spec=self._spec()))
+        self.tell(self.scheduler, NodeChanged(spec=self._spec()))
 
     def on_DecommissionNode(self, message: DecommissionNode) -> None:
         """The node leaves: every allocation on it is released through its application."""
@@ -168,7 +172,8 @@ class NodeActor(RetiringActor):
                 by_owner[owner].append(uuid)
             self.node.remove_allocation(uuid)
         for owner, uuids in by_owner.items():
-            owner.tell(NodeRemoved(node_id=self.node.node_id, uuids=tuple(uuids), reason=message.reason))
+            removed = NodeRemoved(node_id=self.node.node_id, uuids=tuple(uuids), reason=message.reason)
+            self.tell(owner, removed)
 
     def on_Snapshot(self, message: Snapshot) -> NodeInfo:
         node = self.node

@@ -75,7 +75,7 @@ class QueueActor(RetiringActor):
             if self.metrics is not None:
                 self.metrics.queue_usage(self.partition, self.path, allocated, pending)
         if (self._allocated_delta or self._pending_delta) and self.parent is not None:
-            self.parent.tell(QueueUsage(allocated=self._allocated_delta, pending=self._pending_delta))
+            self.tell(self.parent, QueueUsage(allocated=self._allocated_delta, pending=self._pending_delta))
         self._allocated_delta = {}
         self._pending_delta = {}
 

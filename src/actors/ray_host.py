@@ -86,6 +86,8 @@ class OutboxHandle:
 
     rank = Rank.DISPATCHER
     name = "outbox"
+    # no actor's mailbox behind it: a pooled actor's send is this call, at once (``ActorPool.send``)
+    mailbox = False
 
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox

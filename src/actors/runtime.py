@@ -59,8 +59,9 @@ class Outbox:
     as one envelope per receiver (a ``Bundle`` when there are several).
 
     A thousand node actors confirming placements of one application then wake it once, not a thousand
-    times. Order is kept per receiver, and every tell of the worker's thread goes through here, so a
-    sender's messages still reach each receiver in the order sent. While anything is held, the outbox
+    times. Order is kept per receiver, and every send of the pool's actors goes through here
+    (``ActorPool.send``, which ``PoolActor.tell`` calls), so a sender's messages still reach each
+    receiver in the order sent. While anything is held, the outbox
     itself counts as one message in flight (``Tracker``), so the core is never idle with messages held;
     the held messages are counted for their receivers when their envelopes go out, all in one update
     (a count per message, under the tracker's lock, was a third of the cost of a ``Placed``). A
@@ -177,19 +178,18 @@ class Deliveries:
             tracker.forget(id(self))
 
 
-class _Worker(threading.local):
-    outbox: Outbox | None = None
-
-
-# the outbox of the pool worker running on this thread; None on any other thread
-worker = _Worker()
-
-
 class ActorPool:
-    """A worker thread that runs ready pooled actors, each for a slice of its mailbox."""
+    """A worker thread that runs ready pooled actors, each for a slice of its mailbox.
+
+    The pool owns the ``Outbox`` its actors send through: a pooled actor sends with ``send`` (its
+    ``KorralActor.tell``), never through the receiver's handle, so what a send does depends on who
+    sends (an actor of this pool), not on which thread the code happens to run on.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # what this pool's actors sent during the worker's run, delivered when the run is over
+        self.outbox = Outbox()
         self._ready: deque[PooledActor] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._stopped = False
@@ -229,6 +229,22 @@ class ActorPool:
         # messages in its mailbox; so it is not in flight.
         tracker.forget(id(job))
 
+    def send(self, handle: Any, message: Any) -> bool:
+        """A tell from one of this pool's actors, which run only on the worker: held in the outbox
+        until the worker has run its ready actors (False: the receiver has stopped). A stand-in
+        with no mailbox behind it (``mailbox`` False: a Ray host's dispatcher) is told at once."""
+        if not handle.mailbox:
+            return bool(handle.tell(message))
+        return self.outbox.hold(handle, message)
+
+    def at_end(self, actor: PooledActor, handle: Any, message: Any) -> None:
+        """``actor`` (of this pool) handles ``message`` once the worker's run is over (``Outbox.at_end``)."""
+        self.outbox.at_end(actor, handle, message)
+
+    def holds(self, actor_id: int) -> bool:
+        """Whether a message for this actor waits in the outbox (sent, not yet in its mailbox)."""
+        return self.outbox.holds(actor_id)
+
     def stop(self) -> None:
         with self._wake:
             self._stopped = True
@@ -242,7 +258,7 @@ class ActorPool:
 
     def _run(self) -> None:
         ready = self._ready
-        worker.outbox = outbox = Outbox()
+        outbox = self.outbox
         slices = 0
         while True:
             # deliver what the actors sent before going idle (or after a long run of slices)

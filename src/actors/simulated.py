@@ -214,6 +214,19 @@ class SimulatedPool:
         """Whether a pooled actor is running (the threads runtime: on the pool's worker thread)."""
         return isinstance(self._simulation.running, PooledActor)
 
+    def send(self, handle: Any, message: Any) -> bool:
+        """A tell from one of its actors: straight to the receiver's mailbox (the simulation decides
+        the order messages are handled in)."""
+        return bool(handle.tell(message))
+
+    def at_end(self, actor: Any, handle: Any, message: Any) -> None:
+        """A pooled actor's message to itself: a plain tell here."""
+        handle.tell(message)
+
+    def holds(self, actor_id: int) -> bool:
+        """Nothing is ever held back from a mailbox here."""
+        return False
+
     def stop(self) -> None:
         pass
 

@@ -108,7 +108,7 @@ class ReleaseAfterReleaseCounted(ApplicationActor):
         super().on_ReleaseAllocations(message)
         self._remember()
         for allocation in again:  # the bug: already taken off once
-            self.queue.tell(QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
+            self.tell(self.queue, QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
 
 
 class ReservationOutlivesAsk(SchedulerActor):
@@ -128,7 +128,7 @@ class ReservationOutlivesAsk(SchedulerActor):
             holder = (message.application_id, key)
             if node is not None and holder not in node.reservations:
                 node.reservations = (*node.reservations, holder)  # the bug
-                view.note_reservation_change(node_id)
+                view.effects.reservation_change(node_id)
         if held:
             self._wake()
 

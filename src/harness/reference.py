@@ -33,8 +33,10 @@ class ReferenceScheduler:
         placeholder_timeout: float = 900.0,
     ) -> None:
         self.rm_id = rm_id
-        # releases carried out outside an update_allocation / update_node answer (application removal)
+        # releases (application removal, the core's own) and asks the core removed that no answer has
+        # reported yet: ``take_released`` reports them
         self._released: list[si.AllocationRelease] = []
+        self._released_asks: list[si.AllocationAskRelease] = []
         self.config: SchedulerConfig = load_config(config_text)
         self.partitions: dict[str, PartitionModel] = {}
         for partition_config in self.config.partitions:
@@ -161,38 +163,34 @@ class ReferenceScheduler:
         ``ApplicationResponse``, which has no room for them, so they wait here (Core sends them in an
         ``AllocationResponse`` through the RM callback).
         """
-        released, self._released = self._released, []
         new: list[si.Allocation] = []
-        released_asks: list[si.AllocationAskRelease] = []
         for partition in self.partitions.values():
-            partial = self._core_outputs(partition)
-            new.extend(partial.new)
-            released.extend(partial.released)
-            released_asks.extend(partial.released_asks)
+            new.extend(self._take_core_outputs(partition))
+        released, self._released = self._released, []
+        released_asks, self._released_asks = self._released_asks, []
         return si.AllocationResponse(new=new, released=released, released_asks=released_asks)
 
-    @staticmethod
-    def _core_outputs(partition: PartitionModel) -> si.AllocationResponse:
-        """What the core did on its own since the last call: releases it made (placeholders replaced,
-        timeouts), asks it removed (timeouts) and real allocations swapped in for placeholders."""
-        # only its core releases are the RM's business (request events, reservations, wake-ups: none)
-        released = [
-            to_si_release(r.allocation, r.termination, r.message)
-            for r in partition.take_effects().core_releases
-        ]
-        released_asks = [
+    def _take_core_outputs(self, partition: PartitionModel) -> list[si.Allocation]:
+        """What the core did on its own since the partition's effects were last taken: releases it
+        made (placeholders replaced, timeouts) and asks it removed (timeouts) wait in ``_released`` and
+        ``_released_asks`` for ``take_released``; the real allocations swapped in for placeholders
+        (the RM's confirmation made them) are returned, for the answer to that confirmation."""
+        # only these are the RM's business (request events, reservations, wake-ups: none)
+        effects = partition.take_effects()
+        self._released.extend(
+            to_si_release(r.allocation, r.termination, r.message) for r in effects.core_releases
+        )
+        self._released_asks.extend(
             si.AllocationAskRelease(
                 partition_name=partition_without_rm(partition.name),
-                application_id=app_id,
-                allocation_key=key,
+                application_id=r.application_id,
+                allocation_key=r.allocation_key,
                 termination_type=si.TerminationType.TIMEOUT,
-                message=text,
+                message=r.message,
             )
-            for app_id, key, text in partition.released_asks
-        ]
-        new = [to_si_allocation(a) for a in partition.swapped_in]
-        partition.released_asks, partition.swapped_in = [], []
-        return si.AllocationResponse(new=new, released=released, released_asks=released_asks)
+            for r in effects.released_asks
+        )
+        return [to_si_allocation(a) for a in effects.swapped_in]
 
     def expire_timeouts(self) -> si.AllocationResponse:
         """Apply the timeouts due at the clock's now; returns what the RM is told (and the rest of
@@ -262,8 +260,7 @@ class ReferenceScheduler:
                 )
         swapped: list[si.Allocation] = []
         for partition in self.partitions.values():
-            swapped.extend(to_si_allocation(a) for a in partition.swapped_in)
-            partition.swapped_in = []
+            swapped.extend(self._take_core_outputs(partition))
         return si.AllocationResponse(new=swapped, rejected=rejected, released=released)
 
     # ---- scheduling --------------------------------------------------------------------------------

@@ -81,14 +81,3 @@ class NodeOrder:
             self.order.place(node_id, node, (score, node_id))
         else:
             self.order.discard(node_id)
-
-
-class NoNodeOrder(NodeOrder):
-    """The part for a partition nothing walks (the Partition actor's registry): it keeps no order,
-    so node changes there cost nothing."""
-
-    def rebuild(self) -> None:
-        return
-
-    def update(self, node: Node) -> None:
-        return

@@ -5,33 +5,34 @@ system's Scheduler actor holds one as its decision view (``korral.model.view``) 
 actor one as its registry (``UnscheduledPartition``). Every operation either completes or raises
 ``ModelError`` before changing anything, so a rejected request leaves no partial state behind.
 
-``PartitionModel`` is built in layers, one module per job, each a base class of the next:
+``PartitionModel`` is composed of parts, each a plain class with its own state and one job, made and
+wired here (each is handed the parts it calls, nothing else):
 
-- ``partition_registry``: every field, configuration, the queue tree, nodes and the node order;
-- ``partition_apps``: applications and asks, their placement, state transitions and timeouts;
-- ``partition_allocations``: recovery, releases, gang replacement and reservations;
-- here: the scheduling walk (reserved asks, placeholder replacement, the queue walk) and ``commit``.
+- ``registry`` (``partition_registry``): the queue tree and its config, the nodes, the capacity;
+- ``apps`` (``partition_apps``): applications and asks, placement, state transitions, timeouts;
+- ``reserver`` (``reservations``): which ask holds which node, since when;
+- ``allocator`` (``partition_allocations``): booking, recovery, releases, gang replacement;
+- ``walker`` (``partition_walk``): the scheduling cycle, and the preemption attempts of a cycle;
+- ``quota_preemption`` (``quota_preempting``): quota preemption's timers and runs;
+- ``node_ordering`` (``node_order``), ``predicates`` (``rm_predicates``), ``ugm`` (``ugm``);
+- ``effects`` (``partition_effects``): what the parts produced for the driver, ``take_effects()``.
+
+A role is which parts are composed: the Partition actor's registry (``UnscheduledPartition``) has no
+node order, no quota preemption and no walk. The partition's operations are its parts' own methods,
+exposed under their names (``add_ask`` is ``apps.add_ask``); the few that span parts (configuration,
+removing a node, recovering an allocation) are written out here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from itertools import islice
-from typing import Any, cast
+import time
+from collections.abc import Callable, Mapping, Set
+from typing import Any
 
 from korral.config.schema import PartitionConfig
-from korral.model import quota_preempting
-from korral.model import resource as res
-from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask
-from korral.model.application import (
-    RUNNING_STATES,
-    Application,
-    ApplicationEvent,
-    ApplicationState,
-    advance_after_allocation,
-)
+from korral.model.allocation import Allocation
 from korral.model.node import Node
-from korral.model.node_order import NoNodeOrder
+from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
 from korral.model.partition_apps import (
@@ -39,16 +40,17 @@ from korral.model.partition_apps import (
     TAG_RESOURCE_GUARANTEED,
     TAG_RESOURCE_MAX_APPS,
     TAG_RESOURCE_QUOTA,
+    PartitionApplications,
 )
-from korral.model.partition_effects import StateChange
-from korral.model.partition_registry import ModelError, UnschedulableAsk
-from korral.model.preempting import try_preempt, try_required_node, try_reserved_required_node
-from korral.model.queue import Queue, QueueState
-from korral.model.quota_preempting import NoQuotaPreemption
-from korral.model.reservations import wait_expired
-from korral.model.rm_predicates import MAX_CANDIDATES_PER_CALL, NodesPredicate, Predicate
-from korral.policies.sorting import SORT_STATE_AWARE
-from korral.si import INSTANCE_TYPE
+from korral.model.partition_effects import EffectsRecorder, PartitionEffects, StateChange
+from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
+from korral.model.partition_walk import SchedulingWalk
+from korral.model.quota_preempting import QuotaPreemption
+from korral.model.reservations import RESERVATION_WAIT_TIMEOUT, Reservations
+from korral.model.rm_predicates import NodesPredicate, Predicate, RMPredicates
+from korral.model.ugm import UserGroupTracker
+from korral.policies.placement import PlacementManager, PlacementRuleError
+from korral.policies.usergroups import UserGroupCache
 
 __all__ = [
     "TAG_CREATE_FORCE",
@@ -65,432 +67,301 @@ __all__ = [
 ]
 
 
-class PartitionModel(PartitionAllocations):
-    # ---- gang replacement --------------------------------------------------------------------------
+# the parts' operations a partition exposes under their own names, bound per instance in __init__
+PART_OPERATIONS = (
+    "get_queue",
+    "create_queue",
+    "remove_queue",
+    "cleanup_queues",
+    "refresh_limits",
+    "add_node",
+    "update_node",
+    "set_node_schedulable",
+    "add_application",
+    "add_si_application",
+    "application",
+    "track_user",
+    "user_group_usage",
+    "remove_application",
+    "expire_completing",
+    "expire_timeouts",
+    "add_ask",
+    "add_si_asks",
+    "remove_ask",
+    "reserve",
+    "unreserve",
+    "new_uuid",
+    "recovery_reason",
+    "recovered_uuid",
+    "sort_recovered",
+    "forget_recovered",
+    "release_allocation",
+    "release_allocations",
+    "confirm_release",
+    "swap_in",
+    "core_release",
+    "replace",
+    "commit",
+    "schedule",
+    "schedule_one",
+)
 
-    def _try_replacements(self, now: float) -> Allocation | None:
-        """YuniKorn's placeholder step, between reserved asks and the queue walk: a real ask of a task
-        group that fits an allocated placeholder of its group replaces it instead of searching nodes.
 
-        The result is the real allocation (``replaces`` names the placeholder); it is booked on the
-        node only once the RM confirms the placeholder's PLACEHOLDER_REPLACED release.
-        """
-        candidates = self.replace_candidates
-        for application_id, app in list(candidates.items()):
-            refused = False  # by the RM's predicates: time (or the RM) may change that
-            if app.placeholders and app.state not in _TERMINAL_OR_FAILING:
-                for ask in app.iter_pending_asks():
-                    if ask.placeholder or not ask.task_group_name:
-                        continue
-                    placeholder = app.placeholder_for(ask)
-                    if placeholder is None or placeholder.node_id not in self.nodes:
-                        continue
-                    # the RM's predicates still have their say on the placeholder's node
-                    if not self.predicates.allows(ask.allocation_key, placeholder.node_id):
-                        refused = True
-                        continue
-                    return self.replace(app, ask, placeholder, now)
-            if not refused:
-                del candidates[application_id]  # nothing to replace until an ask or placeholder arrives
-        return None
+class PartitionModel:
+    # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
+    reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
 
-    # ---- booking -----------------------------------------------------------------------------------
-
-    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
-        """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
-        spec = ask.spec
-        allocation = Allocation(
-            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
-            allocation_key=spec.allocation_key,
-            application_id=app.application_id,
-            node_id=node.node_id,
-            resource=spec.resource,
-            partition=self.name,
-            queue_path=queue.path,
-            priority=spec.priority,
-            placeholder=spec.placeholder,
-            task_group_name=spec.task_group_name,
-            tags=spec.tags,
-            ask_generation=spec.generation,
-            request_time=spec.create_time,
-            create_time=now,
-            instance_type=node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
+    def __init__(
+        self,
+        name: str,
+        config: PartitionConfig,
+        *,
+        rm_id: str = "",
+        reservation_delay: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        predicate: Predicate | None = None,
+        nodes_predicate: NodesPredicate | None = None,
+        candidates_per_call: int = 1,
+        placeholder_timeout: float = 900.0,
+        uuid_token: str | None = None,
+        node_order: Callable[[Mapping[str, Node]], NodeOrder] | None = NodeOrder,
+        quota_preemption: Callable[[], QuotaPreemption] | None = QuotaPreemption,
+    ) -> None:
+        """``node_order`` and ``quota_preemption`` make those parts; None leaves them (and the walk,
+        which needs a node order) out: a partition that is never scheduled."""
+        self.name = name
+        self.rm_id = rm_id
+        self.clock = clock
+        self.reservation_delay = reservation_delay
+        self._latencies: list[tuple[str, float]] | None = None
+        # ---- the parts, each made with the parts it calls ----
+        self.effects = EffectsRecorder()
+        # the RM's say on a node for an ask (model.rm_predicates)
+        self.predicates = RMPredicates(predicate, nodes_predicate, candidates_per_call)
+        # user and group usage and limits (YuniKorn's user/group manager)
+        self.ugm = UserGroupTracker(config)
+        self.quota_preemption = quota_preemption() if quota_preemption is not None else None
+        self.registry = registry = PartitionRegistry(name, config, clock=clock, node_order=node_order)
+        self.node_ordering = registry.node_ordering
+        self.apps = apps = PartitionApplications(
+            registry, self.ugm, self.effects, clock=clock, placeholder_timeout=placeholder_timeout
         )
-        app.book(ask, allocation)
-        if app.user_limits is not None:
-            self.ugm.allocated(app.user_limits, spec.resource)
-        if ask.failed_since is not None:
-            ask.failed_since = None
-            self.unschedulable.pop((app.application_id, spec.allocation_key), None)
-        items = spec.resource_items
-        # one walk up the path for both aggregates (pending down, allocated up)
-        q: Queue | None = queue
-        while q is not None:
-            res.pending_to_allocated(q.pending, q.allocated, items)
-            q = q.parent
-        node.add_allocation(allocation)
-        self.node_ordering.update(node)
-        state = app.state
-        if state is _ACCEPTED or state is _STARTING:
-            advance_after_allocation(
-                app, spec.placeholder, lambda: self._transition(app, ApplicationEvent.RUN)
+        self.reserver = reserver = Reservations(registry, apps.applications, self.effects, clock)
+        self.allocator = allocator = PartitionAllocations(
+            registry, apps, reserver, self.ugm, self.effects, clock=clock, uuid_token=uuid_token
+        )
+        apps.wire(allocator, reserver)
+        self.walker = (
+            SchedulingWalk(
+                self,
+                registry,
+                apps,
+                allocator,
+                reserver,
+                self.ugm,
+                self.predicates,
+                self.effects,
+                self.quota_preemption,
+                self.node_ordering,
+                clock=clock,
+                reservation_delay=reservation_delay,
             )
-        if spec.placeholder or spec.execution_timeout_ms > 0:
-            app.after_booking(allocation, spec.execution_timeout_ms, self.clock())
-            if spec.placeholder and app.real_group_asks:
-                self.replace_candidates[app.application_id] = app
-        queue.app_allocated(app, ask)
-        return allocation
+            if self.node_ordering is not None
+            else None
+        )
+        # ---- the parts' state, read where the partition is read (the same objects, never copies) ----
+        self.root = registry.root
+        self.queues = registry.queues
+        self.nodes = registry.nodes
+        self.capacity = registry.capacity
+        self.applications = apps.applications
+        self.unschedulable = apps.unschedulable
+        self.replace_candidates = apps.replace_candidates
+        self.reservations = reserver.reservations
+        self.reserved_at = reserver.reserved_at
+        self.preempt_attempts: dict[str, int] = (
+            self.walker.preempt_attempts if self.walker is not None else {}
+        )
+        self.uuid_token = allocator.uuid_token
+        # ---- the parts' operations, under their own names ----
+        self.get_queue = registry.get_queue
+        self.create_queue = registry.create_queue
+        self.remove_queue = registry.remove_queue
+        self.cleanup_queues = registry.cleanup_queues
+        self.refresh_limits = registry.refresh_limits
+        self.add_node = registry.add_node
+        self.update_node = registry.update_node
+        self.set_node_schedulable = registry.set_node_schedulable
+        self.add_application = apps.add_application
+        self.add_si_application = apps.add_si_application
+        self.application = apps.application
+        self.track_user = apps.track_user
+        self.user_group_usage = apps.user_group_usage
+        self.remove_application = apps.remove_application
+        self.expire_completing = apps.expire_completing
+        self.expire_timeouts = apps.expire_timeouts
+        self.add_ask = apps.add_ask
+        self.add_si_asks = apps.add_si_asks
+        self.remove_ask = apps.remove_ask
+        self.reserve = reserver.reserve
+        self.unreserve = reserver.unreserve
+        self.new_uuid = allocator.new_uuid
+        self.recovery_reason = allocator.recovery_reason
+        self.recovered_uuid = allocator.recovered_uuid
+        self.sort_recovered = allocator.sort_recovered
+        self.forget_recovered = allocator.forget_recovered
+        self.release_allocation = allocator.release_allocation
+        self.release_allocations = allocator.release_allocations
+        self.confirm_release = allocator.confirm_release
+        self.swap_in = allocator.swap_in
+        self.core_release = allocator.core_release
+        self.replace = allocator.replace
+        self.commit = allocator.commit
+        # the walk's cycles (``SchedulingWalk.schedule``, ``schedule_one``; refused without a walk)
+        walker = self.walker
+        self.schedule: Callable[..., list[Allocation]] = (
+            walker.schedule if walker is not None else self._not_scheduled
+        )
+        self.schedule_one: Callable[[], Allocation | None] = (
+            walker.schedule_one if walker is not None else self._not_scheduled
+        )
+        self.apply_config(config, initial=True)
 
-    # ---- reservations ------------------------------------------------------------------------------
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass (the scheduler's view) may not define a part's operation: the instance's bound
+        one would hide it without a word. It changes the part, or adds an operation of its own."""
+        super().__init_subclass__(**kwargs)
+        hidden = sorted(name for name in PART_OPERATIONS if name in cls.__dict__)
+        if hidden:
+            raise TypeError(f"{cls.__name__} defines {hidden}: the partition's parts carry those operations")
 
-    def _try_reserve(self, app: Application, ask: Ask, now: float) -> None:
-        if ask.allocation_key in app.reservations:
-            return
-        best: Node | None = None
-        best_key: tuple[float, str] | None = None
-        candidates = [
-            node
-            for node in self.nodes.values()
-            if node.schedulable and node.reservation is None and node.capacity_fits(ask.resource)
-        ]
-        if candidates and self.predicates.active:
-            # every candidate is asked (the best is chosen among those accepted): one call for all
-            node_ids = [node.node_id for node in candidates]
-            answers = self.predicates.accepted(ask.allocation_key, node_ids, False, False)
-            candidates = [node for node, accepted in zip(candidates, answers, strict=False) if accepted]
-        for node in candidates:
-            key = (res.fit_score(ask.resource, node.available), node.node_id)
-            if best_key is None or key < best_key:
-                best, best_key = node, key
-        if best is not None:
-            self.reserve(app, ask, best)
+    # ---- what spans parts ----------------------------------------------------------------------------
 
-    # ---- scheduling --------------------------------------------------------------------------------
+    def apply_config(
+        self, config: PartitionConfig, *, initial: bool = False, placement: PlacementManager | None = None
+    ) -> None:
+        """Create or update queues from config; queues no longer configured are marked Draining.
 
-    def schedule(self, limit: int | None = None) -> list[Allocation]:
-        """Run scheduling cycles until nothing more can be allocated (or ``limit`` allocations)."""
-        made: list[Allocation] = []
-        remaining = -1 if limit is None else limit  # -1 counts down forever
-        while remaining:
-            allocation = self.schedule_one()
-            if allocation is None:
-                break
-            made.append(allocation)
-            remaining -= 1
-        return made
+        Raises ModelError when the placement rules cannot be built on a reload (the old rules stay);
+        at creation a broken rule set leaves placement inactive, as YuniKorn does. ``placement``: the
+        config's rules, already built by the caller (who validated them).
+        """
+        if placement is None:
+            try:
+                placement = PlacementManager.build(config.placement_rules)
+            except PlacementRuleError as error:
+                if not initial:
+                    raise ModelError(f"placement rules rejected: {error}") from error
+                placement = PlacementManager.build(())
+        quota = self.quota_preemption
+        before = quota.limits_before(self) if quota is not None else {}
+        self.registry.configure(config, placement)
+        # usage kept (rebuilt from what the applications hold): lowered limits block new work, never evict
+        held = {app_id: (app.allocated, len(app.allocations)) for app_id, app in self.applications.items()}
+        for app_id, tracking in self.ugm.apply_config(config, held).items():
+            self.applications[app_id].user_limits = tracking
+        if quota is not None:
+            quota.after_config(self, before, self.clock())
 
-    def schedule_one(self) -> Allocation | None:
-        """One YuniKorn scheduling cycle: reserved asks first, then the queue walk; one allocation."""
-        if self._limits_dirty:
-            self.refresh_limits()
-        if not self.root.max:
-            return None
-        now = self.clock()
-        if self.preempt_attempts:
-            self.preempt_attempts.clear()  # YuniKorn: at most 10 preemption attempts per queue per cycle
-        if self.quota_timers or self.quota_running:
-            quota_preempting.step(self, now)
-        if self.reservations:
-            allocation = self._try_reserved(now)
-            if allocation is not None:
-                return allocation
-        if self.replace_candidates:
-            allocation = self._try_replacements(now)
-            if allocation is not None:
-                return allocation
-        return self._walk(self.root, now)
+    def remove_node(self, node_id: str, *, complete: bool = True) -> list[Allocation]:
+        """Remove a node: its reservation is cancelled and its allocations released (returned).
 
-    def _walk(self, queue: Queue, now: float) -> Allocation | None:
-        epoch = self._resource_epoch
-        if queue.quota_blocked_at == epoch:
-            # Everything pending below this queue was over a queue limit, and no limit or usage has
-            # eased since: skip it whole (capped queues with a backlog would cost a visit per cycle).
-            return None
-        all_blocked = True
-        if queue.is_leaf:
-            order = queue.order
-            apps = order.items
-            if queue.sort_policy == SORT_STATE_AWARE:
-                walk: Iterable[tuple[Any, ...]] = self._state_aware_entries(queue)
-                all_blocked = False  # admission depends on states, not only on limits
-            else:
-                # order.live_entries(), inlined here and in the loops below; walked lazily, which is
-                # safe: nothing below changes this order unless it allocates, and then we return
-                entries = order.entries
-                walk = islice(entries, order.head, None) if order.head else entries
-            for entry in walk:
-                app = apps[entry[-1]]
-                if app.state not in RUNNING_STATES and not queue.can_run_app(app):
-                    if app.runnable_in_queue:
-                        self._runnable(app, False, "queue")
-                    all_blocked = False
-                    continue
-                if not app.runnable_in_queue:
-                    self._runnable(app, True, "queue")
-                if app.user_limits is not None and not self._user_limits_admit(app):
-                    if app.runnable_by_quota:
-                        self._runnable(app, False, "quota")
-                    continue  # blocked until one of its user's or group's applications ends (epoch)
-                if not app.runnable_by_quota:
-                    self._runnable(app, True, "quota")
-                if app.backoff_deadline is not None and now < app.backoff_deadline:
-                    all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
-                    continue
-                allocation = self._try_app(app, queue, now)
-                if allocation is not None:
-                    return allocation
-                if app.quota_blocked_at != epoch:
-                    all_blocked = False
-        else:
-            order = queue.order
-            children = order.items
-            entries = order.entries
-            for entry in islice(entries, order.head, None) if order.head else entries:
-                child = children[entry[-1]]
-                if child.state is _STOPPED:
-                    continue
-                allocation = self._walk(child, now)
-                if allocation is not None:
-                    return allocation
-                if child.quota_blocked_at != epoch:
-                    all_blocked = False
-        if all_blocked:
-            queue.quota_blocked_at = epoch
-        return None
+        ``complete=False`` leaves application states alone (the scheduler's view: the owners decide).
+        """
+        node = self.registry.node(node_id)
+        released: list[Allocation] = []
+        for allocation in list(node.allocations.values()):
+            done = self.release_allocation(allocation.application_id, allocation.uuid, complete=complete)
+            if done is not None:
+                released.append(done)
+        for holder in node.reservations:
+            self.unreserve(*holder)
+        self.registry.drop_node(node)
+        return released
 
-    @staticmethod
-    def _state_aware_entries(queue: Queue) -> list[tuple[Any, ...]]:
-        """The order's entries of the applications stateaware admits: all Running ones, plus one
-        Starting one, or else one Accepted one."""
-        starting = [a for a in queue.applications.values() if a.state is ApplicationState.STARTING]
-        admitted: set[str] = {
-            a.application_id for a in queue.applications.values() if a.state is ApplicationState.RUNNING
-        }
-        if starting:
-            admitted.add(min(starting, key=lambda a: a.submission_seq).application_id)
-        else:
-            accepted = [a for a in queue.applications.values() if a.state is ApplicationState.ACCEPTED]
-            if accepted:
-                admitted.add(min(accepted, key=lambda a: a.submission_seq).application_id)
-        return [entry for entry in queue.order.live_entries() if entry[-1] in admitted]
+    def recover_allocation(self, allocation: Allocation) -> Allocation:
+        """Add an allocation the RM already runs (registration/recovery): no fit or quota check. Its
+        queue may now be over a lowered max: quota preemption's timer starts (a restart resets it)."""
+        recovered = self.allocator.recover_allocation(allocation)
+        if self.quota_preemption is not None:
+            self.quota_preemption.after_recovery(self, self.queues[recovered.queue_path], self.clock())
+        return recovered
 
-    def _try_app(self, app: Application, queue: Queue, now: float) -> Allocation | None:
-        epoch = self._resource_epoch
-        if app.quota_blocked_at == epoch:
-            # Every pending ask was over a queue limit and no limit or usage has eased since:
-            # skip the rescan (it would make a capped queue with a long backlog quadratic).
-            return None
-        only_quota_blocked = True
-        user_limits = app.user_limits
-        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # the model's apps order their asks
-        asks = pending_asks.items
-        entries = pending_asks.entries
-        if queue.over_quota_epoch != epoch:
-            queue.over_quota_epoch = epoch
-            queue.over_quota_shapes.clear()
-        known_over = queue.over_quota_shapes
-        backoff = queue.unsched_backoff
-        unschedulable = 0  # asks of this pass that fit its headroom but no node
-        for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
-            if backoff and unschedulable >= backoff:
-                self._back_off(app, queue, now)
-                return None
-            ask = asks[entry[-1]]
-            spec = ask.spec
-            if app.reservations and spec.allocation_key in app.reservations:
-                only_quota_blocked = False
-                continue
-            over = known_over.get(spec.shape) if known_over else None
-            if over is None:
-                over = queue.over_quota(spec.resource)
-                # A queue's verdict holds for the epoch; the root's (only the cluster's size in the way)
-                # is not kept, as a nearer queue may pass its max later in the epoch and that one counts.
-                if over is not None and over.parent is not None:
-                    known_over[spec.shape] = over
-            if over is not None:
-                # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
-                # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
-                if spec.required_node:
-                    # the cluster's size is no limit for an ask that can only run on one node; nor is
-                    # it outstanding (YuniKorn: a larger cluster would not help it). Its user's limits
-                    # still are: YuniKorn checks the user's headroom before anything else.
-                    if over.parent is None and not (
-                        user_limits is not None and self.ugm.over_limit(user_limits, ask.resource)
-                    ):
-                        only_quota_blocked = False
-                        allocation = try_required_node(self, app, queue, ask, now)
-                        if allocation is not None:
-                            return allocation
-                    continue
-                if over.parent is None and ask.failed_since is None:
-                    self._mark_unschedulable(app, ask, now)
-                if spec.allow_preempt_other:
-                    # preemption may make room (YuniKorn tries it when the headroom is short too);
-                    # time alone can make it due, so the application is never skipped as blocked
-                    only_quota_blocked = False
-                    try_preempt(self, app, queue, ask, now)
-                continue
-            if user_limits is not None and self.ugm.over_limit(user_limits, spec.resource):
-                continue  # over its user's or group's maxresources: quota-blocked like a queue limit
-            only_quota_blocked = False
-            if spec.required_node:
-                allocation = try_required_node(self, app, queue, ask, now)
-                if allocation is not None:
-                    return allocation
-                continue
-            node = self._find_node(ask)
-            if node is not None:
-                return self.commit(app, queue, ask, node, now)
-            if ask.allow_preempt_other and try_preempt(self, app, queue, ask, now):
-                continue  # its node is reserved for it until the victims are gone
-            if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
-                self._try_reserve(app, ask, now)
-            if ask.allocation_key not in app.reservations:
-                unschedulable += 1
-        if only_quota_blocked:
-            app.quota_blocked_at = epoch
-        return None
+    def undo_replacement(self, real: Allocation) -> None:
+        """A replacement its owner refused (``PartitionAllocations.undo_replacement``)."""
+        self.allocator.undo_replacement(real)
 
-    def _back_off(self, app: Application, queue: Queue, now: float) -> None:
-        """YUNIKORN-3115: ``application.unschedasks.backoff`` asks in a row fit no node; the
-        application is not scheduled again until its queue's backoff delay has passed."""
-        app.backoff_deadline = now + queue.unsched_backoff_delay
-        self.note_backoff(app.application_id, app.backoff_deadline)
+    def _not_scheduled(self, limit: int | None = None) -> Any:
+        raise ModelError(f"partition {self.name} is not scheduled here (it has no node order)")
 
-    def _runnable(self, app: Application, runnable: bool, by: str) -> None:
-        """Whether the application may run under its queues' (``by`` "queue") or its user's and
-        group's ("quota") maxapplications changed: recorded for YuniKorn's events once per change."""
-        if by == "queue":
-            app.runnable_in_queue = runnable
-        else:
-            app.runnable_by_quota = runnable
-        self.note_runnable(app.application_id, runnable, by)
+    def take_effects(self) -> PartitionEffects:
+        """What the operations produced since the last call (core releases, request events, nodes
+        whose reservations changed, when to wake); the partition starts a new record."""
+        return self.effects.take()
 
-    def _user_limits_admit(self, app: Application) -> bool:
-        """May the application get an allocation at all under its user's and group's
-        ``maxapplications``? (One already running always may.)"""
-        return app.user_limits is None or self.ugm.can_run_app(app.user_limits)
+    # ---- facts read through ------------------------------------------------------------------------
 
-    def _mark_unschedulable(self, app: Application, ask: Ask, now: float) -> float:
-        """The ask fits its queue but no node: remember since when (returned), report it as outstanding."""
-        since = ask.failed_since
-        if since is None:
-            since = ask.failed_since = now
-        key = (app.application_id, ask.allocation_key)
-        if key not in self.unschedulable:
-            self.unschedulable[key] = UnschedulableAsk(
-                application_id=app.application_id, allocation_key=ask.allocation_key
-            )
-        return since
+    @property
+    def config(self) -> PartitionConfig:
+        return self.registry.config
 
-    def _find_node(self, ask: Ask) -> Node | None:
-        """First node in policy order with room for the ask that the RM's predicates accept."""
-        spec = ask.spec
-        shape = spec.shape
-        unfit = self._unfit_shapes
-        if unfit and shape in unfit:
-            return None
-        predicates = self.predicates
-        filters = predicates.active
-        candidates: list[Node] = []  # with room, not yet put to the RM's predicates
-        per_call = predicates.candidates_per_call
-        any_fit = False
-        items = spec.resource_items
-        node_order = self.node_ordering.order
-        nodes = node_order.items
-        entries = node_order.entries
-        for entry in islice(entries, node_order.head, None) if node_order.head else entries:
-            node = nodes[entry[-1]]
-            available = node.available
-            for name, quantity in items:
-                if quantity > available.get(name, 0):
-                    break
-            else:
-                any_fit = True
-                if not filters:
-                    return node
-                candidates.append(node)
-                if len(candidates) >= per_call:
-                    accepted = predicates.first_accepted(spec.allocation_key, candidates)
-                    if accepted is not None:
-                        return accepted
-                    candidates = []
-                    per_call = min(2 * per_call, MAX_CANDIDATES_PER_CALL)
-        if candidates:
-            accepted = predicates.first_accepted(spec.allocation_key, candidates)
-            if accepted is not None:
-                return accepted
-        if not any_fit:
-            # Nothing has room: skip this shape until some node gains room.
-            unfit.add(shape)
-        return None
+    @property
+    def placement(self) -> PlacementManager:
+        return self.registry.placement
 
-    def _try_reserved(self, now: float) -> Allocation | None:
-        for (application_id, allocation_key), node_id in list(self.reservations.items()):
-            app = self.applications.get(application_id)
-            node = self.nodes.get(node_id)
-            ask = app.asks.get(allocation_key) if app is not None else None
-            if app is None or node is None or ask is None or ask.pending <= 0:
-                self.unreserve(application_id, allocation_key)
-                continue
-            queue = self.queues[app.queue_path]
-            if not queue.can_run_app(app):
-                continue
-            over = queue.over_quota(ask.resource)
-            if over is not None:
-                if ask.allow_preempt_other and not ask.required_node:
-                    try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
-                if not ask.required_node or over.parent is not None:
-                    wait_expired(self, application_id, allocation_key, now)  # a short headroom
-                    continue
-                # a required-node ask: only its node's room counts, not the cluster's size
-            if app.user_limits is not None and (
-                not self._user_limits_admit(app) or self.ugm.over_limit(app.user_limits, ask.resource)
-            ):
-                wait_expired(self, application_id, allocation_key, now)  # a short user headroom
-                continue
-            if ask.required_node:
-                allocation = try_reserved_required_node(self, app, queue, ask, node, now)
-                if allocation is not None:
-                    return allocation
-                continue  # only its own node will do
-            target: Node | None = None
-            if (
-                node.schedulable
-                and node.fits(ask.resource)
-                and self.predicates.allows(allocation_key, node_id)
-            ):
-                target = node
-            else:
-                target = self._find_node(ask)
-            if target is not None:
-                self.unreserve(application_id, allocation_key)
-                return self.commit(app, queue, ask, target, now)
-            if ask.allow_preempt_other:
-                try_preempt(self, app, queue, ask, now)  # a reservation does not stop it preempting
-        return None
+    @property
+    def user_groups(self) -> UserGroupCache:
+        return self.registry.user_groups
+
+    @property
+    def placeholder_timeout(self) -> float:
+        return self.apps.placeholder_timeout
+
+    @property
+    def node_order(self) -> IncrementalOrder[Node]:
+        return self.ordering().order
+
+    @property
+    def cooling(self) -> Set[str]:
+        return self.ordering().cooling
+
+    @property
+    def node_sort_policy(self) -> str:
+        return self.registry.node_sort_policy
+
+    @property
+    def resource_weights(self) -> Mapping[str, float]:
+        return self.ordering().weights
+
+    def ordering(self) -> NodeOrder:
+        """The node order part (ModelError when the partition keeps none)."""
+        if self.node_ordering is None:
+            raise ModelError(f"partition {self.name} keeps no node order")
+        return self.node_ordering
+
+    @property
+    def quota_timers(self) -> dict[str, float]:
+        """Queue path -> when its lowered max is enforced (quota preemption; none when not composed)."""
+        return self.quota_preemption.timers if self.quota_preemption is not None else {}
+
+    @property
+    def quota_running(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Queue path -> the victims of its quota preemption run still being released."""
+        return self.quota_preemption.running if self.quota_preemption is not None else {}
+
+    @property
+    def latencies(self) -> list[tuple[str, float]] | None:
+        """(kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
+        not timed): "trynode", "trypreemption", "sort_queue", "sort_app"."""
+        return self._latencies
+
+    @latencies.setter
+    def latencies(self, latencies: list[tuple[str, float]] | None) -> None:
+        self._latencies = self.registry.latencies = self.predicates.latencies = latencies
 
 
 def UnscheduledPartition(name: str, config: PartitionConfig, **settings: Any) -> PartitionModel:
     """A partition that is never scheduled: the Partition actor's registry of the structure (queues,
-    applications, nodes, capacity). Composed with the parts that do nothing there: no node order, as
-    nothing walks one, and no quota preemption timers (the Scheduler's view decides those)."""
-    return PartitionModel(
-        name, config, node_order=NoNodeOrder, quota_preemption=NoQuotaPreemption(), **settings
-    )
-
-
-# enum members the scheduling loop reads: a module global is several times cheaper than Enum.MEMBER
-_ACCEPTED = ApplicationState.ACCEPTED
-_STARTING = ApplicationState.STARTING
-_STOPPED = QueueState.STOPPED
-_TERMINAL_OR_FAILING = frozenset(
-    {
-        ApplicationState.FAILING,
-        ApplicationState.FAILED,
-        ApplicationState.COMPLETED,
-        ApplicationState.REJECTED,
-        ApplicationState.EXPIRED,
-    }
-)
+    applications, nodes, capacity). Composed without the parts that only scheduling needs: no node
+    order, as nothing walks one, no walk, and no quota preemption (the Scheduler's view decides it)."""
+    return PartitionModel(name, config, node_order=None, quota_preemption=None, **settings)

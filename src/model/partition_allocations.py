@@ -1,18 +1,22 @@
-"""A partition's allocation bookkeeping: recovery, releases, gang replacement and reservations.
+"""A partition's allocation bookkeeping: booking, recovery, releases and gang replacement.
 
-The third layer of ``PartitionModel`` (see ``korral.model.partition``): what an allocation, a release
-or a reservation changes on the application, its queues and its node. The scheduling walk that makes
-the decisions (and books new allocations, ``commit``) is the top layer, in ``partition``.
+One part of a ``PartitionModel`` (``korral.model.partition`` composes the parts and wires them): what
+an allocation, a release or a replacement changes on the application, its queues, its user's usage and
+its node. It owns the allocation uuids the partition issues (``<partition>-<token>-<n>``) and those of
+the live recovered allocations. The scheduling walk (``partition_walk``) decides; ``commit`` books.
 """
 
 from __future__ import annotations
 
+import itertools
+import secrets
+import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from korral import si
 from korral.model import resource as res
-from korral.model.allocation import Allocation, Ask, recovery_rejection
+from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask, recovery_rejection
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -23,12 +27,49 @@ from korral.model.application import (
 from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition_apps import PartitionApplications
-from korral.model.partition_registry import ModelError
+from korral.model.partition_effects import EffectsRecorder
+from korral.model.partition_registry import ModelError, PartitionRegistry
+from korral.model.queue import Queue
+from korral.model.reservations import Reservations
 from korral.model.si_convert import from_si_allocation
+from korral.model.ugm import UserGroupTracker
+from korral.si import INSTANCE_TYPE
 
 
-class PartitionAllocations(PartitionApplications):
-    # ---- allocations -------------------------------------------------------------------------------
+class PartitionAllocations:
+    """Books, recovers, releases and replaces allocations across application, queues, user and node."""
+
+    def __init__(
+        self,
+        registry: PartitionRegistry,
+        apps: PartitionApplications,
+        reservations: Reservations,
+        ugm: UserGroupTracker,
+        effects: EffectsRecorder,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        uuid_token: str | None = None,
+    ) -> None:
+        self.registry = registry
+        self.name = registry.name
+        self.queues = registry.queues  # the registry's (shared, never replaced)
+        self.nodes = registry.nodes
+        self.apps = apps
+        self.applications = apps.applications  # the applications part's (shared, never replaced)
+        self.unschedulable = apps.unschedulable
+        self.replace_candidates = apps.replace_candidates
+        self.reservations = reservations
+        self.ugm = ugm
+        self.effects = effects
+        self.clock = clock
+        # Allocation uuids are "<partition>-<token>-<n>": the token is new for each life of a partition,
+        # so after a core restart the new series can never meet the uuids the RM recovers from the
+        # last one (YuniKorn uses random uuids for the same reason).
+        self.uuid_token = uuid_token if uuid_token is not None else secrets.token_hex(4)
+        self._uuid_prefix = f"{self.name}-{self.uuid_token}-"
+        self._uuid_seq = itertools.count(1)
+        # uuids of the live recovered allocations: the RM chose them, so they are checked for clashes
+        self._recovered_uuids: set[str] = set()
 
     def new_uuid(self) -> str:
         return f"{self._uuid_prefix}{next(self._uuid_seq)}"
@@ -79,12 +120,11 @@ class PartitionAllocations(PartitionApplications):
             app.after_booking(recovered, 0, self.clock())
             self.replace_candidates[app.application_id] = app
         queue.add_allocated(recovered.resource)
-        self.quota_preemption.after_recovery(self, queue, self.clock())  # type: ignore[arg-type]
         if app.user_limits is not None:
             self.ugm.allocated(app.user_limits, recovered.resource)  # counted even above a limit
         node.add_allocation(recovered)
-        self.node_ordering.update(node)
-        advance_for_recovery(app, lambda: self._transition(app, ApplicationEvent.RUN))
+        self.registry.node_changed(node)
+        advance_for_recovery(app, lambda: self.apps.transition(app, ApplicationEvent.RUN))
         queue.update_app(app)
         return recovered
 
@@ -135,14 +175,14 @@ class PartitionAllocations(PartitionApplications):
         node = self.nodes.get(allocation.node_id)
         if node is not None:
             node.remove_allocation(uuid)
-            self.node_ordering.update(node)
-        self._resources_changed()
+            self.registry.node_changed(node)
+        self.registry.resources_changed()
         if app.replacements:
             real = app.drop_replacement(uuid)
             if real is not None:
-                self._return_repeat(app, real)  # the placeholder went another way: the ask waits again
+                self.return_repeat(app, real)  # the placeholder went another way: the ask waits again
         if complete:
-            self._maybe_complete(app)
+            self.apps.maybe_complete(app)
         return allocation
 
     def release_allocations(
@@ -177,7 +217,7 @@ class PartitionAllocations(PartitionApplications):
             if done is not None:
                 released.append(done)
         if application_id in self.applications:
-            self._maybe_complete(app)
+            self.apps.maybe_complete(app)
         return released
 
     def confirm_release(self, app: Application, uuid: str) -> None:
@@ -186,7 +226,9 @@ class PartitionAllocations(PartitionApplications):
         if real is None:
             self.release_allocation(app.application_id, uuid, complete=False)
         else:
-            self.swap_in(app, uuid, real)
+            swapped = self.swap_in(app, uuid, real)
+            if swapped is not None:
+                self.effects.swapped_in(swapped)  # new to the RM (the view's owner reports its own)
 
     def swap_in(self, app: Application, placeholder_uuid: str, real: Allocation) -> Allocation | None:
         """Replace an allocated placeholder by the real allocation on its node: node, queue and
@@ -205,14 +247,13 @@ class PartitionAllocations(PartitionApplications):
         if node is not None:
             node.remove_allocation(placeholder_uuid)
             node.add_allocation(real)
-            self.node_ordering.update(node)
-        self._resources_changed()
+            self.registry.node_changed(node)
+        self.registry.resources_changed()
         if app.state is _ACCEPTED or app.state is _STARTING:
-            advance_after_allocation(app, False, lambda: self._transition(app, ApplicationEvent.RUN))
-        self.swapped_in.append(real)
+            advance_after_allocation(app, False, lambda: self.apps.transition(app, ApplicationEvent.RUN))
         return real
 
-    def _return_repeat(self, app: Application, allocation: Allocation) -> None:
+    def return_repeat(self, app: Application, allocation: Allocation) -> None:
         """The repeat an undone allocation or replacement took goes back to its ask (same generation)."""
         ask = app.asks.get(allocation.allocation_key)
         if ask is None or ask.generation != allocation.ask_generation:
@@ -224,7 +265,7 @@ class PartitionAllocations(PartitionApplications):
         if ask.task_group_name and app.placeholders:
             self.replace_candidates[app.application_id] = app
         # the returned repeat is new work: drop what the walk learnt while it was away
-        self._resources_changed()
+        self.registry.resources_changed()
 
     def core_release(
         self, application_id: str, uuid: str, termination: si.TerminationType, message: str
@@ -234,7 +275,7 @@ class PartitionAllocations(PartitionApplications):
         app = self.applications.get(application_id)
         allocation = app.mark_releasing(uuid, termination) if app is not None else None
         if allocation is not None:
-            self.note_core_release(allocation, termination, message)
+            self.effects.core_release(allocation, termination, message)
         return allocation
 
     # ---- gang replacement --------------------------------------------------------------------------
@@ -268,7 +309,7 @@ class PartitionAllocations(PartitionApplications):
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, ask.allocation_key), None)
         app.begin_replacement(placeholder, real)
-        self.note_core_release(
+        self.effects.core_release(
             placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}"
         )
         queue.update_app(app)
@@ -283,39 +324,57 @@ class PartitionAllocations(PartitionApplications):
         app.drop_replacement(real.replaces)
         if app.releasing.get(real.replaces) == si.TerminationType.PLACEHOLDER_REPLACED:
             app.unmark_releasing(real.replaces)
-        self._return_repeat(app, real)
+        self.return_repeat(app, real)
 
-    # ---- reservations ------------------------------------------------------------------------------
+    # ---- booking ----------------------------------------------------------------------------------
 
-    def reserve(self, app: Application, ask: Ask, node: Node) -> None:
-        self.note_reservation_change(node.node_id)
-        key = (app.application_id, ask.allocation_key)
-        if key not in node.reservations:
-            node.reservations = (*node.reservations, key)
-        app.reservations[ask.allocation_key] = node.node_id
-        self.reservations[key] = node.node_id
-        self.reserved_at[key] = self.clock()  # the wait timeout runs from here (YUNIKORN-3219)
-        self.node_ordering.update(node)
-
-    def unreserve(self, application_id: str, allocation_key: str) -> None:
-        key = (application_id, allocation_key)
-        node_id = self.reservations.pop(key, None)
-        self.reserved_at.pop(key, None)
-        app = self.applications.get(application_id)
-        if app is not None:
-            app.reservations.pop(allocation_key, None)
-        if node_id is not None:
-            node = self.nodes.get(node_id)
-            if node is not None and key in node.reservations:
-                self.note_reservation_change(node_id)
-                node.reservations = tuple(held for held in node.reservations if held != key)
-                if not node.reservations:
-                    self.node_ordering.update(node)
-                    self._resources_changed()
-
-    def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None:
-        if allocation_key in app.reservations:
-            self.unreserve(app.application_id, allocation_key)
+    def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
+        """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
+        spec = ask.spec
+        allocation = Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=app.application_id,
+            node_id=node.node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue.path,
+            priority=spec.priority,
+            placeholder=spec.placeholder,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            request_time=spec.create_time,
+            create_time=now,
+            instance_type=node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
+        )
+        app.book(ask, allocation)
+        if app.user_limits is not None:
+            self.ugm.allocated(app.user_limits, spec.resource)
+        if ask.failed_since is not None:
+            ask.failed_since = None
+            self.unschedulable.pop((app.application_id, spec.allocation_key), None)
+        items = spec.resource_items
+        # one walk up the path for both aggregates (pending down, allocated up)
+        q: Queue | None = queue
+        while q is not None:
+            res.pending_to_allocated(q.pending, q.allocated, items)
+            q = q.parent
+        node.add_allocation(allocation)
+        ordering = self.registry.node_ordering
+        if ordering is not None:
+            ordering.update(node)
+        state = app.state
+        if state is _ACCEPTED or state is _STARTING:
+            advance_after_allocation(
+                app, spec.placeholder, lambda: self.apps.transition(app, ApplicationEvent.RUN)
+            )
+        if spec.placeholder or spec.execution_timeout_ms > 0:
+            app.after_booking(allocation, spec.execution_timeout_ms, self.clock())
+            if spec.placeholder and app.real_group_asks:
+                self.replace_candidates[app.application_id] = app
+        queue.app_allocated(app, ask)
+        return allocation
 
 
 # enum members read per allocation: a module global is several times cheaper than Enum.MEMBER

@@ -1,13 +1,18 @@
 """A partition's applications and asks: placement, admission, state transitions and timeouts.
 
-The second layer of ``PartitionModel`` (see ``korral.model.partition``), on the structure and
-registry of ``partition_registry``.
+One part of a ``PartitionModel`` (``korral.model.partition`` composes the parts and wires them): it
+owns the applications (by id) with their asks, the asks found unschedulable, and the applications
+that may have a real ask for one of their placeholders. It places on the registry's queues
+(``partition_registry``); removing an application releases its allocations through the allocations
+part and drops its asks' reservations through the reservations part, both wired in by the partition.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from korral import si
@@ -17,13 +22,18 @@ from korral.model.app_owner import ask_rejection, build_ask
 from korral.model.app_spec import AppSpec
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
-from korral.model.partition_registry import ModelError, PartitionRegistry
+from korral.model.partition_effects import EffectsRecorder
+from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
 from korral.model.queue import Queue, QueueState
 from korral.model.resource import Resource
-from korral.model.ugm import AppUsage, QueueUsage
+from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
 from korral.policies.placement import Placement, PlacementError, PlacementRequest
 from korral.policies.sorting import SORT_FIFO
 from korral.policies.usergroups import UserGroupError
+
+if TYPE_CHECKING:
+    from korral.model.partition_allocations import PartitionAllocations
+    from korral.model.reservations import Reservations
 
 TAG_RESOURCE_QUOTA = "namespace.resourcequota"
 TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
@@ -31,14 +41,40 @@ TAG_RESOURCE_MAX_APPS = "namespace.resourcemaxapps"
 TAG_CREATE_FORCE = "application.create.force"
 
 
-class PartitionApplications(PartitionRegistry):
-    if TYPE_CHECKING:  # defined by the layer above (partition_allocations)
+class PartitionApplications:
+    """The applications of a partition and their asks."""
 
-        def _drop_ask_reservation(self, app: Application, allocation_key: str) -> None: ...
+    def __init__(
+        self,
+        registry: PartitionRegistry,
+        ugm: UserGroupTracker,
+        effects: EffectsRecorder,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        placeholder_timeout: float = 900.0,
+    ) -> None:
+        self.registry = registry
+        self.queues = registry.queues  # the registry's (shared, never replaced)
+        self.name = registry.name
+        self.ugm = ugm
+        self.effects = effects
+        self.clock = clock
+        self.placeholder_timeout = placeholder_timeout
+        self.applications: dict[str, Application] = {}
+        self.unschedulable: dict[tuple[str, str], UnschedulableAsk] = {}
+        # applications that may have a real ask to put in an allocated placeholder of its task group
+        self.replace_candidates: dict[str, Application] = {}
+        self._app_seq = itertools.count(1)
+        self._ask_seq = itertools.count(1)
 
-        def core_release(
-            self, application_id: str, uuid: str, termination: si.TerminationType, message: str
-        ) -> Allocation | None: ...
+    def wire(self, allocations: PartitionAllocations, reservations: Reservations) -> None:
+        """The parts an application's removal and an ask's replacement reach (made after this one)."""
+        self.allocations = allocations
+        self.reservations = reservations
+
+    def next_ask_seq(self) -> int:
+        """The next ask's place in the partition's arrival order (ties in the ask order)."""
+        return next(self._ask_seq)
 
     # ---- applications ------------------------------------------------------------------------------
 
@@ -70,12 +106,12 @@ class PartitionApplications(PartitionRegistry):
             application_id=application_id, queue_name=queue_name, user=user, groups=groups, tags=tags
         )
         try:
-            placement: Placement = self.placement.place(request, self)
+            placement: Placement = self.registry.placement.place(request, self.registry)
         except PlacementError as error:
             raise ModelError(str(error)) from error
         queue = self.queues.get(placement.queue_path)
         if queue is None:
-            queue = self.create_queue(placement.queue_path)
+            queue = self.registry.create_queue(placement.queue_path)
         if not queue.is_leaf:
             raise ModelError(f"application {application_id} rejected: queue {queue.path} is not a leaf queue")
         if queue.state is not QueueState.ACTIVE:
@@ -83,7 +119,7 @@ class PartitionApplications(PartitionRegistry):
                 f"application {application_id} rejected: queue {queue.path} is {queue.state.value}"
             )
         if not queue.is_managed:
-            self._apply_namespace_tags(queue, tags)
+            self.apply_namespace_tags(queue, tags)
         self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
         now = self.clock()
         spec = AppSpec(
@@ -114,7 +150,7 @@ class PartitionApplications(PartitionRegistry):
                 f"queue {queue.path} cannot run application {application_id} with task group request: "
                 "unsupported sort type"
             )
-        self.refresh_limits()
+        self.registry.refresh_limits()
         limit = queue.effective_max
         if limit is not None and not res.fits_in_max(placeholder_ask, limit):
             raise ModelError(
@@ -155,7 +191,7 @@ class PartitionApplications(PartitionRegistry):
         if ugi.user and not groups:
             # YuniKorn resolves only a user sent without groups (korral.policies.usergroups)
             try:
-                groups = self.user_groups.groups(ugi.user)
+                groups = self.registry.user_groups.groups(ugi.user)
             except UserGroupError as error:
                 raise ModelError(f"application {request.application_id} rejected: {error}") from None
         return self.add_application(
@@ -169,7 +205,7 @@ class PartitionApplications(PartitionRegistry):
             gang_scheduling_style=request.gang_scheduling_style,
         )
 
-    def _apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
+    def apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
         """Quota tags on an application set limits on its queue when that queue is dynamic."""
         quota = _parse_resource_tag(tags.get(TAG_RESOURCE_QUOTA))
         guaranteed = _parse_resource_tag(tags.get(TAG_RESOURCE_GUARANTEED))
@@ -181,7 +217,7 @@ class PartitionApplications(PartitionRegistry):
         if max_apps and max_apps.isdigit():
             queue.max_applications = int(max_apps)
         if quota or guaranteed:
-            self._limits_dirty = True
+            self.registry.limits_dirty = True
 
     def application(self, application_id: str) -> Application:
         app = self.applications.get(application_id)
@@ -194,12 +230,10 @@ class PartitionApplications(PartitionRegistry):
         app = self.application(application_id)
         for key in list(app.asks):
             self.remove_ask(application_id, key, complete=False)
+        release = self.allocations.release_allocation
         released = [
             a
-            for a in (
-                self.release_allocation(application_id, uuid, complete=False)
-                for uuid in list(app.allocations)
-            )
+            for a in (release(application_id, uuid, complete=False) for uuid in list(app.allocations))
             if a is not None
         ]
         queue = self.queues.get(app.queue_path)
@@ -213,7 +247,7 @@ class PartitionApplications(PartitionRegistry):
         self.ugm.remove_application(application_id)
         return released
 
-    def _transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
+    def transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
         was_running = app.state in RUNNING_STATES
         now = self.clock()
         if not app.try_handle(event, now):
@@ -223,16 +257,16 @@ class PartitionApplications(PartitionRegistry):
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        self.note_state_change(app.application_id, app.state.value, now, message)
+        self.effects.state_change(app.application_id, app.state.value, now, message)
         return True
 
-    def _maybe_complete(self, app: Application) -> None:
+    def maybe_complete(self, app: Application) -> None:
         event = settle_event(app)
         if event is ApplicationEvent.COMPLETE:
-            self._transition(app, event)
+            self.transition(app, event)
         elif event is ApplicationEvent.FAIL:
             # Failing with nothing left: Failed, and the application leaves the partition
-            self._transition(app, ApplicationEvent.FAIL)
+            self.transition(app, ApplicationEvent.FAIL)
             self.remove_application(app.application_id)
 
     def expire_completing(self, completing_timeout: float) -> list[str]:
@@ -241,7 +275,7 @@ class PartitionApplications(PartitionRegistry):
         done: list[str] = []
         for app in list(self.applications.values()):
             if app.state is ApplicationState.COMPLETING and now - app.state_time >= completing_timeout:
-                self._transition(app, ApplicationEvent.COMPLETE)
+                self.transition(app, ApplicationEvent.COMPLETE)
                 queue = self.queues.get(app.queue_path)
                 if queue is not None:
                     queue.applications.pop(app.application_id, None)
@@ -294,7 +328,7 @@ class PartitionApplications(PartitionRegistry):
             generation=app.next_generation(),
         )
         ask = Ask(spec, next(self._ask_seq))
-        self._insert_ask(app, queue, ask)
+        self.insert_ask(app, queue, ask)
         queue.update_app(app)
         return ask
 
@@ -321,11 +355,11 @@ class PartitionApplications(PartitionRegistry):
             ask = build_ask(
                 request, create_seq=next(self._ask_seq), now=now, generation=app.next_generation()
             )
-            self._insert_ask(app, self.queues[app.queue_path], ask, entry[1])
-        self._rekey_touched(touched)
+            self.insert_ask(app, self.queues[app.queue_path], ask, entry[1])
+        self.rekey_touched(touched)
         return rejected
 
-    def _rekey_touched(self, touched: dict[str, tuple[Application, Resource]]) -> None:
+    def rekey_touched(self, touched: dict[str, tuple[Application, Resource]]) -> None:
         """After a batch of new asks: each queue's pending grows once by its applications' total, and
         each queue re-keys its touched applications, then itself up the tree once (a request spreads
         over many applications of few queues)."""
@@ -343,7 +377,7 @@ class PartitionApplications(PartitionRegistry):
         for queue, apps, _ in by_queue.values():
             queue.update_apps(apps)
 
-    def _insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
+    def insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
         """Add or replace an ask; the caller re-keys the application once for a whole batch.
 
         With ``pending`` given, the queue's pending increase is collected there for the caller to
@@ -353,7 +387,7 @@ class PartitionApplications(PartitionRegistry):
         allocation_key = spec.allocation_key
         old = app.asks.get(allocation_key)
         if old is not None:
-            self._drop_ask_reservation(app, allocation_key)
+            self.reservations.drop_ask_reservation(app, allocation_key)
             if old.pending > 0:
                 queue.add_pending(old.resource, -old.pending)
             # the new ask has not failed yet: its outstanding entry (if any) belonged to the old one
@@ -372,7 +406,7 @@ class PartitionApplications(PartitionRegistry):
             for name, quantity in spec.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
         if app.state in RUN_ON_ASK:
-            self._transition(app, ApplicationEvent.RUN)
+            self.transition(app, ApplicationEvent.RUN)
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
         app = self.applications.get(application_id)
@@ -381,7 +415,7 @@ class PartitionApplications(PartitionRegistry):
         ask = app.asks.get(allocation_key)
         if ask is None:
             return None
-        self._drop_ask_reservation(app, allocation_key)
+        self.reservations.drop_ask_reservation(app, allocation_key)
         queue = self.queues[app.queue_path]
         if ask.pending > 0:
             queue.add_pending(ask.resource, -ask.pending)
@@ -389,7 +423,7 @@ class PartitionApplications(PartitionRegistry):
         self.unschedulable.pop((application_id, allocation_key), None)
         queue.update_app(app)
         if complete:
-            self._maybe_complete(app)
+            self.maybe_complete(app)
         return ask
 
     # ---- timeouts ----------------------------------------------------------------------------------
@@ -406,15 +440,15 @@ class PartitionApplications(PartitionRegistry):
                 continue
             plan = app.due_timeouts(now)
             for allocation in plan.release:
-                self.core_release(
+                self.allocations.core_release(
                     app.application_id, allocation.uuid, si.TerminationType.TIMEOUT, plan.reason
                 )
             for key in plan.remove_asks:
                 if self.remove_ask(app.application_id, key, complete=False) is not None:
-                    self.released_asks.append((app.application_id, key, plan.reason))
+                    self.effects.released_ask(app.application_id, key, plan.reason)
             for event in plan.events:
-                self._transition(app, event, plan.reason)
-            self._maybe_complete(app)
+                self.transition(app, event, plan.reason)
+            self.maybe_complete(app)
 
 
 def _parse_resource_tag(value: str | None) -> Resource | None:

@@ -68,10 +68,10 @@ def _may_attempt(model: PartitionModel, ask: Ask, now: float) -> bool:
         return False
     checked = ask.preempt_checked_at
     if checked is not None and now - checked < PREEMPT_ATTEMPT_INTERVAL - 1e-9:
-        model.wake_by(checked + PREEMPT_ATTEMPT_INTERVAL)
+        model.effects.wake_by(checked + PREEMPT_ATTEMPT_INTERVAL)
         return False
     ask.preempt_checked_at = now
-    model.wake_by(now + PREEMPT_ATTEMPT_INTERVAL)
+    model.effects.wake_by(now + PREEMPT_ATTEMPT_INTERVAL)
     return True
 
 
@@ -223,7 +223,7 @@ def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask
         return False
     due = ask.create_time + queue.preemption_delay
     if now < due - 1e-9:
-        model.wake_by(due)
+        model.effects.wake_by(due)
         return False
     if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(
         model, ask, now
@@ -350,7 +350,7 @@ def preempt_on_required_node(model: PartitionModel, app: Application, ask: Ask, 
     )
     plan = policy.required_node_victims(preemptor, candidates, node.node_id, node.available)
     if plan is None:
-        model.note_request_event(
+        model.effects.request_event(
             app.application_id,
             ask.allocation_key,
             f"Unschedulable request '{ask.allocation_key}' with required node '{node.node_id}', "

@@ -63,7 +63,7 @@ def _over(queue: Queue) -> bool:
 
 
 def _event(model: PartitionModel, path: str, message: str) -> None:
-    model.note_queue_event(path, message)
+    model.effects.queue_event(path, message)
 
 
 def _start(model: PartitionModel, queue: Queue, now: float) -> None:
@@ -84,7 +84,7 @@ def _cancel(model: PartitionModel, path: str, why: str) -> None:
 
 
 def _note_due(model: PartitionModel, due: float) -> None:
-    model.wake_by(due)
+    model.effects.wake_by(due)
 
 
 def after_config(model: PartitionModel, before: Limits, now: float) -> None:
@@ -225,9 +225,17 @@ def _run(model: PartitionModel, queue: Queue) -> None:
 
 
 class QuotaPreemption:
-    """Quota preemption as a part of a partition: what a config change or a recovered allocation
-    starts, shifts or cancels (the rules above). The partition calls it at those two moments; its
-    scheduling cycle runs the timers (``step``)."""
+    """Quota preemption as a part of a partition, with its own state: each queue's timer, and the
+    victims of each run still being released. The partition calls it when a config change or a
+    recovered allocation may start, shift or cancel a timer (the rules above); its scheduling cycle
+    runs the timers (``step``). A partition nothing schedules (the Partition actor's registry) has
+    none: the Scheduler's view decides quota preemption."""
+
+    def __init__(self) -> None:
+        # queue path -> when its lowered max is enforced
+        self.timers: dict[str, float] = {}
+        # queue path -> the victims of its run still being released
+        self.running: dict[str, tuple[tuple[str, str], ...]] = {}
 
     def limits_before(self, model: PartitionModel) -> Limits:
         return limits_before(model)
@@ -238,16 +246,5 @@ class QuotaPreemption:
     def after_recovery(self, model: PartitionModel, queue: Queue | None, now: float) -> None:
         after_recovery(model, queue, now)
 
-
-class NoQuotaPreemption(QuotaPreemption):
-    """The part for a partition nothing schedules (the Partition actor's registry): no timers, as
-    the Scheduler's view decides quota preemption."""
-
-    def limits_before(self, model: PartitionModel) -> Limits:
-        return {}
-
-    def after_config(self, model: PartitionModel, before: Limits, now: float) -> None:
-        return
-
-    def after_recovery(self, model: PartitionModel, queue: Queue | None, now: float) -> None:
-        return
+    def step(self, model: PartitionModel, now: float) -> None:
+        step(model, now)

@@ -14,13 +14,22 @@
 YuniKorn's code computes both ages from the creation time plus the timeout, so it cancels after about
 twice the timeout; korral cancels after the timeout itself, as the issues and the commit messages say
 (docs/api.md). The time is the partition's clock, which tests drive.
+
+``Reservations`` is the part of a ``PartitionModel`` that holds the reservations themselves: which
+ask holds which node, since when; the functions below are the rules over a whole partition.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from korral.model.partition_effects import EffectsRecorder
+from korral.model.partition_registry import PartitionRegistry
+
 if TYPE_CHECKING:
+    from korral.model.allocation import Ask
     from korral.model.application import Application
     from korral.model.node import Node
     from korral.model.partition import PartitionModel
@@ -36,7 +45,7 @@ def wait_expired(model: PartitionModel, application_id: str, allocation_key: str
     if reserved_at is None or now - reserved_at <= model.reservation_wait_timeout:
         return False
     model.unreserve(application_id, allocation_key)
-    model.note_request_event(
+    model.effects.request_event(
         application_id,
         allocation_key,
         f"reservation of '{allocation_key}' cancelled: its headroom stayed short for longer than "
@@ -62,7 +71,7 @@ def free_for_preemptor(
             return False
     for application_id, allocation_key in others:
         model.unreserve(application_id, allocation_key)
-        model.note_request_event(
+        model.effects.request_event(
             application_id,
             allocation_key,
             f"reservation of '{allocation_key}' on node {node.node_id} cancelled: a higher priority "
@@ -82,3 +91,54 @@ def clear_for_required_node(model: PartitionModel, app: Application, allocation_
         holder_ask = holder_app.asks.get(holder[1]) if holder_app is not None else None
         if holder_ask is None or holder_ask.required_node != node.node_id:
             model.unreserve(*holder)
+
+
+class Reservations:
+    """A partition's reservations: (application, allocation key) -> node, and when each was made. A
+    reserved node leaves the node order while reserved; the node and the application record their side."""
+
+    def __init__(
+        self,
+        registry: PartitionRegistry,
+        applications: dict[str, Application],
+        effects: EffectsRecorder,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.nodes = registry.nodes  # the registry's (shared, never replaced)
+        self.applications = applications  # the applications part's (shared, never replaced)
+        self.effects = effects
+        self.clock = clock
+        self.reservations: dict[tuple[str, str], str] = {}
+        # when each reservation was made (the partition's clock)
+        self.reserved_at: dict[tuple[str, str], float] = {}
+
+    def reserve(self, app: Application, ask: Ask, node: Node) -> None:
+        self.effects.reservation_change(node.node_id)
+        key = (app.application_id, ask.allocation_key)
+        if key not in node.reservations:
+            node.reservations = (*node.reservations, key)
+        app.reservations[ask.allocation_key] = node.node_id
+        self.reservations[key] = node.node_id
+        self.reserved_at[key] = self.clock()  # the wait timeout runs from here (YUNIKORN-3219)
+        self.registry.node_changed(node)
+
+    def unreserve(self, application_id: str, allocation_key: str) -> None:
+        key = (application_id, allocation_key)
+        node_id = self.reservations.pop(key, None)
+        self.reserved_at.pop(key, None)
+        app = self.applications.get(application_id)
+        if app is not None:
+            app.reservations.pop(allocation_key, None)
+        if node_id is not None:
+            node = self.nodes.get(node_id)
+            if node is not None and key in node.reservations:
+                self.effects.reservation_change(node_id)
+                node.reservations = tuple(held for held in node.reservations if held != key)
+                if not node.reservations:
+                    self.registry.node_changed(node)
+                    self.registry.resources_changed()
+
+    def drop_ask_reservation(self, app: Application, allocation_key: str) -> None:
+        if allocation_key in app.reservations:
+            self.unreserve(app.application_id, allocation_key)

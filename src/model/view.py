@@ -56,7 +56,7 @@ class SchedulingView(PartitionModel):
             return self.applications[application_id]
         queue = self.queues.get(spec.queue_path) or self.create_queue(spec.queue_path)
         if not queue.is_managed:
-            self._apply_namespace_tags(queue, spec.tags)
+            self.apps.apply_namespace_tags(queue, spec.tags)
         if spec.queue_path != queue.path or spec.partition != self.name:
             spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)
         app = Application(spec, submission_time=self.clock())
@@ -93,8 +93,9 @@ class SchedulingView(PartitionModel):
                     continue
                 entry = touched[app_id] = (app, {})
             app, pending = entry
-            self._insert_ask(app, self.queues[app.queue_path], Ask(ask, next(self._ask_seq)), pending)
-        self._rekey_touched(touched)
+            queue = self.queues[app.queue_path]
+            self.apps.insert_ask(app, queue, Ask(ask, self.apps.next_ask_seq()), pending)
+        self.apps.rekey_touched(touched)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:
         app = self.applications.get(application_id)
@@ -123,7 +124,7 @@ class SchedulingView(PartitionModel):
             queue.update_app(app)
             # the returned repeat is new work: drop what the walk learnt while it was away (queues
             # and applications marked as having nothing schedulable, shapes that fit no node)
-            self._resources_changed()
+            self.registry.resources_changed()
 
     def forget_allocation(self, allocation: Allocation) -> None:
         """A confirmed allocation is gone (released, node or application removed)."""
@@ -134,7 +135,7 @@ class SchedulingView(PartitionModel):
             real = self._replaced_with_node.pop(allocation.uuid, None)
             app = self.applications.get(allocation.application_id)
             if real is not None and app is not None:
-                self._return_repeat(app, real)
+                self.allocator.return_repeat(app, real)
 
     def adopt_recovered(self, allocation: Allocation) -> None:
         app = self.applications.get(allocation.application_id)
@@ -188,7 +189,7 @@ class SchedulingView(PartitionModel):
         del self._replaced_with_node[real.replaces]
         app = self.applications.get(real.application_id)
         if app is not None:
-            self._return_repeat(app, real)
+            self.allocator.return_repeat(app, real)
 
     def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> None:
         """The owner swapped a confirmed replacement in: do the same here (idempotent)."""
@@ -199,8 +200,7 @@ class SchedulingView(PartitionModel):
             return
         app.drop_replacement(placeholder_uuid)
         if placeholder_uuid in app.allocations and real.uuid not in app.allocations:
-            self.swap_in(app, placeholder_uuid, real)
-        self.swapped_in.clear()  # the owner reports it to the RM
+            self.swap_in(app, placeholder_uuid, real)  # the owner reports it to the RM
 
     def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
         """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""
@@ -228,24 +228,24 @@ class SchedulingView(PartitionModel):
         endless propose-refuse loop."""
         node = self.nodes.get(node_id)
         if node is not None:
-            self.node_ordering.cooling.add(node_id)
-            self.node_ordering.update(node)
+            self.ordering().cooling.add(node_id)
+            self.ordering().update(node)
 
     def uncool_node(self, node_id: str) -> None:
-        cooling = self.node_ordering.cooling
+        cooling = self.ordering().cooling
         if node_id in cooling:
             cooling.discard(node_id)
             node = self.nodes.get(node_id)
             if node is not None:
-                self.node_ordering.update(node)
-                self._resources_changed()
+                self.ordering().update(node)
+                self.registry.resources_changed()
 
     def warm_nodes(self) -> None:
-        cooled = sorted(self.node_ordering.cooling)  # a set's order changes between processes
-        self.node_ordering.cooling.clear()
+        cooled = sorted(self.ordering().cooling)  # a set's order changes between processes
+        self.ordering().cooling.clear()
         for node_id in cooled:
             node = self.nodes.get(node_id)
             if node is not None:
-                self.node_ordering.update(node)
+                self.ordering().update(node)
         if cooled:
-            self._resources_changed()  # shapes cached as fitting no node may fit a warmed one
+            self.registry.resources_changed()  # shapes cached as fitting no node may fit a warmed one

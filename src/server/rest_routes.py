@@ -35,7 +35,7 @@ from korral.server.history import HistoryRecord
 
 if TYPE_CHECKING:
     from korral.core import Core
-    from korral.server.rest import RestApi
+    from korral.server.rest_api import RestApi
 
 JSON = dict[str, Any]
 BUCKETS = 10
@@ -265,7 +265,7 @@ def state_dump(api: RestApi, params: Mapping[str, str], query: Mapping[str, str]
     """yunikorn-core's ``AggregatedStateInfo`` (every field omitempty); korral keeps no event streams
     by name, so ``eventStreams`` is left out."""
     from korral.server import dao
-    from korral.server.rest import HttpError  # rest imports this module
+    from korral.server.rest_api import HttpError  # rest_api imports this module
 
     core = api.core
     partitions = core.partitions()

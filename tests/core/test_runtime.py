@@ -376,3 +376,57 @@ def test_an_outbox_flushed_while_its_receiver_stops_leaves_nothing_in_flight() -
     # counted before the look: the stop forgot them; counted after it, they would stay in flight
     assert tracker.in_flight() == 0
     assert len(mailbox) == 1  # put all the same (too late to know): never handled, not counted
+
+
+# ---- a tell does the same from every thread; an actor's own sends say which way they go ----------------
+
+
+class Arrived:
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+
+class Signal(ThreadedActor):
+    rank = Rank.SCHEDULER
+
+    def on_Arrived(self, message: Arrived) -> None:
+        message.event.set()
+
+
+class SendTo:
+    """Tell ``target`` ``Arrived`` through its handle (``own=False``) or the actor's ``tell``, then
+    report, still inside the handler, whether it arrived and whether the pool holds it."""
+
+    def __init__(self, target: Any, own: bool) -> None:
+        self.target = target
+        self.own = own
+
+
+class Sender(PoolActor):
+    rank = Rank.NODE
+
+    def on_SendTo(self, message: SendTo) -> tuple[bool, bool]:
+        arrived = threading.Event()
+        if message.own:
+            self.tell(message.target, Arrived(arrived))
+            return arrived.is_set(), self.pool.holds(message.target.actor_id)
+        message.target.tell(Arrived(arrived))
+        # generous: a direct tell arrives at once; held back until this handler ends, it never would
+        return arrived.wait(10.0), self.pool.holds(message.target.actor_id)
+
+
+def test_a_handle_tell_from_a_pool_worker_goes_straight_to_the_mailbox(pool: ActorPool) -> None:
+    """``Handle.tell`` does not look at the calling thread: on a pool's worker it delivers at once, as
+    anywhere else. Only the pooled actor's own ``tell`` goes through the pool's outbox, held until the
+    worker's run is over (and then delivered)."""
+    tracker = Tracker()
+    target = start_actor(Signal, tracker, "signal")
+    sender = start_actor(Sender, tracker, "sender", pool=pool)
+    try:
+        assert sender.ask(SendTo(target, own=False), caller=Rank.OUTSIDE, timeout=20.0) == (True, False)
+        # the actor's own send waits in its pool's outbox while the worker runs
+        assert sender.ask(SendTo(target, own=True), caller=Rank.OUTSIDE, timeout=20.0) == (False, True)
+        assert tracker.wait_idle(10.0), "and is delivered once the run is over"
+        assert not pool.holds(target.actor_id)
+    finally:
+        target.stop()

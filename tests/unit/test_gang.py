@@ -604,3 +604,29 @@ def test_a_resumed_gang_runs_again_on_its_next_real_ask(cluster, clock) -> None:
     made = reference.schedule()
     assert [a.allocation_key for a in made] == ["real-0"]
     assert app.state in (S.STARTING, S.RUNNING)
+
+
+def test_the_core_s_own_outputs_are_typed_effects_taken_once(cluster, clock) -> None:
+    """A swap on the RM's confirmation and an ask removed by a timeout come out of the partition as
+    effects (``take_effects``), once: no buffer on the partition to drain by hand."""
+    reference = cluster()
+    partition = reference.partition("default")
+    reference.update_application(gang_app(placeholders=2, timeout_ms=1000))
+    reference.update_allocation(asks("g", 2, PH, placeholder=True))
+    placeholders = reference.schedule()
+    reference.update_allocation(asks("g", 1, {"memory": 60, "vcore": 100}))
+    (real,) = reference.schedule()
+    partition.take_effects()  # the PLACEHOLDER_REPLACED release
+    # the RM confirms on the partition itself: the swap is an effect, not a list on the partition
+    assert partition.release_allocations("g", uuid=real.replaces, termination=T.PLACEHOLDER_REPLACED) == []
+    effects = partition.take_effects()
+    assert [a.uuid for a in effects.swapped_in] == [real.uuid]
+    assert not partition.take_effects().swapped_in
+    # the unused placeholder times out; its ask is removed with it as an effect
+    reference.update_allocation(asks("g", 1, PH, placeholder=True, prefix="late"))
+    clock.advance(1.0)
+    partition.expire_timeouts()
+    effects = partition.take_effects()
+    assert [(r.application_id, r.allocation_key) for r in effects.released_asks] == [("g", "late-0")]
+    assert {r.allocation.uuid for r in effects.core_releases} == {placeholders[1].uuid}
+    assert not partition.take_effects()

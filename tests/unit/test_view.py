@@ -642,7 +642,7 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(view, "update_node", lambda *a, **k: calls.append("update_node"))
     monkeypatch.setattr(view, "set_node_schedulable", lambda *a, **k: calls.append("set_node_schedulable"))
-    epoch = view._resource_epoch
+    epoch = view.registry.resource_epoch
 
     # the same facts, one with an explicit zero: nothing to change
     view.set_node(
@@ -656,7 +656,7 @@ def test_set_node_unchanged_values_are_a_no_op(view, monkeypatch):
     )
 
     assert calls == []
-    assert view._resource_epoch == epoch
+    assert view.registry.resource_epoch == epoch
 
 
 def test_set_node_unknown_node_is_ignored(view):
@@ -891,7 +891,7 @@ def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.swap("g", placeholder.uuid, real)  # idempotent
     assert allocated_of(view, "root.b", "root") == [{"vcore": 500}, {"vcore": 500}]
     assert view.nodes["n1"].available == {"vcore": 3500}
-    assert view.swapped_in == []  # the owner reports it, not the view
+    assert view.take_effects().swapped_in == []  # the owner reports it, not the view
 
 
 BATCH_CONFIG = """
