@@ -145,11 +145,11 @@ class CutOffScheduler(SchedulerActor):
                 ended = injector.cut_after(allocation.allocation_key, made)
             return allocation
 
-        view.schedule_one = until_cut  # type: ignore[method-assign]
+        view.schedule_one = until_cut
         try:
             super().on_RunCycle(message)
         finally:
-            del view.schedule_one  # the view's own method again
+            view.schedule_one = schedule_one  # the view's own walk again
 
 
 _classes: dict[tuple[type, ...], type] = {}
