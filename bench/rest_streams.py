@@ -1,13 +1,16 @@
 """Event stream readers while the core schedules: what 100 of them cost the scheduler (issue 22).
 
     python bench/rest_streams.py [--readers 100] [--nodes 1000] [--asks 50000] [--rounds 3] [--in-loop]
+                                 [--readers-nice N]
 
 Runs YuniKorn's shape with the REST API served and an RM that takes events (the core then makes three
 per allocation and the stream sends them all; ``--no-events``: an RM that takes none), alternating: no
 stream reader, one, then ``--readers`` readers of ``/ws/v1/events/stream`` in another process (as real
 ones would be, 15 per client address as max_streams_per_host allows), each reading as fast as it can.
+``--in-loop`` adds the same readers written to by the server's loop (``stream_process=False``);
+``--readers-nice`` runs the readers' process at a lower priority, as if it were on other machines.
 Reports the medians of allocations/s and of the process's CPU time per allocation (and the REST
-thread's share of it), the ratio to no readers (the bar: scheduling slowed by at most 10 %), and what
+thread's share of it, and the CPU of the stream sender process beside it), the ratio to no readers (the bar: scheduling slowed by at most 10 %), and what
 the readers received: lines, bytes, and how many the server ended (cut off).
 """
 
@@ -123,13 +126,16 @@ def _rest_thread_cpu(core: korral.Core) -> float:
     return 0.0
 
 
-def start_readers(readers: int) -> Callable[[str], subprocess.Popen]:
+def start_readers(readers: int, nice: int = 0) -> Callable[[str], subprocess.Popen]:
     def start(url: str) -> subprocess.Popen:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, __file__, "readers", url, "--readers", str(readers)],
             stdout=subprocess.PIPE,
             text=True,
         )
+        if nice:  # the readers as if on other machines: they take only the CPU nothing else wants
+            os.setpriority(os.PRIO_PROCESS, process.pid, nice)
+        return process
 
     return start
 
@@ -173,16 +179,25 @@ def readers_main(url: str, readers: int) -> None:
     print(json.dumps(asyncio.run(_read_streams(url, readers))))
 
 
-def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, in_loop: bool, **rest: Any) -> None:
+def run(
+    readers: int,
+    nodes: int,
+    asks: int,
+    rounds: int,
+    events: bool,
+    in_loop: bool,
+    readers_nice: int = 0,
+    **rest: Any,
+) -> None:
     workload = workloads.yunikorn(nodes, asks)
     # name -> (the readers' process, serve_rest's settings for the mode)
     modes: dict[str, tuple[Callable[[str], Any] | None, dict[str, Any]]] = {
         "no readers": (None, rest),
-        "1 reader": (start_readers(1), rest),
-        f"{readers} readers": (start_readers(readers), rest),
+        "1 reader": (start_readers(1, readers_nice), rest),
+        f"{readers} readers": (start_readers(readers, readers_nice), rest),
     }
     if in_loop:  # the same readers written to by the server's loop (stream_process=False)
-        modes[f"{readers} in loop"] = (start_readers(readers), {**rest, "stream_process": False})
+        modes[f"{readers} in loop"] = (start_readers(readers, readers_nice), {**rest, "stream_process": False})
     results: dict[str, list[dict]] = {name: [] for name in modes}
     received: list[dict] = []
     for _ in range(rounds):
@@ -193,8 +208,10 @@ def run(readers: int, nodes: int, asks: int, rounds: int, events: bool, in_loop:
     base = statistics.median(r["allocations_per_second"] for r in results["no readers"])
     base_cpu = statistics.median(r["cpu_us_per_allocation"] for r in results["no readers"])
     taking = "an RM taking events" if events else "an RM taking no events (the core makes none)"
+    niced = f", readers at nice {readers_nice}" if readers_nice else ""
     print(
-        f"yunikorn shape, {nodes:,} nodes, {asks:,} asks, REST served, {taking}, {rounds} rounds alternating"
+        f"yunikorn shape, {nodes:,} nodes, {asks:,} asks, REST served, {taking}, {rounds} rounds "
+        f"alternating{niced}"
     )
     for name, runs in results.items():
         rate = statistics.median(r["allocations_per_second"] for r in runs)
@@ -259,6 +276,12 @@ def main() -> None:
     parser.add_argument("--no-events", action="store_true", help="an RM that takes no events")
     parser.add_argument("--flush", type=float, default=None, help="serve_rest's stream_flush_interval")
     parser.add_argument(
+        "--readers-nice",
+        type=int,
+        default=0,
+        help="run the readers' process at this nice value (as if on other machines)",
+    )
+    parser.add_argument(
         "--in-loop",
         action="store_true",
         help="also the readers written to by the server's loop (stream_process=False), interleaved",
@@ -268,7 +291,16 @@ def main() -> None:
         readers_main(args.url, args.readers)
     else:
         rest = {} if args.flush is None else {"stream_flush_interval": args.flush}
-        run(args.readers, args.nodes, args.asks, args.rounds, not args.no_events, args.in_loop, **rest)
+        run(
+            args.readers,
+            args.nodes,
+            args.asks,
+            args.rounds,
+            not args.no_events,
+            args.in_loop,
+            args.readers_nice,
+            **rest,
+        )
 
 
 if __name__ == "__main__":
