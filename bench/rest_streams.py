@@ -10,8 +10,8 @@ ones would be, 15 per client address as max_streams_per_host allows), each readi
 ``--in-loop`` adds the same readers written to by the server's loop (``stream_process=False``);
 ``--readers-nice`` runs the readers' process at a lower priority, as if it were on other machines.
 Reports the medians of allocations/s and of the process's CPU time per allocation (and the REST
-thread's share of it, and the CPU of the stream sender process beside it), the ratio to no readers (the bar: scheduling slowed by at most 10 %), and what
-the readers received: lines, bytes, and how many the server ended (cut off).
+thread's share of it, and the CPU of the stream sender process beside it), the ratio to no readers
+(the bar: scheduling slowed by at most 10 %), and what the readers received: lines, bytes, and how many the server ended (cut off).
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def run(
         f"{readers} readers": (start_readers(readers, readers_nice), rest),
     }
     if in_loop:  # the same readers written to by the server's loop (stream_process=False)
-        modes[f"{readers} in loop"] = (start_readers(readers, readers_nice), {**rest, "stream_process": False})
+        in_loop_settings = {**rest, "stream_process": False}
+        modes[f"{readers} in loop"] = (start_readers(readers, readers_nice), in_loop_settings)
     results: dict[str, list[dict]] = {name: [] for name in modes}
     received: list[dict] = []
     for _ in range(rounds):
