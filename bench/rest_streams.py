@@ -11,7 +11,8 @@ ones would be, 15 per client address as max_streams_per_host allows), each readi
 ``--readers-nice`` runs the readers' process at a lower priority, as if it were on other machines.
 Reports the medians of allocations/s and of the process's CPU time per allocation (and the REST
 thread's share of it, and the CPU of the stream sender process beside it), the ratio to no readers
-(the bar: scheduling slowed by at most 10 %), and what the readers received: lines, bytes, and how many the server ended (cut off).
+(the bar: scheduling slowed by at most 10 %), and what the readers received: lines, bytes, and how
+many the server ended (cut off).
 """
 
 from __future__ import annotations
