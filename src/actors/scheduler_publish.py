@@ -1,6 +1,13 @@
 """What the Scheduler actor publishes for readers other than the applications and nodes it decides
 for: the node reservations (to its partition, with YuniKorn's NODE_RESERVATION records), and each
-queue's current priority and preempting resource (into the partition's queue board)."""
+queue's usage, current priority and preempting resource (into the partition's queue board; usage and
+preempting also to the core's metrics).
+
+Queue usage has one owner, the scheduler's view: the usage its decisions enforce (max, guarantees,
+the fair order). It counts an allocation when the view decides it (a proposal, undone if the node or
+the application refuses it) and a pending ask when the view has it. Published here once per batch of
+cycles, where it changed; every change to the view wakes a batch, so what the board shows is at most
+one batch behind the view."""
 
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ class SchedulerPublishing:
     reservation_changes: set[str]
     # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
     victims: dict[str, tuple[str, str, Resource]]
+    # queue path -> (allocated, pending) of the view's queue as last published (copies, unpruned)
+    published_usage: dict[str, tuple[Resource, Resource]]
 
     def _publish_reservations(self) -> None:
         changed = self.reservation_changes
@@ -71,12 +80,34 @@ class SchedulerPublishing:
                 records.append(events.node_reservation(node_id, holder[1], change, resource))
         return records
 
-    def _publish_priorities(self, board: QueueBoard) -> None:
-        """Each queue's priority into the queue board, where it changed (one int per queue)."""
-        priorities = board.priorities
-        for path, queue in self.view.queues.items():
-            if priorities.get(path) != queue.priority:
+    def _publish_queues(self, board: QueueBoard | None) -> None:
+        """Each queue's priority (one int) and usage (``(allocated, pending)``, replaced whole) into
+        the queue board, and its usage to the metrics, where they changed since the last batch."""
+        queues = self.view.queues
+        published = self.published_usage
+        priorities = board.priorities if board is not None else None
+        usage = board.usage if board is not None else None
+        metrics = self.metrics
+        for path, queue in queues.items():
+            if priorities is not None and priorities.get(path) != queue.priority:
                 priorities[path] = queue.priority
+            allocated, pending = queue.allocated, queue.pending
+            last = published.get(path)
+            if last is not None and last[0] == allocated and last[1] == pending:
+                continue
+            published[path] = (dict(allocated), dict(pending))
+            entry = (res.prune(allocated), res.prune(pending))
+            if last is None and not entry[0] and not entry[1]:
+                continue  # a new queue with nothing in it: absent from the board means empty
+            if usage is not None:
+                usage[path] = entry
+            if metrics is not None:
+                metrics.queue_usage(self.view.name, path, entry[0], entry[1])
+        if len(published) > len(queues):  # queues the view removed: their entries go
+            for path in [path for path in published if path not in queues]:
+                del published[path]
+                if usage is not None:
+                    usage.pop(path, None)
 
     def _publish_preempting(self, board: QueueBoard) -> None:
         """yunikorn-core's preemptingResource: what the victims in each queue and its descendants
