@@ -273,10 +273,11 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         spec = message.spec
         if self._stale(spec.application_id, message.app):
             # Removed and added again, and the new incarnation got here before the old one's AppGone
-            # (they come from different actors): the old one's view state goes now, its AppGone and
-            # any late ViewOps will be recognised as stale. No Place names the old one from now on.
+            # (they come from different actors): the old one's view state goes now (a batch publishes
+            # the usage it held), its AppGone and late ViewOps are stale. No Place names it from now on.
             self.view.discard_application(spec.application_id)
             self.apps[spec.application_id].tell(SchedulerDone())
+            self._wake()
         self.apps[spec.application_id] = message.app
         self.view.insert_application(spec, limit_group=message.limit_group)
 
@@ -472,7 +473,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self._send_preemption_events()
         if self._backoffs:
             self._publish_backoffs()
-        self._publish_queues(self.board)
+        self._publish_queues(self.board, made)
         if self.board is not None and (self.victims or self.board.preempting):
             self._publish_preempting(self.board)
         if not made:
