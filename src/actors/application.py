@@ -2,7 +2,7 @@
 
 Outputs are buffered and sent once per burst of messages (a self-tell ``FlushOut`` queued behind
 whatever is already in the mailbox), so a thousand node confirmations in a row cost one message to the
-queue, one to the scheduler's view and one callback to the RM, not a thousand of each.
+scheduler's view and one callback to the RM, not a thousand of each.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from korral.actors.messages import (
     NodeRemoved,
     Placed,
     Preempt,
-    QueueUsage,
     RecoverAllocations,
     RecoveredGone,
     ReleaseAllocations,
@@ -87,7 +86,6 @@ class ApplicationActor(RetiringActor):
         name: str,
         app: Application,
         *,
-        queue: Handle,
         scheduler: Handle,
         partition: Handle,
         dispatcher: Handle,
@@ -109,7 +107,6 @@ class ApplicationActor(RetiringActor):
         self._metric_state: str | None = None
         if metrics is not None:
             self._metric_state = metrics.app_states(app.partition, app.queue_path, None, (app.state.value,))
-        self.queue = queue
         self.scheduler = scheduler
         self.partition = partition
         self.dispatcher = dispatcher
@@ -314,7 +311,7 @@ class ApplicationActor(RetiringActor):
     # ---- effects ----------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Send what the burst produced: nodes first (booked, then freed), then queue, view and RM."""
+        """Send what the burst produced: nodes first (booked, then freed), then the view and the RM."""
         effects = self._effects
         if effects is None:
             return
@@ -361,11 +358,8 @@ class ApplicationActor(RetiringActor):
                 self.tell(node, FreeOnNode(uuids=tuple(uuids)))
         if effects.recovered_gone:
             self.tell(self.partition, RecoveredGone(uuids=tuple(effects.recovered_gone)))
-        allocated = res.prune(effects.allocated_delta)
-        pending = res.prune(effects.pending_delta)
-        if allocated or pending:
-            self.tell(self.queue, QueueUsage(allocated=allocated, pending=pending))
-        if any(value > 0 for value in allocated.values()):  # once per burst: the most held at once
+        # the queues' usage is the scheduler view's (its one owner): nothing to tell a queue here
+        if any(value > 0 for value in effects.allocated_delta.values()):  # once per burst: the peak
             peak = self.owner.app.max_allocated
             for name, value in self.owner.app.allocated.items():
                 if value > peak.get(name, 0):

@@ -290,17 +290,6 @@ class ViewOps:
     app: Handle | None = None
 
 
-# ---- owners -> queues -----------------------------------------------------------------------------------
-
-
-@frozen
-class QueueUsage:
-    """Usage deltas reported to a queue; it applies them and passes them to its parent."""
-
-    allocated: dict[str, int] = attrs.field(factory=dict)
-    pending: dict[str, int] = attrs.field(factory=dict)
-
-
 # ---- queries --------------------------------------------------------------------------------------------
 
 

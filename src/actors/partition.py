@@ -185,9 +185,6 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: CompletedApplications[ApplicationInfo] = CompletedApplications()
-        # queue path -> (allocated, pending) as the queue last published it (once per burst of usage
-        # messages): each queue actor writes only its own entry, whole; this actor only reads it
-        self.published_usage = self.queue_board.usage
         # node id -> (application id, allocation key) of each ask holding it, as the scheduler last told
         self.node_reservations: dict[str, tuple[tuple[str, str], ...]] = {}
         # application -> its backoff deadline (epoch seconds), as the scheduler last told
@@ -218,19 +215,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             if path in self.queues:
                 continue
             created.append(path)
-            queue = self.registry.queues[path]
-            parent = self.queues.get(queue.parent.path) if queue.parent is not None else None
-            self.queues[path] = start_actor(
-                QueueActor,
-                self.tracker,
-                f"{self.name}/{path}",
-                path,
-                parent,
-                pool=self.pool,
-                partition=self.name,
-                metrics=self.metrics,
-                published=self.published_usage,
-            )
+            self.queues[path] = start_actor(QueueActor, self.tracker, f"{self.name}/{path}", pool=self.pool)
             if announce:
                 self.scheduler.tell(QueueCreated(path=path))
                 self._event(partial(events.queue_created, path))
@@ -344,7 +329,6 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self.tracker,
             f"{self.name}/app/{app.application_id}",
             owned,
-            queue=self.queues[app.queue_path],
             scheduler=self.scheduler,
             partition=self.handle,
             dispatcher=self.dispatcher,
@@ -454,7 +438,6 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))
-            self.published_usage.pop(path, None)
             self._event(partial(events.queue_removed, path))
         self._send_events()
         if removed:

@@ -55,7 +55,6 @@ class PartitionQueries:
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
     completed: CompletedApplications[ApplicationInfo]
-    published_usage: dict[str, tuple[dict[str, int], dict[str, int]]]
     queue_board: QueueBoard
     _tree_publish_queued: bool
     node_reservations: dict[str, tuple[tuple[str, str], ...]]
@@ -158,8 +157,8 @@ class PartitionQueries:
         return found
 
     def _partition_info(self) -> PartitionInfo:
-        root = self.queues.get("root")
-        allocated = self.ask(root, Snapshot())[0] if root is not None else {}
+        # the root's usage as the scheduler's view last published it (its one owner)
+        allocated = dict(self.queue_board.usage.get("root", ({}, {}))[0])
         return PartitionInfo(
             name=self.name,
             rm_id=self.rm_id,
@@ -176,11 +175,10 @@ class PartitionQueries:
     def _queue_info(self, path: str) -> QueueInfo | None:
         path = path.lower()
         queue = self.registry.queues.get(path)
-        handle = self.queues.get(path)
-        if queue is None or handle is None:
+        if queue is None or path not in self.queues:
             return None
         self.registry.refresh_limits()
-        allocated, pending = self.ask(handle, Snapshot())
+        allocated, pending = (dict(r) for r in self.queue_board.usage.get(path, ({}, {})))
         if self._tree_publish_queued:
             self._publish_queue_tree()
         board = self.queue_board

@@ -1,13 +1,14 @@
 """A partition's queue tree as its actors last published it, read without any actor message.
 
 Monitoring (the REST API's queue routes, ``Core.queues``) reads it from any thread, so a read never
-waits behind the scheduling traffic in an actor's mailbox or for a thread hand-off. Two kinds of writer,
+waits behind the scheduling traffic in an actor's mailbox or for a thread hand-off. Its writers,
 each only ever replacing whole values (never changing one in place), so a reader sees every entry
 either before or after a change:
 
 - the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty)
   once per burst of messages that may have changed it (``PartitionActor``, ``PublishQueueTree``);
-- each queue actor publishes its own ``(allocated, pending)`` once per burst of usage messages;
+- the scheduler publishes each queue's ``(allocated, pending)`` (its view is that usage's one owner)
+  once per batch of cycles, an entry replaced only where the usage changed;
 - each application actor publishes its own state and whether it is Accepted while holding
   allocations (its entries gone once the application has ended or was removed); the partition
   drops an application's entries when it removes it;
@@ -53,7 +54,7 @@ class QueueBoard:
     def __init__(self) -> None:
         # every queue, parents before children, without usage: replaced whole by the partition actor
         self.structure: tuple[QueueInfo, ...] = ()
-        # queue path -> (allocated, pending): each entry replaced whole by its queue actor
+        # queue path -> (allocated, pending): each entry replaced whole by the scheduler (absent: none)
         self.usage: dict[str, tuple[Resource, Resource]] = {}
         # application id -> (state, id of the actor that owns the entry), while the application lives
         self.app_states: dict[str, tuple[str, int]] = {}

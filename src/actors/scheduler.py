@@ -113,11 +113,12 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         board: QueueBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
-        # the queue board: each queue's current priority (YuniKorn's currentPriority) and preempting
-        # resource published into it once per burst
+        # the queue board: each queue's usage, current priority (YuniKorn's currentPriority) and
+        # preempting resource published into it once per burst
         self.board = board
         # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
         self.victims: dict[str, tuple[str, str, Resource]] = {}
+        self.published_usage: dict[str, tuple[Resource, Resource]] = {}  # queue usage as last published
         # node id -> the (application, allocation key) holding it, as last published
         self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
         # the view's effects not yet acted on (``_take_effects``): nodes whose reservations changed,
@@ -272,10 +273,11 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         spec = message.spec
         if self._stale(spec.application_id, message.app):
             # Removed and added again, and the new incarnation got here before the old one's AppGone
-            # (they come from different actors): the old one's view state goes now, its AppGone and
-            # any late ViewOps will be recognised as stale. No Place names the old one from now on.
+            # (they come from different actors): the old one's view state goes now (a batch publishes
+            # the usage it held), its AppGone and late ViewOps are stale. No Place names it from now on.
             self.view.discard_application(spec.application_id)
             self.apps[spec.application_id].tell(SchedulerDone())
+            self._wake()
         self.apps[spec.application_id] = message.app
         self.view.insert_application(spec, limit_group=message.limit_group)
 
@@ -471,10 +473,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self._send_preemption_events()
         if self._backoffs:
             self._publish_backoffs()
-        if self.board is not None:
-            self._publish_priorities(self.board)
-            if self.victims or self.board.preempting:
-                self._publish_preempting(self.board)
+        self._publish_queues(self.board, made)
+        if self.board is not None and (self.victims or self.board.preempting):
+            self._publish_preempting(self.board)
         if not made:
             if self.reservation_changes:
                 self._publish_reservations()

@@ -1,6 +1,13 @@
 """What the Scheduler actor publishes for readers other than the applications and nodes it decides
 for: the node reservations (to its partition, with YuniKorn's NODE_RESERVATION records), and each
-queue's current priority and preempting resource (into the partition's queue board)."""
+queue's usage, current priority and preempting resource (into the partition's queue board; usage and
+preempting also to the core's metrics).
+
+Queue usage has one owner, the scheduler's view: the usage its decisions enforce (max, guarantees,
+the fair order). It counts an allocation when the view decides it (a proposal, undone if the node or
+the application refuses it) and a pending ask when the view has it. Published here once per batch of
+cycles, where it changed; every change to the view wakes a batch, so what the board shows is at most
+one batch behind the view."""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from korral.actors.messages import Deliver, NodeReservations
 from korral.actors.queue_board import QueueBoard
 from korral.model import events
 from korral.model import resource as res
+from korral.model.allocation import Allocation
+from korral.model.queue import Queue
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 
@@ -31,6 +40,8 @@ class SchedulerPublishing:
     reservation_changes: set[str]
     # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
     victims: dict[str, tuple[str, str, Resource]]
+    # queue path -> (allocated, pending) of the view's queue as last published (copies, unpruned)
+    published_usage: dict[str, tuple[Resource, Resource]]
 
     def _publish_reservations(self) -> None:
         changed = self.reservation_changes
@@ -71,12 +82,59 @@ class SchedulerPublishing:
                 records.append(events.node_reservation(node_id, holder[1], change, resource))
         return records
 
-    def _publish_priorities(self, board: QueueBoard) -> None:
-        """Each queue's priority into the queue board, where it changed (one int per queue)."""
-        priorities = board.priorities
-        for path, queue in self.view.queues.items():
-            if priorities.get(path) != queue.priority:
-                priorities[path] = queue.priority
+    def _publish_queues(self, board: QueueBoard | None, made: list[Allocation]) -> None:
+        """Each queue's priority (one int) into the queue board where it changed, and the usage
+        (``(allocated, pending)``, replaced whole) of each queue whose usage the view changed since
+        the last batch (and of its ancestors) into the board and the metrics.
+
+        The view's queues note their own changes (``Queue.usage_changed``), but the walk books a
+        decision on its queue path inline, without a call (``PartitionModel``'s hot path): the
+        queues of this batch's decisions (``made``) are added here."""
+        view = self.view
+        queues = view.queues
+        changed = view.usage_changed
+        if made:
+            apps = view.applications
+            for allocation in made:
+                app = apps.get(allocation.application_id)
+                if app is not None:
+                    queue = queues.get(app.queue_path)
+                    if queue is not None:
+                        changed.add(queue)
+        if board is not None:
+            priorities = board.priorities
+            for path, queue in queues.items():
+                if priorities.get(path) != queue.priority:
+                    priorities[path] = queue.priority
+        if changed:
+            usage = board.usage if board is not None else None
+            metrics = self.metrics
+            published = self.published_usage
+            seen: set[str] = set()
+            for leaf in changed:
+                at: Queue | None = leaf
+                while at is not None and at.path not in seen:  # the queue, then its ancestors
+                    path = at.path
+                    seen.add(path)
+                    allocated, pending = at.allocated, at.pending
+                    last = published.get(path)
+                    if queues.get(path) is at and (
+                        last is None or last[0] != allocated or last[1] != pending
+                    ):  # (not a removed queue, nor back to what was published)
+                        published[path] = (dict(allocated), dict(pending))
+                        entry = (res.prune(allocated), res.prune(pending))
+                        if usage is not None:
+                            usage[path] = entry
+                        if metrics is not None:
+                            metrics.queue_usage(view.name, path, entry[0], entry[1])
+                    at = at.parent
+            changed.clear()
+        published = self.published_usage
+        if len(published) > len(queues):  # queues the view removed: their entries go
+            for path in [path for path in published if path not in queues]:
+                del published[path]
+                if board is not None:
+                    board.usage.pop(path, None)
 
     def _publish_preempting(self, board: QueueBoard) -> None:
         """yunikorn-core's preemptingResource: what the victims in each queue and its descendants

@@ -14,10 +14,7 @@ from korral import si
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import (
     BookRecovered,
-    NodeRemoved,
     Placed,
-    QueueUsage,
-    ReleaseAllocations,
     RemoveApplication,
     RunCycle,
     TimeoutsDue,
@@ -25,9 +22,7 @@ from korral.actors.messages import (
 )
 from korral.actors.node import NodeActor
 from korral.actors.scheduler import SchedulerActor
-from korral.model import resource as res
-from korral.model.allocation import Allocation
-from korral.model.view_ops import DropAsk
+from korral.model.view_ops import DropAsk, Forget
 
 PLANTED = {
     "placed-after-ask-release-lost": (
@@ -35,8 +30,8 @@ PLANTED = {
         "its way is neither confirmed nor handed back"
     ),
     "release-after-release-counted": (
-        "double count: an RM release of an allocation the application released a moment ago (the node "
-        "went, or the RM released it twice before hearing back) is taken off its queue again"
+        "double count: the application's release of an allocation the scheduler's view let go a moment "
+        "ago (its node went, and the view heard of that first) is taken off its queue again"
     ),
     "reservation-outlives-ask": (
         "stale reservation: an ask released while it holds a node's reservation leaves the node "
@@ -78,37 +73,30 @@ class PlacedAfterAskReleaseLost(ApplicationActor):
             super().on_Placed(Placed(node=message.node, allocations=tuple(kept)))
 
 
-class ReleaseAfterReleaseCounted(ApplicationActor):
-    """release-after-release-counted: remembers what it released; a later RM release of the same uuid
-    subtracts the allocation from its queue a second time."""
+class ReleaseAfterReleaseCounted(SchedulerActor):
+    """release-after-release-counted: the owner's release (``Forget``) of an allocation the view let
+    go already (its node left, and ``NodeGone`` got here first) is taken off its queue a second time.
+    In the other order the view releases it once, at the ``Forget``, and the node's removal finds it
+    gone."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.gone: dict[str, Allocation] = {}
-        self._held: dict[str, Allocation] = {}
-
-    def _remember(self) -> None:
-        held = self.owner.app.allocations
-        for uuid in [u for u in self._held if u not in held]:
-            self.gone[uuid] = self._held[uuid]
-
-    def on_NodeRemoved(self, message: NodeRemoved) -> None:
-        self._held = dict(self.owner.app.allocations)
-        super().on_NodeRemoved(message)
-        self._remember()
-
-    def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
-        held = self.owner.app.allocations
-        again = [
-            self.gone[r.uuid]
-            for r in message.releases
-            if r.uuid and r.uuid in self.gone and r.uuid not in held
+    def on_ViewOps(self, message: ViewOps) -> None:
+        view = self.view
+        app = view.applications.get(message.application_id)
+        stale = self._stale(message.application_id, message.app)
+        gone = [
+            op.allocation
+            for op in message.ops
+            if isinstance(op, Forget)
+            and app is not None
+            and not stale
+            and op.allocation.uuid not in app.allocations
         ]
-        self._held = dict(held)
-        super().on_ReleaseAllocations(message)
-        self._remember()
-        for allocation in again:  # the bug: already taken off once
-            self.tell(self.queue, QueueUsage(allocated=res.prune(res.multiply(allocation.resource, -1))))
+        super().on_ViewOps(message)
+        queue = view.queues.get(app.queue_path) if app is not None else None
+        if queue is not None and gone:
+            for allocation in gone:  # the bug: already taken off when its node left
+                queue.add_allocated(allocation.resource, -1)
+            self._wake()
 
 
 class ReservationOutlivesAsk(SchedulerActor):
@@ -198,7 +186,7 @@ class CutBatchDropsRest(SchedulerActor):
 # fault name -> (start_options key, the broken class)
 CLASSES: dict[str, tuple[str, type]] = {
     "placed-after-ask-release-lost": ("application_actor", PlacedAfterAskReleaseLost),
-    "release-after-release-counted": ("application_actor", ReleaseAfterReleaseCounted),
+    "release-after-release-counted": ("scheduler_actor", ReleaseAfterReleaseCounted),
     "reservation-outlives-ask": ("scheduler_actor", ReservationOutlivesAsk),
     "timeout-drops-replacement": ("application_actor", TimeoutDropsReplacement),
     "removal-skips-preempted": ("application_actor", RemovalSkipsPreempted),

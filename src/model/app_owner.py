@@ -1,7 +1,7 @@
 """The owner's side of an application: authoritative asks, allocations and state, as plain code.
 
 The Application actor is a thin shell around an ``ApplicationOwner``: each operation returns
-``AppEffects`` saying what must be told to whom (the queue, the RM, the scheduler's view, nodes). An
+``AppEffects`` saying what must be told to whom (the RM, the scheduler's view, nodes). An
 operation validates before it changes anything, so a rejected request leaves no partial state.
 
 Placements arrive already booked on a node (``confirm``): the owner accepts each one only if its ask
@@ -130,8 +130,8 @@ class AppEffects:
     node_removed: set[str] = attrs.Factory(set)
     rejected_asks: list[tuple[str, str]] = attrs.Factory(list)
     state_changes: list[tuple[str, float]] = attrs.Factory(list)
+    # what the burst added to (and took from) the allocations: the actor updates the peak from it
     allocated_delta: Resource = attrs.Factory(dict)
-    pending_delta: Resource = attrs.Factory(dict)
     view_ops: list[ViewOp] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
     recover_on_node: list[Allocation] = attrs.Factory(list)
@@ -202,9 +202,7 @@ class ApplicationOwner:
     ) -> AppEffects:
         effects = effects if effects is not None else AppEffects()
         app = self.app
-        pending_delta = effects.pending_delta
         view_op = effects.view_ops.append
-        existing = app.asks
         seq = self._ask_seq
         for request in asks:
             key = request.allocation_key
@@ -216,18 +214,12 @@ class ApplicationOwner:
             if reason:
                 effects.rejected_asks.append((key, reason))
                 continue
-            old = existing.get(key)
             # A replaced ask sends no drop_ask: the view replaces it in place when the put arrives;
             # dropping it first could leave the application idle there for a moment and complete it.
-            if old is not None and old.pending > 0:
-                res.sub_into(pending_delta, old.resource, old.pending)
             seq += 1
             ask = build_ask(request, create_seq=seq, now=now, generation=app.next_generation())
             app.add_ask(ask)
-            spec = ask.spec
-            for name, quantity in spec.resource_items:
-                pending_delta[name] = pending_delta.get(name, 0) + quantity * ask.pending
-            view_op(PutAsk(spec))  # the view keeps its own progress on the same spec
+            view_op(PutAsk(ask.spec))  # the view keeps its own progress on the same spec
             if app.state in RUN_ON_ASK:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
@@ -248,8 +240,6 @@ class ApplicationOwner:
             ask = self.app.remove_ask(key)
             if ask is None:
                 continue
-            if ask.pending > 0:
-                res.sub_into(effects.pending_delta, ask.resource, ask.pending)
             effects.view_ops.append(DropAsk(key, ask.generation))
         if complete:
             self._maybe_complete(now, effects)
@@ -265,7 +255,6 @@ class ApplicationOwner:
         app = self.app
         asks = app.asks
         allocated_delta = effects.allocated_delta
-        pending_delta = effects.pending_delta
         for allocation in allocations:
             ask = asks.get(allocation.allocation_key)
             if (
@@ -281,7 +270,6 @@ class ApplicationOwner:
             app.book(ask, allocation)
             for name, quantity in allocation.resource.items():
                 allocated_delta[name] = allocated_delta.get(name, 0) + quantity
-                pending_delta[name] = pending_delta.get(name, 0) - quantity
             effects.new_allocations.append(allocation)
             state = app.state
             if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
@@ -315,7 +303,6 @@ class ApplicationOwner:
             effects.view_ops.append(UndoReplacement(real))
             return effects
         app.take_pending(ask)
-        res.sub_into(effects.pending_delta, ask.resource)
         app.begin_replacement(placeholder, real)
         effects.released.append(
             (placeholder, si.TerminationType.PLACEHOLDER_REPLACED, f"replaced by allocation {real.uuid}")
@@ -384,7 +371,6 @@ class ApplicationOwner:
             ask = app.asks.get(real.allocation_key)
             if ask is not None and ask.generation == real.ask_generation:
                 app.return_pending(ask)
-                res.add_into(effects.pending_delta, ask.resource)
 
     def _swap_in(self, placeholder_uuid: str, real: Allocation, now: float, effects: AppEffects) -> None:
         """The RM confirmed a placeholder's replacement: the real allocation takes its place."""

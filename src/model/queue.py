@@ -164,6 +164,9 @@ class Queue:
         self.own_child_template: ChildTemplateConfig | None = None
         self.allocated: Resource = {}
         self.pending: Resource = {}
+        # where a queue whose usage changed puts itself (its ancestors changed too), shared by the
+        # whole tree: the scheduler's view publishes those (``SchedulingView.track_usage``); None: nobody
+        self.usage_changed: set[Queue] | None = parent.usage_changed if parent is not None else None
         self.running_apps = 0
         # the partition's resource epoch at which everything pending below was over a limit (-1: not)
         self.quota_blocked_at = -1
@@ -315,12 +318,18 @@ class Queue:
 
     def add_allocated(self, delta: Resource, times: int = 1) -> None:
         """Allocated usage changes here and in every ancestor."""
+        changed = self.usage_changed
+        if changed is not None:
+            changed.add(self)
         queue: Queue | None = self
         while queue is not None:
             res.add_into(queue.allocated, delta, times)
             queue = queue.parent
 
     def add_pending(self, delta: Resource, times: int = 1) -> None:
+        changed = self.usage_changed
+        if changed is not None:
+            changed.add(self)
         queue: Queue | None = self
         while queue is not None:
             res.add_into(queue.pending, delta, times)

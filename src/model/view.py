@@ -22,6 +22,7 @@ from korral.model.app_spec import AppSpec
 from korral.model.application import Application
 from korral.model.node import NodeSpec
 from korral.model.partition import ModelError, PartitionModel
+from korral.model.queue import Queue
 from korral.model.resource import Resource
 from korral.policies.placement import PlacementManager
 
@@ -47,6 +48,10 @@ class SchedulingView(PartitionModel):
         # the real ask gets its repeat back when the owner says so (its release of the placeholder), as
         # the owner only then gives it back; earlier, the view would propose what the owner refuses
         self._replaced_with_node: dict[str, Allocation] = {}
+        # queues whose usage changed since the scheduler last published it (each one's ancestors too)
+        self.usage_changed: set[Queue] = set()
+        for queue in self.queues.values():  # queues created later inherit the set from their parent
+            queue.usage_changed = self.usage_changed
 
     def insert_application(self, spec: AppSpec, *, limit_group: str | None = None) -> Application:
         """Add an application the partition actor already placed (no placement rules here), tracked

@@ -516,7 +516,8 @@ partitions:
     assert (Rank.OUTSIDE, Rank.RM_PROXY) in edges
     assert (Rank.OUTSIDE, Rank.PARTITION) in edges
     assert (Rank.RM_PROXY, Rank.PARTITION) in edges
-    assert (Rank.PARTITION, Rank.QUEUE) in edges
+    # queue usage is read from the board the scheduler publishes (issue 23): no ask to a queue actor
+    assert (Rank.PARTITION, Rank.QUEUE) not in edges
     assert (Rank.PARTITION, Rank.APPLICATION) in edges
     assert (Rank.PARTITION, Rank.NODE) in edges
     assert (Rank.PARTITION, Rank.SCHEDULER) in edges

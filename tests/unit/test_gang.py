@@ -15,6 +15,7 @@ import pytest
 from korral import si
 from korral import testing as t
 from korral.harness.reference import ReferenceScheduler
+from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import ApplicationOwner
 from korral.model.application import Application, ApplicationState
@@ -522,10 +523,11 @@ def real_for(owner: ApplicationOwner, placeholder: Allocation, **changes) -> All
 def test_the_owner_confirms_or_hands_back_a_replacement(change, accepted) -> None:
     owner, placeholder = owner_with_placeholder()
     assert owner.app.state is S.RUNNING  # its one placeholder is all of them
+    pending_before = dict(owner.app.pending)
     effects = owner.replace(real_for(owner, placeholder, **change), 1.0)
     if accepted:
         assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.PLACEHOLDER_REPLACED)]
-        assert effects.pending_delta == {"memory": -100, "vcore": -100}
+        assert res.prune(res.sub(owner.app.pending, pending_before)) == {"memory": -100, "vcore": -100}
         assert effects.view_ops == []
     else:
         assert effects.released == [] and [type(op) for op in effects.view_ops] == [UndoReplacement]

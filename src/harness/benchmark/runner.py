@@ -49,7 +49,6 @@ STAGES: dict[str, tuple[str, ...]] = {
     "decision": ("RunCycle",),
     "confirmation": ("Place", "Placed", "FlushOut", "RolledBack", "Replace"),
     "delivery": ("Deliver",),
-    "queues": ("QueueUsage", "FlushUsage"),
 }
 
 
