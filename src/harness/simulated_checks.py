@@ -175,12 +175,18 @@ def check_stuck_work(core: Core, partitions: Iterable[str]) -> list[str]:
         return []
     problems: list[str] = []
     probed = []
+    schedulers = {}
+    # every scheduler's belief first, while nothing runs: reading a partition's state asks its
+    # applications, and the simulation's steps meanwhile may deliver a due Tick that queues a cycle
     for name in partitions:
         scheduler = simulation.actors.get(f"{name}/scheduler")
         if scheduler is None or scheduler.actor_stopped.is_set():
             continue
-        if getattr(scheduler, "_cycle_queued", False):
+        schedulers[name] = scheduler
+        queued = any(type(envelope.message) is RunCycle for envelope in scheduler.actor_inbox.messages)
+        if getattr(scheduler, "_cycle_queued", False) and not queued:
             problems.append(f"{name} scheduler: believes a scheduling cycle is queued at quiescence, none is")
+    for name, scheduler in schedulers.items():
         state = collect_direct(core, name)
         held = (
             {(a.allocation_key, a.uuid) for app in state.applications for a in app.allocations}
