@@ -140,10 +140,15 @@ class Reader:
         the socket at once, and at most the part the socket did not take is copied into the
         transport's buffer (writing into a non-empty buffer copies every byte, and asyncio moves the
         rest of a large buffer after each send)."""
+        transport = self.transport
+        if transport.is_closing():
+            # asyncio calls _drained from inside its own write of a closing transport: a write then
+            # fails there and asyncio ends the connection twice (a traceback in the loop's log)
+            return
         waiting = self.waiting
-        while waiting and self.transport.get_write_buffer_size() == 0:
-            self.transport.write(waiting.pop(0))
-        self.unsent = self.transport.get_write_buffer_size()
+        while waiting and transport.get_write_buffer_size() == 0:
+            transport.write(waiting.pop(0))
+        self.unsent = transport.get_write_buffer_size()
 
     def begin(self, connection: Connection | None) -> None:
         """The head and backlog went out: what waited follows, then events as they are flushed. The
