@@ -267,22 +267,22 @@ def remote(chosen: Workload, json_file: Path | None) -> None:
 
 def gang(chosen: Workload, json_file: Path | None) -> None:
     """``korral bench --workload gang``: placeholders, then all of them replaced; korral and reference."""
-    from korral.harness.benchmark import runner
+    from korral.harness.benchmark import gang as gangs
 
     console = new_console()
     console.print(
         f"[bold]gang[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} placeholders, "
         "then as many real asks"
     )
-    korral_result = runner.run_gang_korral(chosen)
-    reference = runner.run_gang_reference(chosen)
+    korral_result = gangs.run_gang_korral(chosen)
+    reference = gangs.run_gang_reference(chosen)
     for label, result in (("korral", korral_result), ("reference", reference)):
         console.print(
             f"  {label:<10} {result.placeholders_per_second:>10,.0f} placeholder allocations/s"
             f"  {result.replacements_per_second:>10,.0f} replacements/s"
             f"  ratio {result.ratio:.2f} (replacements / allocations)"
         )
-    if write_json(json_file, runner.gang_json(chosen, korral_result, reference)):
+    if write_json(json_file, gangs.gang_json(chosen, korral_result, reference)):
         console.print(f"written: {json_file}")
 
 
@@ -296,7 +296,8 @@ def preemption(
     json_file: Path | None,
 ) -> None:
     """``korral bench --workload preemption``: a full cluster of borrowers, then urgent asks that preempt."""
-    from korral.harness.benchmark import runner, workloads
+    from korral.harness.benchmark import preemption as preempting
+    from korral.harness.benchmark import workloads
 
     console = new_console()
     try:
@@ -314,7 +315,7 @@ def preemption(
         f"{workloads.PREEMPTION_VICTIMS_PER_ASK} victims each)"
     )
     try:
-        result = runner.run_preemption_korral(chosen, progress=lambda line: console.print(f"  {line}"))
+        result = preempting.run_preemption_korral(chosen, progress=lambda line: console.print(f"  {line}"))
     except (TimeoutError, RuntimeError) as error:
         fail(f"preemption benchmark failed: {error}")
     console.print(
@@ -327,5 +328,5 @@ def preemption(
         f"{result.burst_latency_ms_p50:,.1f} ms, p99 {result.burst_latency_ms_p99:,.1f} ms\n"
         f"  memory     peak RSS {result.peak_rss_mb:,.0f} MB"
     )
-    if write_json(json_file, runner.preemption_json(chosen, result)):
+    if write_json(json_file, preempting.preemption_json(chosen, result)):
         console.print(f"written: {json_file}")

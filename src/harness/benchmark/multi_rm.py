@@ -18,7 +18,7 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import BenchRM, _percentile
+from korral.harness.benchmark.runner import BenchRM, percentile
 from korral.harness.benchmark.workloads import yunikorn
 
 
@@ -117,8 +117,8 @@ def run_multi_rm(
                 rm_id=rm_id,
                 allocations=len(arrivals),
                 allocations_per_second=len(arrivals) / (last - submitted[rm_id]),
-                latency_ms_p50=_percentile(latencies, 0.50),
-                latency_ms_p99=_percentile(latencies, 0.99),
+                latency_ms_p50=percentile(latencies, 0.50),
+                latency_ms_p99=percentile(latencies, 0.99),
             )
         )
     seconds = end - start

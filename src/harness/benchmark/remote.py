@@ -20,7 +20,7 @@ import attrs
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM, _percentile
+from korral.harness.benchmark.runner import BenchRM, percentile
 
 TIMEOUT = 600.0
 
@@ -67,8 +67,8 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         allocations=len(arrivals),
         seconds=seconds,
         allocations_per_second=len(arrivals) / seconds,
-        latency_ms_p50=_percentile(latencies, 0.50),
-        latency_ms_p99=_percentile(latencies, 0.99),
+        latency_ms_p50=percentile(latencies, 0.50),
+        latency_ms_p99=percentile(latencies, 0.99),
     )
 
 

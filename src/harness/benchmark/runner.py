@@ -2,7 +2,8 @@
 
 korral is timed as YuniKorn's benchmark times itself: from just before the asks are submitted until the
 RM callback has received the last allocation. The reference scheduler is timed over the same span of
-work (taking the asks in, then scheduling cycles until nothing more fits), in the same process.
+work (taking the asks in, then scheduling cycles until nothing more fits), in the same process. The gang
+and preemption workloads, whose RMs answer the core, run in gang.py and preemption.py.
 """
 
 from __future__ import annotations
@@ -143,7 +144,29 @@ class BenchRM(ResourceManagerCallback):
                 self.nodes_done.set()
 
 
-def _percentile(values: list[float], fraction: float) -> float:
+class AnsweringRM(BenchRM):
+    """A bench RM that answers the core itself (confirms the releases it is told of, as a shim does), so
+    it holds the core and its RM id; ``set_up`` registers it, its nodes and its applications."""
+
+    def __init__(self, expected_nodes: int) -> None:
+        super().__init__(expected_nodes)
+        self.core: korral.Core | None = None
+        self.rm_id = ""
+
+    def set_up(self, core: korral.Core, workload: Workload | PreemptionWorkload, timeout: float) -> None:
+        self.core = core
+        self.rm_id = workload.rm_id
+        core.register_resource_manager(
+            si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), self
+        )
+        core.update_node(workload.nodes)
+        if not self.nodes_done.wait(timeout):
+            raise TimeoutError("nodes were not registered in time")
+        core.update_application(workload.applications)
+        core.wait_until_idle(timeout)
+
+
+def percentile(values: list[float], fraction: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -237,8 +260,8 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         allocations=len(arrivals),
         seconds=seconds,
         allocations_per_second=len(arrivals) / seconds,
-        latency_ms_p50=_percentile(latencies, 0.50),
-        latency_ms_p99=_percentile(latencies, 0.99),
+        latency_ms_p50=percentile(latencies, 0.50),
+        latency_ms_p99=percentile(latencies, 0.99),
         messages_per_allocation=messages / len(arrivals),
         node_registrations_per_second=node_rate,
         peak_rss_mb=peak_rss_mb(),
@@ -329,403 +352,4 @@ def result_json(
         "no_ratio_because": reason or None,
         "unallocated": honesty.describe(workload.asks, korral_result.allocations, korral_result.unallocated)
         or None,
-    }
-
-
-# ---- gang: placeholders, then their replacement -------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class GangResult:
-    """Placeholders are plain allocations; replacements are timed from the real asks' submission to the
-    arrival of the last real allocation, the RM confirming each placeholder's release on the way."""
-
-    placeholders: int
-    placeholder_seconds: float
-    placeholders_per_second: float
-    replacements: int
-    replacement_seconds: float
-    replacements_per_second: float
-
-    @property
-    def ratio(self) -> float:
-        """Replacements per second over plain allocations per second (>= 0.5: a replacement costs at
-        most twice a plain allocation)."""
-        return (
-            self.replacements_per_second / self.placeholders_per_second
-            if self.placeholders_per_second
-            else 0.0
-        )
-
-
-class GangBenchRM(BenchRM):
-    """Counts placeholders and real allocations apart, and confirms every PLACEHOLDER_REPLACED release
-    at once, as a shim does when it stops the placeholder's pod."""
-
-    def __init__(self, expected_nodes: int) -> None:
-        super().__init__(expected_nodes)
-        self.core: korral.Core | None = None
-        self.rm_id = ""
-        self.real: list[float] = []
-        self.real_target = 0
-        self.real_done = threading.Event()
-
-    def update_allocation(self, response: si.AllocationResponse) -> None:
-        now = time.perf_counter()
-        placeholders = [a for a in response.new if a.placeholder]
-        real = len(response.new) - len(placeholders)
-        replaced = [
-            r for r in response.released if r.termination_type == si.TerminationType.PLACEHOLDER_REPLACED
-        ]
-        with self.lock:
-            self.arrivals.extend((a.allocation_key, now) for a in placeholders)
-            if self.target and len(self.arrivals) >= self.target:
-                self.done.set()
-            self.real.extend([now] * real)
-            if self.real_target and len(self.real) >= self.real_target:
-                self.real_done.set()
-        if replaced and self.core is not None:
-            self.core.update_allocation(
-                si.AllocationRequest(
-                    rm_id=self.rm_id,
-                    releases=si.AllocationReleasesRequest(allocations_to_release=replaced),
-                )
-            )
-
-
-def _set_up(core: korral.Core, rm: Any, workload: Workload | PreemptionWorkload, timeout: float) -> None:
-    """Register ``rm`` (a bench RM that answers the core itself), its nodes and its applications."""
-    rm.core = core
-    rm.rm_id = workload.rm_id
-    core.register_resource_manager(
-        si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
-    )
-    core.update_node(workload.nodes)
-    if not rm.nodes_done.wait(timeout):
-        raise TimeoutError("nodes were not registered in time")
-    core.update_application(workload.applications)
-    core.wait_until_idle(timeout)
-
-
-def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
-    rm = GangBenchRM(workload.node_count)
-    gc.collect()
-    with korral.start() as core:
-        _set_up(core, rm, workload, timeout)
-        rm.target = workload.asks
-        start = time.perf_counter()
-        for wave in workload.waves:
-            for request in wave.requests:
-                core.update_allocation(request)
-        if not rm.done.wait(timeout):
-            raise TimeoutError("placeholders were not all allocated in time")
-        placeholders_end = max(arrived for _, arrived in rm.arrivals)
-        core.wait_until_idle(timeout)
-        rm.real_target = sum(wave.count for wave in workload.replacement_waves)
-        replacing = time.perf_counter()
-        for wave in workload.replacement_waves:
-            for request in wave.requests:
-                core.update_allocation(request)
-        if not rm.real_done.wait(timeout):
-            raise TimeoutError("placeholders were not all replaced in time")
-        core.wait_until_idle(timeout)
-        errors = core.tracker.errors
-    if errors:
-        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
-    placeholder_seconds = placeholders_end - start
-    replacement_seconds = max(rm.real) - replacing
-    return GangResult(
-        placeholders=len(rm.arrivals),
-        placeholder_seconds=placeholder_seconds,
-        placeholders_per_second=len(rm.arrivals) / placeholder_seconds,
-        replacements=len(rm.real),
-        replacement_seconds=replacement_seconds,
-        replacements_per_second=len(rm.real) / replacement_seconds,
-    )
-
-
-def run_gang_reference(workload: Workload) -> GangResult:
-    """The same two phases on the sequential reference; the RM's confirmations are sent back as soon
-    as the scheduling that released the placeholders has returned."""
-    gc.collect()
-    reference = ReferenceScheduler(workload.config, rm_id=workload.rm_id)
-    reference.update_node(workload.nodes)
-    reference.update_application(workload.applications)
-    start = time.perf_counter()
-    for wave in workload.waves:
-        for request in wave.requests:
-            reference.update_allocation(request)
-    placeholders = reference.schedule()
-    placeholders_end = time.perf_counter()
-    for wave in workload.replacement_waves:
-        for request in wave.requests:
-            reference.update_allocation(request)
-    reference.schedule()
-    released = reference.take_released().released
-    response = reference.update_allocation(
-        si.AllocationRequest(
-            rm_id=workload.rm_id, releases=si.AllocationReleasesRequest(allocations_to_release=released)
-        )
-    )
-    end = time.perf_counter()
-    placeholder_seconds = placeholders_end - start
-    replacement_seconds = end - placeholders_end
-    return GangResult(
-        placeholders=len(placeholders),
-        placeholder_seconds=placeholder_seconds,
-        placeholders_per_second=len(placeholders) / placeholder_seconds,
-        replacements=len(response.new),
-        replacement_seconds=replacement_seconds,
-        replacements_per_second=len(response.new) / replacement_seconds,
-    )
-
-
-def gang_json(workload: Workload, korral_result: GangResult, reference: GangResult) -> dict[str, Any]:
-    """The JSON document of ``korral bench --workload gang --json``."""
-
-    def fields(result: GangResult) -> dict[str, Any]:
-        return {
-            "placeholders": result.placeholders,
-            "placeholders_per_second": round(result.placeholders_per_second, 1),
-            "replacements": result.replacements,
-            "replacements_per_second": round(result.replacements_per_second, 1),
-            "replacement_to_allocation_ratio": round(result.ratio, 3),
-        }
-
-    return {
-        "workload": workload.name,
-        "nodes": workload.node_count,
-        "asks": workload.asks,
-        "korral": fields(korral_result),
-        "reference": fields(reference),
-    }
-
-
-# ---- preemption: urgent asks in a starved queue, victims from a full cluster ---------------------------
-
-
-@attrs.frozen(kw_only=True)
-class PreemptionBenchResult:
-    """Latency from an urgent ask's ``preemption.delay`` expiring to its allocation (the RM confirming
-    each victim at once), and victims chosen per second over the span in which they were chosen."""
-
-    running: int  # allocations running before the urgent asks came
-    fill_seconds: float
-    preemptors: int
-    preemptors_allocated: int
-    victims: int
-    victims_per_second: float
-    latency_ms_p50: float
-    latency_ms_p99: float
-    latency_ms_max: float
-    seconds: float  # first urgent ask submitted -> last one allocated
-    # the burst: all its asks at once, after the paced ones
-    burst: int = 0
-    burst_allocated: int = 0
-    burst_victims: int = 0
-    burst_victims_per_second: float = 0.0
-    burst_latency_ms_p50: float = 0.0
-    burst_latency_ms_p99: float = 0.0
-    burst_seconds: float = 0.0
-    peak_rss_mb: float = 0.0
-
-
-class PreemptionBenchRM(BenchRM):
-    """Records fill allocations, victims and urgent allocations apart; confirms each victim's release
-    at once, as a shim does when the preempted pod has stopped."""
-
-    def __init__(self, expected_nodes: int) -> None:
-        super().__init__(expected_nodes)
-        self.core: korral.Core | None = None
-        self.rm_id = ""
-        self.urgent: dict[str, float] = {}
-        self.urgent_target = 0
-        self.urgent_done = threading.Event()
-        self.victim_times: list[float] = []
-
-    def update_allocation(self, response: si.AllocationResponse) -> None:
-        now = time.perf_counter()
-        victims = [
-            r for r in response.released if r.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
-        ]
-        with self.lock:
-            for allocation in response.new:
-                if allocation.application_id == "urgent":
-                    self.urgent[allocation.allocation_key] = now
-                else:
-                    self.arrivals.append((allocation.allocation_key, now))
-            if self.target and len(self.arrivals) >= self.target:
-                self.done.set()
-            self.victim_times.extend([now] * len(victims))
-            if self.urgent_target and len(self.urgent) >= self.urgent_target:
-                self.urgent_done.set()
-        if victims and self.core is not None:
-            self.core.update_allocation(
-                si.AllocationRequest(
-                    rm_id=self.rm_id, releases=si.AllocationReleasesRequest(allocations_to_release=victims)
-                )
-            )
-
-
-def _wait_with_progress(rm: PreemptionBenchRM, timeout: float, stall: float) -> bool:
-    """Wait for every urgent allocation; give up after ``timeout``, or once nothing moved (no victim,
-    no urgent allocation) for ``stall`` seconds: a core that does not preempt fails in seconds."""
-    deadline = time.monotonic() + timeout
-    seen, moved = (-1, -1), time.monotonic()
-    while not rm.urgent_done.wait(0.25):
-        now = time.monotonic()
-        with rm.lock:
-            progress = (len(rm.urgent), len(rm.victim_times))
-        if progress != seen:
-            seen, moved = progress, now
-        if now >= deadline or now - moved >= stall:
-            return False
-    return True
-
-
-def run_preemption_korral(
-    workload: PreemptionWorkload,
-    timeout: float = 600.0,
-    progress: Callable[[str], None] | None = None,
-    stall: float = 30.0,
-) -> PreemptionBenchResult:
-    rm = PreemptionBenchRM(workload.node_count)
-    gc.collect()
-    with korral.start() as core:
-        _set_up(core, rm, workload, timeout)
-        rm.target = workload.allocations
-        fill_started = time.perf_counter()
-        for request in workload.fill:
-            core.update_allocation(request)
-        if not rm.done.wait(timeout):
-            raise TimeoutError(f"the cluster did not fill: {len(rm.arrivals):,} of {workload.allocations:,}")
-        core.wait_until_idle(timeout)
-        fill_seconds = time.perf_counter() - fill_started
-        if progress is not None:
-            progress(f"{workload.allocations:,} allocations running after {fill_seconds:.1f}s")
-        latency = _preemption_phase(core, rm, workload, workload.preemptors, workload.rate, timeout, stall)
-        if progress is not None:
-            progress(f"{len(workload.preemptors):,} paced urgent asks allocated")
-        burst = _preemption_phase(core, rm, workload, workload.burst, 0.0, timeout, stall)
-        errors = core.tracker.errors
-    if errors:
-        raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
-    return PreemptionBenchResult(
-        running=workload.allocations,
-        fill_seconds=fill_seconds,
-        preemptors=len(workload.preemptors),
-        preemptors_allocated=latency.allocated,
-        victims=latency.victims,
-        victims_per_second=latency.victims_per_second,
-        latency_ms_p50=_percentile(latency.latencies, 0.50),
-        latency_ms_p99=_percentile(latency.latencies, 0.99),
-        latency_ms_max=max(latency.latencies, default=0.0),
-        seconds=latency.seconds,
-        burst=len(workload.burst),
-        burst_allocated=burst.allocated,
-        burst_victims=burst.victims,
-        burst_victims_per_second=burst.victims_per_second,
-        burst_latency_ms_p50=_percentile(burst.latencies, 0.50),
-        burst_latency_ms_p99=_percentile(burst.latencies, 0.99),
-        burst_seconds=burst.seconds,
-        peak_rss_mb=peak_rss_mb(),
-    )
-
-
-@attrs.frozen(kw_only=True)
-class _Phase:
-    allocated: int
-    victims: int
-    victims_per_second: float
-    latencies: list[float]
-    seconds: float
-
-
-def _preemption_phase(
-    core: korral.Core,
-    rm: PreemptionBenchRM,
-    workload: PreemptionWorkload,
-    asks: tuple[si.AllocationAsk, ...],
-    rate: float,
-    timeout: float,
-    stall: float,
-) -> _Phase:
-    """Submit ``asks`` (at ``rate`` per second, or all at once when 0) and wait for all of them."""
-    if not asks:
-        return _Phase(allocated=0, victims=0, victims_per_second=0.0, latencies=[], seconds=0.0)
-    with rm.lock:
-        rm.urgent.clear()
-        rm.victim_times.clear()
-        rm.urgent_target = len(asks)
-        rm.urgent_done.clear()
-    submitted: dict[str, float] = {}
-    start = time.perf_counter()
-    if rate > 0:
-        for index, ask in enumerate(asks):
-            delay = start + index / rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            submitted[ask.allocation_key] = time.perf_counter()
-            core.update_allocation(si.AllocationRequest(rm_id=workload.rm_id, asks=[ask]))
-    else:
-        submitted = dict.fromkeys((ask.allocation_key for ask in asks), start)
-        core.update_allocation(si.AllocationRequest(rm_id=workload.rm_id, asks=list(asks)))
-    finished = _wait_with_progress(rm, timeout, stall)
-    core.wait_until_idle(timeout)
-    with rm.lock:
-        urgent = dict(rm.urgent)
-        victim_times = list(rm.victim_times)
-    if not finished:
-        raise TimeoutError(
-            f"only {len(urgent):,} of {len(asks):,} urgent asks were allocated "
-            f"({len(victim_times):,} victims chosen); nothing moved for {stall:g}s"
-        )
-    latencies = [
-        (urgent[key] - submitted[key] - workload.delay) * 1000.0 for key in urgent if key in submitted
-    ]
-    # victims are chosen from the first delay's expiry on
-    span = max(victim_times) - (start + workload.delay) if victim_times else 0.0
-    return _Phase(
-        allocated=len(urgent),
-        victims=len(victim_times),
-        victims_per_second=len(victim_times) / span if span > 0 else 0.0,
-        latencies=latencies,
-        seconds=max(urgent.values()) - start,
-    )
-
-
-def preemption_json(workload: PreemptionWorkload, result: PreemptionBenchResult) -> dict[str, Any]:
-    """The JSON document of ``korral bench --workload preemption --json``."""
-    return {
-        "workload": workload.name,
-        "nodes": workload.node_count,
-        "running_allocations": result.running,
-        "preemptors": result.preemptors,
-        "rate_per_second": workload.rate,
-        "preemption_delay_seconds": workload.delay,
-        "korral": {
-            "fill_seconds": round(result.fill_seconds, 3),
-            "preemptors_allocated": result.preemptors_allocated,
-            "victims": result.victims,
-            "victims_per_second": round(result.victims_per_second, 1),
-            "latency_ms": {
-                "p50": round(result.latency_ms_p50, 2),
-                "p99": round(result.latency_ms_p99, 2),
-                "max": round(result.latency_ms_max, 2),
-            },
-            "latency_measures": "urgent ask's preemption.delay expiring -> its allocation at the RM",
-            "seconds": round(result.seconds, 3),
-            "burst": {
-                "asks": result.burst,
-                "allocated": result.burst_allocated,
-                "victims": result.burst_victims,
-                "victims_per_second": round(result.burst_victims_per_second, 1),
-                "latency_ms": {
-                    "p50": round(result.burst_latency_ms_p50, 2),
-                    "p99": round(result.burst_latency_ms_p99, 2),
-                },
-                "seconds": round(result.burst_seconds, 3),
-            },
-            "peak_rss_mb": round(result.peak_rss_mb, 1),
-        },
     }
