@@ -140,24 +140,12 @@ class ScenarioDriver(Driver):
         recovered = simulated_restart.check_recovered(self) if self.believed is not None else []
         return recovered + super().check(state) + self.ask_rules.check(self.rm)
 
+    def _create_nodes_weight(self) -> float:
+        return 8 if len(self.nodes) < self.settings.max_nodes else 0.3
+
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
-        settings = self.settings
         choices = [
-            (8 if len(self.nodes) < settings.max_nodes else 0.3, self._create_nodes),
-            (3, self._update_node),
-            (3, self._drain_node),
-            (1.5, self._decommission_node),
-            (7 if len(self.apps) < 10 else 1, self._add_app),
-            (2.5, self._remove_app),
-            (20, self._add_asks),
-            (3, self._update_ask),
-            (3, self._release_asks),
-            (15, self._release_allocation),
-            (1.5, self._release_app_allocations),
-            (0.8, self._reload_config),
-            (0.4, self._reload_invalid_config),
-            (0.15, self.register),
-            *self.gang_choices(),
+            *super()._choices(),
             (3, self._add_preemptor_asks),
             (3, self._add_borrower_asks),
             (2, self._recover_onto_new_node),

@@ -76,7 +76,7 @@ class Driver:
     def _choices(self) -> list[tuple[float, Callable[[Core], None]]]:
         """The operations this RM may issue next, each with its weight."""
         return [
-            (8 if len(self.nodes) < 12 else 1, self._create_nodes),
+            (self._create_nodes_weight(), self._create_nodes),
             (3, self._update_node),
             (3, self._drain_node),
             (1.5, self._decommission_node),
@@ -105,6 +105,10 @@ class Driver:
     # what a scenario of its own (simulated_scenarios.ScenarioDriver) varies: the config a reload sends,
     # how many nodes one call may create, and the nodes' memory sizes
     make_config: Callable[..., str] = staticmethod(rm_config)
+
+    def _create_nodes_weight(self) -> float:
+        """How likely creating nodes is next: likely until the RM has a dozen, rare after."""
+        return 8 if len(self.nodes) < 12 else 1
 
     def _node_batch_limit(self) -> int:
         return 3
