@@ -12,9 +12,8 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import AnsweringRM
+from korral.harness.benchmark.runner import AnsweringRM, reference_with_asks
 from korral.harness.benchmark.workloads import Workload
-from korral.harness.reference import ReferenceScheduler
 
 
 @attrs.frozen(kw_only=True)
@@ -113,14 +112,7 @@ def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
 def run_gang_reference(workload: Workload) -> GangResult:
     """The same two phases on the sequential reference; the RM's confirmations are sent back as soon
     as the scheduling that released the placeholders has returned."""
-    gc.collect()
-    reference = ReferenceScheduler(workload.config, rm_id=workload.rm_id)
-    reference.update_node(workload.nodes)
-    reference.update_application(workload.applications)
-    start = time.perf_counter()
-    for wave in workload.waves:
-        for request in wave.requests:
-            reference.update_allocation(request)
+    reference, start = reference_with_asks(workload)
     placeholders = reference.schedule()
     placeholders_end = time.perf_counter()
     for wave in workload.replacement_waves:

@@ -272,7 +272,9 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
     )
 
 
-def run_reference(workload: Workload) -> ReferenceResult:
+def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:
+    """The sequential reference with the workload's nodes and applications, then its asks taken in;
+    and when the clock started (after the set-up, before the asks), as korral's runs count it."""
     gc.collect()
     reference = ReferenceScheduler(workload.config, rm_id=workload.rm_id)
     reference.update_node(workload.nodes)
@@ -281,6 +283,11 @@ def run_reference(workload: Workload) -> ReferenceResult:
     for wave in workload.waves:
         for request in wave.requests:
             reference.update_allocation(request)
+    return reference, start
+
+
+def run_reference(workload: Workload) -> ReferenceResult:
+    reference, start = reference_with_asks(workload)
     # The collector's first passes over the objects the asks brought in belong to taking them in:
     # run them here (counted in the total) rather than at random points of the scheduling clock.
     gc.collect()
