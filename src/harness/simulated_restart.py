@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from korral import si
 from korral import testing as t
 from korral.harness.stress import Op
+from korral.harness.stress.common import recovery_nodes
 
 if TYPE_CHECKING:
     from korral.core import Core
@@ -120,18 +121,7 @@ def recover(driver: ScenarioDriver, core: Core) -> list[si.AllocationAsk]:
     if apps:
         new = si.ApplicationRequest(rm_id=driver.rm_id, new=list(apps.values()))
         driver.send_request(core, "apps", new, f"recover: re-add {len(apps)} applications")
-    by_node: dict[str, list[si.Allocation]] = {}
-    for allocation in believed.values():
-        by_node.setdefault(allocation.node_id, []).append(allocation)
-    infos = [
-        si.NodeInfo(
-            node_id=node_id,
-            action=si.NodeAction.CREATE,
-            schedulable_resource=capacity,
-            existing_allocations=by_node.get(node_id, []),
-        )
-        for node_id, capacity in sorted(driver.node_capacity.items())
-    ]
+    infos, _ = recovery_nodes(driver.node_capacity, believed)
     driver.nodes = {node_id: True for node_id in driver.node_capacity}
     if infos:
         nodes = si.NodeRequest(rm_id=driver.rm_id, nodes=infos)

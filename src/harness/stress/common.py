@@ -45,6 +45,27 @@ USERS: tuple[tuple[str, tuple[str, ...]], ...] = (("ann", ("dev",)), ("ben", ("d
 LIMITED_GROUPS = ("dev",)
 
 
+def recovery_nodes(
+    node_capacity: dict[str, Any], believed: dict[str, si.Allocation]
+) -> tuple[list[si.NodeInfo], dict[str, list[si.Allocation]]]:
+    """The SI's recovery of an RM's nodes: each node it knows, in id order, created again with the
+    allocations it believes live there; and those allocations by node id (a node it does not know
+    may be among them: the caller says what that means)."""
+    by_node: dict[str, list[si.Allocation]] = {}
+    for allocation in believed.values():
+        by_node.setdefault(allocation.node_id, []).append(allocation)
+    infos = [
+        si.NodeInfo(
+            node_id=node_id,
+            action=si.NodeAction.CREATE,
+            schedulable_resource=capacity,
+            existing_allocations=by_node.get(node_id, []),
+        )
+        for node_id, capacity in sorted(node_capacity.items())
+    ]
+    return infos, by_node
+
+
 def rm_config(
     variant: int, *, extra_queue: bool = False, binpacking: bool = False, guarantee: int = 20
 ) -> str:

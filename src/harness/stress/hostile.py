@@ -12,7 +12,7 @@ from korral import si
 from korral import testing as t
 from korral.core import Core
 from korral.harness import invariants
-from korral.harness.stress.common import Op
+from korral.harness.stress.common import Op, recovery_nodes
 from korral.harness.stress.driver import Driver
 from korral.harness.stress.hostile_rm import (
     BAD_QUANTITIES,
@@ -461,20 +461,9 @@ class HostileDriver(Driver):
                 si.ApplicationRequest(rm_id=self.rm_id, new=list(apps.values())),
                 f"recover: re-add {len(apps)} applications",
             )
-        by_node: dict[str, list[si.Allocation]] = {}
-        for allocation in believed.values():
-            by_node.setdefault(allocation.node_id, []).append(allocation)
+        infos, by_node = recovery_nodes(self.node_capacity, believed)
         for node_id in sorted(by_node.keys() - self.node_capacity.keys()):
             self.problems.append(f"{self.rm_id}: believes allocations live on unknown node {node_id}")
-        infos = [
-            si.NodeInfo(
-                node_id=node_id,
-                action=si.NodeAction.CREATE,
-                schedulable_resource=capacity,
-                existing_allocations=by_node.get(node_id, []),
-            )
-            for node_id, capacity in sorted(self.node_capacity.items())
-        ]
         self.nodes = {node_id: True for node_id in self.node_capacity}
         if infos:
             self._send(
