@@ -38,7 +38,7 @@ from korral import si
 from korral.server.events import EventLog
 from korral.server.rest_limits import Connection, RestLimits
 from korral.server.rest_stream_process import StreamProcess
-from korral.server.stream_worker import EventTuple, event_lines
+from korral.server.stream_worker import EventTuple, chunk, event_lines
 from korral.server.stream_worker import event_line as line_of
 
 log = logging.getLogger("korral.rest")
@@ -222,11 +222,6 @@ def _encode(batches: list[Batch], after: int | None = None) -> bytes:
     return event_lines(_tuples(batches, after))
 
 
-def _chunk(data: bytes) -> bytes:
-    """``data`` as one chunk of HTTP/1.1's chunked transfer encoding (framed once, for every reader)."""
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
 class EventFanout:
     """The one listener of a server on the core's event log, and its readers."""
 
@@ -304,14 +299,14 @@ class EventFanout:
                 assert reader.after is not None
                 own = _encode(batches, reader.after)
                 if own:
-                    process.private(reader_id, _chunk(own) if reader.chunked else own)
+                    process.private(reader_id, chunk(own) if reader.chunked else own)
                 process.publish(reader_id)
                 reader.after = None
         for reader in list(self.readers):
             if reader.after is not None and (first is None or first <= reader.after):
                 own = _encode(batches, reader.after)  # without what its backlog held
                 if own:
-                    reader.offer(_chunk(own) if reader.chunked else own, limits, now)
+                    reader.offer(chunk(own) if reader.chunked else own, limits, now)
                 continue
             reader.after = None
             if encoded is None:
@@ -320,7 +315,7 @@ class EventFanout:
                     return
             if reader.chunked:
                 if framed is None:
-                    framed = _chunk(encoded)
+                    framed = chunk(encoded)
                 reader.offer(framed, limits, now)
             else:
                 reader.offer(encoded, limits, now)
@@ -487,7 +482,7 @@ async def _stream(
         reader.after = backlog[-1][0] if backlog else fanout.events.highest()
         reader.chunked = request.version >= (1, 1)
         reader.movable = limits.stream_process and transport.get_extra_info("sslcontext") is None
-        if reader.chunked:  # said here: the events written directly are framed as chunks (_chunk)
+        if reader.chunked:  # said here: the events written directly are framed as chunks (chunk)
             response.enable_chunked_encoding()
         await response.prepare(request)
         first = (json.dumps({"InstanceUUID": instance_uuid}) + "\n").encode() + _encode([backlog])

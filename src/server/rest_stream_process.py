@@ -80,7 +80,7 @@ class StreamProcess:
         self._send(HEADER.pack(b"R", reader_id, 1) + (b"c" if chunked else b"p"), fd)
 
     def broadcast(self, data: bytes) -> None:
-        """Events for every published reader: their tuples, ``marshal``-ed (the process writes the text)."""
+        """Events for every published reader: the flush's batches packed (the process writes the text)."""
         self._send(HEADER.pack(b"D", 0, len(data)), None)
         self._send(data, None)
 

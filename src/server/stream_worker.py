@@ -47,7 +47,7 @@ TICK = 0.25  # seconds between the write-timeout checks
 MAX_FDS = 4
 
 
-# One event as it crosses to this process: (id, type, objectID, referenceID, message, timestampNano,
+# One event as its text needs it: (id, type, objectID, referenceID, message, timestampNano,
 # eventChangeType, eventChangeDetail, resource or None); the enums as their numbers.
 EventTuple = tuple[int, int, str, str, str, int, int, int, "dict[str, Any] | None"]
 
