@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
-from korral.server.convert import ConversionError, from_pb, to_pb
+from korral.server.convert import ConversionError, parse_ordered, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
 from korral.server.session import RESYNC_METADATA, frame
 from korral.si import si_pb2
@@ -92,19 +91,6 @@ _CALLBACKS: dict[str, str] = {
 }
 
 
-def _parse_response(data: bytes) -> tuple[str, Any]:
-    """(kind, korral.si response) of an OrderedResponse."""
-    ordered = si_pb2.OrderedResponse()
-    try:
-        ordered.ParseFromString(data)
-    except DecodeError as error:
-        raise ConversionError(f"malformed OrderedResponse: {error}") from None
-    kind = ordered.WhichOneof("response")
-    if kind is None:
-        raise ConversionError("an OrderedResponse with none of allocation, application or node")
-    return kind, from_pb(getattr(ordered, kind))
-
-
 def _error(error: grpc.RpcError, config: bool = True) -> Exception:
     """The korral error for a failed call: INVALID_ARGUMENT from a config-taking call is a ConfigError."""
     code, details = error.code(), error.details() or ""
@@ -146,7 +132,7 @@ class _RemoteStream:
         try:
             for data in self._call:
                 try:
-                    kind, response = _parse_response(data)
+                    kind, response = parse_ordered(si_pb2.OrderedResponse, data)
                 except ConversionError:
                     log.exception("RmID=%s: undecodable response from korral", self._rm_id)
                     continue

@@ -290,11 +290,26 @@ def from_pb(message: Message) -> Any:
         raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
 
 
-def parse(proto_type: type[Message], data: bytes) -> Any:
-    """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
+def _decode(proto_type: type[Message], data: bytes) -> Message:
     message = proto_type()
     try:
         message.ParseFromString(data)
     except DecodeError as error:
         raise ConversionError(f"malformed {proto_type.__name__}: {error}") from None
-    return from_pb(message)
+    return message
+
+
+def parse(proto_type: type[Message], data: bytes) -> Any:
+    """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
+    return from_pb(_decode(proto_type, data))
+
+
+def parse_ordered(proto_type: type[Message], data: bytes) -> tuple[str, Any]:
+    """Decode an OrderedRequest or OrderedResponse: (the kind it holds, the ``korral.si`` message)."""
+    message = _decode(proto_type, data)
+    kind = message.WhichOneof(message.DESCRIPTOR.oneofs[0].name)
+    if kind is None:
+        raise ConversionError(
+            f"an {proto_type.__name__} carries one of allocation, application or node: it has none"
+        )
+    return kind, from_pb(getattr(message, kind))

@@ -33,13 +33,13 @@ from typing import Any
 
 import attrs
 import grpc
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
-from korral.server.convert import ConversionError, from_pb, parse, to_pb
+from korral.server.convert import ConversionError, parse, parse_ordered, to_pb
 from korral.server.session import (
     ALLOCATION,
     APPLICATION,
@@ -120,16 +120,9 @@ def _decode(kind: str, data: bytes) -> tuple[Any, str, str]:
     if kind != ORDERED:
         proto_type, method_name, request_name = _STREAMS[kind]
         return parse(proto_type, data), method_name, request_name
-    ordered = si_pb2.OrderedRequest()
-    try:
-        ordered.ParseFromString(data)
-    except DecodeError as error:
-        raise ConversionError(f"malformed OrderedRequest: {error}") from None
-    inner_kind = ordered.WhichOneof("request")
-    if inner_kind is None:
-        raise ConversionError("an OrderedRequest carries one of allocation, application or node: it has none")
+    inner_kind, request = parse_ordered(si_pb2.OrderedRequest, data)
     _, method_name, request_name = _STREAMS[inner_kind]
-    return from_pb(getattr(ordered, inner_kind)), method_name, request_name
+    return request, method_name, request_name
 
 
 def _split(response: Any, fields: tuple[str, ...]) -> list[Any]:
