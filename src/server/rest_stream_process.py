@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from korral.server import stream_worker
-from korral.server.stream_worker import HEADER
+from korral.server.stream_worker import HEADER, take_frames
 
 log = logging.getLogger("korral.rest")
 
@@ -157,14 +157,9 @@ class StreamProcess:
             self._fail("the stream sender ended")
             return
         self._inbound += data
-        while len(self._inbound) >= HEADER.size:
-            kind, reader_id, size = HEADER.unpack_from(self._inbound)
-            if len(self._inbound) < HEADER.size + size:
-                return
-            reason = bytes(self._inbound[HEADER.size : HEADER.size + size]).decode()
-            del self._inbound[: HEADER.size + size]
+        for kind, reader_id, payload in take_frames(self._inbound):
             if kind == b"G":
-                self._on_gone(reader_id, reason)
+                self._on_gone(reader_id, payload.decode())
 
     # ---- its end ----------------------------------------------------------------------------------
 

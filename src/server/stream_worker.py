@@ -109,6 +109,22 @@ def batch_lines(data: bytes) -> bytes:
     return event_lines([record_tuple(event_id, record) for batch in batches for event_id, record in batch])
 
 
+def take_frames(inbound: bytearray) -> list[tuple[bytes, int, bytes]]:
+    """The complete frames at the head of ``inbound`` (kind, reader id, payload), taken out of it in one
+    cut; a frame still arriving stays. Both ends of the channel read it so."""
+    frames = []
+    offset = 0
+    while len(inbound) - offset >= HEADER.size:
+        kind, reader_id, size = HEADER.unpack_from(inbound, offset)
+        end = offset + HEADER.size + size
+        if len(inbound) < end:
+            break
+        frames.append((kind, reader_id, bytes(inbound[offset + HEADER.size : end])))
+        offset = end
+    del inbound[:offset]
+    return frames
+
+
 def chunk(data: bytes) -> bytes:
     """``data`` as one chunk of HTTP/1.1's chunked transfer encoding."""
     return b"%x\r\n%b\r\n" % (len(data), data)
@@ -163,20 +179,15 @@ class Worker:
 
     def read_channel(self) -> None:
         data, ancillary, _, _ = self.channel.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4))
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                usable = len(payload) - len(payload) % 4
-                self.fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+        for level, message_type, fd_bytes in ancillary:
+            if level == socket.SOL_SOCKET and message_type == socket.SCM_RIGHTS:
+                usable = len(fd_bytes) - len(fd_bytes) % 4
+                self.fds.extend(struct.unpack(f"{usable // 4}i", fd_bytes[:usable]))
         if not data:
             self.running = False  # the server is gone
             return
         self.inbound += data
-        while len(self.inbound) >= HEADER.size:
-            kind, reader_id, size = HEADER.unpack_from(self.inbound)
-            if len(self.inbound) < HEADER.size + size:
-                return
-            payload = bytes(self.inbound[HEADER.size : HEADER.size + size])
-            del self.inbound[: HEADER.size + size]
+        for kind, reader_id, payload in take_frames(self.inbound):
             self.handle(kind, reader_id, payload)
 
     def handle(self, kind: bytes, reader_id: int, payload: bytes) -> None:
