@@ -248,7 +248,7 @@ class SchedulingWalk:
             return None
         only_quota_blocked = True
         user_limits = app.user_limits
-        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # the model's apps order their asks
+        pending_asks = cast("IncrementalOrder[Ask]", app.pending_asks)  # the model's apps order their asks
         asks = pending_asks.items
         entries = pending_asks.entries
         if queue.over_quota_epoch != epoch:

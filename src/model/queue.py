@@ -415,7 +415,7 @@ class Queue:
         has the placed ask's priority: then only this queue's usage moved, so only its place among its
         siblings can change.
         """
-        pending_asks = cast(IncrementalOrder[Ask], app.pending_asks)  # ordered: the scheduler's apps
+        pending_asks = cast("IncrementalOrder[Ask]", app.pending_asks)  # ordered: the scheduler's apps
         if (
             self.sort_policy != SORT_FAIR
             and pending_asks.items

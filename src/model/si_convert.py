@@ -7,23 +7,56 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.naming import partition_without_rm
 
+# si.Allocation's fields in the order ``to_si_allocation`` sets them (a test checks they are all of
+# them). Built through its slots, not its attrs ``__init__``: the frozen class's guarded sets and its
+# two converters cost 1.7 µs per allocation reported to the RM, a twentieth of an allocation's whole
+# cost in korral at 10,000 nodes; the slots cost 0.9. The converters' copies are made here instead.
+SI_ALLOCATION_FIELDS = (
+    "allocation_key",
+    "allocation_tags",
+    "uuid",
+    "resource_per_alloc",
+    "priority",
+    "node_id",
+    "application_id",
+    "partition_name",
+    "task_group_name",
+    "placeholder",
+)
+_new_instance = object.__new__
+(
+    _set_key,
+    _set_tags,
+    _set_uuid,
+    _set_resource,
+    _set_priority,
+    _set_node,
+    _set_application,
+    _set_partition,
+    _set_task_group,
+    _set_placeholder,
+) = (getattr(si.Allocation, name).__set__ for name in SI_ALLOCATION_FIELDS)
+
 
 def to_si_allocation(allocation: Allocation, rm_partition: str | None = None) -> si.Allocation:
-    """The SI allocation for the RM; ``rm_partition``: the RM's name of its partition, when the caller
-    knows it already (an application converting a burst of its allocations)."""
-    # si.Allocation's converters copy the tags and the resource: no copy of our own on top
-    return si.Allocation(
-        allocation_key=allocation.allocation_key,
-        allocation_tags=allocation.tags,
-        uuid=allocation.uuid,
-        resource_per_alloc=allocation.resource,
-        priority=allocation.priority,
-        node_id=allocation.node_id,
-        application_id=allocation.application_id,
-        partition_name=partition_without_rm(allocation.partition) if rm_partition is None else rm_partition,
-        task_group_name=allocation.task_group_name,
-        placeholder=allocation.placeholder,
+    """The SI allocation for the RM, with its own copies of the tags and the resource; ``rm_partition``:
+    the RM's name of its partition, when the caller knows it already (an application converting a burst
+    of its allocations)."""
+    converted: si.Allocation = _new_instance(si.Allocation)
+    _set_key(converted, allocation.allocation_key)
+    tags = allocation.tags
+    _set_tags(converted, dict(tags) if tags else {})
+    _set_uuid(converted, allocation.uuid)
+    _set_resource(converted, dict(allocation.resource))
+    _set_priority(converted, allocation.priority)
+    _set_node(converted, allocation.node_id)
+    _set_application(converted, allocation.application_id)
+    _set_partition(
+        converted, partition_without_rm(allocation.partition) if rm_partition is None else rm_partition
     )
+    _set_task_group(converted, allocation.task_group_name)
+    _set_placeholder(converted, allocation.placeholder)
+    return converted
 
 
 def to_si_release(

@@ -150,3 +150,44 @@ def test_an_application_reads_every_field_of_its_spec_through():
     )
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         spec.queue_path = "root.other"  # type: ignore[misc]
+
+
+def test_si_allocation_built_through_its_slots_is_the_attrs_built_one() -> None:
+    """``to_si_allocation`` builds the RM's record without attrs' ``__init__``: it must set every field
+    of ``si.Allocation`` (a field added there fails here), to what the attrs-built one holds, and hand
+    the RM its own copies of the dicts."""
+    from korral import si
+    from korral.model.si_convert import SI_ALLOCATION_FIELDS, to_si_allocation
+
+    assert set(SI_ALLOCATION_FIELDS) == {field.name for field in attrs.fields(si.Allocation)}
+    for tags, placeholder in (({}, False), ({"kubernetes.io/label/app": "web"}, True)):
+        allocation = Allocation(
+            uuid="uuid-1",
+            allocation_key="ask-1",
+            application_id="app-1",
+            node_id="node-1",
+            resource={"memory": 10, "vcore": 2},
+            partition="[rm-1]default",
+            priority=7,
+            placeholder=placeholder,
+            task_group_name="group" if placeholder else "",
+            tags=tags,
+        )
+        expected = si.Allocation(
+            allocation_key="ask-1",
+            allocation_tags=tags,
+            uuid="uuid-1",
+            resource_per_alloc={"memory": 10, "vcore": 2},
+            priority=7,
+            node_id="node-1",
+            application_id="app-1",
+            partition_name="default",
+            task_group_name="group" if placeholder else "",
+            placeholder=placeholder,
+        )
+        for converted in (to_si_allocation(allocation), to_si_allocation(allocation, "default")):
+            assert converted == expected
+            assert converted.resource_per_alloc is not allocation.resource
+            assert converted.allocation_tags is not allocation.tags
+            with pytest.raises(attrs.exceptions.FrozenInstanceError):
+                converted.uuid = "other"  # type: ignore[misc]
