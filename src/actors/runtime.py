@@ -117,18 +117,45 @@ class Outbox:
                 actor._handle_envelope(Envelope(message))
             held, self._held = self._held, {}
             if held:
-                # one pool serves one core's partition: its actors share one tracker. A receiver on
-                # another thread (the scheduler, the partition) may be stopping meanwhile.
-                put_counted(
-                    next(iter(held.values()))[0]._tracker,
-                    [
-                        (handle, queued[0] if len(queued) == 1 else Bundle(tuple(queued)), len(queued))
-                        for handle, queued in held.values()
-                    ],
-                )
+                # A receiver of this pool with nothing in its mailbox is handed its messages here and
+                # now, as ``Deliveries`` does (the worker runs no actor now, and nothing sent to it
+                # earlier waits): no mailbox, run queue and count per message. Every other receiver
+                # gets them in its mailbox; one on another thread (the scheduler, the partition) may
+                # be stopping meanwhile. One pool serves one core's partition: one tracker.
+                later = [
+                    (handle, queued[0] if len(queued) == 1 else Bundle(tuple(queued)), len(queued))
+                    for handle, queued in held.values()
+                    if not self._handled_here(handle, queued)
+                ]
+                if later:
+                    put_counted(later[0][0]._tracker, later)
         tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.done(id(self))
+
+    def _handled_here(self, handle: Any, queued: list[Any]) -> bool:
+        """Handle ``queued`` (a receiver's held messages) at once if the receiver is an idle, started
+        actor of this outbox's pool; False: it must go through the receiver's mailbox."""
+        target: tuple[ActorPool, PooledActor] | None = handle.pool_target()
+        if target is None or target[0].outbox is not self:
+            return False
+        actor = target[1]
+        inbox: PooledInbox = actor.actor_inbox  # type: ignore[assignment]
+        if inbox._messages or not actor._started or actor.actor_stopped.is_set():
+            return False
+        try:  # dispatch contains an Exception itself; only a fatal error comes through
+            if len(queued) == 1:
+                actor.dispatch(queued[0])  # type: ignore[attr-defined]
+            else:
+                actor.dispatch_all(tuple(queued))  # type: ignore[attr-defined]
+        except BaseException:
+            # as pykka's loop and _handle_envelope: a fatal error stops every actor
+            log.exception("%s: fatal error, stopping all actors", actor)
+            actor.stop_now()
+            ActorRegistry.stop_all()
+        if actor.actor_stopped.is_set():
+            actor._teardown()
+        return True
 
 
 class Deliveries:
@@ -283,7 +310,7 @@ class PooledInbox:
     __slots__ = ("_actor", "_closed", "_lock", "_messages", "_scheduled")
 
     def __init__(self) -> None:
-        # created with the first message that has to wait here: a node whose Place messages are
+        # created with the first message that has to wait here: an actor whose messages are all
         # delivered straight to its handler (``Deliveries``) never needs one (~600 B per actor)
         self._messages: deque[Any] | None = None
         self._lock = threading.Lock()

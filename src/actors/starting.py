@@ -75,7 +75,7 @@ class LazyHandle(Handle):
 
     A partition with 10,000 nodes registers them ~3x faster when their actors (pykka actor, mailbox,
     model, ~10 µs and ~1 KB each) are not started with them: a node gets its actor from its first
-    ``Place``, update, drain or removal, on whichever thread sends it, and the actor takes this
+    booking, update, drain or removal, on whichever thread sends it, and the actor takes this
     handle as its own (one ``actor_id`` in the tracker). Until then nothing is in flight to it, so
     stopping it only marks it stopped: later tells are refused as by any stopped actor.
     """

@@ -365,7 +365,8 @@ class StopsRightAfterALook:
 def test_an_outbox_flushed_while_its_receiver_stops_leaves_nothing_in_flight() -> None:
     tracker = Tracker()
     mailbox: list[Any] = []
-    handle = SimpleNamespace(actor_id=1, _tracker=tracker)
+    # a receiver on another thread (no pool: its messages go to its mailbox)
+    handle = SimpleNamespace(actor_id=1, _tracker=tracker, pool_target=lambda: None)
     handle.ref = SimpleNamespace(
         actor_stopped=StopsRightAfterALook(tracker, 1), actor_inbox=SimpleNamespace(put=mailbox.append)
     )
