@@ -51,7 +51,7 @@ class _NeverStarted:
     """The ref of a lazily started actor that was stopped before anything was sent to it."""
 
     __slots__ = ("actor_stopped",)
-    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool, tell_each tells it one by one
+    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool
 
     def __init__(self) -> None:
         self.actor_stopped = StopFlag()
