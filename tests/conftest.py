@@ -197,7 +197,6 @@ def check_orders(partition: PartitionModel) -> None:
         if (
             node.schedulable
             and node.reservation is None
-            and node.node_id not in partition.cooling
             and any(quantity > 0 for quantity in node.available.values())
         ):
             score = node_usage_score(node, partition.resource_weights)

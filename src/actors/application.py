@@ -7,7 +7,6 @@ scheduler's view and one callback to the RM, not a thousand of each.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import attrs
@@ -17,7 +16,7 @@ from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
     AddAsks,
     AppGone,
-    BookRecovered,
+    BookOnNode,
     CompletingTimeout,
     Deliver,
     FreeOnNode,
@@ -147,37 +146,12 @@ class ApplicationActor(RetiringActor):
         self.owner.expire(self.clock(), self._collect())
 
     def on_Placed(self, message: Placed) -> None:
-        node_id = message.allocations[0].node_id if message.allocations else ""
-        self.nodes[node_id] = message.node
-        self.owner.confirm(node_id, message.allocations, self.clock(), self._collect())
-
-    def dispatch_all(self, messages: tuple[Any, ...]) -> None:
-        # At 10,000 nodes a bundle holds thousands of Placed, one per node: confirmed in one loop
-        # (each still on its own, a failure contained to its message) rather than a dispatch each.
-        start = 0
-        count = len(messages)
-        while start < count:
-            end = start
-            while end < count and type(messages[end]) is Placed:
-                end += 1
-            if end - start < 2:
-                self.dispatch(messages[start])
-                start += 1
-                continue
-            self._confirm_placed(messages[start:end])
-            start = end
-
-    def _confirm_placed(self, placed: tuple[Placed, ...]) -> None:
-        timed = self.timing.on
-        started = time.thread_time() if timed else 0.0
-        on_placed = self.on_Placed
-        for message in placed:
-            try:
-                on_placed(message)
-            except Exception as error:
-                self.handler_failed("Placed", error)
-        if timed:
-            self.timing.handled("Placed", time.thread_time() - started)
+        nodes = self.nodes
+        allocations = []
+        for allocation, node in message.placements:
+            nodes[allocation.node_id] = node
+            allocations.append(allocation)
+        self.owner.confirm(allocations, self.clock(), self._collect())
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
         if message.allocations:
@@ -317,14 +291,19 @@ class ApplicationActor(RetiringActor):
             return
         self._effects = None
         app_id = self.owner.app.application_id
-        if effects.recover_on_node:
+        if effects.book_on_node:
             by_node: dict[str, list[Allocation]] = {}
-            for allocation in effects.recover_on_node:
-                by_node.setdefault(allocation.node_id, []).append(allocation)
+            for allocation in effects.book_on_node:
+                mine = by_node.get(allocation.node_id)
+                if mine is None:
+                    by_node[allocation.node_id] = [allocation]
+                else:
+                    mine.append(allocation)
+            nodes = self.nodes
             for node_id, allocations in by_node.items():
-                node = self.nodes.get(node_id)
+                node = nodes.get(node_id)
                 if node is None or not self.tell(
-                    node, BookRecovered(allocations=tuple(allocations), app=self.handle)
+                    node, BookOnNode(allocations=tuple(allocations), app=self.handle)
                 ):
                     # the node left and stopped before the booking reached it: release them as
                     # its removal would have
@@ -375,13 +354,24 @@ class ApplicationActor(RetiringActor):
                 app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
             )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
+            new = [to_si_allocation(a, self.rm_partition) for a in effects.new_allocations]
+            released = [to_si_release(a, kind, text) for a, kind, text in effects.released]
+            if new and released and not {r.uuid for r in released}.isdisjoint(a.uuid for a in new):
+                # confirmed and released in one burst (a decision preempted before its owner had it):
+                # the RM hears of the allocation first, in a response of its own, as YuniKorn's
+                # scheduling cycle reports it before a later cycle preempts it
+                self.tell(
+                    self.dispatcher,
+                    Deliver(method="update_allocation", argument=si.AllocationResponse(new=new)),
+                )
+                new = []
             self.tell(
                 self.dispatcher,
                 Deliver(
                     method="update_allocation",
                     argument=si.AllocationResponse(
-                        new=[to_si_allocation(a, self.rm_partition) for a in effects.new_allocations],
-                        released=[to_si_release(a, kind, text) for a, kind, text in effects.released],
+                        new=new,
+                        released=released,
                         released_asks=[
                             si.AllocationAskRelease(
                                 partition_name=self.rm_partition,

@@ -16,7 +16,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
 import pykka
@@ -147,47 +147,12 @@ def tell_all(deliveries: list[tuple[Handle, Any]]) -> list[bool]:
     """``Handle.tell`` for each message in turn (same order, same mailboxes, same answers), counted
     in flight under one lock and handed to the receivers' pools together: a partition's request for
     hundreds of applications is one tracker update and one wake-up per pool, not one of each per
-    application. Unlike ``tell_each`` this mixes freely with ``tell``: every message goes straight
-    into its receiver's mailbox before this returns. (A pooled actor sends with ``KorralActor.tell``.)"""
+    application. It mixes freely with ``tell``: every message goes straight into its receiver's
+    mailbox before this returns. (A pooled actor sends with ``KorralActor.tell``.)"""
     if len(deliveries) < 2:
         return [handle.tell(message) for handle, message in deliveries]
     tracker = deliveries[0][0]._tracker  # one core's actors
     return put_counted(tracker, [(handle, message, 1) for handle, message in deliveries])
-
-
-def tell_each(
-    deliveries: list[tuple[Handle, Any]], refused: Callable[[Any], None] | None = None
-) -> list[bool]:
-    """``Handle.tell`` for many messages at once (a scheduler's batch of placements): whether each was
-    delivered. Off a pool's worker, the messages for actors of a pool go to it as one ``Deliveries``
-    item, rather than a lock and a wake-up per message. Items for one actor reach it in the order sent,
-    by this and earlier ``tell_each`` calls of the same thread; a direct ``tell`` may overtake them, so
-    a sender uses one way per receiver. An item can still meet a receiver that stopped before the
-    worker reached it: ``refused(message)`` is then called, on the worker. (A pooled actor sends with
-    ``KorralActor.tell``.)"""
-    if not deliveries:
-        return []
-    delivered: list[bool] = []
-    by_pool: dict[int, tuple[ActorPool, list[tuple[PooledActor, int, Any]]]] = {}
-    for handle, message in deliveries:
-        target = handle.pool_target()
-        if target is None:  # its own thread, or a simulated pool: one by one
-            delivered.append(handle.tell(message))
-            continue
-        pool, actor = target
-        if actor.actor_stopped.is_set():
-            delivered.append(False)
-            continue
-        entry = by_pool.get(id(pool))
-        if entry is None:
-            entry = by_pool[id(pool)] = (pool, [])
-        entry[1].append((actor, handle.actor_id, message))
-        delivered.append(True)
-    if by_pool:
-        tracker = deliveries[0][0]._tracker  # one core's actors
-        for pool, items in by_pool.values():
-            pool.deliver(items, refused, tracker)
-    return delivered
 
 
 class PeriodicEntry:
@@ -281,7 +246,8 @@ class KorralActor(pykka.Actor):
 
     def dispatch(self, message: Any) -> Any:
         """Run the message's handler; a failure is logged, counted and returned, never raised. The
-        caller accounts for the message in the tracker (``on_receive``, or the pool's ``Deliveries``)."""
+        caller accounts for the message in the tracker (``on_receive``, or the pool's outbox when it
+        hands a receiver its messages directly)."""
         if type(message) is Periodic:
             message.entry.queued = False
             message = message.message

@@ -122,31 +122,26 @@ class DecommissionNode:
 # ---- scheduler <-> owners ----------------------------------------------------------------------------
 
 
-class Place(NamedTuple):
-    """Scheduler -> node: book these allocations; each goes with the handle of its application.
+class Placed(NamedTuple):
+    """Scheduler -> application: allocations its view decided, each with the handle of its node; the
+    application confirms each one its ask still wants and has its node record it (``BookOnNode``), or
+    gives it back (``RollBack``). One per application per batch of cycles.
 
-    ``replacements`` (gang) are passed on to their applications after the placements: through the
-    node, so that an application hears of a placeholder placed here before of its replacement.
+    The view is the one writer of a node's free room: it booked these on their nodes when it decided,
+    and nothing checks the fit a second time (docs/architecture.md, "One fact, one owner").
 
-    A named tuple rather than an attrs class: one is built per touched node of every batch (at 10,000
-    nodes, one per allocation), and a tuple is built in a fraction of the time."""
+    A named tuple rather than an attrs class: one is built per application of every batch, and a tuple
+    is built in a fraction of the time."""
 
     placements: tuple[tuple[Allocation, Handle], ...]
-    replacements: tuple[tuple[Allocation, Handle], ...] = ()
 
 
-class Placed(NamedTuple):
-    """Node -> application: these allocations are booked on the node; confirm or give them back.
+class BookOnNode(NamedTuple):
+    """Application -> node: record these allocations, confirmed by the application (decided by the
+    scheduler's view) or recovered from the RM (they already run): whatever the room, since the view
+    decides what fits. A node that has left hands them back to be released (``NodeRemoved``).
 
-    A named tuple, as ``Place``: at 10,000 nodes one is built per allocation."""
-
-    node: Handle  # of the node
-    allocations: tuple[Allocation, ...]
-
-
-@frozen
-class BookRecovered:
-    """Application -> node: book recovered allocations whatever the room (they already run)."""
+    A named tuple, as ``Placed``: at 10,000 nodes one is built per allocation."""
 
     allocations: tuple[Allocation, ...]
     app: Handle  # of the owning application
@@ -170,15 +165,10 @@ class NodeRemoved:
 
 @frozen
 class RolledBack:
-    """-> scheduler: proposals that did not become allocations; undo them in the view.
-
-    A node that refuses sends its own facts along (``node``, ``available``), so the view can catch up
-    with whatever change it had not heard of yet.
-    """
+    """-> scheduler: proposals that did not become allocations (their application had stopped when its
+    ``Placed`` or ``Replace`` was sent); undo them in the view."""
 
     allocations: tuple[Allocation, ...]
-    node: NodeSpec | None = None
-    available: dict[str, int] | None = None
 
 
 @frozen
@@ -508,7 +498,7 @@ class NodeReservations:
 
 @attrs.frozen(slots=True)
 class SchedulerDone:
-    """Scheduler -> a removed application or node: nothing more will come from the scheduler."""
+    """Scheduler -> a removed application: nothing more will come from the scheduler."""
 
 
 @attrs.frozen(slots=True)

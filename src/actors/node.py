@@ -1,8 +1,12 @@
-"""Node actors own a node's capacity and the allocations booked on it.
+"""Node actors own what the RM says of a node (capacity, occupied, attributes, schedulable) and keep
+the record of the allocations on it.
 
-A placement proposed by the scheduler is booked here only if the node still has room and is
-schedulable: the node is the authority on its resources. Booked placements go to their application
-for confirmation; what cannot be booked goes back to the scheduler to be undone in its view.
+Whether an allocation fits is decided once, by the scheduler's view, the one writer of a node's free
+room; the node hears of the RM's changes first and tells the view their absolute values
+(``NodeChanged``). An allocation is recorded here when its application confirms it (``BookOnNode``),
+whatever the room: a change the view had not heard of yet when it decided (a shrink, a drain) leaves
+the node over-committed, as YuniKorn's does, and never books twice. The record is what the node's
+removal releases and what its snapshot shows.
 """
 
 from __future__ import annotations
@@ -11,15 +15,11 @@ from collections import defaultdict
 
 from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
-    BookRecovered,
+    BookOnNode,
     DecommissionNode,
     FreeOnNode,
     NodeChanged,
     NodeRemoved,
-    Place,
-    Placed,
-    Replace,
-    RolledBack,
     SetNodeSchedulable,
     Snapshot,
     SwapOnNode,
@@ -29,12 +29,13 @@ from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, NodeInfo
 from korral.model import resource as res
-from korral.model.allocation import Allocation
 from korral.model.node import Node, NodeSpec
 
 
 class NodeActor(RetiringActor):
     rank = Rank.NODE
+    # its owners send it what to record; the scheduler sends it nothing (no SchedulerDone to wait for)
+    scheduler_sends = False
 
     def __init__(
         self,
@@ -65,46 +66,7 @@ class NodeActor(RetiringActor):
             schedulable=node.schedulable,
         )
 
-    def on_Place(self, message: Place) -> None:
-        node = self.node
-        owners = self.owners
-        # the application of each booked allocation -> the allocations (usually one application)
-        booked: dict[Handle, list[Allocation]] = {}
-        refused: list[Allocation] = []
-        open_for_placements = not self.removed and node.schedulable
-        for allocation, app in message.placements:
-            if open_for_placements and node.fits(allocation.resource):
-                node.add_allocation(allocation)
-                owners[allocation.uuid] = app
-                mine = booked.get(app)
-                if mine is None:
-                    booked[app] = [allocation]
-                else:
-                    mine.append(allocation)
-            else:
-                refused.append(allocation)
-        for app, allocations in booked.items():
-            if not self.tell(app, Placed(node=self.handle, allocations=tuple(allocations))):
-                # the application is gone: nobody will confirm, so free the booking here
-                for allocation in allocations:
-                    node.remove_allocation(allocation.uuid)
-                    self.owners.pop(allocation.uuid, None)
-                refused.extend(allocations)
-        if refused:
-            self.tell(
-                self.scheduler,
-                RolledBack(allocations=tuple(refused), node=self._spec(), available=dict(node.available)),
-            )
-        if message.replacements:
-            by_app: dict[Handle, list[Allocation]] = defaultdict(list)
-            for allocation, app in message.replacements:
-                by_app[app].append(allocation)
-            for app, allocations in by_app.items():
-                if not self.tell(app, Replace(allocations=tuple(allocations))):
-                    # the application is gone
-                    self.tell(self.scheduler, RolledBack(allocations=tuple(allocations)))
-
-    def on_BookRecovered(self, message: BookRecovered) -> None:
+    def on_BookOnNode(self, message: BookOnNode) -> None:
         if self.removed:
             # The node left before the booking arrived: the owner must release these, as it would
             # have had they been booked before the node went.
@@ -117,10 +79,14 @@ class NodeActor(RetiringActor):
                 ),
             )
             return
+        node = self.node
+        booked = node.allocations
+        owners = self.owners
+        app = message.app
         for allocation in message.allocations:
-            if allocation.uuid not in self.node.allocations:
-                self.node.add_allocation(allocation)
-                self.owners[allocation.uuid] = message.app
+            if allocation.uuid not in booked:  # a recovery told twice books once
+                node.add_allocation(allocation)
+                owners[allocation.uuid] = app
 
     def on_FreeOnNode(self, message: FreeOnNode) -> None:
         for uuid in message.uuids:

@@ -458,7 +458,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:
             handle.stop()
         # Not waited for: the scheduler may be inside the RM's predicates callback, and a stop never
-        # waits on an RM. A decision still in progress finds every owner stopped (its Place messages
+        # waits on an RM. A decision still in progress finds every owner stopped (its Placed messages
         # are refused) and the RM's callbacks closed.
         self.scheduler.stop()
         self.pool.stop()

@@ -117,65 +117,46 @@ class Outbox:
                 actor._handle_envelope(Envelope(message))
             held, self._held = self._held, {}
             if held:
-                # one pool serves one core's partition: its actors share one tracker. A receiver on
-                # another thread (the scheduler, the partition) may be stopping meanwhile.
-                put_counted(
-                    next(iter(held.values()))[0]._tracker,
-                    [
-                        (handle, queued[0] if len(queued) == 1 else Bundle(tuple(queued)), len(queued))
-                        for handle, queued in held.values()
-                    ],
-                )
+                # A receiver of this pool with nothing in its mailbox is handed its messages here and
+                # now (the worker runs no actor now, and nothing sent to it earlier waits, so one
+                # message at a time and each sender's order hold): no mailbox, run queue and count
+                # per message. Every other receiver
+                # gets them in its mailbox; one on another thread (the scheduler, the partition) may
+                # be stopping meanwhile. One pool serves one core's partition: one tracker.
+                later = [
+                    (handle, queued[0] if len(queued) == 1 else Bundle(tuple(queued)), len(queued))
+                    for handle, queued in held.values()
+                    if not self._handled_here(handle, queued)
+                ]
+                if later:
+                    put_counted(later[0][0]._tracker, later)
         tracker, self._tracker = self._tracker, None
         if tracker is not None:
             tracker.done(id(self))
 
-
-class Deliveries:
-    """Messages for many actors of one pool, handed to the pool as one item of its run queue
-    (``ActorPool.deliver``): a scheduler's batch of placements, one per node, is one hand-off and one
-    wake-up instead of one per node.
-
-    The worker delivers each message by running the receiver's handler right away when its mailbox is
-    empty (nothing it was sent earlier is waiting, and the worker is the only thread that runs it, so
-    one message at a time and each sender's order both hold); behind its queued messages otherwise.
-    Counted in flight as one message until the last is delivered. A receiver that has stopped meanwhile
-    handles nothing: ``refused`` hears of its message, as a sender hears of a refused tell.
-    """
-
-    __slots__ = ("_items", "_refused", "_tracker")
-
-    def __init__(self, items: list[tuple[PooledActor, int, Any]], refused: Any, tracker: Any) -> None:
-        self._items = items
-        self._refused = refused
-        self._tracker = tracker
-
-    def _run_slice(self) -> None:
-        tracker = self._tracker
-        try:
-            for actor, actor_id, message in self._items:
-                if actor.actor_stopped.is_set():
-                    if self._refused is not None:
-                        self._refused(message)
-                    continue
-                inbox: PooledInbox = actor.actor_inbox  # type: ignore[assignment]
-                if inbox._messages or not actor._started:
-                    tracker.sent_each([(actor_id, 1)])
-                    inbox.put(Envelope(message))
-                    continue
-                try:  # dispatch contains an Exception itself; only a fatal error comes through
-                    actor.dispatch(message)  # type: ignore[attr-defined]
-                except BaseException:
-                    # as pykka's loop and _handle_envelope: a fatal error stops every actor
-                    log.exception("%s: fatal error, stopping all actors", actor)
-                    actor.stop_now()
-                    ActorRegistry.stop_all()
-                    return
-                if actor.actor_stopped.is_set():
-                    actor._teardown()
-        finally:
-            # its entry goes with its count (done would leave it at 0: a fresh id per batch, issue 22)
-            tracker.forget(id(self))
+    def _handled_here(self, handle: Any, queued: list[Any]) -> bool:
+        """Handle ``queued`` (a receiver's held messages) at once if the receiver is an idle, started
+        actor of this outbox's pool; False: it must go through the receiver's mailbox."""
+        target: tuple[ActorPool, PooledActor] | None = handle.pool_target()
+        if target is None or target[0].outbox is not self:
+            return False
+        actor = target[1]
+        inbox: PooledInbox = actor.actor_inbox  # type: ignore[assignment]
+        if inbox._messages or not actor._started or actor.actor_stopped.is_set():
+            return False
+        try:  # dispatch contains an Exception itself; only a fatal error comes through
+            if len(queued) == 1:
+                actor.dispatch(queued[0])  # type: ignore[attr-defined]
+            else:
+                actor.dispatch_all(tuple(queued))  # type: ignore[attr-defined]
+        except BaseException:
+            # as pykka's loop and _handle_envelope: a fatal error stops every actor
+            log.exception("%s: fatal error, stopping all actors", actor)
+            actor.stop_now()
+            ActorRegistry.stop_all()
+        if actor.actor_stopped.is_set():
+            actor._teardown()
+        return True
 
 
 class ActorPool:
@@ -193,41 +174,39 @@ class ActorPool:
         self._ready: deque[PooledActor] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._stopped = False
+        # the worker has ended: what is made ready from now on is stopped, not queued (``_orphaned``)
+        self._exited = False
         self._thread = threading.Thread(target=self._run, name=f"korral-pool-{name}", daemon=True)
         self._thread.start()
 
     def schedule(self, actor: PooledActor) -> None:
         with self._wake:
-            self._ready.append(actor)
-            if len(self._ready) == 1:
-                self._wake.notify()
+            if not self._exited:
+                self._ready.append(actor)
+                if len(self._ready) == 1:
+                    self._wake.notify()
+                return
+        self._orphaned([actor])
+
+    def _orphaned(self, actors: list[PooledActor]) -> None:
+        """Actors made ready after the worker ended (their partition stopped the pool while a thread
+        still told them something): nobody will run them, so they stop here, their mailboxes are
+        answered and their counts forgotten, and the core can still become idle."""
+        for actor in actors:
+            if not actor.actor_stopped.is_set():
+                actor.stop_now()
+            actor._teardown()
 
     def schedule_all(self, actors: list[PooledActor]) -> None:
         """``schedule`` for many actors at once: one hand-off to the worker."""
         with self._wake:
-            idle = not self._ready
-            self._ready.extend(actors)
-            if idle:
-                self._wake.notify()
-
-    def deliver(self, items: list[tuple[PooledActor, int, Any]], refused: Any, tracker: Any) -> None:
-        """Deliver messages to many of this pool's actors as one item of the run queue (``Deliveries``):
-        ``items`` are (actor, its tracker id, message); ``refused(message)`` is called on the worker for
-        a message whose receiver has stopped."""
-        job = Deliveries(items, refused, tracker)
-        # counted as one message in flight, and as one wake-up of each receiver (what the messages per
-        # allocation of a benchmark count): each receiver still handles its message
-        tracker.sent_each([(id(job), 1)], wakeups=len(items))
-        with self._wake:
-            if not self._stopped:
-                self._ready.append(job)  # type: ignore[arg-type]
-                if len(self._ready) == 1:
+            if not self._exited:
+                idle = not self._ready
+                self._ready.extend(actors)
+                if idle:
                     self._wake.notify()
                 return
-        # The pool has stopped (its partition did, while the scheduler was still deciding): nobody
-        # runs the job, and no actor stopping later would forget its count for it, as it does for
-        # messages in its mailbox; so it is not in flight.
-        tracker.forget(id(job))
+        self._orphaned(actors)
 
     def send(self, handle: Any, message: Any) -> bool:
         """A tell from one of this pool's actors, which run only on the worker: held in the outbox
@@ -269,6 +248,7 @@ class ActorPool:
                 while not ready and not self._stopped:
                     self._wake.wait()
                 if self._stopped and not ready:
+                    self._exited = True
                     break
                 actor = ready.popleft()
             actor._run_slice()
@@ -283,8 +263,8 @@ class PooledInbox:
     __slots__ = ("_actor", "_closed", "_lock", "_messages", "_scheduled")
 
     def __init__(self) -> None:
-        # created with the first message that has to wait here: a node whose Place messages are
-        # delivered straight to its handler (``Deliveries``) never needs one (~600 B per actor)
+        # created with the first message that has to wait here: an actor whose messages are all
+        # handed to it by its pool's outbox (``Outbox._handled_here``) never needs one (~600 B each)
         self._messages: deque[Any] | None = None
         self._lock = threading.Lock()
         self._scheduled = False

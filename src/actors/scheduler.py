@@ -2,9 +2,11 @@
 
 It decides on its ``SchedulingView`` with the reference scheduler's code, a batch of cycles at a time
 (each cycle still one allocation, so fairness is re-evaluated after every allocation exactly as in
-YuniKorn), then sends one ``Place`` per touched node. Owners confirm or refuse; refusals come back as
-``RolledBack`` and are undone in the view. Any change told to the scheduler wakes it at once; a timer
-tick every ``scheduling_interval`` covers what only time changes (reservation delay).
+YuniKorn), then sends one ``Placed`` per application. The view is the one writer of a node's free
+room: what it decides is booked on its node there and then, and no second check follows. Owners
+confirm what their asks still want (and have the nodes record it) or give it back (``RollBack``),
+which the view undoes. Any change told to the scheduler wakes it at once; a timer tick every
+``scheduling_interval`` covers what only time changes (reservation delay).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates, tell_each
+from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates
 from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
@@ -26,11 +28,12 @@ from korral.actors.messages import (
     NodeChanged,
     NodeGone,
     NodesAdded,
-    Place,
+    Placed,
     Preempt,
     PreemptionDue,
     QueueCreated,
     QueuesRemoved,
+    Replace,
     RolledBack,
     RunCycle,
     SchedulerDone,
@@ -44,7 +47,6 @@ from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
-from korral.model import resource as res
 from korral.model.allocation import Allocation, AskSpec
 from korral.model.partition_effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
 from korral.model.resource import Resource
@@ -65,14 +67,11 @@ _new_tuple = tuple.__new__
 
 # A batch of cycles ends when nothing more fits, or after a time budget. The budget starts short (new
 # asks are placed within milliseconds at light load) and doubles while batches keep being cut short,
-# i.e. while there is a backlog: then larger batches send fewer Place messages per allocation (one per
-# touched node), and latency is the backlog's anyway. It drops back as soon as a batch drains it all.
+# i.e. while there is a backlog: then larger batches send fewer Placed messages per allocation (one per
+# application), and latency is the backlog's anyway. It drops back as soon as a batch drains it all.
 BATCH_ALLOCATIONS = 20_000
 BATCH_SECONDS_MIN = 0.02
 BATCH_SECONDS_MAX = 0.25
-# A node that refuses this many proposals within one tick, though the view had caught up with it,
-# is left out of the view's node order until its next facts or the next tick.
-REFUSALS_BEFORE_COOLING = 3
 # How often asks that fit their queue but no node are reported to the RM (YuniKorn: every second).
 OUTSTANDING_REPORT_INTERVAL = 1.0
 
@@ -160,7 +159,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         if metrics is not None:
             self.view.latencies = []  # YuniKorn's try-node, try-preemption and sorting latencies
         # node -> refusals since the last tick that the view could not explain
-        self._refusals: dict[str, int] = {}
         self._last_outstanding_report = 0.0
         self.cycles = 0
         self.proposals = 0
@@ -251,16 +249,13 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
         spec = message.spec
-        self.view.uncool_node(spec.node_id)  # the node's own facts: the view has caught up
         self.view.set_node(spec)
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
-        handle = self.nodes.pop(message.node_id, None)
-        if handle is not None:
-            # after every Place this actor sent it, so the same way as those (tell_each's items reach
-            # an actor in the order sent, a direct tell could overtake them)
-            tell_each([(handle, SchedulerDone())], self._place_refused)
+        # the scheduler sends nothing to nodes (owners have them record what they confirm): no
+        # SchedulerDone to say
+        self.nodes.pop(message.node_id, None)
         self.view.discard_node(message.node_id)
         self._wake()
 
@@ -274,7 +269,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         if self._stale(spec.application_id, message.app):
             # Removed and added again, and the new incarnation got here before the old one's AppGone
             # (they come from different actors): the old one's view state goes now (a batch publishes
-            # the usage it held), its AppGone and late ViewOps are stale. No Place names it from now on.
+            # the usage it held), its AppGone and late ViewOps are stale. No Placed goes to it from now on.
             self.view.discard_application(spec.application_id)
             self.apps[spec.application_id].tell(SchedulerDone())
             self._wake()
@@ -346,7 +341,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                 view.forget_allocation(op.allocation)
             elif isinstance(op, AdoptRecovered):
                 # adopted only while its node is in the view; a node that left before the booking
-                # reached it tells the owner to release it (NodeActor.on_BookRecovered)
+                # reached it tells the owner to release it (NodeActor.on_BookOnNode)
                 view.adopt_recovered(op.allocation)
             elif isinstance(op, UndoReplacement):
                 view.undo_replacement(op.allocation)
@@ -364,31 +359,18 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._wake()
 
     def on_RolledBack(self, message: RolledBack) -> None:
+        self._undo(message.allocations)
+        self._wake()
+
+    def _undo(self, allocations: Sequence[Allocation]) -> None:
+        """Proposals that will not become allocations: out of the view (a replacement undone)."""
         view = self.view
-        for allocation in message.allocations:
+        for allocation in allocations:
             if allocation.replaces:
                 view.undo_replacement(allocation)
             else:
                 view.rollback(allocation)
-        spec = message.node
-        if spec is not None and spec.node_id in view.nodes:
-            # Catch up with the node's own facts. A refusal is usually a change still in flight (a
-            # release queued at the node, a drain); but if the view would propose the same allocation
-            # again and the node keeps saying it has no room, they disagree for good: after a few
-            # such refusals in one tick, keep the node out of the order until its next facts
-            # (NodeChanged) or the next tick, rather than propose and be refused without end.
-            view.set_node(spec)
-            node = view.nodes[spec.node_id]
-            available = message.available or {}
-            if node.schedulable and any(
-                node.fits(a.resource) and not res.fits_in(a.resource, available) for a in message.allocations
-            ):
-                refusals = self._refusals.get(spec.node_id, 0) + 1
-                self._refusals[spec.node_id] = refusals
-                if refusals >= REFUSALS_BEFORE_COOLING:
-                    view.cool_node(spec.node_id)
-        self.rollbacks += len(message.allocations)
-        self._wake()
+        self.rollbacks += len(allocations)
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
         self.view.apply_config(message.config)
@@ -408,10 +390,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
     def on_Tick(self, message: Tick) -> None:
         now = self.clock()
-        self._refusals.clear()
-        if self.view.cooling:
-            self.view.warm_nodes()
-            self._wake()
         if self.view.has_timed_work():
             self._wake()
         if self.view.unschedulable and now - self._last_outstanding_report >= OUTSTANDING_REPORT_INTERVAL:
@@ -483,55 +461,42 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
-        by_node: dict[str, list[tuple[Allocation, Handle]]] = {}
-        # gang replacements, confirmed by their application alone; sent through the placeholder's node
-        replacing: dict[str, list[tuple[Allocation, Handle]]] = {}
+        # per application, in the order decided (a dict's, not a set's: the simulated runtime replays
+        # a run message for message): its placements with their nodes, then its gang replacements
+        by_app: dict[str, tuple[Handle, list[tuple[Allocation, Handle]], list[Allocation]]] = {}
         apps = self.apps
+        nodes = self.nodes
         refused: list[Allocation] = []
         for allocation in made:
-            app = apps.get(allocation.application_id)
-            if app is None:
-                refused.append(allocation)
-                continue
-            group = replacing if allocation.replaces else by_node
-            placed = group.get(allocation.node_id)
-            if placed is None:
-                group[allocation.node_id] = [(allocation, app)]
-            else:
-                placed.append((allocation, app))
-        # in a fixed order (not a set's): the simulated runtime replays a run message for message
-        deliveries: list[tuple[Handle, Place]] = []
-        nodes = self.nodes
-        for node_id in [*by_node, *(n for n in replacing if n not in by_node)] if replacing else by_node:
-            placements = by_node.get(node_id, ())
-            replacements = replacing.get(node_id, ()) if replacing else ()
-            node = nodes.get(node_id)
-            if node is None:
-                refused.extend(allocation for allocation, _ in placements)
-                refused.extend(allocation for allocation, _ in replacements)
-            else:
-                deliveries.append((node, _new_tuple(Place, (tuple(placements), tuple(replacements)))))
-        # one hand-off to the nodes' pool for the whole batch, not a lock and a wake-up per node
-        delivered = tell_each(deliveries, self._place_refused)
-        if not all(delivered):
-            for (_, place), taken in zip(deliveries, delivered, strict=True):
-                if not taken:
-                    refused.extend(allocation for allocation, _ in place.placements)
-                    refused.extend(allocation for allocation, _ in place.replacements)
-        for allocation in refused:
+            application_id = allocation.application_id
+            entry = by_app.get(application_id)
+            if entry is None:
+                app = apps.get(application_id)
+                if app is None:
+                    refused.append(allocation)
+                    continue
+                entry = by_app[application_id] = (app, [], [])
             if allocation.replaces:
-                view.undo_replacement(allocation)
+                # confirmed by the application alone: the placeholder's node already holds the room
+                entry[2].append(allocation)
+                continue
+            node = nodes.get(allocation.node_id)
+            if node is None:
+                refused.append(allocation)
             else:
-                view.rollback(allocation)
+                entry[1].append((allocation, node))
+        # Straight to each application's mailbox, as every other message of this actor to it (so its
+        # SchedulerDone still comes last); the placements before the replacements, so that an
+        # application hears of a placeholder before of its replacement.
+        for app, placements, replacements in by_app.values():
+            if placements and not app.tell(_new_tuple(Placed, (tuple(placements),))):
+                refused.extend(allocation for allocation, _ in placements)
+            if replacements and not app.tell(Replace(allocations=tuple(replacements))):
+                refused.extend(replacements)
+        if refused:
+            self._undo(refused)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
-
-    def _place_refused(self, place: Any) -> None:
-        """A node stopped before its Place reached it (called on the nodes' pool): undo it here."""
-        if type(place) is not Place:
-            return  # SchedulerDone: nothing to undo
-        allocations = tuple(a for a, _ in place.placements) + tuple(a for a, _ in place.replacements)
-        self.handle.tell(RolledBack(allocations=allocations))
 
     def _send_core_releases(self, releases: list[CoreRelease]) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked

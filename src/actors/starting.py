@@ -51,7 +51,7 @@ class _NeverStarted:
     """The ref of a lazily started actor that was stopped before anything was sent to it."""
 
     __slots__ = ("actor_stopped",)
-    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool, tell_each tells it one by one
+    actor_inbox = None  # no mailbox: Handle.pool_target finds no pool
 
     def __init__(self) -> None:
         self.actor_stopped = StopFlag()
@@ -75,7 +75,7 @@ class LazyHandle(Handle):
 
     A partition with 10,000 nodes registers them ~3x faster when their actors (pykka actor, mailbox,
     model, ~10 µs and ~1 KB each) are not started with them: a node gets its actor from its first
-    ``Place``, update, drain or removal, on whichever thread sends it, and the actor takes this
+    booking, update, drain or removal, on whichever thread sends it, and the actor takes this
     handle as its own (one ``actor_id`` in the tracker). Until then nothing is in flight to it, so
     stopping it only marks it stopped: later tells are refused as by any stopped actor.
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from korral.actors.application import ApplicationActor
-from korral.actors.messages import FreeOnNode, Placed
+from korral.actors.messages import BookOnNode, FreeOnNode, Placed
 from korral.actors.node import NodeActor
 from korral.actors.setup import ActorSetup
 from korral.harness.faults_planted import CLASSES, PLANTED
@@ -21,7 +21,9 @@ KNOWN = {
     "node-keeps-released": "a node ignores the release of every allocation whose allocation key ends in 0",
     # one rare message order only: a Placed that reaches an application after its removal did. The
     # allocation stays booked on the node, owned by nobody (korral stress --simulated must find it)
-    "removed-app-keeps-placed": "a removed application neither confirms nor hands back a placement",
+    "removed-app-keeps-placed": (
+        "a removed application has its node book a placement instead of handing it back"
+    ),
     # the planted concurrency bugs of korral.harness.faults_planted (tests/core/test_planted_bugs.py)
     **PLANTED,
 }
@@ -65,8 +67,11 @@ class NodeKeepsReleased(NodeActor):
 
 
 class RemovedAppKeepsPlaced(ApplicationActor):
-    """removed-app-keeps-placed: the booking a removed application gets is never handed back."""
+    """removed-app-keeps-placed: a placement a removed application gets is booked on its node."""
 
     def on_Placed(self, message: Placed) -> None:
         if not self.owner.removed:
             super().on_Placed(message)
+            return
+        for allocation, node in message.placements:  # the bug: kept, on a node, by nobody
+            self.tell(node, BookOnNode(allocations=(allocation,), app=self.handle))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from korral import si
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import (
-    BookRecovered,
+    BookOnNode,
     Placed,
     RemoveApplication,
     RunCycle,
@@ -57,20 +57,20 @@ PLANTED = {
 
 
 class PlacedAfterAskReleaseLost(ApplicationActor):
-    """placed-after-ask-release-lost: a Placed whose ask went (RemoveAsks, or an update: a new
-    generation) between the scheduler's proposal and the node's booking is dropped; the owner would
-    have freed it on the node and rolled it back in the view."""
+    """placed-after-ask-release-lost: a placement whose ask went (RemoveAsks, or an update: a new
+    generation) between the scheduler's decision and the owner's confirmation is dropped; the owner
+    would have rolled it back in the view."""
 
     def on_Placed(self, message: Placed) -> None:
         asks = self.owner.app.asks
         kept = []
-        for allocation in message.allocations:
+        for allocation, node in message.placements:
             ask = asks.get(allocation.allocation_key)
             if ask is None or ask.generation != allocation.ask_generation:
                 continue  # the bug: neither confirmed nor handed back
-            kept.append(allocation)
+            kept.append((allocation, node))
         if kept:
-            super().on_Placed(Placed(node=message.node, allocations=tuple(kept)))
+            super().on_Placed(Placed(placements=tuple(kept)))
 
 
 class ReleaseAfterReleaseCounted(SchedulerActor):
@@ -147,17 +147,17 @@ class RemovalSkipsPreempted(ApplicationActor):
 
 
 class RecoveryOntoLeavingNode(NodeActor):
-    """recovery-onto-leaving-node: a BookRecovered reaching a decommissioned node is booked (the
-    node would have sent NodeRemoved back to the owner)."""
+    """recovery-onto-leaving-node: a BookOnNode (a recovered or a confirmed allocation) reaching a
+    decommissioned node is booked (the node would have sent NodeRemoved back to the owner)."""
 
-    def on_BookRecovered(self, message: BookRecovered) -> None:
+    def on_BookOnNode(self, message: BookOnNode) -> None:
         if self.removed:
             for allocation in message.allocations:  # the bug: booked on a node that left
                 if allocation.uuid not in self.node.allocations:
                     self.node.add_allocation(allocation)
                     self.owners[allocation.uuid] = message.app
             return
-        super().on_BookRecovered(message)
+        super().on_BookOnNode(message)
 
 
 class CutBatchDropsRest(SchedulerActor):

@@ -134,7 +134,8 @@ class AppEffects:
     allocated_delta: Resource = attrs.Factory(dict)
     view_ops: list[ViewOp] = attrs.Factory(list)
     free_on_node: dict[str, list[str]] = attrs.Factory(dict)
-    recover_on_node: list[Allocation] = attrs.Factory(list)
+    # allocations for their nodes to record: confirmed placements and recoveries
+    book_on_node: list[Allocation] = attrs.Factory(list)
     # uuids of recovered allocations no longer live here (released, or refused): the partition
     # checks recovered uuids for clashes and must learn when one is free again
     recovered_gone: list[str] = attrs.Factory(list)
@@ -248,9 +249,10 @@ class ApplicationOwner:
     # ---- placements --------------------------------------------------------------------------------
 
     def confirm(
-        self, node_id: str, allocations: Iterable[Allocation], now: float, effects: AppEffects | None = None
+        self, allocations: Iterable[Allocation], now: float, effects: AppEffects | None = None
     ) -> AppEffects:
-        """Accept allocations booked on a node, or hand them back when the ask no longer wants them."""
+        """Accept allocations the scheduler's view decided (and booked there on their nodes): each has
+        its node record it; or hand one back when its ask no longer wants it (the view undoes it)."""
         effects = effects if effects is not None else AppEffects()
         app = self.app
         asks = app.asks
@@ -264,13 +266,13 @@ class ApplicationOwner:
                 or ask.pending <= 0
                 or app.state not in LIVE_FOR_ASKS
             ):
-                effects.free_on_node.setdefault(node_id, []).append(allocation.uuid)
                 effects.view_ops.append(RollBack(allocation))
                 continue
             app.book(ask, allocation)
             for name, quantity in allocation.resource.items():
                 allocated_delta[name] = allocated_delta.get(name, 0) + quantity
             effects.new_allocations.append(allocation)
+            effects.book_on_node.append(allocation)
             state = app.state
             if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
                 advance_after_allocation(
@@ -335,7 +337,7 @@ class ApplicationOwner:
             res.add_into(effects.allocated_delta, allocation.resource)
             effects.new_allocations.append(allocation)
             effects.view_ops.append(AdoptRecovered(allocation))
-            effects.recover_on_node.append(allocation)
+            effects.book_on_node.append(allocation)
             recovered += 1
         if recovered:
             advance_for_recovery(app, lambda: self._transition(ApplicationEvent.RUN, now, effects))

@@ -98,7 +98,8 @@ class Node:
         return res.fits_in(ask, self.capacity)
 
     def add_allocation(self, allocation: Allocation) -> None:
-        """Book an allocation. Callers check ``fits`` first unless they recover an existing allocation."""
+        """Book an allocation, whatever the room: the caller decided it fits (the scheduler's view), or it
+        already runs (a recovery, or the record a node actor keeps of what the view decided)."""
         self.allocations[allocation.uuid] = allocation
         available = self.available
         for name, quantity in allocation.resource.items():

@@ -24,8 +24,6 @@ class NodeOrder:
         self.policy = "fair"
         self.weights: dict[str, float] = dict(DEFAULT_WEIGHTS)
         self._positive_weights = tuple(self.weights.items())
-        # nodes kept out of the order for now: the scheduler's view cools a node that refused a proposal
-        self.cooling: set[str] = set()
 
     def configure(self, policy: str, weights: Mapping[str, float]) -> None:
         """The config's node sort policy and resource weights; the order is rebuilt."""
@@ -43,14 +41,9 @@ class NodeOrder:
         self.order.discard(node_id)
 
     def update(self, node: Node) -> None:
-        """Put the node in its place, or take it out (unschedulable, reserved, cooling, full, gone)."""
+        """Put the node in its place, or take it out (unschedulable, reserved, full, gone)."""
         node_id = node.node_id
-        if (
-            node.schedulable
-            and node.reservation is None
-            and node_id in self.nodes
-            and node_id not in self.cooling
-        ):
+        if node.schedulable and node.reservation is None and node_id in self.nodes:
             available = node.available
             for quantity in available.values():
                 if quantity > 0:

@@ -26,7 +26,7 @@ removing a node, recovering an allocation) are written out here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from korral.config.schema import PartitionConfig
@@ -320,10 +320,6 @@ class PartitionModel:
     @property
     def node_order(self) -> IncrementalOrder[Node]:
         return self.ordering().order
-
-    @property
-    def cooling(self) -> Set[str]:
-        return self.ordering().cooling
 
     @property
     def node_sort_policy(self) -> str:

@@ -226,31 +226,3 @@ class SchedulingView(PartitionModel):
     def has_timed_work(self) -> bool:
         """Asks that failed to fit: time alone can change the outcome (reservations)."""
         return bool(self.unschedulable) or bool(self.reservations)
-
-    def cool_node(self, node_id: str) -> None:
-        """The node refused a proposal: its owner knows better than this view. Leave it out of the
-        node order until ``warm_nodes`` (the next tick), so a lasting disagreement cannot turn into an
-        endless propose-refuse loop."""
-        node = self.nodes.get(node_id)
-        if node is not None:
-            self.ordering().cooling.add(node_id)
-            self.ordering().update(node)
-
-    def uncool_node(self, node_id: str) -> None:
-        cooling = self.ordering().cooling
-        if node_id in cooling:
-            cooling.discard(node_id)
-            node = self.nodes.get(node_id)
-            if node is not None:
-                self.ordering().update(node)
-                self.registry.resources_changed()
-
-    def warm_nodes(self) -> None:
-        cooled = sorted(self.ordering().cooling)  # a set's order changes between processes
-        self.ordering().cooling.clear()
-        for node_id in cooled:
-            node = self.nodes.get(node_id)
-            if node is not None:
-                self.ordering().update(node)
-        if cooled:
-            self.registry.resources_changed()  # shapes cached as fitting no node may fit a warmed one

@@ -930,7 +930,7 @@ def test_bench_preemption_refuses_more_urgent_asks_than_the_cluster_can_give(run
 def test_stage_costs_split_an_allocation_by_stage_and_leave_the_rest_to_plumbing() -> None:
     from korral.harness.benchmark.runner import stage_costs
 
-    handlers = {"AddAsks": 0.1, "ViewOps": 0.1, "RunCycle": 0.05, "Place": 0.2, "Deliver": 0.1, "Odd": 0.1}
+    handlers = {"AddAsks": 0.1, "ViewOps": 0.1, "RunCycle": 0.05, "Placed": 0.2, "Deliver": 0.1, "Odd": 0.1}
     stages = stage_costs(
         handlers, submit_seconds=0.1, process_seconds=1.0, allocations=1000, scheduler_seconds=0.4
     )

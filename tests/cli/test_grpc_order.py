@@ -69,14 +69,17 @@ def test_raw_stubs_on_the_ordered_stream_get_every_kind_of_response_in_order(ser
 
 def test_the_frame_is_protobufs_own_encoding_of_the_oneof() -> None:
     # korral frames serialized responses without re-encoding them: the bytes must be what protobuf
-    # writes for OrderedResponse, for small and multi-byte lengths
+    # writes for OrderedResponse, for small and multi-byte lengths. (Deterministic serialization on
+    # both sides: protobuf may write a map's entries in another order each time.)
     for count in (1, 400):
         inner = to_pb(t.asks("rm", "app", count, SMALL))
-        assert frame("allocation", inner.SerializeToString()) == (
-            si_pb2.OrderedRequest(allocation=inner).SerializeToString()
+        assert frame("allocation", inner.SerializeToString(deterministic=True)) == (
+            si_pb2.OrderedRequest(allocation=inner).SerializeToString(deterministic=True)
         )
     node = to_pb(si.NodeResponse())
-    assert frame("node", node.SerializeToString()) == si_pb2.OrderedResponse(node=node).SerializeToString()
+    assert frame("node", node.SerializeToString(deterministic=True)) == si_pb2.OrderedResponse(
+        node=node
+    ).SerializeToString(deterministic=True)
 
 
 @pytest.mark.parametrize(

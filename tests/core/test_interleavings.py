@@ -29,10 +29,11 @@ from korral import testing as t
 from korral.actors.base import Rank
 from korral.actors.messages import (
     AddAsks,
+    BookOnNode,
     CompletingTimeout,
     DecommissionNode,
     NodeGone,
-    Place,
+    Placed,
     RecoverAllocations,
     RemoveApplication,
     RemoveAsks,
@@ -297,7 +298,7 @@ def run(seed: int) -> Iterator[Run]:
 
 def place_held_at(run: Run, node: str, app_id: str, count: int) -> None:
     """Asks the scheduler sees but cannot place (the predicate refuses), then one tick with the
-    predicate open while the pooled actors are held: the Place waits in the node's mailbox."""
+    predicate open while the pooled actors are held: the Placed waits in the application's mailbox."""
     run.closed = True
     run.core.update_allocation(run.asks(app_id, count))
     run.idle()
@@ -344,23 +345,25 @@ def test_ask_then_release_in_consecutive_requests_without_waiting(run: Run) -> N
 
 
 def test_ask_withdrawn_while_its_placement_is_in_flight(run: Run) -> None:
-    """Pinned: scheduler proposes -> Place waits at the node -> the withdrawal reaches the application ->
-    node books -> application refuses. The node's booking is undone, the view rolls back, and the RM
-    never hears of an allocation."""
+    """Pinned: the scheduler is deciding the ask when its withdrawal reaches the application, which has
+    handled it before the Placed arrives: the application refuses the placement, the view rolls it
+    back, the node never records it, and the RM never hears of an allocation."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
-    place_held_at(run, "n1", "app", 1)
-    before = run.proposals()
-    with run.script.holding(pooled):
-        run.tick()
-        assert run.queued(to("node/n1"), Place)
-        assert run.proposals() == before + 1
-        run.core.update_allocation(run.withdraw("app", "app-k0"))
-        run.idle()
-        assert run.queued(to("app/app"), RemoveAsks)
     run.idle()
+
+    def withdraw(args: si.PredicatesArgs) -> None:
+        run.core.update_allocation(run.withdraw("app", "app-k0"))
+        run.run_others()
+        assert run.was_delivered("app/app", RemoveAsks)
+
+    run.during_decision(withdraw)
+    run.core.update_allocation(run.asks("app", 1))
+    run.idle()
+    assert run.acted is True, f"the decision the test pins never happened: {run.acted!r}"
     assert not run.rm.live and run.rm.allocated_total == 0, "a withdrawn ask was allocated"
     assert run.rollbacks() == 1
+    assert not run.was_delivered("node/n1", BookOnNode)
     node = run.core.node(PARTITION, "n1")
     assert node is not None and not node.allocations and node.allocated == {}
     # the application goes on normally
@@ -371,14 +374,15 @@ def test_ask_withdrawn_while_its_placement_is_in_flight(run: Run) -> None:
 
 
 def test_ask_withdrawn_just_after_its_placement_was_confirmed(run: Run) -> None:
-    """Pinned, the other order: Place booked and confirmed, then the withdrawal: the allocation stays."""
+    """Pinned, the other order: the Placed reaches the application first and is confirmed, then the
+    withdrawal: the allocation stays."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     place_held_at(run, "n1", "app", 1)
     with run.script.holding(pooled):
         run.tick()
-        assert run.queued(to("node/n1"), Place)
-    run.idle()  # the node books and the application confirms, then the withdrawal arrives
+        assert run.queued(to("app/app"), Placed)
+    run.idle()  # the application confirms and its node records it, then the withdrawal arrives
     run.core.update_allocation(run.withdraw("app", "app-k0"))
     run.idle()
     assert len(run.rm.live) == 1
@@ -388,18 +392,21 @@ def test_ask_withdrawn_just_after_its_placement_was_confirmed(run: Run) -> None:
 
 
 def test_ask_replaced_while_its_placement_is_in_flight(run: Run) -> None:
-    """Pinned: Place for the old ask waits at the node -> the same key comes again with new resources
+    """Pinned: the scheduler is deciding the old ask when the same key comes again with new resources
     and reaches the application first. The stale placement is refused; the new ask is placed once."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
-    place_held_at(run, "n1", "app", 1)
-    with run.script.holding(pooled):
-        run.tick()
-        assert run.queued(to("node/n1"), Place)
-        run.core.update_allocation(run.asks("app", 1, {"memory": 200, "vcore": 200}))
-        run.idle()
-        assert run.queued(to("app/app"), AddAsks)
     run.idle()
+
+    def replace(args: si.PredicatesArgs) -> None:
+        run.core.update_allocation(run.asks("app", 1, {"memory": 200, "vcore": 200}))
+        run.run_others()
+        assert run.was_delivered("app/app", AddAsks)
+
+    run.core.update_allocation(run.asks("app", 1))
+    run.during_decision(replace)
+    run.idle()
+    assert run.acted is True, f"the decision the test pins never happened: {run.acted!r}"
     info = run.core.application(PARTITION, "app")
     assert info is not None
     assert [(a.allocation_key, a.resource) for a in info.allocations] == [
@@ -413,15 +420,17 @@ def test_ask_replaced_while_its_placement_is_in_flight(run: Run) -> None:
 # ---- node decommissioned while allocations are placed on it ------------------------------------------------
 
 
-def test_node_decommissioned_with_placements_waiting_at_it(run: Run) -> None:
-    """Pinned: Place reaches the node before the decommission: booked, confirmed, then released with
-    the node."""
+def test_node_decommissioned_with_bookings_waiting_at_it(run: Run) -> None:
+    """Pinned: the application confirmed its placements (the RM has them) and their BookOnNode waits at
+    the node when the decommission arrives behind it: recorded, then released with the node."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     place_held_at(run, "n1", "app", 5)
-    with run.script.holding(pooled):
+    with run.script.holding(to("node/n1")):
         run.tick()
-        assert run.queued(to("node/n1"), Place)
+        run.idle()
+        assert run.queued(to("node/n1"), BookOnNode)
+        assert len(run.rm.live) == 5, "the RM hears of its allocations before the node records them"
         run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
         run.idle()
         assert run.queued(to("node/n1"), DecommissionNode)
@@ -435,10 +444,34 @@ def test_node_decommissioned_with_placements_waiting_at_it(run: Run) -> None:
     run.check()
 
 
-def test_node_decommissioned_during_a_decision_gives_the_asks_back(run: Run) -> None:
+def test_node_decommissioned_before_it_records_the_placements(run: Run) -> None:
+    """Pinned: the Placed waits at the application while the node is decommissioned and handles it;
+    then the application confirms and sends the node its bookings. The node has left: it hands them
+    back and the application releases them, as the node's removal would have."""
+    run.nodes(["n1"])
+    run.apps({"app": "root.a"})
+    place_held_at(run, "n1", "app", 3)
+    with run.script.holding(to("app/app")):
+        run.tick()
+        assert run.queued(to("app/app"), Placed)
+        run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
+        run.idle()
+        assert run.was_delivered("node/n1", DecommissionNode)
+    run.idle()
+    assert run.core.node(PARTITION, "n1") is None
+    assert not run.rm.live, "allocations on a decommissioned node live on"
+    assert {r.allocation_key for r in run.rm.released} == {f"app-k{i}" for i in range(3)}
+    assert run.core.queue(PARTITION, "root.a").allocated == {}
+    info = run.core.application(PARTITION, "app")
+    assert info is not None and not info.allocations
+    run.check()
+
+
+def test_node_decommissioned_during_a_decision(run: Run) -> None:
     """Pinned: the scheduler has placed one ask on a node and is deciding the next when the node is
-    removed and has handled its removal, the NodeGone still queued at the scheduler. The node refuses
-    the Place after the view dropped the node: the asks come back and go to the other node."""
+    removed and has handled its removal, the NodeGone still queued at the scheduler. What the view
+    decided on the node before it heard is allocated, then released with the node (YuniKorn's order
+    when an allocation comes just before a removal); nothing outlives the node, nothing is lost."""
     run.nodes(["n1"])
     run.nodes(["n2"])
     run.apps({"app": "root.a"})
@@ -458,16 +491,23 @@ def test_node_decommissioned_during_a_decision_gives_the_asks_back(run: Run) -> 
     assert run.passed, "the scheduler never asked the predicate"
     first = run.passed[0]
     other = "n2" if first == "n1" else "n1"
+    assert run.core.node(PARTITION, first) is None
+    released = {r.allocation_key for r in run.rm.released}
+    assert released, "the allocation decided on the leaving node was not released with it"
+    assert all(a.node_id == other for a in run.rm.live.values())
     info = run.core.application(PARTITION, "app")
     assert info is not None
-    assert not info.pending_asks, f"asks lost after their node left mid-decision: {info.pending_asks}"
-    assert sorted(a.node_id for a in info.allocations) == [other, other]
+    assert not info.pending_asks or set(info.pending_asks).isdisjoint(released)
+    assert {a.allocation_key for a in run.rm.live.values()} | released | set(info.pending_asks) == {
+        "app-k0",
+        "app-k1",
+    }
     run.check()
 
 
 def test_recovered_allocation_on_a_node_removed_before_it_was_booked(run: Run) -> None:
     """Pinned: a node comes with an existing allocation and leaves at once; the decommission reaches the
-    node before the application's BookRecovered. The allocation must not outlive its node."""
+    node before the application's BookOnNode. The allocation must not outlive its node."""
     run.apps({"app": "root.b"})
     run.idle()
     existing = si.Allocation(
@@ -531,7 +571,7 @@ def test_recovered_allocation_for_an_application_completing_at_that_moment(run: 
 def test_node_with_existing_allocations_gets_nothing_before_they_are_booked(run: Run) -> None:
     """Pinned: a node registers full of allocations the RM already runs while asks wait, and the
     scheduler decides while the recovery still waits at the application. YuniKorn adds the node and
-    its existing allocations in one step, so nothing new goes there: a Place decided before the
+    its existing allocations in one step, so nothing new goes there: a placement decided before the
     recovered allocations are booked would double-book the node."""
     run.apps({"old": "root.a", "new": "root.a"})
     run.core.update_allocation(run.asks("new", 5))  # waiting: no node yet
@@ -591,21 +631,22 @@ def test_application_removed_during_a_decision(run: Run) -> None:
     run.check()
 
 
-def test_application_removed_with_placements_waiting_at_the_node(run: Run) -> None:
-    """Pinned: Place waits at the node -> the removal reaches the application -> node books ->
-    the removed application hands everything back."""
+def test_application_removed_with_placements_waiting_at_it(run: Run) -> None:
+    """Pinned: the Placed waits at the application and its removal queues behind it: the placements
+    are confirmed (the RM hears of them), then released with the application; the node ends empty."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     place_held_at(run, "n1", "app", 4)
     with run.script.holding(pooled):
         run.tick()
-        assert run.queued(to("node/n1"), Place)
+        assert run.queued(to("app/app"), Placed)
         run.remove_app("app")
         run.idle()
         assert run.queued(to("app/app"), RemoveApplication)
     run.idle()
     assert run.core.application(PARTITION, "app") is None
     assert not run.rm.live
+    assert {r.allocation_key for r in run.rm.released} == {f"app-k{i}" for i in range(4)}
     node = run.core.node(PARTITION, "n1")
     assert node is not None and node.allocations == [] and node.allocated == {}
     run.check()
@@ -621,7 +662,7 @@ def test_application_removed_before_its_placements_are_booked(run: Run) -> None:
         run.idle()
         assert run.queued(to("app/app"), RemoveApplication)
         run.tick()  # the scheduler has not heard of the removal yet: it proposes
-        assert run.queued(to("node/n1"), Place)
+        assert run.queued(to("app/app"), Placed)
     run.idle()
     assert not run.rm.live and run.rm.allocated_total == 0
     node = run.core.node(PARTITION, "n1")
@@ -841,8 +882,10 @@ def release_and_ask_in_one_request(run: Run) -> None:
 
 def test_node_fills_up_under_a_decision(run: Run) -> None:
     """Pinned: the scheduler has looked at the node (two placements passed) when the node's room shrinks
-    (occupied by someone else) and the node has handled it; then the Place arrives. The node books what
-    still fits, refuses the rest, and the view rolls those back so that they go elsewhere later."""
+    (occupied by someone else) and the node has handled it. The view decided before it heard: what it
+    placed stands and the node is over-committed, as YuniKorn's is when a node's occupied resources grow
+    after its allocations (one writer of the node's free room, nothing checks it twice). Once the view
+    hears of the change (NodeChanged), nothing more goes there."""
     run.nodes(["n1"], {"memory": 1000, "vcore": 1000})
     run.apps({"app": "root.a"})
     run.idle()
@@ -856,16 +899,17 @@ def test_node_fills_up_under_a_decision(run: Run) -> None:
     run.core.update_allocation(run.asks("app", 4, {"memory": 250, "vcore": 250}))
     run.idle()
     assert run.acted is True, f"the decision the test pins never happened: {run.acted!r}"
-    assert run.rollbacks() == 3
+    assert run.rollbacks() == 0
     info = run.core.node(PARTITION, "n1")
-    assert info is not None and len(info.allocations) == 1
-    assert run.core.application(PARTITION, "app").pending_asks != []
-    run.check()
+    assert info is not None and len(info.allocations) == 4
+    assert info.available == {"memory": -600}
+    run.check(may_overcommit={"n1"})
+    run.core.update_allocation(run.asks("app", 2, {"memory": 250, "vcore": 250}, start=4))
     run.nodes(["n2"], {"memory": 1000, "vcore": 1000})
     run.idle()
-    assert len(run.rm.live) == 4
-    assert sorted(a.node_id for a in run.rm.live.values()) == ["n1", "n2", "n2", "n2"]
-    run.check()
+    assert len(run.rm.live) == 6
+    assert sorted(a.node_id for a in run.rm.live.values()) == ["n1"] * 4 + ["n2"] * 2
+    run.check(may_overcommit={"n1"})
 
 
 # ---- application removed and added again ------------------------------------------------------------------

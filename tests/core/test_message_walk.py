@@ -30,8 +30,8 @@ WALK = {
     ("application", "FlushOut"): 2,
     ("scheduler", "ViewOps"): 1,
     ("scheduler", "RunCycle"): 2,
-    ("node", "Place"): 1,
     ("application", "Placed"): 1,
+    ("node", "BookOnNode"): 1,
     ("rm callback", "update_application"): 2,
     ("rm callback", "update_allocation"): 1,
     ("rm callback", "send_event"): 2,
@@ -94,3 +94,14 @@ def test_the_queues_show_the_allocation_without_a_message_to_a_queue_actor() -> 
     held = {"memory": 100, "vcore": 100}
     assert usage["root.a"] == (held, {})
     assert usage["root"] == (held, {})
+
+
+def test_the_decision_reaches_its_application_first_and_its_node_only_to_record_it() -> None:
+    # the scheduler's view is the one writer of a node's free room: nothing goes to the node before the
+    # application has the placement (no second fit check on the way), and the node then records what
+    # the application confirmed
+    walk = one_ask_walk()
+    placed = walk.index(("application", "Placed"))
+    to_node = [step for step, (receiver, _) in enumerate(walk) if receiver == "node"]
+    assert to_node == [walk.index(("node", "BookOnNode"))]
+    assert placed < to_node[0]

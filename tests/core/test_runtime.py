@@ -18,7 +18,6 @@ from korral.actors.base import (
     RankViolation,
     ThreadedActor,
     tell_all,
-    tell_each,
 )
 from korral.actors.runtime import SLICE, ActorPool, Outbox
 from korral.actors.starting import start_actor
@@ -205,7 +204,7 @@ def test_a_failing_tell_handler_is_counted_and_does_not_kill_the_actor() -> None
         actor.stop()
 
 
-# ---- tell_each: many actors of a pool in one hand-off ------------------------------------------------
+# ---- the outbox: what a pool's actors send each other ---------------------------------------------------
 
 
 class Note:
@@ -241,64 +240,81 @@ class Recorder(PoolActor):
         self.stop_now()
 
 
-def test_tell_each_delivers_to_many_pooled_actors_once_each_on_the_worker(pool: ActorPool) -> None:
+class Forward:
+    def __init__(self, target: Any, texts: list[str]) -> None:
+        self.target = target
+        self.texts = texts
+
+
+class Relay(PoolActor):
+    rank = Rank.APPLICATION
+
+    def on_Forward(self, message: Forward) -> None:
+        for text in message.texts:
+            self.tell(message.target, Note(text))
+
+
+def test_the_outbox_hands_an_idle_receiver_of_its_pool_its_messages_by_a_direct_call(pool: ActorPool) -> None:
     tracker = Tracker()
     log: list[Any] = []
-    actors = [start_actor(Recorder, tracker, f"r{index}", log, pool=pool) for index in range(50)]
-    assert tell_each([(actor, Note(f"to {actor.name}")) for actor in actors]) == [True] * 50
+    relay = start_actor(Relay, tracker, "relay", pool=pool)
+    receivers = [start_actor(Recorder, tracker, f"r{index}", log, pool=pool) for index in range(20)]
+    for receiver in receivers:
+        relay.tell(Forward(receiver, [f"{receiver.name} a", f"{receiver.name} b"]))
     assert tracker.wait_idle(5.0)
-    assert sorted(log) == sorted((f"r{index}", f"to r{index}", "korral-pool-test") for index in range(50))
     assert tracker.in_flight() == 0
+    for receiver in receivers:
+        mine = [(text, thread) for name, text, thread in log if name == receiver.name]
+        assert mine == [
+            (f"{receiver.name} a", "korral-pool-test"),
+            (f"{receiver.name} b", "korral-pool-test"),
+        ]
+        target = receiver.pool_target()
+        assert target is not None
+        assert not target[1].actor_inbox._messages, "handed over through its mailbox"
 
 
-def test_tell_each_keeps_a_senders_order_behind_a_backlog(pool: ActorPool) -> None:
+def test_the_outbox_keeps_a_senders_order_behind_a_receivers_backlog(pool: ActorPool) -> None:
     tracker = Tracker()
     log: list[Any] = []
     opened = threading.Event()
     gate = start_actor(Recorder, tracker, "gate", [], pool=pool)
     busy = start_actor(Recorder, tracker, "busy", log, pool=pool)
+    relay = start_actor(Relay, tracker, "relay", pool=pool)
     gate.tell(Gate(opened))
-    # more than a slice: the busy actor is still queued, its mailbox not empty, when the batch arrives
+    # more than a slice: the busy actor still has messages queued when the relay's reach it
     for index in range(SLICE * 2):
         busy.tell(Note(str(index)))
-    tell_each([(busy, Note("next"))])
-    tell_each([(busy, Note("last"))])  # a later batch: after the earlier one
+    relay.tell(Forward(busy, ["next", "last"]))
     opened.set()
     assert tracker.wait_idle(5.0)
     assert [text for _, text, _ in log] == [*(str(index) for index in range(SLICE * 2)), "next", "last"]
 
 
-def test_tell_each_refuses_to_the_sender_what_meets_a_stopped_actor(pool: ActorPool) -> None:
+def test_the_outbox_refuses_a_send_to_a_stopped_actor_of_its_pool(pool: ActorPool) -> None:
     tracker = Tracker()
     log: list[Any] = []
-    refused: list[str] = []
-    opened = threading.Event()
-    gate = start_actor(Recorder, tracker, "gate", [], pool=pool)
     leaving = start_actor(Recorder, tracker, "leaving", log, pool=pool)
     staying = start_actor(Recorder, tracker, "staying", log, pool=pool)
-    gate.tell(Gate(opened))
-    leaving.tell(StopYourself())  # runs before the batch: the batch finds it stopped
-    delivered = tell_each(
-        [(leaving, Note("for leaving")), (staying, Note("for staying"))],
-        lambda message: refused.append(message.text),
-    )
-    assert delivered == [True, True]  # both were alive when sent
-    opened.set()
+    relay = start_actor(Relay, tracker, "relay", pool=pool)
+    leaving.tell(StopYourself())
     assert tracker.wait_idle(5.0)
-    assert refused == ["for leaving"]
+    relay.tell(Forward(leaving, ["for leaving"]))
+    relay.tell(Forward(staying, ["for staying"]))
+    assert tracker.wait_idle(5.0)
     assert [(name, text) for name, text, _ in log] == [("staying", "for staying")]
-    assert tell_each([(leaving, Note("late"))]) == [False]
+    assert tracker.in_flight() == 0
     assert tracker.in_flight() == 0
 
 
-def test_tell_each_to_a_stopped_pool_leaves_nothing_in_flight() -> None:
-    """A partition stops its pool while its scheduler may still be deciding: a late batch must not
+def test_a_tell_to_an_actor_of_a_stopped_pool_leaves_nothing_in_flight() -> None:
+    """A partition stops its pool while its scheduler may still be deciding: a late Placed must not
     keep the core from ever being idle."""
     pool = ActorPool("stopping")
     tracker = Tracker()
-    node = start_actor(Recorder, tracker, "node", [], pool=pool)
+    app = start_actor(Recorder, tracker, "app", [], pool=pool)
     pool.stop()
-    tell_each([(node, Note("late"))])
+    app.tell(Note("late"))
     assert tracker.wait_idle(1.0)
     assert tracker.in_flight() == 0
 
@@ -365,7 +381,8 @@ class StopsRightAfterALook:
 def test_an_outbox_flushed_while_its_receiver_stops_leaves_nothing_in_flight() -> None:
     tracker = Tracker()
     mailbox: list[Any] = []
-    handle = SimpleNamespace(actor_id=1, _tracker=tracker)
+    # a receiver on another thread (no pool: its messages go to its mailbox)
+    handle = SimpleNamespace(actor_id=1, _tracker=tracker, pool_target=lambda: None)
     handle.ref = SimpleNamespace(
         actor_stopped=StopsRightAfterALook(tracker, 1), actor_inbox=SimpleNamespace(put=mailbox.append)
     )

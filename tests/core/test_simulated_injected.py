@@ -78,8 +78,8 @@ def test_a_handler_failure_the_harness_did_not_inject_is_still_a_violation(
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
-        # a confirmation is not repeated: its booking stays on the node, owned by nobody
-        (Placed, "has no application"),
+        # a placement is not repeated: the view keeps a decision its owner never heard of
+        (Placed, "in the scheduler's view"),
         # a lost RunCycle leaves the scheduler believing one is queued: it never schedules again
         (RunCycle, "believes a scheduling cycle is queued"),
     ],

@@ -2,9 +2,9 @@
 
 Each operation writes what others must learn into an ``AppEffects``: the queue (pending / allocated
 deltas), the RM (new, released, rejected, state changes), the scheduler's view (``view_ops`` in the
-order things happened) and the nodes (``free_on_node``, ``recover_on_node``). The scenarios follow
+order things happened) and the nodes (``free_on_node``, ``book_on_node``). The scenarios follow
 docs/architecture.md ("One decision, end to end") and the reference 2.14-2.17: asks, confirmation of
-placements booked on a node, recovery, releases, node and application removal, completing timeout.
+placements the scheduler's view decided, recovery, releases, node and application removal, completing timeout.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def si_ask(key: str = "k1", resource: dict[str, int] | None = None, max_allocati
 
 
 def placed(owner: ApplicationOwner, key: str, uuid: str, node: str = "n1", generation: int | None = None):
-    """What a node books for the ask ``key`` and sends to the application (``Placed``)."""
+    """What the scheduler's view decides for the ask ``key`` and sends to the application (``Placed``)."""
     ask = owner.app.asks[key]
     return Allocation(
         uuid=uuid,
@@ -96,10 +96,10 @@ def owner_in(state: ApplicationState) -> ApplicationOwner:
     owner.add_asks([si_ask("k1", max_allocations=3)], 0.0)
     if state is S.ACCEPTED:
         return owner
-    owner.confirm("n1", [placed(owner, "k1", "u1")], 0.0)
+    owner.confirm([placed(owner, "k1", "u1")], 0.0)
     if state is S.STARTING:
         return owner
-    owner.confirm("n1", [placed(owner, "k1", "u2")], 0.0)
+    owner.confirm([placed(owner, "k1", "u2")], 0.0)
     if state is S.RUNNING:
         return owner
     if state in (S.FAILING, S.FAILED):
@@ -306,7 +306,7 @@ def test_add_asks_replacing_a_key_is_one_put_of_the_new_generation(confirmed, ex
     effects = AppEffects()
     owner.add_asks([si_ask("k1", max_allocations=3)], 0.0, effects)
     for n in range(confirmed):
-        owner.confirm("n1", [placed(owner, "k1", f"u{n}")], 0.0, effects)
+        owner.confirm([placed(owner, "k1", f"u{n}")], 0.0, effects)
     pending_before = dict(owner.app.pending)
     effects.view_ops.clear()
 
@@ -362,7 +362,7 @@ def test_one_effects_accumulates_several_calls():
     assert owner.add_asks([si_ask("a", max_allocations=2)], 1.0, effects) is effects
     assert owner.add_asks([si_ask("b", {"memory": 5})], 2.0, effects) is effects
     first = placed(owner, "a", "u1")
-    assert owner.confirm("n1", [first], 3.0, effects) is effects
+    assert owner.confirm([first], 3.0, effects) is effects
     assert owner.release([release(uuid="u1")], 4.0, effects) is effects
     assert owner.add_asks([si_ask("")], 5.0, effects) is effects
 
@@ -406,7 +406,7 @@ def test_remove_asks(keys, dropped, expected_change, left):
 def test_remove_asks_gives_back_only_what_is_still_pending():
     owner = new_owner()
     owner.add_asks([si_ask("a", max_allocations=3)], 0.0)
-    owner.confirm("n1", [placed(owner, "a", "u1"), placed(owner, "a", "u2")], 0.0)
+    owner.confirm([placed(owner, "a", "u1"), placed(owner, "a", "u2")], 0.0)
     pending_before = dict(owner.app.pending)
     effects = owner.remove_asks(["a"], 1.0)
     assert pending_change(owner, pending_before) == {"vcore": -1000}
@@ -440,7 +440,7 @@ def test_confirm_valid_placement_becomes_an_allocation():
     allocation = placed(owner, "a", "u1", node="n7")
     pending_before = dict(owner.app.pending)
 
-    effects = owner.confirm("n7", [allocation], 1.0)
+    effects = owner.confirm([allocation], 1.0)
 
     assert effects.new_allocations == [allocation]
     assert owner.app.allocations == {"u1": allocation}
@@ -448,6 +448,7 @@ def test_confirm_valid_placement_becomes_an_allocation():
     assert pending_change(owner, pending_before) == {"vcore": -500, "memory": -8}
     assert owner.app.asks["a"].pending == 1
     assert effects.view_ops == [], "the view counted its own proposal already"
+    assert effects.book_on_node == [allocation], "its node records it"
     assert effects.free_on_node == {} and effects.released == []
 
 
@@ -475,7 +476,7 @@ def test_confirm_moves_accepted_to_starting_to_running(tags, placements, changes
     owner.add_asks([si_ask("a", max_allocations=3)], 0.0)
     effects = AppEffects()
     for n in range(placements):
-        owner.confirm("n1", [placed(owner, "a", f"u{n}")], 2.0 + n, effects)
+        owner.confirm([placed(owner, "a", f"u{n}")], 2.0 + n, effects)
     assert owner.app.state is after
     assert [state for state, _ in effects.state_changes] == changes
 
@@ -484,7 +485,7 @@ def test_confirm_two_allocations_in_one_call_reach_running():
     owner = new_owner()
     owner.add_asks([si_ask("a", max_allocations=2)], 0.0)
     pending_before = dict(owner.app.pending)
-    effects = owner.confirm("n1", [placed(owner, "a", "u1"), placed(owner, "a", "u2")], 4.0)
+    effects = owner.confirm([placed(owner, "a", "u1"), placed(owner, "a", "u2")], 4.0)
     assert effects.state_changes == [("Starting", 4.0), ("Running", 4.0)]
     assert pruned(effects.allocated_delta) == {"vcore": 2000}
     assert pending_change(owner, pending_before) == {"vcore": -2000}
@@ -499,8 +500,8 @@ def _ask_replaced(owner: ApplicationOwner, allocation: Allocation) -> None:
 
 
 def _nothing_pending(owner: ApplicationOwner, allocation: Allocation) -> None:
-    owner.confirm("n2", [placed(owner, "a", "first")], 1.0)
-    owner.confirm("n2", [placed(owner, "a", "second")], 1.0)
+    owner.confirm([placed(owner, "a", "first")], 1.0)
+    owner.confirm([placed(owner, "a", "second")], 1.0)
 
 
 def _app_removed(owner: ApplicationOwner, allocation: Allocation) -> None:
@@ -527,7 +528,7 @@ def _app_completed(owner: ApplicationOwner, allocation: Allocation) -> None:
         pytest.param(_app_completed, id="application-terminal"),
     ],
 )
-def test_confirm_refused_is_freed_on_its_node_and_rolled_back(meanwhile):
+def test_confirm_refused_is_rolled_back_and_never_reaches_its_node(meanwhile):
     owner = new_owner()
     owner.add_asks([si_ask("a", max_allocations=2)], 0.0)
     allocation = placed(owner, "a", "late", node="n5")
@@ -536,9 +537,10 @@ def test_confirm_refused_is_freed_on_its_node_and_rolled_back(meanwhile):
     pending_before = dict(owner.app.pending)
     state_before = owner.app.state
 
-    effects = owner.confirm("n5", [allocation], 2.0)
+    effects = owner.confirm([allocation], 2.0)
 
-    assert effects.free_on_node == {"n5": ["late"]}
+    # the view booked it on its node, the node never did: the view's rollback frees it
+    assert effects.free_on_node == {} and effects.book_on_node == []
     assert effects.view_ops == [RollBack(allocation)]
     assert effects.new_allocations == [] and effects.state_changes == []
     assert pruned(effects.allocated_delta) == {}
@@ -546,16 +548,16 @@ def test_confirm_refused_is_freed_on_its_node_and_rolled_back(meanwhile):
     assert owner.app.state is state_before
 
 
-def test_confirm_mixed_batch_frees_only_the_refused_ones():
+def test_confirm_mixed_batch_books_only_the_confirmed_ones_on_their_node():
     owner = new_owner()
     owner.add_asks([si_ask("a", max_allocations=2)], 0.0)
     ok1, ok2, extra = (placed(owner, "a", u, node="n3") for u in ("u1", "u2", "u3"))
     stale = placed(owner, "a", "u0", node="n3", generation=99)
 
-    effects = owner.confirm("n3", [stale, ok1, ok2, extra], 1.0)
+    effects = owner.confirm([stale, ok1, ok2, extra], 1.0)
 
     assert effects.new_allocations == [ok1, ok2]
-    assert effects.free_on_node == {"n3": ["u0", "u3"]}
+    assert effects.book_on_node == [ok1, ok2] and effects.free_on_node == {}
     assert ops(effects) == [("rollback", "u0"), ("rollback", "u3")]
     assert pruned(effects.allocated_delta) == {"vcore": 2000}
 
@@ -573,7 +575,7 @@ def test_recover_adds_allocations_whatever_the_asks():
 
     assert effects.new_allocations == [big, small]
     assert ops(effects) == [("recover", "r1"), ("recover", "r2")]
-    assert effects.recover_on_node == [big, small]
+    assert effects.book_on_node == [big, small]
     assert pruned(effects.allocated_delta) == {"vcore": 10**9, "memory": 10**12 + 1}
     assert pending_change(owner, pending_before) == {}
     assert set(owner.app.allocations) == {"r1", "r2"}
@@ -626,7 +628,7 @@ def test_recover_rejections(setup, uuids, rejected):
     # one the owner does not hold is forgotten in the view, where the partition adopted it with its node
     forgotten = [op.allocation.uuid for op in effects.view_ops if isinstance(op, Forget)]
     assert forgotten == ([] if setup in ("dup-existing", "") else rejected)
-    assert len(effects.view_ops) == accepted + len(forgotten) and len(effects.recover_on_node) == accepted
+    assert len(effects.view_ops) == accepted + len(forgotten) and len(effects.book_on_node) == accepted
     if not accepted:
         assert owner.app.state is state_before and effects.state_changes == []
 
@@ -638,8 +640,8 @@ def _running_with_allocations() -> ApplicationOwner:
     """Running: k1 x2 on n1, k2 on n2 (one more k2 still pending when ``pending`` is wanted)."""
     owner = new_owner()
     owner.add_asks([si_ask("k1", max_allocations=2), si_ask("k2", {"memory": 64})], 0.0)
-    owner.confirm("n1", [placed(owner, "k1", "a1"), placed(owner, "k1", "a2")], 0.0)
-    owner.confirm("n2", [placed(owner, "k2", "b1", node="n2")], 0.0)
+    owner.confirm([placed(owner, "k1", "a1"), placed(owner, "k1", "a2")], 0.0)
+    owner.confirm([placed(owner, "k2", "b1", node="n2")], 0.0)
     return owner
 
 
@@ -787,7 +789,7 @@ def test_after_remove_asks_are_rejected_and_placements_refused():
     )
 
     effects = owner.add_asks([si_ask("k9")], 2.0)
-    owner.confirm("n1", [late], 2.0, effects)
+    owner.confirm([late], 2.0, effects)
     owner.recover([existing("r1")], 2.0, effects)
 
     assert effects.rejected_asks == [
@@ -795,7 +797,7 @@ def test_after_remove_asks_are_rejected_and_placements_refused():
         ("rk", "allocation r1 cannot be recovered"),
     ]
     assert ops(effects) == [("rollback", "late"), ("forget", "r1")]  # r1: the view adopted it with its node
-    assert effects.free_on_node == {"n1": ["late"]}
+    assert effects.free_on_node == {} and effects.book_on_node == []  # no node ever booked either
     assert effects.new_allocations == [] and effects.state_changes == []
 
 
@@ -873,7 +875,7 @@ def test_view_ops_recover_then_release_keep_their_order():
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
     assert effects.view_ops == [AdoptRecovered(recovered), Forget(recovered)]
-    assert effects.recover_on_node == [recovered]
+    assert effects.book_on_node == [recovered]
     assert effects.free_on_node == {"n1": ["r1"]}
     assert pruned(effects.allocated_delta) == {}
     assert [s for s, _ in effects.state_changes] == ["Accepted", "Starting", "Running", "Completing"]
@@ -884,10 +886,10 @@ def test_view_ops_in_the_order_things_happened():
     effects = AppEffects()
     owner.add_asks([si_ask("a", max_allocations=2)], 0.0, effects)
     good = placed(owner, "a", "u1")
-    owner.confirm("n1", [good], 1.0, effects)
+    owner.confirm([good], 1.0, effects)
     owner.add_asks([si_ask("a")], 2.0, effects)  # replaced: the in-flight u2 is now stale
     stale = placed(owner, "a", "u2", generation=1)
-    owner.confirm("n1", [stale], 3.0, effects)
+    owner.confirm([stale], 3.0, effects)
     owner.recover([existing("r1", node="n2")], 4.0, effects)
     owner.release([release(uuid="u1")], 5.0, effects)
     owner.remove_asks(["a"], 6.0, effects)
@@ -902,7 +904,9 @@ def test_view_ops_in_the_order_things_happened():
         ("drop_ask", ("a", 2)),
         ("forget", "r1"),
     ]
-    assert effects.free_on_node == {"n1": ["u2", "u1"]}
+    # u2 never reached its node (the view's rollback frees it); u1 was booked there, then released
+    assert effects.book_on_node == [good, existing("r1", node="n2")]
+    assert effects.free_on_node == {"n1": ["u1"]}
     assert pruned(effects.allocated_delta) == {}
     assert pruned(owner.app.pending) == {}
     assert owner.app.state is S.COMPLETING

@@ -492,7 +492,7 @@ def owner_with_placeholder(**kwargs) -> tuple[ApplicationOwner, Allocation]:
         task_group_name="tg",
         ask_generation=app.asks["ph"].generation,
     )
-    owner.confirm("n1", [placeholder], 0.0)
+    owner.confirm([placeholder], 0.0)
     return owner, placeholder
 
 
@@ -574,7 +574,7 @@ def test_the_owner_expires_placeholders_with_timers_it_asked_for() -> None:
         task_group_name="tg",
         ask_generation=app.asks["ph"].generation,
     )
-    owner.confirm("n1", [allocation], 10.0)
+    owner.confirm([allocation], 10.0)
     assert owner.take_deadlines() == [10.5] and owner.take_deadlines() == []
     assert not owner.expire(10.4).released
     effects = owner.expire(10.5)

@@ -253,7 +253,7 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
         queue_path="root.low",
         ask_generation=generation,
     )
-    owner.confirm("n1", [booked], 0.0)
+    owner.confirm([booked], 0.0)
     effects = owner.preempt(
         ["u1", "unknown"], "preempting allocations to free up resources to run ask: x", 1.0
     )

@@ -740,55 +740,6 @@ def test_discard_application_forgets_what_its_removed_node_owed(view):
     assert view.applications["app-1"].asks["k"].pending == 2
 
 
-# ---- cooling -----------------------------------------------------------------------------------------
-
-
-def test_cool_node_keeps_it_out_of_placement_until_warm_nodes(view, invariants):
-    view.add_node("n1", {"vcore": 8000})
-    view.add_node("n2", {"vcore": 8000})
-    insert(view, "app-0", "root.b")
-    view.adopt_recovered(recovered("app-0", "r0", node="n2", resource={"vcore": 4000}))
-    insert(view, "app-1", "root.b")
-    view.put_asks([ask("app-1", "k", repeat=4)])
-    assert view.schedule_one().node_id == "n1", "fair: the emptier node first"
-
-    view.cool_node("n1")
-    assert "n1" not in view.node_order
-    second = view.schedule_one()
-    assert second.node_id == "n2"
-    # facts about a cooled node do not bring it back early
-    view.rollback(second)
-    view.set_node(
-        NodeSpec(node_id="n1", capacity={"vcore": 9000}, occupied={}, attributes={}, schedulable=True)
-    )
-    assert "n1" not in view.node_order
-    assert view.schedule_one().node_id == "n2"
-
-    view.warm_nodes()
-    assert view.cooling == set() and "n1" in view.node_order
-    assert view.schedule_one().node_id == "n1"
-    invariants(view)
-
-
-def test_cool_and_warm_unknown_or_removed_nodes_are_harmless(view):
-    view.cool_node("ghost")
-    assert view.cooling == set()
-    view.add_node("n1", {"vcore": 1000})
-    view.cool_node("n1")
-    view.discard_node("n1")
-    view.warm_nodes()
-    assert view.cooling == set() and view.nodes == {}
-
-
-def test_warmed_node_is_used_at_once(view):
-    one_app(view)
-    view.cool_node("n1")
-    assert view.schedule_one() is None
-    view.warm_nodes()
-    proposal = view.schedule_one()
-    assert proposal is not None and proposal.node_id == "n1"
-
-
 # ---- has_timed_work ----------------------------------------------------------------------------------
 
 

@@ -48,7 +48,7 @@ class KorralResult:
 STAGES: dict[str, tuple[str, ...]] = {
     "intake": ("Route", "RouteAllocationRequest", "AddAsks", "ViewOps"),
     "decision": ("RunCycle",),
-    "confirmation": ("Place", "Placed", "FlushOut", "RolledBack", "Replace"),
+    "confirmation": ("Placed", "BookOnNode", "FlushOut", "RolledBack", "Replace"),
     "delivery": ("Deliver",),
 }
 
