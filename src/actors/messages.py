@@ -164,14 +164,6 @@ class NodeRemoved:
 
 
 @frozen
-class RolledBack:
-    """-> scheduler: proposals that did not become allocations (their application had stopped when its
-    ``Placed`` or ``Replace`` was sent); undo them in the view."""
-
-    allocations: tuple[Allocation, ...]
-
-
-@frozen
 class NodeAdded:
     spec: NodeSpec
     node: Handle

@@ -34,7 +34,6 @@ from korral.actors.messages import (
     QueueCreated,
     QueuesRemoved,
     Replace,
-    RolledBack,
     RunCycle,
     SchedulerDone,
     Snapshot,
@@ -158,7 +157,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._batch_seconds = BATCH_SECONDS_MIN
         if metrics is not None:
             self.view.latencies = []  # YuniKorn's try-node, try-preemption and sorting latencies
-        # node -> refusals since the last tick that the view could not explain
         self._last_outstanding_report = 0.0
         self.cycles = 0
         self.proposals = 0
@@ -358,12 +356,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             view.put_asks(new_asks)
         self._wake()
 
-    def on_RolledBack(self, message: RolledBack) -> None:
-        self._undo(message.allocations)
-        self._wake()
-
     def _undo(self, allocations: Sequence[Allocation]) -> None:
-        """Proposals that will not become allocations: out of the view (a replacement undone)."""
+        """Decisions whose application had stopped when they were sent: out of the view (a
+        replacement undone)."""
         view = self.view
         for allocation in allocations:
             if allocation.replaces:

@@ -48,7 +48,7 @@ class KorralResult:
 STAGES: dict[str, tuple[str, ...]] = {
     "intake": ("Route", "RouteAllocationRequest", "AddAsks", "ViewOps"),
     "decision": ("RunCycle",),
-    "confirmation": ("Placed", "BookOnNode", "FlushOut", "RolledBack", "Replace"),
+    "confirmation": ("Placed", "BookOnNode", "FlushOut", "Replace"),
     "delivery": ("Deliver",),
 }
 
@@ -56,7 +56,6 @@ STAGES: dict[str, tuple[str, ...]] = {
 # what the scheduler's thread handles besides its batches of cycles
 SCHEDULER_HANDLERS = (
     "ViewOps",
-    "RolledBack",
     "NodeAdded",
     "NodesAdded",
     "NodeChanged",
