@@ -4,9 +4,10 @@ the record of the allocations on it.
 Whether an allocation fits is decided once, by the scheduler's view, the one writer of a node's free
 room; the node hears of the RM's changes first and tells the view their absolute values
 (``NodeChanged``). An allocation is recorded here when its application confirms it (``BookOnNode``),
-whatever the room: a change the view had not heard of yet when it decided (a shrink, a drain) leaves
-the node over-committed, as YuniKorn's does, and never books twice. The record is what the node's
-removal releases and what its snapshot shows.
+whatever the room: a change the view had not heard of yet when it decided counts as coming after the
+allocation, as YuniKorn orders them (a shrink or more occupied resources leave the node
+over-committed, a drain leaves the allocation on it); nothing is booked twice. The record is what
+the node's removal releases and what its snapshot shows.
 """
 
 from __future__ import annotations
