@@ -271,7 +271,7 @@ def test_the_outbox_hands_an_idle_receiver_of_its_pool_its_messages_by_a_direct_
         ]
         target = receiver.pool_target()
         assert target is not None
-        assert not target[1].actor_inbox._messages, "handed over through its mailbox"
+        assert target[1].actor_inbox._messages is None, "handed over through its mailbox"
 
 
 def test_the_outbox_keeps_a_senders_order_behind_a_receivers_backlog(pool: ActorPool) -> None:
