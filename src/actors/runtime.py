@@ -120,9 +120,9 @@ class Outbox:
                 # A receiver of this pool with nothing in its mailbox is handed its messages here and
                 # now (the worker runs no actor now, and nothing sent to it earlier waits, so one
                 # message at a time and each sender's order hold): no mailbox, run queue and count
-                # per message. Every other receiver
-                # gets them in its mailbox; one on another thread (the scheduler, the partition) may
-                # be stopping meanwhile. One pool serves one core's partition: one tracker.
+                # per message. Every other receiver gets them in its mailbox; one on another thread
+                # (the scheduler, the partition) may be stopping meanwhile. One pool serves one
+                # core's partition: one tracker.
                 later: list[tuple[Any, Any, int]] = []
                 direct = 0
                 for handle, queued in held.values():
