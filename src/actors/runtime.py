@@ -159,10 +159,7 @@ class Outbox:
             else:
                 actor.dispatch_all(tuple(queued))  # type: ignore[attr-defined]
         except BaseException:
-            # as pykka's loop and _handle_envelope: a fatal error stops every actor
-            log.exception("%s: fatal error, stopping all actors", actor)
-            actor.stop_now()
-            ActorRegistry.stop_all()
+            actor._fatal_error()
         if actor.actor_stopped.is_set():
             actor._teardown()
         return True
@@ -498,11 +495,16 @@ class PooledActor(OwnLoop):
         try:
             receive_envelope(self, envelope)
         except BaseException:
-            log.exception("%s: fatal error, stopping all actors", self)
-            self.stop_now()
-            ActorRegistry.stop_all()
+            self._fatal_error()
         if self.actor_stopped.is_set():
             self._teardown()
+
+    def _fatal_error(self) -> None:
+        """A failure a handler did not contain (not an ``Exception``): as pykka's loop, it stops every
+        actor. Called inside the ``except``, wherever this pool runs a handler."""
+        log.exception("%s: fatal error, stopping all actors", self)
+        self.stop_now()
+        ActorRegistry.stop_all()
 
     def _teardown(self) -> None:
         inbox: PooledInbox = self.actor_inbox  # type: ignore[assignment]
