@@ -13,7 +13,7 @@ import attrs
 import korral
 from korral import si
 from korral.harness.benchmark.runner import AnsweringRM, reference_with_asks
-from korral.harness.benchmark.workloads import Workload
+from korral.harness.benchmark.workloads import Workload, submit_all
 
 
 @attrs.frozen(kw_only=True)
@@ -79,18 +79,14 @@ def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
         rm.set_up(core, workload, timeout)
         rm.target = workload.asks
         start = time.perf_counter()
-        for wave in workload.waves:
-            for request in wave.requests:
-                core.update_allocation(request)
+        submit_all(workload.waves, core.update_allocation)
         if not rm.done.wait(timeout):
             raise TimeoutError("placeholders were not all allocated in time")
         placeholders_end = max(arrived for _, arrived in rm.arrivals)
         core.wait_until_idle(timeout)
         rm.real_target = sum(wave.count for wave in workload.replacement_waves)
         replacing = time.perf_counter()
-        for wave in workload.replacement_waves:
-            for request in wave.requests:
-                core.update_allocation(request)
+        submit_all(workload.replacement_waves, core.update_allocation)
         if not rm.real_done.wait(timeout):
             raise TimeoutError("placeholders were not all replaced in time")
         core.wait_until_idle(timeout)
@@ -115,9 +111,7 @@ def run_gang_reference(workload: Workload) -> GangResult:
     reference, start = reference_with_asks(workload)
     placeholders = reference.schedule()
     placeholders_end = time.perf_counter()
-    for wave in workload.replacement_waves:
-        for request in wave.requests:
-            reference.update_allocation(request)
+    submit_all(workload.replacement_waves, reference.update_allocation)
     reference.schedule()
     released = reference.take_released().released
     response = reference.update_allocation(

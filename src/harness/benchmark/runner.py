@@ -21,7 +21,7 @@ import korral
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.harness.benchmark import honesty
-from korral.harness.benchmark.workloads import PreemptionWorkload, Workload
+from korral.harness.benchmark.workloads import PreemptionWorkload, Workload, submit_all
 from korral.harness.reference import ReferenceScheduler
 
 Progress = Callable[[int, int], None]
@@ -279,9 +279,7 @@ def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:
     reference.update_node(workload.nodes)
     reference.update_application(workload.applications)
     start = time.perf_counter()
-    for wave in workload.waves:
-        for request in wave.requests:
-            reference.update_allocation(request)
+    submit_all(workload.waves, reference.update_allocation)
     return reference, start
 
 

@@ -16,6 +16,7 @@ those leaves pays for the checks (what ``korral bench --workload scale --user-li
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -46,6 +47,13 @@ class Wave:
     at: float
     requests: tuple[si.AllocationRequest, ...]
     count: int
+
+
+def submit_all(waves: Iterable[Wave], update_allocation: Callable[[si.AllocationRequest], object]) -> None:
+    """Every request of ``waves`` in order, at once (no pacing): to a core or to the reference."""
+    for wave in waves:
+        for request in wave.requests:
+            update_allocation(request)
 
 
 @attrs.frozen(kw_only=True)
