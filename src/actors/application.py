@@ -1,8 +1,8 @@
 """Application actors own an application's asks, allocations and state (an ``ApplicationOwner``).
 
 Outputs are buffered and sent once per burst of messages (a self-tell ``FlushOut`` queued behind
-whatever is already in the mailbox), so a thousand node confirmations in a row cost one message to the
-scheduler's view and one callback to the RM, not a thousand of each.
+whatever is already in the mailbox), so a thousand placements and releases in a row cost one message
+to the scheduler's view and one callback to the RM, not a thousand of each.
 """
 
 from __future__ import annotations

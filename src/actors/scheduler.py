@@ -4,7 +4,7 @@ It decides on its ``SchedulingView`` with the reference scheduler's code, a batc
 (each cycle still one allocation, so fairness is re-evaluated after every allocation exactly as in
 YuniKorn), then sends one ``Placed`` per application. The view is the one writer of a node's free
 room: what it decides is booked on its node there and then, and no second check follows. Owners
-confirm what their asks still want (and have the nodes record it) or give it back (``RollBack``),
+confirm what their asks still want (and report it to the RM) or give it back (``RollBack``),
 which the view undoes. Any change told to the scheduler wakes it at once; a timer tick every
 ``scheduling_interval`` covers what only time changes (reservation delay).
 """
