@@ -1,8 +1,8 @@
 """Application actors own an application's asks, allocations and state (an ``ApplicationOwner``).
 
 Outputs are buffered and sent once per burst of messages (a self-tell ``FlushOut`` queued behind
-whatever is already in the mailbox), so a thousand node confirmations in a row cost one message to the
-scheduler's view and one callback to the RM, not a thousand of each.
+whatever is already in the mailbox), so a thousand placements and releases in a row cost one message
+to the scheduler's view and one callback to the RM, not a thousand of each.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
     AddAsks,
     AppGone,
-    BookOnNode,
     CompletingTimeout,
     Deliver,
-    FreeOnNode,
     NodeRemoved,
     Placed,
     Preempt,
@@ -30,7 +28,6 @@ from korral.actors.messages import (
     RemoveAsks,
     Replace,
     Snapshot,
-    SwapOnNode,
     TimeoutsDue,
     ViewOps,
 )
@@ -41,7 +38,6 @@ from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
 from korral.model import resource as res
-from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState
@@ -111,7 +107,6 @@ class ApplicationActor(RetiringActor):
         self.dispatcher = dispatcher
         self.timer = timer
         self.completing_timeout = completing_timeout
-        self.nodes: dict[str, Handle] = {}
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.runtime.clock
@@ -146,16 +141,9 @@ class ApplicationActor(RetiringActor):
         self.owner.expire(self.clock(), self._collect())
 
     def on_Placed(self, message: Placed) -> None:
-        nodes = self.nodes
-        allocations = []
-        for allocation, node in message.placements:
-            nodes[allocation.node_id] = node
-            allocations.append(allocation)
-        self.owner.confirm(allocations, self.clock(), self._collect())
+        self.owner.confirm(message.allocations, self.clock(), self._collect())
 
     def on_RecoverAllocations(self, message: RecoverAllocations) -> None:
-        if message.allocations:
-            self.nodes[message.allocations[0].node_id] = message.node
         self.owner.recover(message.allocations, self.clock(), self._collect())
 
     def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
@@ -163,7 +151,6 @@ class ApplicationActor(RetiringActor):
 
     def on_NodeRemoved(self, message: NodeRemoved) -> None:
         self.owner.node_removed(message.node_id, message.uuids, message.reason, self.clock(), self._collect())
-        self.nodes.pop(message.node_id, None)
 
     def on_RemoveApplication(self, message: RemoveApplication) -> None:
         self.owner.remove(message.reason, self.clock(), self._collect())
@@ -285,56 +272,12 @@ class ApplicationActor(RetiringActor):
     # ---- effects ----------------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Send what the burst produced: nodes first (booked, then freed), then the view and the RM."""
+        """Send what the burst produced: to the partition, the view and the RM."""
         effects = self._effects
         if effects is None:
             return
         self._effects = None
         app_id = self.owner.app.application_id
-        if effects.book_on_node:
-            by_node: dict[str, list[Allocation]] = {}
-            for allocation in effects.book_on_node:
-                mine = by_node.get(allocation.node_id)
-                if mine is None:
-                    by_node[allocation.node_id] = [allocation]
-                else:
-                    mine.append(allocation)
-            nodes = self.nodes
-            for node_id, allocations in by_node.items():
-                node = nodes.get(node_id)
-                if node is None or not self.tell(
-                    node, BookOnNode(allocations=tuple(allocations), app=self.handle)
-                ):
-                    # the node left and stopped before the booking reached it: release them as
-                    # its removal would have
-                    self.kick(
-                        NodeRemoved(
-                            node_id=node_id,
-                            uuids=tuple(a.uuid for a in allocations),
-                            reason=f"Node {node_id} Removed",
-                        )
-                    )
-        # swaps before frees: a real allocation swapped in and released in the same burst must be
-        # booked on its node before it is freed there
-        if effects.swap_on_node:
-            swaps_by_node: dict[str, list[tuple[str, Allocation]]] = {}
-            for swap in effects.swap_on_node:
-                swaps_by_node.setdefault(swap[1].node_id, []).append(swap)
-            for node_id, swaps in swaps_by_node.items():
-                node = self.nodes.get(node_id)
-                if node is None or not self.tell(node, SwapOnNode(swaps=tuple(swaps), app=self.handle)):
-                    # the node left and stopped meanwhile: the real allocations go as its removal would
-                    self.kick(
-                        NodeRemoved(
-                            node_id=node_id,
-                            uuids=tuple(real.uuid for _, real in swaps),
-                            reason=f"Node {node_id} Removed",
-                        )
-                    )
-        for node_id, uuids in effects.free_on_node.items():
-            node = self.nodes.get(node_id)
-            if node is not None:
-                self.tell(node, FreeOnNode(uuids=tuple(uuids)))
         if effects.recovered_gone:
             self.tell(self.partition, RecoveredGone(uuids=tuple(effects.recovered_gone)))
         # the queues' usage is the scheduler view's (its one owner): nothing to tell a queue here

@@ -321,7 +321,7 @@ class PoolActor(KorralActor, PooledActor):
 class RetiringActor(PoolActor):
     """A pooled owner that the partition removes while messages may still be on their way to it.
 
-    pykka drops the tells still queued when an actor stops, and a dropped ``Placed`` or ``FreeOnNode``
+    pykka drops the tells still queued when an actor stops, and a dropped ``Placed`` or ``ViewOps``
     would leak what it carries. So a removed actor stops itself, on its own worker thread, only when
     nothing can reach it any more: every sender that is not on its pool has said it is done (the
     partition by ``Retire``, the scheduler by ``SchedulerDone`` where it sends to this kind), nothing

@@ -93,8 +93,10 @@ class ReleaseAllocations:
 
 @frozen
 class RecoverAllocations:
+    """Partition -> application: allocations the RM reported running on a new node (the scheduler's
+    view has them booked on it already)."""
+
     allocations: tuple[Allocation, ...]
-    node: Handle  # of the node the allocations run on
 
 
 @frozen
@@ -114,49 +116,29 @@ class SetNodeSchedulable:
     schedulable: bool
 
 
-@frozen
-class DecommissionNode:
-    reason: str
-
-
 # ---- scheduler <-> owners ----------------------------------------------------------------------------
 
 
 class Placed(NamedTuple):
-    """Scheduler -> application: allocations its view decided, each with the handle of its node; the
-    application confirms each one its ask still wants and has its node record it (``BookOnNode``), or
-    gives it back (``RollBack``). One per application per batch of cycles.
+    """Scheduler -> application: allocations its view decided; the application confirms each one its
+    ask still wants (and reports it to the RM) or gives it back (``RollBack``). One per application
+    per batch of cycles.
 
-    The view is the one writer of a node's free room: it booked these on their nodes when it decided,
-    and nothing checks the fit a second time (docs/architecture.md, "One fact, one owner").
+    The view is the one writer of a node's free room and the one record of its allocations: it
+    booked these on their nodes when it decided, and nothing checks the fit a second time
+    (docs/architecture.md, "One fact, one owner").
 
     A named tuple rather than an attrs class: one is built per application of every batch, and a tuple
     is built in a fraction of the time."""
 
-    placements: tuple[tuple[Allocation, Handle], ...]
-
-
-class BookOnNode(NamedTuple):
-    """Application -> node: record these allocations, confirmed by the application (decided by the
-    scheduler's view) or recovered from the RM (they already run): whatever the room, since the view
-    decides what fits. A node that has left hands them back to be released (``NodeRemoved``).
-
-    A named tuple, as ``Placed``: at 10,000 nodes one is built per allocation."""
-
     allocations: tuple[Allocation, ...]
-    app: Handle  # of the owning application
-
-
-@frozen
-class FreeOnNode:
-    """Application -> node: release these allocations' resources."""
-
-    uuids: tuple[str, ...]
 
 
 @frozen
 class NodeRemoved:
-    """Node -> application: the node is gone, and these allocations with it."""
+    """Scheduler -> application: the node is gone, and these allocations with it (every one the view
+    had there, after the ``Placed`` that brought any of them: those the application gave back or
+    released meanwhile it no longer holds)."""
 
     node_id: str
     uuids: tuple[str, ...]
@@ -166,7 +148,6 @@ class NodeRemoved:
 @frozen
 class NodeAdded:
     spec: NodeSpec
-    node: Handle
 
 
 @frozen
@@ -184,6 +165,7 @@ class NodeChanged:
 @frozen
 class NodeGone:
     node_id: str
+    reason: str  # what the owners of its allocations report to the RM
 
 
 @frozen
@@ -245,15 +227,6 @@ class Replace:
     names; release the placeholder to the RM, or hand the decision back (``unreplace``)."""
 
     allocations: tuple[Allocation, ...]
-
-
-@frozen
-class SwapOnNode:
-    """Application -> node: the RM confirmed these replacements, (placeholder uuid, real allocation);
-    each real allocation takes its placeholder's place (the node's usage moves by the difference)."""
-
-    swaps: tuple[tuple[str, Allocation], ...]
-    app: Handle  # of the owning application
 
 
 @frozen

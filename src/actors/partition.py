@@ -44,6 +44,7 @@ from korral.actors.messages import (
     StopPartition,
     Tick,
 )
+from korral.actors.node_board import NodeBoard
 from korral.actors.partition_nodes import PartitionNodes, StartNodeActors
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
@@ -138,6 +139,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         super().__init__(tracker, name)
         # the queue tree for readers that must not wait on this actor (QueueBoard)
         self.queue_board = queue_board if queue_board is not None else QueueBoard()
+        # what runs on each node, as the scheduler's view publishes it (node snapshots read it)
+        self.node_board = NodeBoard()
         self._tree_publish_queued = False
         self.events = events
         self._records: list[si.EventRecord] = []
@@ -180,6 +183,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             partition=self.handle,
             timer=timer,
             board=self.queue_board,
+            node_board=self.node_board,
         )
         self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}

@@ -1,7 +1,8 @@
 """The Partition actor's node side: a node request's creations, updates, drains and removals.
 
 A mixin of ``PartitionActor`` (``korral.actors.partition``), whose fields these are: the registry keeps
-the node's structure, a node actor owns its allocations, the scheduler's view learns of new nodes in
+the node's structure, a node actor the RM's facts of it, the scheduler's view its allocations (on
+the ``NodeBoard`` for readers); the view learns of new nodes in
 one message per request (``NodesAdded``) and of every other change in the order the request gives.
 """
 
@@ -18,7 +19,6 @@ from korral.actors.base import Handle
 from korral.actors.messages import (
     CallbackArgument,
     CallbackMethod,
-    DecommissionNode,
     Deliver,
     NodeAdded,
     NodeChanged,
@@ -30,6 +30,7 @@ from korral.actors.messages import (
     UpdateNode,
     ViewOps,
 )
+from korral.actors.node_board import NodeBoard
 from korral.actors.starting import LazyHandle, start_actor_lazily
 from korral.actors.tracker import Tracker
 from korral.model import events
@@ -60,6 +61,7 @@ class PartitionNodes:
     settings: PartitionSettings
     registry: PartitionModel
     scheduler: Handle
+    node_board: NodeBoard
     pool: Any
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
@@ -200,6 +202,7 @@ class PartitionNodes:
                 spec,
                 self.name,
                 self.scheduler,
+                board=self.node_board,
                 pool=self.pool,
             )
             self.nodes[node_id] = handle
@@ -214,7 +217,7 @@ class PartitionNodes:
                 # from this actor, so in this order. (The applications' own "recover" view updates
                 # that follow find them already adopted.)
                 unschedulable = attrs.evolve(spec, schedulable=False)
-                self.scheduler.tell(NodeAdded(spec=unschedulable, node=handle))
+                self.scheduler.tell(NodeAdded(spec=unschedulable))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
                         ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
@@ -222,13 +225,13 @@ class PartitionNodes:
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))
             else:
-                self._nodes_added.append(NodeAdded(spec=spec, node=handle))
+                self._nodes_added.append(NodeAdded(spec=spec))
             accepted.append(si.AcceptedNode(node_id=node_id))
             self._node_metric(None, self._node_state(schedulable))
             if self.events:  # (no closure per node otherwise)
                 self._event(lambda: events.node_added(node_id))
             for app_id, allocations in recovered.items():
-                self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations), node=handle))
+                self.apps[app_id].tell(RecoverAllocations(allocations=tuple(allocations)))
             self._reject_asks(rejected)
             return
         node_handle = self.nodes.get(node_id)
@@ -261,8 +264,8 @@ class PartitionNodes:
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
             self.node_reservations.pop(node_id, None)
-            self.scheduler.tell(NodeGone(node_id=node_id))
-            handle.tell(DecommissionNode(reason=f"Node {node_id} Removed"))
+            # the view holds what ran there: the scheduler has the owners release it (NodeRemoved)
+            self.scheduler.tell(NodeGone(node_id=node_id, reason=f"Node {node_id} Removed"))
             self._event(lambda: events.node_removed(node_id))
             self._bury(handle)
         else:

@@ -4,7 +4,7 @@ It decides on its ``SchedulingView`` with the reference scheduler's code, a batc
 (each cycle still one allocation, so fairness is re-evaluated after every allocation exactly as in
 YuniKorn), then sends one ``Placed`` per application. The view is the one writer of a node's free
 room: what it decides is booked on its node there and then, and no second check follows. Owners
-confirm what their asks still want (and have the nodes record it) or give it back (``RollBack``),
+confirm what their asks still want (and report it to the RM) or give it back (``RollBack``),
 which the view undoes. Any change told to the scheduler wakes it at once; a timer tick every
 ``scheduling_interval`` covers what only time changes (reservation delay).
 """
@@ -27,6 +27,7 @@ from korral.actors.messages import (
     NodeAdded,
     NodeChanged,
     NodeGone,
+    NodeRemoved,
     NodesAdded,
     Placed,
     Preempt,
@@ -40,6 +41,7 @@ from korral.actors.messages import (
     Tick,
     ViewOps,
 )
+from korral.actors.node_board import NodeBoard
 from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler_publish import SchedulerPublishing
 from korral.actors.tracker import Tracker
@@ -109,11 +111,14 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         metrics: Any = None,
         timer: Any = None,
         board: QueueBoard | None = None,
+        node_board: NodeBoard | None = None,
     ) -> None:
         super().__init__(tracker, name)
         # the queue board: each queue's usage, current priority (YuniKorn's currentPriority) and
         # preempting resource published into it once per burst
         self.board = board
+        # what runs on each node, for node snapshots: the view's record, published once per batch
+        self.node_board = node_board if node_board is not None else NodeBoard()
         # uuid -> (application id, queue path, resource) of preemption victims not yet confirmed
         self.victims: dict[str, tuple[str, str, Resource]] = {}
         self.published_usage: dict[str, tuple[Resource, Resource]] = {}  # queue usage as last published
@@ -151,7 +156,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             candidates_per_call=self.for_nodes.candidates_per_call if self.for_nodes is not None else 1,
         )
         self.clock = tracker.runtime.clock
-        self.nodes: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
@@ -235,7 +239,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
     def _add_node(self, message: NodeAdded) -> None:
         spec = message.spec
-        self.nodes[spec.node_id] = message.node
         if spec.node_id not in self.view.nodes:
             self.view.add_node(
                 spec.node_id,
@@ -251,10 +254,15 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
-        # the scheduler sends nothing to nodes (owners have them record what they confirm): no
-        # SchedulerDone to say
-        self.nodes.pop(message.node_id, None)
-        self.view.discard_node(message.node_id)
+        """The view is the record of what ran on the node: each owner releases its share. Every
+        ``Placed`` this actor sent is in the owner's mailbox already, ahead of this ``NodeRemoved``;
+        a recovered allocation's ``RecoverAllocations`` was sent by the partition before it sent the
+        node's removal here. So an owner holds, or has given back, everything named."""
+        node_id = message.node_id
+        for application_id, uuids in self.view.discard_node(node_id).items():
+            app = self.apps.get(application_id)
+            if app is not None:
+                app.tell(NodeRemoved(node_id=node_id, uuids=tuple(uuids), reason=message.reason))
         self._wake()
 
     def _stale(self, application_id: str, app: Handle | None) -> bool:
@@ -338,8 +346,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             elif isinstance(op, Forget):
                 view.forget_allocation(op.allocation)
             elif isinstance(op, AdoptRecovered):
-                # adopted only while its node is in the view; a node that left before the booking
-                # reached it tells the owner to release it (NodeActor.on_BookOnNode)
+                # adopted by the partition with its node already (the owner's is a repeat): a node
+                # that left meanwhile had the scheduler tell its owner to release it (on_NodeGone)
                 view.adopt_recovered(op.allocation)
             elif isinstance(op, UndoReplacement):
                 view.undo_replacement(op.allocation)
@@ -452,15 +460,15 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         if not made:
             if self.reservation_changes:
                 self._publish_reservations()
+            self._publish_nodes()
             return
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
         # per application, in the order decided (a dict's, not a set's: the simulated runtime replays
-        # a run message for message): its placements with their nodes, then its gang replacements
-        by_app: dict[str, tuple[Handle, list[tuple[Allocation, Handle]], list[Allocation]]] = {}
+        # a run message for message): its placements, then its gang replacements
+        by_app: dict[str, tuple[Handle, list[Allocation], list[Allocation]]] = {}
         apps = self.apps
-        nodes = self.nodes
         refused: list[Allocation] = []
         for allocation in made:
             application_id = allocation.application_id
@@ -475,21 +483,18 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                 # confirmed by the application alone: the placeholder's node already holds the room
                 entry[2].append(allocation)
                 continue
-            node = nodes.get(allocation.node_id)
-            if node is None:
-                refused.append(allocation)
-            else:
-                entry[1].append((allocation, node))
+            entry[1].append(allocation)
         # Straight to each application's mailbox, as every other message of this actor to it (so its
         # SchedulerDone still comes last); the placements before the replacements, so that an
         # application hears of a placeholder before of its replacement.
         for app, placements, replacements in by_app.values():
             if placements and not app.tell(_new_tuple(Placed, (tuple(placements),))):
-                refused.extend(allocation for allocation, _ in placements)
+                refused.extend(placements)
             if replacements and not app.tell(Replace(allocations=tuple(replacements))):
                 refused.extend(replacements)
         if refused:
             self._undo(refused)
+        self._publish_nodes()
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
 

@@ -1,11 +1,13 @@
-"""What the Scheduler actor publishes for readers other than the applications and nodes it decides
-for: the node reservations (to its partition, with YuniKorn's NODE_RESERVATION records), and each
-queue's usage, current priority and preempting resource (into the partition's queue board; usage and
-preempting also to the core's metrics).
+"""What the Scheduler actor publishes for readers other than the applications it decides for: the
+node reservations (to its partition, with YuniKorn's NODE_RESERVATION records), each node's
+allocations (onto the partition's node board), and each queue's usage, current priority and
+preempting resource (into the partition's queue board; usage and preempting also to the core's
+metrics).
 
-Queue usage has one owner, the scheduler's view: the usage its decisions enforce (max, guarantees,
-the fair order). It counts an allocation when the view decides it (a proposal, undone if the node or
-the application refuses it) and a pending ask when the view has it. Published here once per batch of
+Queue usage and a node's allocations have one owner, the scheduler's view: the usage its decisions
+enforce (max, guarantees, the fair order), the allocations it booked. It counts an allocation when
+the view decides it (a proposal, undone if the application refuses it) and a pending ask when the
+view has it. Published here once per batch of
 cycles, where it changed; every change to the view wakes a batch, so what the board shows is at most
 one batch behind the view."""
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from korral import si
 from korral.actors.messages import Deliver, NodeReservations
+from korral.actors.node_board import NodeBoard
 from korral.actors.queue_board import QueueBoard
 from korral.model import events
 from korral.model import resource as res
@@ -28,6 +31,7 @@ class SchedulerPublishing:
     """Mixed into ``SchedulerActor``: the attributes below are the actor's."""
 
     view: SchedulingView
+    node_board: NodeBoard
     partition: Any
     dispatcher: Any
     callback: Any
@@ -42,6 +46,13 @@ class SchedulerPublishing:
     victims: dict[str, tuple[str, str, Resource]]
     # queue path -> (allocated, pending) of the view's queue as last published (copies, unpruned)
     published_usage: dict[str, tuple[Resource, Resource]]
+
+    def _publish_nodes(self) -> None:
+        """What the view booked on and freed from its nodes since the last batch, onto the node board."""
+        changes = self.view.node_changes
+        if changes:
+            self.node_board.publish(changes)
+            changes.clear()  # in place: the view's nodes note into this very list
 
     def _publish_reservations(self) -> None:
         changed = self.reservation_changes

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from korral.actors.application import ApplicationActor
-from korral.actors.messages import BookOnNode, FreeOnNode, Placed
-from korral.actors.node import NodeActor
+from korral.actors.messages import ViewOps
+from korral.actors.scheduler import SchedulerActor
 from korral.actors.setup import ActorSetup
 from korral.harness.faults_planted import CLASSES, PLANTED
+from korral.model.view_ops import Forget
 
 KNOWN = {
     # the node keeps an allocation its application released: an orphan on the node
-    "node-keeps-released": "a node ignores the release of every allocation whose allocation key ends in 0",
-    # one rare message order only: a Placed that reaches an application after its removal did. The
-    # allocation stays booked on the node, owned by nobody (korral stress --simulated must find it)
-    "removed-app-keeps-placed": (
-        "a removed application has its node book a placement instead of handing it back"
+    "node-keeps-released": (
+        "the scheduler's view keeps on its node every released allocation whose allocation key ends in 0"
     ),
     # the planted concurrency bugs of korral.harness.faults_planted (tests/core/test_planted_bugs.py)
     **PLANTED,
@@ -46,9 +43,7 @@ def start_options() -> dict[str, Any]:
     ``setup``, the one typed record through which broken actor classes reach the partitions."""
     actors: dict[str, Any] = {}
     if "node-keeps-released" in active:
-        actors["node_actor"] = NodeKeepsReleased
-    if "removed-app-keeps-placed" in active:
-        actors["application_actor"] = RemovedAppKeepsPlaced
+        actors["scheduler_actor"] = NodeKeepsReleased
     for name in sorted(active & CLASSES.keys()):
         key, actor_class = CLASSES[name]
         if key in actors:
@@ -57,21 +52,18 @@ def start_options() -> dict[str, Any]:
     return {"setup": ActorSetup(**actors)} if actors else {}
 
 
-class NodeKeepsReleased(NodeActor):
+class NodeKeepsReleased(SchedulerActor):
     """node-keeps-released: an orphan allocation stays on the node."""
 
-    def on_FreeOnNode(self, message: FreeOnNode) -> None:
+    def on_ViewOps(self, message: ViewOps) -> None:
         # by allocation key, which the RM chooses: a replay on a fresh core (new uuids) keeps the same set
-        kept = {uuid for uuid, held in self.node.allocations.items() if held.allocation_key.endswith("0")}
-        super().on_FreeOnNode(FreeOnNode(uuids=tuple(u for u in message.uuids if u not in kept)))
-
-
-class RemovedAppKeepsPlaced(ApplicationActor):
-    """removed-app-keeps-placed: a placement a removed application gets is booked on its node."""
-
-    def on_Placed(self, message: Placed) -> None:
-        if not self.owner.removed:
-            super().on_Placed(message)
-            return
-        for allocation, node in message.placements:  # the bug: kept, on a node, by nobody
-            self.tell(node, BookOnNode(allocations=(allocation,), app=self.handle))
+        kept = [
+            op.allocation
+            for op in message.ops
+            if isinstance(op, Forget) and op.allocation.allocation_key.endswith("0")
+        ]
+        super().on_ViewOps(message)
+        for allocation in kept:
+            node = self.view.nodes.get(allocation.node_id)
+            if node is not None and allocation.uuid not in node.allocations:
+                node.add_allocation(allocation)  # the bug: its room and its record stay taken

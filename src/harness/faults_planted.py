@@ -3,30 +3,29 @@
 Every class here is a broken subclass of a product actor that ``korral.harness.faults`` hands to a core
 when a test (or ``korral stress --inject-fault NAME``) enables it; the product never looks at them. Each
 is wrong only when two messages meet in one particular order (a release overtaking a placement, a timer
-between the two halves of a placeholder replacement, a decommission overtaking a recovered booking),
+between the two halves of a placeholder replacement, a decommission overtaking an owner's recovery),
 never on every run: ``korral stress --simulated`` must find the order (tests/core/test_planted_bugs.py
 says within how many seeds).
 """
 
 from __future__ import annotations
 
-from korral import si
+from typing import Any
+
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import (
-    BookOnNode,
+    NodeGone,
     Placed,
-    RemoveApplication,
     RunCycle,
     TimeoutsDue,
     ViewOps,
 )
-from korral.actors.node import NodeActor
 from korral.actors.scheduler import SchedulerActor
-from korral.model.view_ops import DropAsk, Forget
+from korral.model.view_ops import AdoptRecovered, DropAsk, Forget
 
 PLANTED = {
     "placed-after-ask-release-lost": (
-        "lost confirmation: a node's booking for an ask released (or updated) while the placement was on "
+        "lost confirmation: a placement for an ask released (or updated) while the placement was on "
         "its way is neither confirmed nor handed back"
     ),
     "release-after-release-counted": (
@@ -41,13 +40,13 @@ PLANTED = {
         "timer mid-replacement: a placeholder timeout between a placeholder's PLACEHOLDER_REPLACED "
         "release and the RM's confirmation forgets the real allocation waiting on it"
     ),
-    "removal-skips-preempted": (
-        "removal during preemption: removing an application leaves an allocation awaiting the RM's "
-        "preemption confirmation to that confirmation, which a removed application never gets"
-    ),
     "recovery-onto-leaving-node": (
-        "recovery onto a leaving node: a recovered booking that reaches its node after the node's "
-        "decommission is booked there all the same"
+        "recovery onto a leaving node: a node that leaves before the owner of a recovered allocation "
+        "on it has taken the allocation in does not have the owner release it"
+    ),
+    "replacement-lost-with-node": (
+        "replacement lost with its node: a node leaving while a gang replacement waits on a placeholder "
+        "there takes the real ask's repeat with it"
     ),
     "cut-batch-drops-rest": (
         "batch cut-off: a scheduling batch that ends with work left (cut short, or a rollback freed "
@@ -64,13 +63,13 @@ class PlacedAfterAskReleaseLost(ApplicationActor):
     def on_Placed(self, message: Placed) -> None:
         asks = self.owner.app.asks
         kept = []
-        for allocation, node in message.placements:
+        for allocation in message.allocations:
             ask = asks.get(allocation.allocation_key)
             if ask is None or ask.generation != allocation.ask_generation:
                 continue  # the bug: neither confirmed nor handed back
-            kept.append((allocation, node))
+            kept.append(allocation)
         if kept:
-            super().on_Placed(Placed(placements=tuple(kept)))
+            super().on_Placed(Placed(allocations=tuple(kept)))
 
 
 class ReleaseAfterReleaseCounted(SchedulerActor):
@@ -134,30 +133,49 @@ class TimeoutDropsReplacement(ApplicationActor):
         super().on_TimeoutsDue(message)
 
 
-class RemovalSkipsPreempted(ApplicationActor):
-    """removal-skips-preempted: on removal, allocations awaiting the RM's preemption confirmation are
-    dropped from the books without being freed on their nodes or taken off their queues."""
+class RecoveryOntoLeavingNode(SchedulerActor):
+    """recovery-onto-leaving-node: when a node leaves, the scheduler tells the owners only of the
+    allocations they told it of. A recovered allocation the partition booked with the new node, whose
+    owner has not taken it in yet (its own ``AdoptRecovered`` still on its way), is dropped from the
+    view but never released by its owner: it stays with the application, on no node. In the other
+    order (the owner's adoption first) the owner is told and releases it."""
 
-    def on_RemoveApplication(self, message: RemoveApplication) -> None:
-        app = self.owner.app
-        for uuid, termination in list(app.releasing.items()):
-            if termination is si.TerminationType.PREEMPTED_BY_SCHEDULER:
-                app.remove_allocation(uuid)  # the bug: "the confirmation will free it"
-        super().on_RemoveApplication(message)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner_adopted: set[str] = set()
+
+    def on_ViewOps(self, message: ViewOps) -> None:
+        if message.app is not None:  # an owner's (the partition's carry no application handle)
+            self.owner_adopted.update(
+                op.allocation.uuid for op in message.ops if isinstance(op, AdoptRecovered)
+            )
+        super().on_ViewOps(message)
+
+    def on_NodeGone(self, message: NodeGone) -> None:
+        node = self.view.nodes.get(message.node_id)
+        if node is not None:
+            for uuid, allocation in list(node.allocations.items()):
+                if allocation.recovered and uuid not in self.owner_adopted:
+                    # the bug: "its owner has not adopted it: nothing of it to release"
+                    self.view.release_allocation(allocation.application_id, uuid, complete=False)
+        super().on_NodeGone(message)
 
 
-class RecoveryOntoLeavingNode(NodeActor):
-    """recovery-onto-leaving-node: a BookOnNode (a recovered or a confirmed allocation) reaching a
-    decommissioned node is booked (the node would have sent NodeRemoved back to the owner)."""
+class ReplacementLostWithNode(SchedulerActor):
+    """replacement-lost-with-node: a node leaves while a gang replacement waits on a placeholder there
+    (decided, the RM not yet confirming the placeholder's release): the view drops the replacement
+    with the placeholder, and the real ask never gets its repeat back when the owner releases the
+    placeholder. In the other order (the swap confirmed first) the real allocation goes with the
+    node like any other."""
 
-    def on_BookOnNode(self, message: BookOnNode) -> None:
-        if self.removed:
-            for allocation in message.allocations:  # the bug: booked on a node that left
-                if allocation.uuid not in self.node.allocations:
-                    self.node.add_allocation(allocation)
-                    self.owners[allocation.uuid] = message.app
-            return
-        super().on_BookOnNode(message)
+    def on_NodeGone(self, message: NodeGone) -> None:
+        node = self.view.nodes.get(message.node_id)
+        if node is not None:
+            for uuid, allocation in node.allocations.items():
+                app = self.view.applications.get(allocation.application_id)
+                if app is not None and app.replacements and uuid in app.replacements:
+                    app.replacements.pop(uuid)  # the bug: "it leaves with its placeholder"
+        super().on_NodeGone(message)
 
 
 class CutBatchDropsRest(SchedulerActor):
@@ -189,7 +207,7 @@ CLASSES: dict[str, tuple[str, type]] = {
     "release-after-release-counted": ("scheduler_actor", ReleaseAfterReleaseCounted),
     "reservation-outlives-ask": ("scheduler_actor", ReservationOutlivesAsk),
     "timeout-drops-replacement": ("application_actor", TimeoutDropsReplacement),
-    "removal-skips-preempted": ("application_actor", RemovalSkipsPreempted),
-    "recovery-onto-leaving-node": ("node_actor", RecoveryOntoLeavingNode),
+    "recovery-onto-leaving-node": ("scheduler_actor", RecoveryOntoLeavingNode),
     "cut-batch-drops-rest": ("scheduler_actor", CutBatchDropsRest),
+    "replacement-lost-with-node": ("scheduler_actor", ReplacementLostWithNode),
 }

@@ -19,8 +19,8 @@ run replays exactly.
     periodic ``Tick`` (the next tick does what it would have) and ``Retire`` to a removed owner (the
     partition repeats it on its housekeeping tick until the owner has stopped). The message is lost.
 
-  Not at entry of any other message: actors do not acknowledge or resend ``Placed``, ``BookOnNode``,
-  ``FreeOnNode``, ``RunCycle`` ... to each other, so losing one is an unrecoverable loss by design (a
+  Not at entry of any other message: actors do not acknowledge or resend ``Placed``, ``ViewOps``,
+  ``NodeRemoved``, ``RunCycle`` ... to each other, so losing one is an unrecoverable loss by design (a
   lost ``RunCycle`` even leaves the scheduler believing one is queued, and it never schedules again).
   Those points are not promised, so not injected; the checks would report them (a lost ``Placed``
   leaves a decision in the scheduler's view that no application owns). The harness subtracts the

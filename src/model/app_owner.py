@@ -1,12 +1,12 @@
 """The owner's side of an application: authoritative asks, allocations and state, as plain code.
 
 The Application actor is a thin shell around an ``ApplicationOwner``: each operation returns
-``AppEffects`` saying what must be told to whom (the RM, the scheduler's view, nodes). An
+``AppEffects`` saying what must be told to whom (the RM, the scheduler's view, the partition). An
 operation validates before it changes anything, so a rejected request leaves no partial state.
 
-Placements arrive already booked on a node (``confirm``): the owner accepts each one only if its ask
-still wants it (same ask generation, something still pending, application still live); otherwise the
-node must free it again and the scheduler's view must undo it.
+Placements arrive already booked on a node in the scheduler's view, the one record of what runs on
+a node (``confirm``): the owner accepts each one only if its ask still wants it (same ask generation,
+something still pending, application still live); otherwise the view undoes it (``RollBack``).
 """
 
 from __future__ import annotations
@@ -133,17 +133,12 @@ class AppEffects:
     # what the burst added to (and took from) the allocations: the actor updates the peak from it
     allocated_delta: Resource = attrs.Factory(dict)
     view_ops: list[ViewOp] = attrs.Factory(list)
-    free_on_node: dict[str, list[str]] = attrs.Factory(dict)
-    # allocations for their nodes to record: confirmed placements and recoveries
-    book_on_node: list[Allocation] = attrs.Factory(list)
     # uuids of recovered allocations no longer live here (released, or refused): the partition
     # checks recovered uuids for clashes and must learn when one is free again
     recovered_gone: list[str] = attrs.Factory(list)
     completing: bool = False
     # asks the core removed (timeouts), reported to the RM as released asks: (key, message)
     released_asks: list[tuple[str, str]] = attrs.Factory(list)
-    # confirmed replacements: (placeholder uuid, real allocation) to swap on the placeholder's node
-    swap_on_node: list[tuple[str, Allocation]] = attrs.Factory(list)
     # the application reached Failed: it leaves the partition
     failed: bool = False
 
@@ -251,8 +246,8 @@ class ApplicationOwner:
     def confirm(
         self, allocations: Iterable[Allocation], now: float, effects: AppEffects | None = None
     ) -> AppEffects:
-        """Accept allocations the scheduler's view decided (and booked there on their nodes): each has
-        its node record it; or hand one back when its ask no longer wants it (the view undoes it)."""
+        """Accept allocations the scheduler's view decided (and booked there on their nodes), or hand
+        one back when its ask no longer wants it (the view undoes it)."""
         effects = effects if effects is not None else AppEffects()
         app = self.app
         asks = app.asks
@@ -272,7 +267,6 @@ class ApplicationOwner:
             for name, quantity in allocation.resource.items():
                 allocated_delta[name] = allocated_delta.get(name, 0) + quantity
             effects.new_allocations.append(allocation)
-            effects.book_on_node.append(allocation)
             state = app.state
             if state is ApplicationState.ACCEPTED or state is ApplicationState.STARTING:
                 advance_after_allocation(
@@ -320,8 +314,8 @@ class ApplicationOwner:
         recovered = 0
         for allocation in allocations:
             # A terminal application (Completed between its completing timeout and the partition
-            # learning of it) has left the partition: nothing may be recovered onto it, else the node
-            # books an allocation that no application owns.
+            # learning of it) has left the partition: nothing may be recovered onto it, else its node
+            # keeps an allocation that no application owns.
             if self.removed or allocation.uuid in app.allocations or app.state not in LIVE_FOR_ASKS:
                 effects.rejected_asks.append(
                     (allocation.allocation_key, f"allocation {allocation.uuid} cannot be recovered")
@@ -337,7 +331,6 @@ class ApplicationOwner:
             res.add_into(effects.allocated_delta, allocation.resource)
             effects.new_allocations.append(allocation)
             effects.view_ops.append(AdoptRecovered(allocation))
-            effects.book_on_node.append(allocation)
             recovered += 1
         if recovered:
             advance_for_recovery(app, lambda: self._transition(ApplicationEvent.RUN, now, effects))
@@ -352,7 +345,6 @@ class ApplicationOwner:
         message: str,
         effects: AppEffects,
         *,
-        free_node: bool,
         report: bool = True,
     ) -> None:
         app = self.app
@@ -365,8 +357,6 @@ class ApplicationOwner:
         if report:
             effects.released.append((allocation, termination, message))
         effects.view_ops.append(Forget(allocation))  # the view undoes a waiting replacement itself
-        if free_node:
-            effects.free_on_node.setdefault(allocation.node_id, []).append(uuid)
         real = app.drop_replacement(uuid) if app.replacements else None
         if real is not None:
             # the placeholder went another way than its replacement: the real ask waits again
@@ -383,7 +373,6 @@ class ApplicationOwner:
             return
         res.sub_into(effects.allocated_delta, placeholder.resource)
         res.add_into(effects.allocated_delta, real.resource)
-        effects.swap_on_node.append((placeholder_uuid, real))
         effects.view_ops.append(Swap(placeholder_uuid, real))
         effects.new_allocations.append(real)
         if app.state is ApplicationState.ACCEPTED or app.state is ApplicationState.STARTING:
@@ -410,11 +399,9 @@ class ApplicationOwner:
                     if real is not None:
                         self._swap_in(uuid, real, now, effects)
                     else:
-                        self._release(
-                            uuid, termination, release.message, effects, free_node=True, report=False
-                        )
+                        self._release(uuid, termination, release.message, effects, report=False)
                     continue
-                self._release(uuid, termination, release.message, effects, free_node=True)
+                self._release(uuid, termination, release.message, effects)
         self._maybe_complete(now, effects)
         return effects
 
@@ -467,10 +454,11 @@ class ApplicationOwner:
     def node_removed(
         self, node_id: str, uuids: Iterable[str], reason: str, now: float, effects: AppEffects | None = None
     ) -> AppEffects:
-        """The node went away: its allocations are released (the node already freed them)."""
+        """The node went away: its allocations are released (the view already dropped them; those
+        this owner gave back or released meanwhile it no longer holds)."""
         effects = effects if effects is not None else AppEffects()
         for uuid in uuids:
-            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=False)
+            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects)
             effects.node_removed.add(uuid)
         self._maybe_complete(now, effects)
         return effects
@@ -479,7 +467,7 @@ class ApplicationOwner:
         """The RM removed the application: every ask goes and every allocation is released."""
         effects = self.remove_asks((), now, effects, complete=False)
         for uuid in list(self.app.allocations):
-            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects, free_node=True)
+            self._release(uuid, si.TerminationType.STOPPED_BY_RM, reason, effects)
         self.removed = True
         return effects
 

@@ -17,6 +17,10 @@ from korral.model.resource import Resource
 _NOTHING_OCCUPIED: Resource = {}
 _NO_ATTRIBUTES: dict[str, str] = {}
 
+NodeChange = tuple[str, str, Allocation | None]
+"""(node id, allocation uuid, the allocation booked there; None: freed, or with an empty uuid: the node
+left with everything on it)."""
+
 
 @attrs.frozen(slots=True, kw_only=True)
 class NodeSpec:
@@ -44,6 +48,7 @@ class Node:
         "attributes",
         "available",
         "capacity",
+        "journal",
         "node_id",
         "occupied",
         "partition",
@@ -74,6 +79,9 @@ class Node:
         self.reservations: tuple[tuple[str, str], ...] = ()
         # the partition's cache for its node order: (capacity, weights, terms, total weight)
         self.score_terms: tuple[Any, ...] | None = None
+        # where each booking and freeing is noted for readers on other threads (the scheduler's
+        # view sets it: ``SchedulingView.node_changes``); None: nobody reads this node's allocations
+        self.journal: list[NodeChange] | None = None
 
     @property
     def reservation(self) -> tuple[str, str] | None:
@@ -101,6 +109,8 @@ class Node:
         """Book an allocation, whatever the room: the caller decided it fits (the scheduler's view), or it
         already runs (a recovery, or the record a node actor keeps of what the view decided)."""
         self.allocations[allocation.uuid] = allocation
+        if self.journal is not None:
+            self.journal.append((self.node_id, allocation.uuid, allocation))
         available = self.available
         for name, quantity in allocation.resource.items():
             try:
@@ -111,6 +121,8 @@ class Node:
     def remove_allocation(self, uuid: str) -> Allocation | None:
         allocation = self.allocations.pop(uuid, None)
         if allocation is not None:
+            if self.journal is not None:
+                self.journal.append((self.node_id, uuid, None))
             available = self.available
             for name, quantity in allocation.resource.items():
                 available[name] = available.get(name, 0) + quantity

@@ -10,6 +10,7 @@ of its allocations, say).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,7 +21,7 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application
-from korral.model.node import NodeSpec
+from korral.model.node import Node, NodeChange, NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.queue import Queue
 from korral.model.resource import Resource
@@ -48,6 +49,10 @@ class SchedulingView(PartitionModel):
         # the real ask gets its repeat back when the owner says so (its release of the placeholder), as
         # the owner only then gives it back; earlier, the view would propose what the owner refuses
         self._replaced_with_node: dict[str, Allocation] = {}
+        # every booking and freeing on a node since the scheduler last published them (its node
+        # board, what node snapshots show): the view is the one record of what runs on each node
+        self.node_changes: list[NodeChange] = []
+        self.add_node = self._add_noted_node
         # queues whose usage changed since the scheduler last published it (each one's ancestors too)
         self.usage_changed: set[Queue] = set()
         for queue in self.queues.values():  # queues created later inherit the set from their parent
@@ -169,11 +174,31 @@ class SchedulingView(PartitionModel):
         if node.schedulable != schedulable:
             self.set_node_schedulable(node_id, schedulable)
 
-    def discard_node(self, node_id: str) -> None:
+    def _add_noted_node(
+        self,
+        node_id: str,
+        capacity: Mapping[str, int],
+        *,
+        occupied: Mapping[str, int] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        schedulable: bool = True,
+    ) -> Node:
+        node = self.registry.add_node(
+            node_id, capacity, occupied=occupied, attributes=attributes, schedulable=schedulable
+        )
+        node.journal = self.node_changes
+        return node
+
+    def discard_node(self, node_id: str) -> dict[str, list[str]]:
+        """The node left: its allocations go with it. Returns them by application (confirmed,
+        recovered or still a proposal on its way), for their owners to release: the view is the
+        record of what ran on the node."""
         node = self.nodes.get(node_id)
         if node is None:
-            return
+            return {}
+        gone: dict[str, list[str]] = {}
         for uuid, allocation in node.allocations.items():
+            gone.setdefault(allocation.application_id, []).append(uuid)
             if not allocation.recovered:
                 self._released_with_node[uuid] = allocation.application_id
             app = self.applications.get(allocation.application_id)
@@ -181,6 +206,8 @@ class SchedulingView(PartitionModel):
                 self._replaced_with_node[uuid] = app.replacements.pop(uuid)
         # its owners decide the applications' states; an unconfirmed proposal must not complete one
         self.remove_node(node_id, complete=False)
+        self.node_changes.append((node_id, "", None))
+        return gone
 
     # ---- gang replacement and core-made releases ---------------------------------------------------
 

@@ -16,6 +16,7 @@ from korral import testing as t
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import Placed
 from korral.actors.node import NodeActor
+from korral.actors.scheduler import SchedulerActor
 from korral.actors.setup import ActorSetup
 from korral.actors.tracker import Tracker
 from korral.harness import faults
@@ -51,8 +52,9 @@ def test_the_harness_hands_its_faults_over_as_one_setup() -> None:
         faults.disable_all()
     assert set(options) == {"setup"}
     setup = options["setup"]
-    assert isinstance(setup, ActorSetup) and issubclass(setup.node_actor, NodeActor)
-    assert setup.node_actor is not NodeActor and setup.application_actor is ApplicationActor
+    assert isinstance(setup, ActorSetup) and issubclass(setup.scheduler_actor, SchedulerActor)
+    assert setup.scheduler_actor is not SchedulerActor
+    assert setup.node_actor is NodeActor and setup.application_actor is ApplicationActor
     with korral.start(**options) as core:
         assert core.settings.actors is setup
 

@@ -29,10 +29,9 @@ from korral import testing as t
 from korral.actors.base import Rank
 from korral.actors.messages import (
     AddAsks,
-    BookOnNode,
     CompletingTimeout,
-    DecommissionNode,
     NodeGone,
+    NodeRemoved,
     Placed,
     RecoverAllocations,
     RemoveApplication,
@@ -347,7 +346,7 @@ def test_ask_then_release_in_consecutive_requests_without_waiting(run: Run) -> N
 def test_ask_withdrawn_while_its_placement_is_in_flight(run: Run) -> None:
     """Pinned: the scheduler is deciding the ask when its withdrawal reaches the application, which has
     handled it before the Placed arrives: the application refuses the placement, the view rolls it
-    back, the node never records it, and the RM never hears of an allocation."""
+    back (its node shows nothing), and the RM never hears of an allocation."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     run.idle()
@@ -363,7 +362,6 @@ def test_ask_withdrawn_while_its_placement_is_in_flight(run: Run) -> None:
     assert run.acted is True, f"the decision the test pins never happened: {run.acted!r}"
     assert not run.rm.live and run.rm.allocated_total == 0, "a withdrawn ask was allocated"
     assert run.rollbacks() == 1
-    assert not run.was_delivered("node/n1", BookOnNode)
     node = run.core.node(PARTITION, "n1")
     assert node is not None and not node.allocations and node.allocated == {}
     # the application goes on normally
@@ -382,7 +380,7 @@ def test_ask_withdrawn_just_after_its_placement_was_confirmed(run: Run) -> None:
     with run.script.holding(pooled):
         run.tick()
         assert run.queued(to("app/app"), Placed)
-    run.idle()  # the application confirms and its node records it, then the withdrawal arrives
+    run.idle()  # the application confirms, then the withdrawal arrives
     run.core.update_allocation(run.withdraw("app", "app-k0"))
     run.idle()
     assert len(run.rm.live) == 1
@@ -420,20 +418,21 @@ def test_ask_replaced_while_its_placement_is_in_flight(run: Run) -> None:
 # ---- node decommissioned while allocations are placed on it ------------------------------------------------
 
 
-def test_node_decommissioned_with_bookings_waiting_at_it(run: Run) -> None:
-    """Pinned: the application confirmed its placements (the RM has them) and their BookOnNode waits at
-    the node when the decommission arrives behind it: recorded, then released with the node."""
+def test_node_decommissioned_after_the_placements_were_confirmed(run: Run) -> None:
+    """Pinned: the application confirmed its placements (the RM has them), then the node leaves: the
+    scheduler's view, the record of what runs on the node, has the application release them all."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     place_held_at(run, "n1", "app", 5)
-    with run.script.holding(to("node/n1")):
-        run.tick()
-        run.idle()
-        assert run.queued(to("node/n1"), BookOnNode)
-        assert len(run.rm.live) == 5, "the RM hears of its allocations before the node records them"
+    run.tick()
+    run.idle()
+    assert len(run.rm.live) == 5
+    node = run.core.node(PARTITION, "n1")
+    assert node is not None and len(node.allocations) == 5, "the node shows what the view booked"
+    with run.script.holding(to("app/app")):
         run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
         run.idle()
-        assert run.queued(to("node/n1"), DecommissionNode)
+        assert run.queued(to("app/app"), NodeRemoved)
     run.idle()
     assert run.core.node(PARTITION, "n1") is None
     assert not run.rm.live, "allocations on a decommissioned node live on"
@@ -444,10 +443,10 @@ def test_node_decommissioned_with_bookings_waiting_at_it(run: Run) -> None:
     run.check()
 
 
-def test_node_decommissioned_before_it_records_the_placements(run: Run) -> None:
-    """Pinned: the Placed waits at the application while the node is decommissioned and handles it;
-    then the application confirms and sends the node its bookings. The node has left: it hands them
-    back and the application releases them, as the node's removal would have."""
+def test_node_decommissioned_before_the_application_confirmed_the_placements(run: Run) -> None:
+    """Pinned: the Placed waits at the application while the node is decommissioned; the scheduler's
+    NodeRemoved queues behind it. The application confirms (the RM hears of them), then releases them
+    with the node."""
     run.nodes(["n1"])
     run.apps({"app": "root.a"})
     place_held_at(run, "n1", "app", 3)
@@ -456,7 +455,10 @@ def test_node_decommissioned_before_it_records_the_placements(run: Run) -> None:
         assert run.queued(to("app/app"), Placed)
         run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
         run.idle()
-        assert run.was_delivered("node/n1", DecommissionNode)
+        queued = [p.message for p in run.simulation.queued() if to("app/app")(p)]
+        kinds = [type(m) for m in queued]
+        assert Placed in kinds and NodeRemoved in kinds
+        assert kinds.index(Placed) < kinds.index(NodeRemoved), "the removal overtook the placements"
     run.idle()
     assert run.core.node(PARTITION, "n1") is None
     assert not run.rm.live, "allocations on a decommissioned node live on"
@@ -481,7 +483,6 @@ def test_node_decommissioned_during_a_decision(run: Run) -> None:
         first = run.passed[0]
         run.core.update_node(t.node_action(RM, first, si.NodeAction.DECOMISSION))
         run.run_others()
-        assert run.was_delivered(f"node/{first}", DecommissionNode)
         assert run.queued(lambda p: p.actor == f"{PARTITION}/scheduler", NodeGone)
 
     run.during_decision(decommission_first, let_through=1)
@@ -506,8 +507,9 @@ def test_node_decommissioned_during_a_decision(run: Run) -> None:
 
 
 def test_recovered_allocation_on_a_node_removed_before_it_was_booked(run: Run) -> None:
-    """Pinned: a node comes with an existing allocation and leaves at once; the decommission reaches the
-    node before the application's BookOnNode. The allocation must not outlive its node."""
+    """Pinned: a node comes with an existing allocation and leaves at once, before the application took
+    the recovery in: the scheduler's NodeRemoved queues behind the partition's RecoverAllocations. The
+    allocation must not outlive its node."""
     run.apps({"app": "root.b"})
     run.idle()
     existing = si.Allocation(
@@ -524,7 +526,7 @@ def test_recovered_allocation_on_a_node_removed_before_it_was_booked(run: Run) -
         assert run.queued(to("app/app"), RecoverAllocations)
         run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
         run.idle()
-        assert run.queued(to("node/n1"), DecommissionNode)
+        assert run.queued(to("app/app"), NodeRemoved)
     run.idle()
     assert run.core.node(PARTITION, "n1") is None
     info = run.core.application(PARTITION, "app")

@@ -137,7 +137,7 @@ def test_registered_nodes_get_their_actors_after_the_answer_and_schedule_as_befo
         check_invariants(core, P, rm)
 
 
-def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> None:
+def test_registering_nodes_or_placing_on_them_starts_no_node_actor_until_one_is_asked() -> None:
     with running(SINGLE_LEAF, setup=ActorSetup(node_actor_warmup=0)) as (core, rm):
         add_apps(core, rm, {"app1": LEAF})
         before = live_actors()
@@ -146,7 +146,12 @@ def test_registering_nodes_starts_no_node_actor_until_one_gets_a_placement() -> 
         core.update_allocation(t.asks("rm", "app1", 1, SMALL))
         core.wait_until_idle()
         assert rm.allocated_total == 1
-        assert new_actors(before) == 1  # the node that got the placement
+        # the scheduler's view records the placement: nothing is sent to its node
+        assert new_actors(before) == 0
+        (allocation,) = rm.live.values()
+        info = core.node(P, allocation.node_id)  # its first message: a snapshot
+        assert info is not None and [a.uuid for a in info.allocations] == [allocation.uuid]
+        assert new_actors(before) == 1
         check_invariants(core, P, rm)
 
 

@@ -185,15 +185,15 @@ def test_a_frozen_simulation_fires_no_timer_and_refuses_to_advance() -> None:
     looked.stop()
 
 
-FAULT = "removed-app-keeps-placed"  # a Placed reaching an application after its removal: rare orders
+FAULT = "recovery-onto-leaving-node"  # a node leaving before its recovered allocation's owner took it in
 
 
 @functools.cache
 def fault_found() -> SimulatedOutcome:
-    """The first seed of 401..800 whose run shows the fault (few do)."""
+    """The first seed of 101..300 whose run shows the fault (few do)."""
     from korral.harness.stress_simulated import SimulatedStress
 
-    found, count, _ = SimulatedStress(rms=1, operations=30, fault=FAULT).search(range(401, 801), budget=None)
+    found, count, _ = SimulatedStress(rms=1, operations=30, fault=FAULT).search(range(101, 301), budget=None)
     assert found is not None, f"the fault did not show in {count} seeds"
     return found
 
@@ -314,4 +314,4 @@ def test_shrinking_keeps_the_violation_and_prints_a_pytest_case_that_fails_with_
         check=False,
     )
     assert run.returncode == 1, run.stdout + run.stderr  # the test fails: the violation shows
-    assert "1 failed" in run.stdout and "has no application" in run.stdout, run.stdout
+    assert "1 failed" in run.stdout and "is on no node" in run.stdout, run.stdout

@@ -2,9 +2,10 @@
 
 Each operation writes what others must learn into an ``AppEffects``: the queue (pending / allocated
 deltas), the RM (new, released, rejected, state changes), the scheduler's view (``view_ops`` in the
-order things happened) and the nodes (``free_on_node``, ``book_on_node``). The scenarios follow
-docs/architecture.md ("One decision, end to end") and the reference 2.14-2.17: asks, confirmation of
-placements the scheduler's view decided, recovery, releases, node and application removal, completing timeout.
+order things happened: the view is also the record of what runs on each node) and the partition.
+The scenarios follow docs/architecture.md ("One decision, end to end") and the reference 2.14-2.17:
+asks, confirmation of placements the scheduler's view decided, recovery, releases, node and
+application removal, completing timeout.
 """
 
 from __future__ import annotations
@@ -375,7 +376,6 @@ def test_one_effects_accumulates_several_calls():
     assert pruned(effects.allocated_delta) == {}
     assert effects.new_allocations == [first]
     assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.STOPPED_BY_RM)]
-    assert effects.free_on_node == {"n1": ["u1"]}
     assert effects.state_changes == [("Accepted", 1.0), ("Starting", 3.0)]
     assert effects.rejected_asks == [("", "allocation key must not be empty")]
 
@@ -448,8 +448,7 @@ def test_confirm_valid_placement_becomes_an_allocation():
     assert pending_change(owner, pending_before) == {"vcore": -500, "memory": -8}
     assert owner.app.asks["a"].pending == 1
     assert effects.view_ops == [], "the view counted its own proposal already"
-    assert effects.book_on_node == [allocation], "its node records it"
-    assert effects.free_on_node == {} and effects.released == []
+    assert effects.released == []
 
 
 @pytest.mark.parametrize(
@@ -539,8 +538,7 @@ def test_confirm_refused_is_rolled_back_and_never_reaches_its_node(meanwhile):
 
     effects = owner.confirm([allocation], 2.0)
 
-    # the view booked it on its node, the node never did: the view's rollback frees it
-    assert effects.free_on_node == {} and effects.book_on_node == []
+    # the view booked it on its node: its rollback frees it there
     assert effects.view_ops == [RollBack(allocation)]
     assert effects.new_allocations == [] and effects.state_changes == []
     assert pruned(effects.allocated_delta) == {}
@@ -557,7 +555,6 @@ def test_confirm_mixed_batch_books_only_the_confirmed_ones_on_their_node():
     effects = owner.confirm([stale, ok1, ok2, extra], 1.0)
 
     assert effects.new_allocations == [ok1, ok2]
-    assert effects.book_on_node == [ok1, ok2] and effects.free_on_node == {}
     assert ops(effects) == [("rollback", "u0"), ("rollback", "u3")]
     assert pruned(effects.allocated_delta) == {"vcore": 2000}
 
@@ -575,11 +572,10 @@ def test_recover_adds_allocations_whatever_the_asks():
 
     assert effects.new_allocations == [big, small]
     assert ops(effects) == [("recover", "r1"), ("recover", "r2")]
-    assert effects.book_on_node == [big, small]
     assert pruned(effects.allocated_delta) == {"vcore": 10**9, "memory": 10**12 + 1}
     assert pending_change(owner, pending_before) == {}
     assert set(owner.app.allocations) == {"r1", "r2"}
-    assert effects.rejected_asks == [] and effects.free_on_node == {}
+    assert effects.rejected_asks == []
 
 
 @pytest.mark.parametrize(
@@ -628,7 +624,7 @@ def test_recover_rejections(setup, uuids, rejected):
     # one the owner does not hold is forgotten in the view, where the partition adopted it with its node
     forgotten = [op.allocation.uuid for op in effects.view_ops if isinstance(op, Forget)]
     assert forgotten == ([] if setup in ("dup-existing", "") else rejected)
-    assert len(effects.view_ops) == accepted + len(forgotten) and len(effects.book_on_node) == accepted
+    assert len(effects.view_ops) == accepted + len(forgotten)
     if not accepted:
         assert owner.app.state is state_before and effects.state_changes == []
 
@@ -646,33 +642,25 @@ def _running_with_allocations() -> ApplicationOwner:
 
 
 @pytest.mark.parametrize(
-    ("releases", "released", "free_on_node", "allocated_delta"),
+    ("releases", "released", "allocated_delta"),
     [
-        pytest.param([release(uuid="a2")], ["a2"], {"n1": ["a2"]}, {"vcore": -1000}, id="by-uuid"),
-        pytest.param([release(key="k1")], ["a1", "a2"], {"n1": ["a1", "a2"]}, {"vcore": -2000}, id="by-key"),
-        pytest.param(
-            [release()],
-            ["a1", "a2", "b1"],
-            {"n1": ["a1", "a2"], "n2": ["b1"]},
-            {"vcore": -2000, "memory": -64},
-            id="all",
-        ),
-        pytest.param([release(uuid="zz")], [], {}, {}, id="unknown-uuid"),
-        pytest.param([release(key="zz")], [], {}, {}, id="unknown-key"),
-        pytest.param(
-            [release(uuid="b1", key="k1")], ["b1"], {"n2": ["b1"]}, {"memory": -64}, id="uuid-wins-over-key"
-        ),
-        pytest.param(
-            [release(uuid="a1"), release(uuid="a1")], ["a1"], {"n1": ["a1"]}, {"vcore": -1000}, id="twice"
-        ),
+        pytest.param([release(uuid="a2")], ["a2"], {"vcore": -1000}, id="by-uuid"),
+        pytest.param([release(key="k1")], ["a1", "a2"], {"vcore": -2000}, id="by-key"),
+        pytest.param([release()], ["a1", "a2", "b1"], {"vcore": -2000, "memory": -64}, id="all"),
+        pytest.param([release(uuid="zz")], [], {}, id="unknown-uuid"),
+        pytest.param([release(key="zz")], [], {}, id="unknown-key"),
+        pytest.param([release(uuid="b1", key="k1")], ["b1"], {"memory": -64}, id="uuid-wins-over-key"),
+        pytest.param([release(uuid="a1"), release(uuid="a1")], ["a1"], {"vcore": -1000}, id="twice"),
     ],
 )
-def test_release(releases, released, free_on_node, allocated_delta):
+def test_release(releases, released, allocated_delta):
     owner = _running_with_allocations()
     effects = owner.release(releases, 3.0)
     assert [a.uuid for a, _, _ in effects.released] == released
-    assert ops(effects) == [("forget", u) for u in released]
-    assert effects.free_on_node == free_on_node
+    # the view frees each on its node (it is the record of what runs there)
+    assert [(op.allocation.uuid, op.allocation.node_id) for op in effects.view_ops] == [
+        (u, "n2" if u == "b1" else "n1") for u in released
+    ]
     assert pruned(effects.allocated_delta) == allocated_delta
     assert not set(released) & set(owner.app.allocations)
 
@@ -724,8 +712,7 @@ def test_node_removed_releases_without_freeing_the_node():
         ("a1", T.STOPPED_BY_RM, "Node n1 Removed"),
         ("a2", T.STOPPED_BY_RM, "Node n1 Removed"),
     ]
-    assert ops(effects) == [("forget", "a1"), ("forget", "a2")]
-    assert effects.free_on_node == {}, "the node already freed them"
+    assert ops(effects) == [("forget", "a1"), ("forget", "a2")]  # the view dropped them already: a no-op
     assert pruned(effects.allocated_delta) == {"vcore": -2000}
     assert owner.app.state is S.RUNNING and effects.state_changes == []
 
@@ -765,7 +752,6 @@ def test_remove_drops_asks_and_releases_allocations():
     assert [(a.uuid, kind, text) for a, kind, text in effects.released] == [
         (u, T.STOPPED_BY_RM, "application app-1 removed") for u in ("a1", "a2", "b1")
     ]
-    assert effects.free_on_node == {"n1": ["a1", "a2"], "n2": ["b1"]}
     assert pending_change(owner, pending_before) == {"memory": -10}
     assert pruned(effects.allocated_delta) == {"vcore": -2000, "memory": -64}
     assert effects.state_changes == [] and not effects.completing
@@ -797,7 +783,6 @@ def test_after_remove_asks_are_rejected_and_placements_refused():
         ("rk", "allocation r1 cannot be recovered"),
     ]
     assert ops(effects) == [("rollback", "late"), ("forget", "r1")]  # r1: the view adopted it with its node
-    assert effects.free_on_node == {} and effects.book_on_node == []  # no node ever booked either
     assert effects.new_allocations == [] and effects.state_changes == []
 
 
@@ -875,8 +860,6 @@ def test_view_ops_recover_then_release_keep_their_order():
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
     assert effects.view_ops == [AdoptRecovered(recovered), Forget(recovered)]
-    assert effects.book_on_node == [recovered]
-    assert effects.free_on_node == {"n1": ["r1"]}
     assert pruned(effects.allocated_delta) == {}
     assert [s for s, _ in effects.state_changes] == ["Accepted", "Starting", "Running", "Completing"]
 
@@ -904,9 +887,8 @@ def test_view_ops_in_the_order_things_happened():
         ("drop_ask", ("a", 2)),
         ("forget", "r1"),
     ]
-    # u2 never reached its node (the view's rollback frees it); u1 was booked there, then released
-    assert effects.book_on_node == [good, existing("r1", node="n2")]
-    assert effects.free_on_node == {"n1": ["u1"]}
+    # u2 is undone in the view (its rollback frees its node); u1 was confirmed, then released
+    assert effects.new_allocations == [good, existing("r1", node="n2")]
     assert pruned(effects.allocated_delta) == {}
     assert pruned(owner.app.pending) == {}
     assert owner.app.state is S.COMPLETING

@@ -685,6 +685,56 @@ def test_discard_node_is_idempotent(view, invariants):
         invariants(view)
 
 
+def test_discard_node_names_everything_that_ran_there_by_application(view):
+    one_app(view, repeat=3)
+    view.add_node("n2", {"vcore": 1000})
+    insert(view, "app-0", "root.b")
+    view.adopt_recovered(recovered("app-0", "r0", node="n1"))
+    view.schedule()  # app-1: two proposals on n1 (room for 3, one taken by r0), one on n2
+    on_n1 = sorted(u for u, a in view.applications["app-1"].allocations.items() if a.node_id == "n1")
+    assert len(on_n1) == 2
+
+    gone = view.discard_node("n1")
+
+    # proposals still on their way count: their owner confirms them first (its mailbox order)
+    assert {app: sorted(uuids) for app, uuids in gone.items()} == {"app-0": ["r0"], "app-1": on_n1}
+    assert view.discard_node("n1") == {}, "a second removal names nothing"
+
+
+def test_the_view_notes_each_booking_and_freeing_on_a_node_in_order(view):
+    one_app(view, repeat=2)
+    first = view.schedule_one()
+    second = view.schedule_one()
+    assert first is not None and second is not None
+    assert view.node_changes == [("n1", first.uuid, first), ("n1", second.uuid, second)]
+    view.node_changes.clear()  # published (the scheduler clears the list in place)
+
+    view.rollback(first)
+    view.forget_allocation(second)
+    view.adopt_recovered(recovered("app-1", "r1"))
+    view.discard_node("n1")
+
+    r1 = view.node_changes[2][2]
+    assert r1 is not None and r1.uuid == "r1"
+    assert view.node_changes == [
+        ("n1", first.uuid, None),
+        ("n1", second.uuid, None),
+        ("n1", "r1", r1),
+        ("n1", "r1", None),
+        ("n1", "", None),  # the node left with whatever it held
+    ]
+
+
+def test_a_models_own_nodes_note_nothing(view):
+    """Only the view's nodes keep notes (for the node board): the reference's model writes none."""
+    from korral.model.partition import PartitionModel
+
+    model = PartitionModel("[rm]default", load_config(CONFIG).partitions[0], rm_id="rm")
+    node = model.add_node("n1", {"vcore": 4000})
+    assert node.journal is None
+    assert view.add_node("n1", {"vcore": 4000}).journal is view.node_changes
+
+
 def test_discard_node_cancels_its_reservation(make_view, clock):
     view = make_view(reservation_delay=1.0)
     view.add_node("n1", {"vcore": 4000})

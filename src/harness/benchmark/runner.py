@@ -48,7 +48,7 @@ class KorralResult:
 STAGES: dict[str, tuple[str, ...]] = {
     "intake": ("Route", "RouteAllocationRequest", "AddAsks", "ViewOps"),
     "decision": ("RunCycle",),
-    "confirmation": ("Placed", "BookOnNode", "FlushOut", "Replace"),
+    "confirmation": ("Placed", "FlushOut", "Replace"),
     "delivery": ("Deliver",),
 }
 
