@@ -196,17 +196,22 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
 
-    def _take_effects(self) -> None:
+    def _take_effects(self, *, send_releases: bool = True) -> list[CoreRelease]:
         """Act on what the view's operations produced (``model.partition_effects``): a wake-up for a
-        preemption delay, core releases to their owners; reservation changes and request events are
-        kept for publishing."""
+        preemption delay, core releases to their owners (or returned, ``send_releases=False``: a batch
+        sends them after its placements); reservation changes and request events are kept for
+        publishing."""
         effects = self.view.take_effects()
         if not effects:
-            return
+            return []
         if effects.wake_at is not None:
             self._wake_for_preemption(effects.wake_at)
+        releases: list[CoreRelease] = []
         if effects.core_releases:
-            self._send_core_releases(effects.core_releases)
+            if send_releases:
+                self._send_core_releases(effects.core_releases)
+            else:
+                releases = effects.core_releases
         if effects.request_events:
             self._request_events += effects.request_events
         if effects.queue_events:
@@ -217,6 +222,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self._backoffs.update(effects.backoffs)
         if effects.reservation_changes:
             self.reservation_changes |= effects.reservation_changes
+        return releases
 
     def _wake(self) -> None:
         self._take_effects()
@@ -449,18 +455,19 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             if view.latencies:
                 self.metrics.observe_latencies(view.latencies)
                 view.latencies.clear()
-        self._take_effects()
+        # A victim may be an allocation this very batch placed: its owner must have the Placed before
+        # the Preempt naming it, or it could not preempt what it does not hold yet (Unpreempt).
+        releases = self._take_effects(send_releases=False)
         if self._request_events or self._queue_events or self._runnable_changes:
             self._send_preemption_events()
         if self._backoffs:
             self._publish_backoffs()
-        self._publish_queues(self.board, made)
-        if self.board is not None and (self.victims or self.board.preempting):
-            self._publish_preempting(self.board)
         if not made:
+            if releases:
+                self._send_core_releases(releases)
+            self._publish_batch(made)
             if self.reservation_changes:
                 self._publish_reservations()
-            self._publish_nodes()
             return
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(made))
@@ -494,9 +501,18 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                 refused.extend(replacements)
         if refused:
             self._undo(refused)
-        self._publish_nodes()
+        if releases:
+            self._send_core_releases(releases)
+        self._publish_batch(made)
         # More may fit right away (the batch was cut short, or a rollback freed room).
         self._wake()
+
+    def _publish_batch(self, made: list[Allocation]) -> None:
+        """What a batch changed, for readers: queue usage, what the victims hold, the nodes' records."""
+        self._publish_queues(self.board, made)
+        if self.board is not None and (self.victims or self.board.preempting):
+            self._publish_preempting(self.board)
+        self._publish_nodes()
 
     def _send_core_releases(self, releases: list[CoreRelease]) -> None:
         """Preemption victims go to their applications, which release them to the RM (the view marked

@@ -475,3 +475,70 @@ def test_preemption_on_the_simulated_runtime_and_its_virtual_clock() -> None:
         core.update_allocation(rm.take_confirmations())
         core.wait_until_idle()
         assert live_keys(core, "hi") == {"urgent": "n1"}
+
+
+SAME_BATCH = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: high
+          - name: low
+          - name: other
+"""
+
+
+def test_a_victim_placed_in_the_same_batch_as_its_preemption_is_preempted_at_once() -> None:
+    """A daemon-set ask reserves its full node in one cycle and preempts there a few cycles later,
+    in the same batch of decisions that placed its victims on that node. The victims' application must
+    hear of the placements before of their preemption: otherwise it cannot preempt what it does not
+    hold yet, hands the victims back, and the daemon set waits for a later cycle."""
+
+    def request(*asks: tuple[str, str, int, int, str]) -> si.AllocationRequest:
+        return si.AllocationRequest(
+            rm_id="rm",
+            asks=[
+                si.AllocationAsk(
+                    allocation_key=key,
+                    application_id=app,
+                    resource_ask={"memory": memory, "vcore": 1},
+                    max_allocations=1,
+                    priority=priority,
+                    tags={REQUIRED_NODE: node} if node else {},
+                )
+                for app, key, memory, priority, node in asks
+            ],
+        )
+
+    with korral.start(runtime="simulated", seed=1) as core:
+        rm = t.RecordingRM("rm")
+        core.register_resource_manager(t.register("rm", SAME_BATCH), rm)
+        core.update_node(t.nodes("rm", ["n1", "n2"], {"memory": 1000, "vcore": 1000}))
+        apps = {"filler": "root.high", "daemon": "root.high", "low": "root.low", "busy": "root.other"}
+        core.update_application(t.applications("rm", {**apps, "late": "root.other"}))
+        core.advance(1.0)
+        # n1 holds 600 of root.high, n2 950 of root.other: the fair order walks low, then high, then other
+        core.update_allocation(
+            request(
+                *[("filler", f"f{i}", 100, 10, "n1") for i in range(6)],
+                *[("busy", f"b{i}", 50, 10, "n2") for i in range(19)],
+            )
+        )
+        core.advance(1.0)
+        assert len(rm.live) == 25
+        # one batch: low's four fill n1; the daemon set reserves n1; "late" takes n2's last room; the
+        # daemon set, reserved, preempts low's four (the lowest priority on n1)
+        core.update_allocation(
+            request(
+                *[("low", f"l{i}", 100, 0, "") for i in range(4)],
+                ("daemon", "ds", 400, 0, "n1"),
+                ("late", "o", 50, 0, ""),
+            )
+        )
+        core.advance(0.05)  # within the batch's own round of messages: no tick, no retry
+        assert sorted(r.allocation_key for r in preempted(rm)) == ["l0", "l1", "l2", "l3"]
+        assert "o" in {a.allocation_key for a in rm.live.values()}
+        trace = core.trace(full=True)
+        assert not any("Unpreempt" in line for line in trace), "the victims were handed back"
