@@ -165,7 +165,6 @@ class NodeChanged:
 @frozen
 class NodeGone:
     node_id: str
-    reason: str  # what the owners of its allocations report to the RM
 
 
 @frozen

@@ -265,7 +265,7 @@ class PartitionNodes:
             del self.nodes[node_id]
             self.node_reservations.pop(node_id, None)
             # the view holds what ran there: the scheduler has the owners release it (NodeRemoved)
-            self.scheduler.tell(NodeGone(node_id=node_id, reason=f"Node {node_id} Removed"))
+            self.scheduler.tell(NodeGone(node_id=node_id))
             self._event(lambda: events.node_removed(node_id))
             self._bury(handle)
         else:

@@ -49,6 +49,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 from korral.model.allocation import Allocation, AskSpec
+from korral.model.node import removal_reason
 from korral.model.partition_effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
 from korral.model.resource import Resource
 from korral.model.view import SchedulingView
@@ -266,10 +267,13 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         node's removal here. So an owner holds, or has given back, everything named."""
         node_id = message.node_id
         for application_id, uuids in self.view.discard_node(node_id).items():
-            app = self.apps.get(application_id)
-            if app is not None:
-                app.tell(NodeRemoved(node_id=node_id, uuids=tuple(uuids), reason=message.reason))
+            self._tell_node_removed(application_id, node_id, tuple(uuids))
         self._wake()
+
+    def _tell_node_removed(self, application_id: str, node_id: str, uuids: tuple[str, ...]) -> None:
+        app = self.apps.get(application_id)
+        if app is not None:
+            app.tell(NodeRemoved(node_id=node_id, uuids=uuids, reason=removal_reason(node_id)))
 
     def _stale(self, application_id: str, app: Handle | None) -> bool:
         """A message from an incarnation of the application that the view has replaced already."""
@@ -359,7 +363,10 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                 view.undo_replacement(op.allocation)
                 self.rollbacks += 1
             elif isinstance(op, Swap):
-                view.swap(application_id, op.placeholder_uuid, op.real)
+                if view.swap(application_id, op.placeholder_uuid, op.real):
+                    # its placeholder left with its node before the owner swapped: the real
+                    # allocation, on that node, goes as the node's removal would have taken it
+                    self._tell_node_removed(application_id, op.real.node_id, (op.real.uuid,))
             elif isinstance(op, MarkReleasing):
                 view.mark_releasing(application_id, op.uuid, op.termination)
             elif isinstance(op, Unpreempt):

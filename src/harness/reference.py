@@ -15,6 +15,7 @@ from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.model.allocation import Allocation
 from korral.model.naming import normalize_partition_name, partition_without_rm
+from korral.model.node import removal_reason
 from korral.model.partition import ModelError, PartitionModel, Predicate
 from korral.model.si_convert import from_si_allocation, to_si_allocation, to_si_release
 
@@ -118,7 +119,7 @@ class ReferenceScheduler:
                     for allocation in partition.remove_node(info.node_id):
                         released.append(
                             to_si_release(
-                                allocation, si.TerminationType.STOPPED_BY_RM, f"Node {info.node_id} Removed"
+                                allocation, si.TerminationType.STOPPED_BY_RM, removal_reason(info.node_id)
                             )
                         )
                 else:

@@ -22,6 +22,11 @@ NodeChange = tuple[str, str, Allocation | None]
 left with everything on it)."""
 
 
+def removal_reason(node_id: str) -> str:
+    """What the owners of a removed node's allocations report to the RM (YuniKorn's wording)."""
+    return f"Node {node_id} Removed"
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class NodeSpec:
     """A node's facts as its owner (the Node actor) last reported them: an immutable value, sent to

@@ -223,16 +223,25 @@ class SchedulingView(PartitionModel):
         if app is not None:
             self.allocator.return_repeat(app, real)
 
-    def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> None:
-        """The owner swapped a confirmed replacement in: do the same here (idempotent)."""
+    def swap(self, application_id: str, placeholder_uuid: str, real: Allocation) -> bool:
+        """The owner swapped a confirmed replacement in: do the same here (idempotent).
+
+        Returns True when the placeholder is no longer here for it to replace: it left with its node
+        (the RM confirmed its release to the owner before the owner heard of the removal), so the
+        real allocation, which took its place on that node, must go as the removal would have taken
+        it."""
         app = self.applications.get(application_id)
         if self._replaced_with_node:
             self._replaced_with_node.pop(placeholder_uuid, None)  # swapped: its node is the real's now
         if app is None:
-            return
+            return False
         app.drop_replacement(placeholder_uuid)
-        if placeholder_uuid in app.allocations and real.uuid not in app.allocations:
+        if real.uuid in app.allocations:
+            return False
+        if placeholder_uuid in app.allocations:
             self.swap_in(app, placeholder_uuid, real)  # the owner reports it to the RM
+            return False
+        return True
 
     def mark_releasing(self, application_id: str, uuid: str, termination: int) -> None:
         """The owner released an allocation itself: still booked, but no longer a placeholder to replace."""

@@ -34,6 +34,7 @@ from korral.actors.messages import (
     NodeRemoved,
     Placed,
     RecoverAllocations,
+    ReleaseAllocations,
     RemoveApplication,
     RemoveAsks,
     UpdateNode,
@@ -466,6 +467,71 @@ def test_node_decommissioned_before_the_application_confirmed_the_placements(run
     assert run.core.queue(PARTITION, "root.a").allocated == {}
     info = run.core.application(PARTITION, "app")
     assert info is not None and not info.allocations
+    run.check()
+
+
+def test_placeholder_node_decommissioned_as_the_rm_confirms_its_replacement(run: Run) -> None:
+    """Pinned: a real ask replaced a placeholder on n1 (the placeholder released to the RM as
+    PLACEHOLDER_REPLACED); the RM's confirmation of that release reaches the application before the
+    scheduler's NodeRemoved for n1. The application swaps the real allocation in and then hears of
+    the removal of a placeholder it no longer holds: the real allocation, which took the
+    placeholder's place on n1, must still go with the node."""
+    run.nodes(["n1"])
+    run.core.update_application(
+        si.ApplicationRequest(
+            rm_id=RM,
+            new=[
+                si.AddApplicationRequest(
+                    application_id="g",
+                    queue_name="root.a",
+                    ugi=si.UserGroupInformation(user="u"),
+                    placeholder_ask=dict(SMALL),
+                )
+            ],
+        )
+    )
+
+    def gang_ask(key: str, placeholder: bool) -> si.AllocationRequest:
+        run.asked[("g", key)] = 1
+        return si.AllocationRequest(
+            rm_id=RM,
+            asks=[
+                si.AllocationAsk(
+                    allocation_key=key,
+                    application_id="g",
+                    resource_ask=dict(SMALL),
+                    max_allocations=1,
+                    placeholder=placeholder,
+                    task_group_name="tg",
+                )
+            ],
+        )
+
+    run.core.update_allocation(gang_ask("ph-0", True))
+    run.idle()
+    (placeholder,) = run.rm.live.values()
+    run.core.update_allocation(gang_ask("real-0", False))
+    run.idle()
+    assert [(r.uuid, r.termination_type) for r in run.rm.to_confirm] == [
+        (placeholder.uuid, si.TerminationType.PLACEHOLDER_REPLACED)
+    ]
+    with run.script.holding(to("app/g")):
+        run.core.update_allocation(
+            t.release(RM, "g", uuid=placeholder.uuid, termination=si.TerminationType.PLACEHOLDER_REPLACED)
+        )
+        run.idle()
+        assert run.queued(to("app/g"), ReleaseAllocations)
+        run.core.update_node(t.node_action(RM, "n1", si.NodeAction.DECOMISSION))
+        run.idle()
+        assert run.queued(to("app/g"), NodeRemoved)
+    run.idle()
+    assert run.core.node(PARTITION, "n1") is None
+    assert not run.rm.live, "the real allocation outlived its placeholder's node"
+    assert {(r.allocation_key, r.termination_type) for r in run.rm.released} >= {
+        ("real-0", si.TerminationType.STOPPED_BY_RM)
+    }
+    info = run.core.application(PARTITION, "g")
+    assert info is None or not info.allocations
     run.check()
 
 

@@ -880,6 +880,18 @@ def test_a_replacement_whose_node_leaves_waits_for_the_owner(view) -> None:
     assert app.pending == {"vcore": 1000}
 
 
+def test_a_swap_for_a_placeholder_that_left_with_its_node_says_the_real_one_must_go(view) -> None:
+    """The RM confirmed the placeholder's release to its owner before the owner heard its node left:
+    the owner swaps the real allocation in, on a node that is gone. The view holds neither, and says
+    so: the scheduler has the owner release the real allocation as the removal would have."""
+    placeholder, real = gang_view(view)
+    view.discard_node("n1")
+    assert view.swap("g", placeholder.uuid, real) is True
+    app = view.applications["g"]
+    assert real.uuid not in app.allocations and app.pending == {}, "nothing booked, no repeat owed"
+    assert allocated_of(view, "root.b") == [{}]
+
+
 def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.add_node("n1", {"vcore": 4000})
     insert(view, "g", "root.b", placeholder_ask={"vcore": 2000})
@@ -888,8 +900,8 @@ def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.put_asks([ask("g", "real", {"vcore": 500}, task_group_name="tg")])
     real = view.schedule_one()
     assert placeholder is not None and real is not None
-    view.swap("g", placeholder.uuid, real)
-    view.swap("g", placeholder.uuid, real)  # idempotent
+    assert view.swap("g", placeholder.uuid, real) is False
+    assert view.swap("g", placeholder.uuid, real) is False  # idempotent
     assert allocated_of(view, "root.b", "root") == [{"vcore": 500}, {"vcore": 500}]
     assert view.nodes["n1"].available == {"vcore": 3500}
     assert view.take_effects().swapped_in == []  # the owner reports it, not the view
