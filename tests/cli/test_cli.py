@@ -827,9 +827,12 @@ def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: 
     assert busy_last > busy_first > 0, "the second RM did not keep the core busy"
     assert threads_last == threads_first, result.output
     # 500 cycles remove 500 applications of this RM and more of the busy one. A sample counts what is
-    # live at that instant (the busy RM's work in flight: tens to hundreds, going up and down); a
-    # leak keeps every removed actor: +2,255 per 500 cycles before removed actors retired themselves
-    assert actors_last - actors_first < 500, result.output
+    # live at that instant: the busy RM's work in flight and the removed actors not retired yet (they
+    # go on the partition's next tick), 200-900 on a quiet machine, going up and down between
+    # samples; a leak keeps every removed actor: +2,255 per 500 cycles before removed actors retired
+    # themselves. So the fewest live in the second half of the run, not one sample, is compared.
+    fewest_late = min(row[4] for row in rows[len(rows) // 2 :])
+    assert fewest_late - actors_first < 500, result.output
 
 
 def test_bench_scale_with_user_limits_checks_them_on_half_the_leaves(
