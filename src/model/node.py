@@ -84,8 +84,8 @@ class Node:
         self.reservations: tuple[tuple[str, str], ...] = ()
         # the partition's cache for its node order: (capacity, weights, terms, total weight)
         self.score_terms: tuple[Any, ...] | None = None
-        # where each booking and freeing is noted for readers on other threads (the scheduler's
-        # view sets it: ``SchedulingView.node_changes``); None: nobody reads this node's allocations
+        # where each booking and freeing is noted for readers on other threads (the registry that
+        # adds the node hands its ``node_journal`` over); None: nobody reads this node's allocations
         self.journal: list[NodeChange] | None = None
 
     @property

@@ -18,7 +18,7 @@ import attrs
 
 from korral.config.schema import PartitionConfig, QueueConfig
 from korral.model import resource as res
-from korral.model.node import Node
+from korral.model.node import Node, NodeChange
 from korral.model.node_order import NodeOrder
 from korral.model.queue import ROOT, Queue, QueueState
 from korral.model.resource import Resource
@@ -59,6 +59,9 @@ class PartitionRegistry:
         self.root = Queue(ROOT, None, leaf=False, managed=True)
         self.queues: dict[str, Queue] = {ROOT: self.root}
         self.nodes: dict[str, Node] = {}
+        # where the nodes added here note each booking and freeing, for a reader on another thread
+        # (the scheduler's view sets it: ``SchedulingView.node_changes``); None: nobody reads them
+        self.node_journal: list[NodeChange] | None = None
         self.capacity: Resource = {}
         # the order the walk takes nodes in, told of every node change (None: nothing walks here)
         self.node_ordering = node_order(self.nodes) if node_order is not None else None
@@ -185,6 +188,7 @@ class PartitionRegistry:
         if res.has_negative(capacity):
             raise ModelError(f"node {node_id} has negative capacity")
         node = Node(node_id, capacity, occupied, attributes, schedulable, self.name)
+        node.journal = self.node_journal
         self.nodes[node_id] = node
         res.add_into(self.capacity, node.capacity)
         self.limits_dirty = True

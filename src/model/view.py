@@ -10,7 +10,6 @@ of its allocations, say).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -21,7 +20,7 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application
-from korral.model.node import Node, NodeChange, NodeSpec
+from korral.model.node import NodeChange, NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.queue import Queue
 from korral.model.resource import Resource
@@ -52,7 +51,7 @@ class SchedulingView(PartitionModel):
         # every booking and freeing on a node since the scheduler last published them (its node
         # board, what node snapshots show): the view is the one record of what runs on each node
         self.node_changes: list[NodeChange] = []
-        self.add_node = self._add_noted_node
+        self.registry.node_journal = self.node_changes
         # queues whose usage changed since the scheduler last published it (each one's ancestors too)
         self.usage_changed: set[Queue] = set()
         for queue in self.queues.values():  # queues created later inherit the set from their parent
@@ -173,21 +172,6 @@ class SchedulingView(PartitionModel):
         node.attributes = dict(attributes)
         if node.schedulable != schedulable:
             self.set_node_schedulable(node_id, schedulable)
-
-    def _add_noted_node(
-        self,
-        node_id: str,
-        capacity: Mapping[str, int],
-        *,
-        occupied: Mapping[str, int] | None = None,
-        attributes: Mapping[str, str] | None = None,
-        schedulable: bool = True,
-    ) -> Node:
-        node = self.registry.add_node(
-            node_id, capacity, occupied=occupied, attributes=attributes, schedulable=schedulable
-        )
-        node.journal = self.node_changes
-        return node
 
     def discard_node(self, node_id: str) -> dict[str, list[str]]:
         """The node left: its allocations go with it. Returns them by application (confirmed,
