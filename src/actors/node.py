@@ -11,6 +11,8 @@ the scheduler tells the owners of what ran there (``NodeRemoved``).
 
 from __future__ import annotations
 
+import attrs
+
 from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import NodeChanged, SetNodeSchedulable, Snapshot, UpdateNode
 from korral.actors.node_board import NodeBoard
@@ -18,7 +20,7 @@ from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, NodeInfo
 from korral.model import resource as res
-from korral.model.node import Node, NodeSpec
+from korral.model.node import NodeSpec
 
 
 class NodeActor(RetiringActor):
@@ -38,54 +40,45 @@ class NodeActor(RetiringActor):
         pool: ActorPool,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
-        # the RM's facts; its ``allocations`` stay empty (they are the view's, read off the board)
-        self.node = Node(
-            spec.node_id, spec.capacity, spec.occupied, spec.attributes, spec.schedulable, partition
-        )
+        # the RM's facts, as last reported: an immutable value, replaced whole on each change and
+        # handed to the scheduler's view as it is (``NodeChanged``)
+        self.spec = spec
+        self.partition = partition
         self.scheduler = scheduler
         self.board = board
 
-    def _spec(self) -> NodeSpec:
-        node = self.node
-        return NodeSpec(
-            node_id=node.node_id,
-            capacity=dict(node.capacity),
-            occupied=dict(node.occupied),
-            attributes=dict(node.attributes),
-            schedulable=node.schedulable,
-        )
-
     def on_UpdateNode(self, message: UpdateNode) -> None:
-        if message.capacity is not None:
-            self.node.set_capacity(message.capacity)
-        if message.occupied is not None:
-            self.node.set_occupied(message.occupied)
-        if message.attributes is not None:
-            self.node.attributes = dict(message.attributes)
-        self.tell(self.scheduler, NodeChanged(spec=self._spec()))
+        spec = self.spec
+        self.spec = attrs.evolve(
+            spec,
+            capacity=res.prune(message.capacity) if message.capacity is not None else spec.capacity,
+            occupied=res.prune(message.occupied) if message.occupied is not None else spec.occupied,
+            attributes=dict(message.attributes) if message.attributes is not None else spec.attributes,
+        )
+        self.tell(self.scheduler, NodeChanged(spec=self.spec))
 
     def on_SetNodeSchedulable(self, message: SetNodeSchedulable) -> None:
-        self.node.schedulable = message.schedulable
-        self.tell(self.scheduler, NodeChanged(spec=self._spec()))
+        self.spec = attrs.evolve(self.spec, schedulable=message.schedulable)
+        self.tell(self.scheduler, NodeChanged(spec=self.spec))
 
     def on_Snapshot(self, message: Snapshot) -> NodeInfo:
-        node = self.node
-        allocations = self.board.allocations(node.node_id)
+        spec = self.spec
+        allocations = self.board.allocations(spec.node_id)
         allocated: res.Resource = {}
         for allocation in allocations:
             res.add_into(allocated, allocation.resource)
-        available = res.sub(node.capacity, allocated)
-        res.sub_into(available, node.occupied)
+        available = res.sub(spec.capacity, allocated)
+        res.sub_into(available, spec.occupied)
         offset_ns = self.tracker.runtime.wall_offset_ns()  # the allocations' times as Unix ns
         return NodeInfo(
-            node_id=node.node_id,
-            partition=node.partition,
-            capacity=res.prune(node.capacity),
+            node_id=spec.node_id,
+            partition=self.partition,
+            capacity=res.prune(spec.capacity),
             allocated=res.prune(allocated),
-            occupied=res.prune(node.occupied),
+            occupied=res.prune(spec.occupied),
             available=res.prune(available),
-            schedulable=node.schedulable,
-            attributes=dict(node.attributes),
+            schedulable=spec.schedulable,
+            attributes=dict(spec.attributes),
             allocations=[AllocationInfo.of(a, "", offset_ns) for a in allocations],
             reservations=[],
         )
