@@ -497,20 +497,18 @@ def test_a_victim_placed_in_the_same_batch_as_its_preemption_is_preempted_at_onc
     hold yet, hands the victims back, and the daemon set waits for a later cycle."""
 
     def request(*asks: tuple[str, str, int, int, str]) -> si.AllocationRequest:
-        return si.AllocationRequest(
-            rm_id="rm",
-            asks=[
-                si.AllocationAsk(
-                    allocation_key=key,
-                    application_id=app,
-                    resource_ask={"memory": memory, "vcore": 1},
-                    max_allocations=1,
-                    priority=priority,
-                    tags={REQUIRED_NODE: node} if node else {},
-                )
-                for app, key, memory, priority, node in asks
-            ],
-        )
+        """One request of several asks (``ask``'s, each one allocation): a batch decides them all."""
+        made = [
+            ask(
+                app,
+                key,
+                {"memory": memory, "vcore": 1},
+                priority=priority,
+                tags={REQUIRED_NODE: node} if node else None,
+            )
+            for app, key, memory, priority, node in asks
+        ]
+        return si.AllocationRequest(rm_id="rm", asks=[a for request in made for a in request.asks])
 
     with korral.start(runtime="simulated", seed=1) as core:
         rm = t.RecordingRM("rm")
