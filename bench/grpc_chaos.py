@@ -10,7 +10,8 @@ again and re-declares its applications, its nodes with the allocations it knows,
 (docs/api.md, "A core in another process"). A cutter thread cuts a random RM's connection every few
 milliseconds until --cuts cuts are done. Then the RMs settle and the books are compared: every
 allocation the core booked must be held by exactly one RM that knows it, and every allocation an RM
-holds must be booked. Exit 0 when they agree, 1 (with the differences) when not.
+holds must be booked. Exit 0 when they agree, 1 (with the differences) when not, or when the run
+outlasts --budget seconds (then it says where each RM that is still running stands).
 """
 
 from __future__ import annotations
@@ -63,15 +64,20 @@ class ChaosRM(threading.Thread):
         self.released = 0
         self.calls_refused = 0  # SI calls that raised ResyncRequired (or failed on a cut)
         self.resyncing = False
+        self.phase = "connecting"  # what the RM is doing: reported when the run outlasts its budget
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             with korral.connect(self.proxy.address, connect_timeout=CONNECT_SECONDS) as remote:
+                self.phase = "registering"
                 self.rm.resync(remote, timeout=120)
+                self.phase = "running"
                 while not self.stop_event.is_set():
                     self._step(remote)
+                self.phase = "settling"
                 self.settle(remote)
+                self.phase = "done"
         except BaseException as error:  # reported by the main thread
             self.error = error
 
@@ -150,6 +156,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gap", type=float, default=0.02, help="mean seconds between cuts (default 0.02)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=600.0,
+        help="seconds the whole run may take before it gives up and reports what is stuck (default 600)",
+    )
     args = parser.parse_args()
     # every cut is logged by the server and the client (a warning each): the figures say it all
     logging.getLogger("korral").setLevel(logging.ERROR)
@@ -166,7 +178,7 @@ def main() -> int:
         last_report = time.monotonic()
         while cuts < args.cuts:
             time.sleep(chooser.expovariate(1 / args.gap))
-            if any(rm.error is not None for rm in rms):
+            if any(rm.error is not None for rm in rms) or time.monotonic() - started > args.budget:
                 break
             index = chooser.randrange(len(proxies))
             steady = rms[index].steady
@@ -179,12 +191,23 @@ def main() -> int:
         chaos_seconds = time.monotonic() - started
         stop.set()
         for rm in rms:
-            rm.join(300)
-        core.wait_until_idle(timeout=60)
+            rm.join(max(0.0, started + args.budget - time.monotonic()))
+        stuck = [
+            f"{rm.rm.rm_id}: still {rm.phase} after the run's budget of {args.budget:g}s "
+            f"({len(rm.rm.pending)} asks pending, {len(rm.rm.live)} allocations held)"
+            for rm in rms
+            if rm.is_alive()
+        ]
+        if stuck:
+            print(json.dumps({"rms": args.rms, "seed": args.seed, "cuts": cuts, "stuck": stuck}, indent=2))
+            for line in stuck:
+                print("STUCK", line)
+            return 1
+        core.wait_until_idle(timeout=max(1.0, min(60.0, started + args.budget - time.monotonic())))
         violations: list[str] = []
         seen: dict[str, str] = {}
         # the last releases may still be on their way: the books must converge within a minute
-        deadline = time.monotonic() + 60
+        deadline = min(time.monotonic() + 60, max(started + args.budget, time.monotonic() + 5))
         while True:
             violations = []
             seen = {}

@@ -3,6 +3,8 @@
 For tests and bench/grpc_chaos.py. ``CuttingProxy(upstream).start()`` listens on loopback and relays
 each connection to ``upstream`` ("HOST:PORT"); ``cut()`` closes every connection it relays at that
 moment, both ways, as a dropped network would. The clients' channels then reconnect through it.
+``drop_at_first_reply=N`` closes each of the first N connections the moment the server's first bytes
+have reached the client: a connection that fails just as it comes up.
 
 ``ResyncingRM``: an RM over ``korral.connect`` that keeps its own books and resyncs as api.md says
 (register again, its applications, then its nodes with their existing allocations, then the asks still
@@ -26,7 +28,7 @@ BUFFER = 64 * 1024
 
 
 class CuttingProxy:
-    def __init__(self, upstream: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream: str, host: str = "127.0.0.1", drop_at_first_reply: int = 0) -> None:
         upstream_host, _, port = upstream.rpartition(":")
         self._upstream = (upstream_host, int(port))
         self._listener = socket.create_server((host, 0))
@@ -36,6 +38,7 @@ class CuttingProxy:
         self._closed = False
         self.cuts = 0  # cut() calls that closed at least one connection
         self.connections = 0
+        self._drops_left = drop_at_first_reply
         self._pumps: set[threading.Thread] = set()
         self._acceptor = threading.Thread(target=self._accept, name="korral-chaos-accept", daemon=True)
 
@@ -64,20 +67,24 @@ class CuttingProxy:
                     return
                 self._pairs.append((client, server))
                 self.connections += 1
-            for source, sink in ((client, server), (server, client)):
+                drop = self._drops_left > 0
+                self._drops_left -= drop
+            for source, sink, once in ((client, server, False), (server, client, drop)):
                 pump = threading.Thread(
-                    target=self._pump, args=(source, sink), name="korral-chaos-pump", daemon=True
+                    target=self._pump, args=(source, sink, once), name="korral-chaos-pump", daemon=True
                 )
                 self._pumps.add(pump)
                 pump.start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, once: bool) -> None:
         try:
             while True:
                 data = source.recv(BUFFER)
                 if not data:
                     break
                 sink.sendall(data)
+                if once:
+                    break
         except OSError:
             pass
         self._drop(source, sink)

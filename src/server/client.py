@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,29 @@ from korral.si.validate import (
 log = logging.getLogger("korral.remote")
 
 CONNECT_TIMEOUT = 10.0
+# How often a channel still not ready is asked again to connect (see _wait_until_ready).
+CONNECT_NUDGE_SECONDS = 0.5
+
+
+def _wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
+    """Whether the channel came up within timeout seconds.
+
+    grpc's readiness watch asks the channel to connect once. A connection that drops the moment it
+    comes up (a flaky network, a proxy restarting) leaves the channel IDLE, and nothing asks again:
+    one ``channel_ready_future`` would wait out the whole timeout. Each fresh future asks anew."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        future = grpc.channel_ready_future(channel)
+        try:
+            future.result(timeout=min(CONNECT_NUDGE_SECONDS, remaining))
+            return True
+        except grpc.FutureTimeoutError:
+            future.cancel()
+
+
 CALL_TIMEOUT = 60.0
 _STOP = object()
 _RESYNC = object()
@@ -294,11 +318,9 @@ class RemoteCore:
             self._channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
-        except grpc.FutureTimeoutError:
+        if not _wait_until_ready(self._channel, connect_timeout):
             self._channel.close()
-            raise SchedulerError(f"cannot reach korral at {address} within {connect_timeout}s") from None
+            raise SchedulerError(f"cannot reach korral at {address} within {connect_timeout}s")
         self._register = self._channel.unary_unary(f"/{SERVICE}/RegisterResourceManager")
         self._update_configuration = self._channel.unary_unary(f"/{SERVICE}/UpdateConfiguration")
         self._rms: dict[str, _RemoteRM] = {}
