@@ -125,16 +125,20 @@ class ChaosRM(threading.Thread):
         return not self.resyncing and not self.rm.must_resync
 
     def settle(self, remote: korral.RemoteCore) -> None:
-        """No more cuts: resync if told to, then wait for every pending ask to be allocated."""
+        """No more cuts: resync whenever told to, until korral has answered everything sent since the
+        last resync (each pending ask allocated, each release confirmed). A request lost to the last cut
+        shows here as unanswered, until korral's word that the RM must resync arrives."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.rm.must_resync:
                 self.rm.resync(remote, timeout=120)
-            with self.rm.lock:
-                if not self.rm.pending:
-                    return
+            if self.rm.in_step:
+                return
             time.sleep(0.05)
-        raise TimeoutError(f"{self.rm.rm_id}: {len(self.rm.pending)} asks still pending after the run")
+        raise TimeoutError(
+            f"{self.rm.rm_id}: {len(self.rm.pending)} asks pending and {len(self.rm.unconfirmed)} "
+            "releases unconfirmed after the run"
+        )
 
 
 def booked(core: korral.Core, rm_id: str) -> dict[str, str]:

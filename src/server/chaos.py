@@ -135,7 +135,10 @@ class ResyncingRM(ResourceManagerCallback):
     """An RM that knows what it runs and recovers it after korral cut it off.
 
     Its books: ``live`` (uuid -> allocation it was told of and has not released), ``pending`` (asks sent
-    and not yet allocated or rejected). Releases leave the books when sent: the RM's intent."""
+    and not yet allocated or rejected), ``unconfirmed`` (releases sent and not yet confirmed by korral,
+    which reports each release back). Releases leave ``live`` when sent: the RM's intent. ``in_step``
+    says whether korral has answered everything sent since the last resync: a request lost on a
+    broken stream shows as a pending ask or an unconfirmed release until the RM resyncs."""
 
     def __init__(
         self,
@@ -153,6 +156,7 @@ class ResyncingRM(ResourceManagerCallback):
         self.accepted_apps: set[str] = set()
         self.accepted_nodes: set[str] = set()
         self.released: set[str] = set()  # uuids the RM released (a uuid is never used twice)
+        self.unconfirmed: set[str] = set()  # of those, the ones korral has not reported released yet
         self.rejected: list[str] = []  # reasons korral rejected something of the RM's
         self.told_to_resync = 0  # resync_required calls
         self.resyncs = 0  # resyncs done
@@ -170,6 +174,7 @@ class ResyncingRM(ResourceManagerCallback):
                     self.live[allocation.uuid] = allocation
             for release in response.released:
                 self.live.pop(release.uuid, None)
+                self.unconfirmed.discard(release.uuid)
             for rejected in response.rejected:
                 self.pending.pop(rejected.allocation_key, None)
                 self.rejected.append(f"ask {rejected.allocation_key}: {rejected.reason}")
@@ -199,6 +204,12 @@ class ResyncingRM(ResourceManagerCallback):
     def must_resync(self) -> bool:
         with self.lock:
             return self._resync_reason is not None
+
+    @property
+    def in_step(self) -> bool:
+        """Korral has answered every ask and release sent since the last resync, and asks for none."""
+        with self.lock:
+            return self._resync_reason is None and not self.pending and not self.unconfirmed
 
     def _wait(self, condition: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -232,6 +243,8 @@ class ResyncingRM(ResourceManagerCallback):
         )
         with self.lock:
             self._resync_reason = None
+            # the core's books start afresh from what is declared now: earlier releases are moot
+            self.unconfirmed.clear()
             self.accepted_apps.clear()
             self.accepted_nodes.clear()
             existing = list(self.live.values())
@@ -276,6 +289,7 @@ class ResyncingRM(ResourceManagerCallback):
         with self.lock:
             released = [self.live.pop(uuid) for uuid in uuids if uuid in self.live]
             self.released.update(a.uuid for a in released)
+            self.unconfirmed.update(a.uuid for a in released)
         if released:
             remote.update_allocation(
                 si.AllocationRequest(

@@ -215,6 +215,34 @@ def test_korral_connect_tells_the_rm_to_resync_after_a_cut_and_it_ends_with_the_
         proxy.close()
 
 
+def test_a_release_lost_to_a_cut_keeps_the_rm_out_of_step_until_it_resyncs(served) -> None:
+    core, address = served
+    proxy = CuttingProxy(address).start()
+    rm = _resyncing_rm()
+    try:
+        with korral.connect(proxy.address) as remote:
+            rm.resync(remote)
+            rm.ask(remote, _asks(rm, 0, 10))
+            eventually(lambda: len(rm.live) == 10 and rm.in_step, timeout=30)
+            rm.release(remote, sorted(rm.live)[:3])
+            eventually(lambda: rm.in_step, timeout=30)  # korral confirmed the three releases
+            assert proxy.cut() >= 1
+            try:  # onto the broken stream, or refused at once: either way lost
+                rm.release(remote, sorted(rm.live)[:4])
+            except korral.SchedulerError:
+                pass
+            # nothing confirms the four: the RM is out of step until it is told to resync and does
+            assert not rm.in_step
+            eventually(lambda: rm.must_resync, timeout=30)
+            assert not rm.in_step
+            rm.resync(remote)
+            eventually(lambda: rm.in_step, timeout=30)
+            core.wait_until_idle()
+            assert len(rm.live) == 3 and _booked(core, "rm") == set(rm.live)
+    finally:
+        proxy.close()
+
+
 def test_korral_connect_comes_up_when_its_first_connection_drops_as_it_opens(served) -> None:
     core, address = served
     # the first connection closes as the server's first bytes reach the client: grpc then often leaves
