@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_helpers import BUNDLED_EXAMPLE, flat, table_rows, write_config
 from click.testing import CliRunner
-from test_cli import BUNDLED_EXAMPLE, flat, table_rows, write_config
 
 from korral.cli import main
 

@@ -1,12 +1,12 @@
 """Unschedulable-ask backoff (YUNIKORN-3115): the actor system against the sequential reference on
-seeded workloads, one shared fake clock, compared after every step (test_equivalence's Pair)."""
+seeded workloads, one shared fake clock, compared after every step (equivalence_helpers' Pair)."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from test_equivalence import PARTITION, RM, SETTINGS, FakeClock, Pair, advance_both
+from equivalence_helpers import PARTITION, RM, SETTINGS, FakeClock, Pair, advance_both
 
 import korral
 from korral import si

@@ -1,6 +1,6 @@
 """The actor system against the sequential reference on seeded workloads with headroom-short
 preemption (a parent's max full of a sibling's usage) and quota changes that preempt (issue 26).
-Same drivers and comparison as ``test_equivalence``'s preemption family."""
+Same drivers and comparison as ``test_equivalence_preemption``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,7 @@ import random
 
 import attrs
 import pytest
-from test_equivalence import (
-    RM,
-    SETTINGS,
-    FakeClock,
-    Pair,
-    advance_both,
-    filler_asks,
-    preempting_asks,
-)
+from equivalence_helpers import RM, SETTINGS, FakeClock, Pair, advance_both, filler_asks, preempting_asks
 
 import korral
 from korral import si

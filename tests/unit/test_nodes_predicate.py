@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from test_partition import by_node, conf
+from partition_helpers import by_node, conf
 
 NODES = [f"node-{i}" for i in range(10)]
 

@@ -1,0 +1,118 @@
+"""What the gang scheduling tests (test_gang_*.py) share: the config, gang and ask builders, the cluster.
+
+Gang scheduling and timeouts in the plain model, on a fake clock (reference 2.12, 2.16, 2.17; api.md
+"Time limits, gang scheduling").
+
+Scenarios go through the sequential reference scheduler (the model driven by SI requests), so each
+one reads as an RM would see it: admission, placeholders, replacement on the RM's confirmation,
+placeholder timeouts (soft / hard), execution timeouts, recovery. The reference's partitions are
+checked against the model's invariants (placeholder books included) when each test ends. The
+application owner's side (what the Application actor runs) has its own file, test_gang_owner.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from korral import si
+from korral import testing as t
+from korral.harness.reference import ReferenceScheduler
+from korral.model.application import Application, ApplicationState
+
+T = si.TerminationType
+S = ApplicationState
+RM = "rm"
+PH = {"memory": 100, "vcore": 100}
+
+CONFIG = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: gang
+            resources:
+              max: {memory: 1000, vcore: 10}
+          - name: open
+          - name: fair
+            properties:
+              application.sort.policy: fair
+"""
+
+
+def gang_app(
+    app_id: str = "g",
+    queue: str = "root.gang",
+    *,
+    placeholders: int = 4,
+    timeout_ms: int = 0,
+    style: str = "",
+) -> si.ApplicationRequest:
+    total = {name: quantity * placeholders for name, quantity in PH.items()}
+    return si.ApplicationRequest(
+        rm_id=RM,
+        new=[
+            si.AddApplicationRequest(
+                application_id=app_id,
+                queue_name=queue,
+                ugi=si.UserGroupInformation(user="u"),
+                placeholder_ask=total,
+                execution_timeout_milliseconds=timeout_ms,
+                gang_scheduling_style=style,
+            )
+        ],
+    )
+
+
+def asks(
+    app_id: str,
+    count: int,
+    resource: dict[str, int],
+    *,
+    placeholder: bool = False,
+    group: str = "tg",
+    prefix: str = "",
+    timeout_ms: int = 0,
+) -> si.AllocationRequest:
+    prefix = prefix or ("ph" if placeholder else "real")
+    return si.AllocationRequest(
+        rm_id=RM,
+        asks=[
+            si.AllocationAsk(
+                max_allocations=1,
+                allocation_key=f"{prefix}-{index}",
+                application_id=app_id,
+                resource_ask=dict(resource),
+                placeholder=placeholder,
+                task_group_name=group,
+                execution_timeout_milliseconds=timeout_ms,
+            )
+            for index in range(count)
+        ],
+    )
+
+
+def confirm(reference: ReferenceScheduler, releases) -> si.AllocationResponse:
+    """The RM echoes the core's releases back (its containers stopped)."""
+    return reference.update_allocation(
+        si.AllocationRequest(
+            rm_id=RM, releases=si.AllocationReleasesRequest(allocations_to_release=list(releases))
+        )
+    )
+
+
+@pytest.fixture
+def cluster(make_reference):
+    """Two nodes of 1000 memory / 1000 vcore, the reference on the fake clock."""
+
+    def make(**kwargs) -> ReferenceScheduler:
+        reference = make_reference(CONFIG, rm_id=RM, **kwargs)
+        reference.update_node(t.nodes(RM, ["n1", "n2"], {"memory": 1000, "vcore": 1000}))
+        return reference
+
+    return make
+
+
+def app_of(reference: ReferenceScheduler, app_id: str = "g") -> Application:
+    return reference.partition("default").applications[app_id]
