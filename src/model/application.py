@@ -352,7 +352,11 @@ class Application:
         if spec.task_group_name and not spec.placeholder:
             self.real_group_asks = True
         if ask.pending > 0:
-            self.pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
+            pending_asks = self.pending_asks
+            if type(pending_asks) is PendingKeys:
+                pending_asks.items[key] = ask  # the owner's: no sort key to build, once per ask
+            else:
+                pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
         if spec.tags and CREATION_TIME in spec.tags and spec.create_time < self.submission_time:
             self.submission_time = spec.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
