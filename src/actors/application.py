@@ -43,7 +43,7 @@ from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState
 from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
-from korral.model.si_convert import to_si_allocation, to_si_release
+from korral.model.si_convert import to_si_allocations, to_si_release
 from korral.model.view_ops import DropAsk, PutAsks
 
 # once in one of these an application no longer counts anywhere (its board entry goes)
@@ -293,7 +293,7 @@ class ApplicationActor(RetiringActor):
                 app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
             )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
-            new = [to_si_allocation(a, self.rm_partition) for a in effects.new_allocations]
+            new = to_si_allocations(effects.new_allocations, self.rm_partition)
             released = [to_si_release(a, kind, text) for a, kind, text in effects.released]
             if new and released and not {r.uuid for r in released}.isdisjoint(a.uuid for a in new):
                 # confirmed and released in one burst (a decision preempted before its owner had it):
