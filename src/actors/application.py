@@ -43,8 +43,8 @@ from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState
 from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
-from korral.model.si_convert import to_si_allocation, to_si_release
-from korral.model.view_ops import DropAsk, PutAsk
+from korral.model.si_convert import to_si_allocations, to_si_release
+from korral.model.view_ops import DropAsk, PutAsks
 
 # once in one of these an application no longer counts anywhere (its board entry goes)
 TERMINAL_STATES = frozenset(
@@ -189,10 +189,6 @@ class ApplicationActor(RetiringActor):
 
     def _info(self) -> ApplicationInfo:
         app = self.owner.app
-        pending: dict[str, int] = {}
-        for ask in app.asks.values():
-            if ask.pending > 0:
-                res.add_into(pending, ask.resource, ask.pending)
         offset_ns = self.tracker.runtime.wall_offset_ns()
         return ApplicationInfo(
             application_id=app.application_id,
@@ -201,7 +197,7 @@ class ApplicationActor(RetiringActor):
             user=app.user,
             state=app.state.value,
             allocated=res.prune(app.allocated),
-            pending=res.prune(pending),
+            pending=app.pending,
             placeholder=res.prune(app.placeholder_allocated),
             allocations=[
                 AllocationInfo.of(a, app.releasing[a.uuid].name if a.uuid in app.releasing else "", offset_ns)
@@ -281,7 +277,7 @@ class ApplicationActor(RetiringActor):
         if effects.recovered_gone:
             self.tell(self.partition, RecoveredGone(uuids=tuple(effects.recovered_gone)))
         # the queues' usage is the scheduler view's (its one owner): nothing to tell a queue here
-        if any(value > 0 for value in effects.allocated_delta.values()):  # once per burst: the peak
+        if effects.new_allocations:  # once per burst: the peak (only an allocation can raise it)
             peak = self.owner.app.max_allocated
             for name, value in self.owner.app.allocated.items():
                 if value > peak.get(name, 0):
@@ -297,7 +293,7 @@ class ApplicationActor(RetiringActor):
                 app.partition, app.queue_path, len(effects.new_allocations), len(effects.released)
             )
         if effects.new_allocations or effects.released or effects.rejected_asks or effects.released_asks:
-            new = [to_si_allocation(a, self.rm_partition) for a in effects.new_allocations]
+            new = to_si_allocations(effects.new_allocations, self.rm_partition)
             released = [to_si_release(a, kind, text) for a, kind, text in effects.released]
             if new and released and not {r.uuid for r in released}.isdisjoint(a.uuid for a in new):
                 # confirmed and released in one burst (a decision preempted before its owner had it):
@@ -377,9 +373,10 @@ class ApplicationActor(RetiringActor):
             events.app_state(app.application_id, state, app.queue_path) for state, _ in effects.state_changes
         ]
         for op in effects.view_ops:
-            if type(op) is PutAsk:
-                records.append(
-                    events.request(app.application_id, op.ask.allocation_key, events.Change.ADD, "ask added")
+            if type(op) is PutAsks:
+                records.extend(
+                    events.request(app.application_id, ask.allocation_key, events.Change.ADD, "ask added")
+                    for ask in op.asks
                 )
             elif type(op) is DropAsk:
                 records.append(

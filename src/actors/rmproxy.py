@@ -420,8 +420,13 @@ class RMProxyActor(ThreadedActor):
         ask_releases: dict[str, list[si.AllocationAskRelease]] = defaultdict(list)
         releases: dict[str, list[si.AllocationRelease]] = defaultdict(list)
         rejected: list[si.RejectedAllocationAsk] = []
+        # a request's asks name one partition or a few: each name is resolved once per request
+        resolved: dict[str, tuple[str, Handle | None]] = {}
         for ask in request.asks:
-            name, handle = self._partition(rm, ask.partition_name)
+            found = resolved.get(ask.partition_name)
+            if found is None:
+                found = resolved[ask.partition_name] = self._partition(rm, ask.partition_name)
+            name, handle = found
             if handle is None:
                 rejected.append(
                     si.RejectedAllocationAsk(

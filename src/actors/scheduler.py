@@ -58,7 +58,7 @@ from korral.model.view_ops import (
     DropAsk,
     Forget,
     MarkReleasing,
-    PutAsk,
+    PutAsks,
     RollBack,
     Swap,
     UndoReplacement,
@@ -322,10 +322,11 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         timed = self.timing.on
         started = time.thread_time() if timed else 0.0
         asks = [
-            cast(PutAsk, op).ask  # the owner's spec, shared: the view keeps its own progress on it
+            spec  # the owner's spec, shared: the view keeps its own progress on it
             for message in messages
             if not self._stale(message.application_id, message.app)
             for op in message.ops
+            for spec in cast(PutAsks, op).asks
         ]
         try:
             self.view.put_asks(asks)
@@ -342,8 +343,8 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         application_id = message.application_id
         new_asks: list[AskSpec] = []
         for op in message.ops:
-            if isinstance(op, PutAsk):
-                new_asks.append(op.ask)  # the owner's spec, shared: the view keeps its own progress
+            if isinstance(op, PutAsks):
+                new_asks.extend(op.asks)  # the owner's specs, shared: the view keeps its own progress
                 continue
             if new_asks:  # consecutive asks go in as one batch (one re-key of the application)
                 view.put_asks(new_asks)
@@ -585,4 +586,4 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
 def _only_new_asks(message: Any) -> bool:
     """A ViewOps that only adds asks (what an application's burst of new asks sends)."""
-    return type(message) is ViewOps and all(type(op) is PutAsk for op in message.ops)
+    return type(message) is ViewOps and all(type(op) is PutAsks for op in message.ops)

@@ -105,13 +105,10 @@ class SchedulerPublishing:
         queues = view.queues
         changed = view.usage_changed
         if made:
-            apps = view.applications
-            for allocation in made:
-                app = apps.get(allocation.application_id)
-                if app is not None:
-                    queue = queues.get(app.queue_path)
-                    if queue is not None:
-                        changed.add(queue)
+            for path in {allocation.queue_path for allocation in made}:  # a few paths per batch
+                queue = queues.get(path)
+                if queue is not None:
+                    changed.add(queue)
         if board is not None:
             priorities = board.priorities
             for path, queue in queues.items():

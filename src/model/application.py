@@ -148,9 +148,11 @@ class PendingKeys:
 class Application:
     """An application's asks, allocations and state.
 
-    ``pending`` (sum of resource x pending repeats over asks), ``allocated`` and ``placeholder_allocated``
-    are kept incrementally: nothing is rescanned per allocation. Asks with something still to place are
-    kept in request order (priority, then age).
+    ``allocated`` and ``placeholder_allocated`` are kept incrementally: nothing is rescanned per
+    allocation. What it still asks for, ``pending``, is its asks' pending repeats, read only by
+    snapshots, so it is summed when read, not kept per ask by every holder; the queues keep their own
+    pending totals, which the walk does read. Asks with something still to place are kept in request
+    order (priority, then age).
     """
 
     def __init__(
@@ -180,7 +182,6 @@ class Application:
             IncrementalOrder() if ordered_asks else PendingKeys()
         )
         self.allocations: dict[str, Allocation] = {}
-        self.pending: Resource = {}
         self.allocated: Resource = {}
         self.placeholder_allocated: Resource = {}
         # task group -> its placeholder data (YuniKorn's placeholderData), kept once counted
@@ -351,8 +352,11 @@ class Application:
         if spec.task_group_name and not spec.placeholder:
             self.real_group_asks = True
         if ask.pending > 0:
-            res.add_into(self.pending, spec.resource, ask.pending)
-            self.pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
+            pending_asks = self.pending_asks
+            if type(pending_asks) is PendingKeys:
+                pending_asks.items[key] = ask  # the owner's: no sort key to build, once per ask
+            else:
+                pending_asks.add_new(key, ask, (-spec.priority, spec.create_time, ask.create_seq))
         if spec.tags and CREATION_TIME in spec.tags and spec.create_time < self.submission_time:
             self.submission_time = spec.create_time  # an older re-sent ask (YUNIKORN-2772)
         return old
@@ -361,8 +365,6 @@ class Application:
         ask = self.asks.pop(allocation_key, None)
         if ask is None:
             return None
-        if ask.pending > 0:
-            res.sub_into(self.pending, ask.resource, ask.pending)
         self.pending_asks.discard(allocation_key)
         return ask
 
@@ -370,16 +372,15 @@ class Application:
         """One repeat of the ask is being placed: pending down by one."""
         ask.pending -= 1
         ask.allocated_count += 1
-        res.sub_into(self.pending, ask.resource)
         if ask.pending <= 0:
             self.pending_asks.discard(ask.allocation_key)
 
     def book(self, ask: Ask, allocation: Allocation) -> None:
-        """``take_pending`` then ``add_allocation`` in one pass over the resource (once per allocation)."""
+        """``take_pending`` then ``add_allocation`` (once per allocation)."""
         ask.pending -= 1
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
-        res.pending_to_allocated(self.pending, self.allocated, ask.spec.resource_items)
+        res.add_into(self.allocated, ask.spec.resource)
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
             self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation
@@ -390,9 +391,18 @@ class Application:
         """Undo ``take_pending`` (a placement was not confirmed)."""
         ask.pending += 1
         ask.allocated_count -= 1
-        res.add_into(self.pending, ask.resource)
         if ask.pending == 1:
             self.pending_asks.update(ask.allocation_key, ask, ask.sort_key)
+
+    @property
+    def pending(self) -> Resource:
+        """What its asks still ask for: each one's resource times its pending repeats (pruned; a new
+        dict per read)."""
+        pending: Resource = {}
+        for ask in self.asks.values():
+            if ask.pending > 0:
+                res.add_into(pending, ask.resource, ask.pending)
+        return pending
 
     def iter_pending_asks(self) -> Iterator[Ask]:
         return iter(self.pending_asks)

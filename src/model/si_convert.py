@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.naming import partition_without_rm
 
-# si.Allocation's fields in the order ``to_si_allocation`` sets them (a test checks they are all of
+# si.Allocation's fields in the order ``to_si_allocations`` sets them (a test checks they are all of
 # them). Built through its slots, not its attrs ``__init__``: the frozen class's guarded sets and its
 # two converters cost 1.7 µs per allocation reported to the RM, a twentieth of an allocation's whole
 # cost in korral at 10,000 nodes; the slots cost 0.9. The converters' copies are made here instead.
@@ -40,23 +42,32 @@ _new_instance = object.__new__
 
 def to_si_allocation(allocation: Allocation, rm_partition: str | None = None) -> si.Allocation:
     """The SI allocation for the RM, with its own copies of the tags and the resource; ``rm_partition``:
-    the RM's name of its partition, when the caller knows it already (an application converting a burst
-    of its allocations)."""
-    converted: si.Allocation = _new_instance(si.Allocation)
-    _set_key(converted, allocation.allocation_key)
-    tags = allocation.tags
-    _set_tags(converted, dict(tags) if tags else {})
-    _set_uuid(converted, allocation.uuid)
-    _set_resource(converted, dict(allocation.resource))
-    _set_priority(converted, allocation.priority)
-    _set_node(converted, allocation.node_id)
-    _set_application(converted, allocation.application_id)
-    _set_partition(
-        converted, partition_without_rm(allocation.partition) if rm_partition is None else rm_partition
-    )
-    _set_task_group(converted, allocation.task_group_name)
-    _set_placeholder(converted, allocation.placeholder)
-    return converted
+    the RM's name of its partition, when the caller knows it already."""
+    if rm_partition is None:
+        rm_partition = partition_without_rm(allocation.partition)
+    return to_si_allocations((allocation,), rm_partition)[0]
+
+
+def to_si_allocations(allocations: Iterable[Allocation], rm_partition: str) -> list[si.Allocation]:
+    """``to_si_allocation`` of each, for one burst of an application's allocations (all in the partition
+    the RM calls ``rm_partition``): the same conversion, without a call per allocation."""
+    converted_all: list[si.Allocation] = []
+    append = converted_all.append
+    for allocation in allocations:
+        converted: si.Allocation = _new_instance(si.Allocation)
+        _set_key(converted, allocation.allocation_key)
+        tags = allocation.tags
+        _set_tags(converted, dict(tags) if tags else {})
+        _set_uuid(converted, allocation.uuid)
+        _set_resource(converted, dict(allocation.resource))
+        _set_priority(converted, allocation.priority)
+        _set_node(converted, allocation.node_id)
+        _set_application(converted, allocation.application_id)
+        _set_partition(converted, rm_partition)
+        _set_task_group(converted, allocation.task_group_name)
+        _set_placeholder(converted, allocation.placeholder)
+        append(converted)
+    return converted_all
 
 
 def to_si_release(

@@ -93,6 +93,8 @@ class SchedulingView(PartitionModel):
         Each application is re-keyed in its queue, and each queue up the tree, once for the whole batch.
         """
         touched: dict[str, tuple[Application, Resource]] = {}
+        queues: dict[str, Queue] = {}  # each touched application's queue, looked up once per batch
+        insert_ask, next_ask_seq = self.apps.insert_ask, self.apps.next_ask_seq
         for ask in asks:
             app_id = ask.application_id
             entry = touched.get(app_id)
@@ -101,9 +103,8 @@ class SchedulingView(PartitionModel):
                 if app is None:
                     continue
                 entry = touched[app_id] = (app, {})
-            app, pending = entry
-            queue = self.queues[app.queue_path]
-            self.apps.insert_ask(app, queue, Ask(ask, self.apps.next_ask_seq()), pending)
+                queues[app_id] = self.queues[app.queue_path]
+            insert_ask(entry[0], queues[app_id], Ask(ask, next_ask_seq()), entry[1])
         self.apps.rekey_touched(touched)
 
     def drop_ask(self, application_id: str, allocation_key: str, generation: int) -> None:

@@ -24,11 +24,12 @@ def frozen(cls: type[_T]) -> type[_T]:
 
 
 @frozen
-class PutAsk:
-    """Add an ask (or replace the one with the same key). ``ask`` is the owner's immutable spec, shared:
-    the view keeps its own progress on it (the SI ask is converted once, by the owner)."""
+class PutAsks:
+    """Add asks (each replacing the one with the same key), in the order the owner took them in: one
+    operation per burst of new asks. Each is the owner's immutable spec, shared: the view keeps its own
+    progress on it (the SI ask is converted once, by the owner)."""
 
-    ask: AskSpec
+    asks: tuple[AskSpec, ...]
 
 
 @frozen
@@ -92,5 +93,13 @@ class Unpreempt:
 
 
 ViewOp = (
-    PutAsk | DropAsk | RollBack | Forget | AdoptRecovered | UndoReplacement | Swap | MarkReleasing | Unpreempt
+    PutAsks
+    | DropAsk
+    | RollBack
+    | Forget
+    | AdoptRecovered
+    | UndoReplacement
+    | Swap
+    | MarkReleasing
+    | Unpreempt
 )

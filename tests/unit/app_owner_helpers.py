@@ -16,7 +16,7 @@ from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.application import Application, ApplicationEvent, ApplicationState
 from korral.model.resource import Resource
-from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, PutAsk, RollBack
+from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, PutAsks, RollBack
 
 S = ApplicationState
 E = ApplicationEvent
@@ -104,18 +104,22 @@ def pruned(resource: dict[str, int]) -> dict[str, int]:
     return res.prune(resource)
 
 
+def resource_change(now: Resource, before: Resource) -> Resource:
+    """``now`` less ``before``, without zero entries."""
+    return pruned({name: now.get(name, 0) - before.get(name, 0) for name in now.keys() | before.keys()})
+
+
 def pending_change(owner: ApplicationOwner, before: Resource) -> Resource:
     """What the owner holds pending now less ``before`` (its own count: asks' pending repeats)."""
-    now = owner.app.pending
-    return pruned({name: now.get(name, 0) - before.get(name, 0) for name in now.keys() | before.keys()})
+    return resource_change(owner.app.pending, before)
 
 
 def ops(effects: AppEffects) -> list[tuple[str, object]]:
     """view_ops with allocations shown by uuid and asks by (key, generation): readable comparisons."""
     shown: list[tuple[str, object]] = []
     for op in effects.view_ops:
-        if isinstance(op, PutAsk):
-            shown.append(("put_ask", (op.ask.allocation_key, op.ask.generation)))
+        if isinstance(op, PutAsks):
+            shown.extend(("put_ask", (ask.allocation_key, ask.generation)) for ask in op.asks)
         elif isinstance(op, DropAsk):
             shown.append(("drop_ask", (op.allocation_key, op.generation)))
         else:

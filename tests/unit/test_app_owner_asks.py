@@ -23,7 +23,7 @@ from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner, ask_rejection
 from korral.model.application import STATE_AWARE_DISABLE_TAG, Application
-from korral.model.view_ops import PutAsk, RollBack
+from korral.model.view_ops import PutAsks, RollBack
 
 # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -68,12 +68,13 @@ def test_add_asks_accepted_become_put_ask_ops(asks, expected_ops, expected_pendi
     assert ops(effects) == expected_ops
     # the payload is the owner's immutable spec itself (built once from the SI ask), shared with the
     # view, which keeps its own progress on it
-    for op, sent in zip(effects.view_ops, asks, strict=True):
-        assert isinstance(op, PutAsk)
+    (op,) = effects.view_ops  # one operation for the burst, its asks in the order taken in
+    assert isinstance(op, PutAsks)
+    for spec, sent in zip(op.asks, asks, strict=True):
         owned = owner.app.asks[sent.allocation_key]
-        assert op.ask is owned.spec and op.ask.generation == owned.generation > 0
+        assert spec is owned.spec and spec.generation == owned.generation > 0
     assert res.equals(owner.app.pending, expected_pending)
-    assert effects.allocated_delta == {} and effects.new_allocations == []
+    assert owner.app.allocated == {} and effects.new_allocations == []
 
 
 def test_add_asks_builds_the_model_ask_from_the_si_ask():
@@ -255,7 +256,7 @@ def test_one_effects_accumulates_several_calls():
         ("forget", "u1"),
     ]
     assert pruned(owner.app.pending) == {"vcore": 1000, "memory": 5}
-    assert pruned(effects.allocated_delta) == {}
+    assert pruned(owner.app.allocated) == {}
     assert effects.new_allocations == [first]
     assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.STOPPED_BY_RM)]
     assert effects.state_changes == [("Accepted", 1.0), ("Starting", 3.0)]
@@ -326,7 +327,7 @@ def test_confirm_valid_placement_becomes_an_allocation():
 
     assert effects.new_allocations == [allocation]
     assert owner.app.allocations == {"u1": allocation}
-    assert pruned(effects.allocated_delta) == {"vcore": 500, "memory": 8}
+    assert pruned(owner.app.allocated) == {"vcore": 500, "memory": 8}
     assert pending_change(owner, pending_before) == {"vcore": -500, "memory": -8}
     assert owner.app.asks["a"].pending == 1
     assert effects.view_ops == [], "the view counted its own proposal already"
@@ -368,7 +369,7 @@ def test_confirm_two_allocations_in_one_call_reach_running():
     pending_before = dict(owner.app.pending)
     effects = owner.confirm([placed(owner, "a", "u1"), placed(owner, "a", "u2")], 4.0)
     assert effects.state_changes == [("Starting", 4.0), ("Running", 4.0)]
-    assert pruned(effects.allocated_delta) == {"vcore": 2000}
+    assert pruned(owner.app.allocated) == {"vcore": 2000}
     assert pending_change(owner, pending_before) == {"vcore": -2000}
 
 
@@ -416,6 +417,7 @@ def test_confirm_refused_is_rolled_back_and_never_reaches_its_node(meanwhile):
     meanwhile(owner, allocation)
     allocations_before = dict(owner.app.allocations)
     pending_before = dict(owner.app.pending)
+    allocated_before = dict(owner.app.allocated)
     state_before = owner.app.state
 
     effects = owner.confirm([allocation], 2.0)
@@ -423,7 +425,7 @@ def test_confirm_refused_is_rolled_back_and_never_reaches_its_node(meanwhile):
     # the view booked it on its node: its rollback frees it there
     assert effects.view_ops == [RollBack(allocation)]
     assert effects.new_allocations == [] and effects.state_changes == []
-    assert pruned(effects.allocated_delta) == {}
+    assert owner.app.allocated == allocated_before
     assert owner.app.allocations == allocations_before and owner.app.pending == pending_before
     assert owner.app.state is state_before
 
@@ -438,4 +440,4 @@ def test_confirm_mixed_batch_books_only_the_confirmed_ones_on_their_node():
 
     assert effects.new_allocations == [ok1, ok2]
     assert ops(effects) == [("rollback", "u0"), ("rollback", "u3")]
-    assert pruned(effects.allocated_delta) == {"vcore": 2000}
+    assert pruned(owner.app.allocated) == {"vcore": 2000}

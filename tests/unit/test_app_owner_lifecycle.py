@@ -17,12 +17,13 @@ from app_owner_helpers import (
     placed,
     pruned,
     release,
+    resource_change,
     si_ask,
 )
 
 from korral.model.allocation import Allocation, Ask
 from korral.model.app_owner import AppEffects, ApplicationOwner
-from korral.model.view_ops import AdoptRecovered, Forget, PutAsk
+from korral.model.view_ops import AdoptRecovered, Forget, PutAsks
 
 
 def existing(uuid: str, key: str = "rk", node: str = "n1", resource: dict[str, int] | None = None):
@@ -51,7 +52,7 @@ def test_recover_adds_allocations_whatever_the_asks():
 
     assert effects.new_allocations == [big, small]
     assert ops(effects) == [("recover", "r1"), ("recover", "r2")]
-    assert pruned(effects.allocated_delta) == {"vcore": 10**9, "memory": 10**12 + 1}
+    assert pruned(owner.app.allocated) == {"vcore": 10**9, "memory": 10**12 + 1}
     assert pending_change(owner, pending_before) == {}
     assert set(owner.app.allocations) == {"r1", "r2"}
     assert effects.rejected_asks == []
@@ -121,7 +122,7 @@ def _running_with_allocations() -> ApplicationOwner:
 
 
 @pytest.mark.parametrize(
-    ("releases", "released", "allocated_delta"),
+    ("releases", "released", "allocated_change"),
     [
         pytest.param([release(uuid="a2")], ["a2"], {"vcore": -1000}, id="by-uuid"),
         pytest.param([release(key="k1")], ["a1", "a2"], {"vcore": -2000}, id="by-key"),
@@ -132,15 +133,16 @@ def _running_with_allocations() -> ApplicationOwner:
         pytest.param([release(uuid="a1"), release(uuid="a1")], ["a1"], {"vcore": -1000}, id="twice"),
     ],
 )
-def test_release(releases, released, allocated_delta):
+def test_release(releases, released, allocated_change):
     owner = _running_with_allocations()
+    allocated_before = dict(owner.app.allocated)
     effects = owner.release(releases, 3.0)
     assert [a.uuid for a, _, _ in effects.released] == released
     # the view frees each on its node (it is the record of what runs there)
     assert [(op.allocation.uuid, op.allocation.node_id) for op in effects.view_ops] == [
         (u, "n2" if u == "b1" else "n1") for u in released
     ]
-    assert pruned(effects.allocated_delta) == allocated_delta
+    assert resource_change(owner.app.allocated, allocated_before) == allocated_change
     assert not set(released) & set(owner.app.allocations)
 
 
@@ -185,6 +187,7 @@ def test_release_completes_only_when_idle(releases, pending_left, changes):
 
 def test_node_removed_releases_without_freeing_the_node():
     owner = _running_with_allocations()
+    allocated_before = dict(owner.app.allocated)
     effects = owner.node_removed("n1", ["a1", "a2", "not-mine"], "Node n1 Removed", 4.0)
 
     assert [(a.uuid, kind, text) for a, kind, text in effects.released] == [
@@ -192,7 +195,7 @@ def test_node_removed_releases_without_freeing_the_node():
         ("a2", T.STOPPED_BY_RM, "Node n1 Removed"),
     ]
     assert ops(effects) == [("forget", "a1"), ("forget", "a2")]  # the view dropped them already: a no-op
-    assert pruned(effects.allocated_delta) == {"vcore": -2000}
+    assert resource_change(owner.app.allocated, allocated_before) == {"vcore": -2000}
     assert owner.app.state is S.RUNNING and effects.state_changes == []
 
 
@@ -217,6 +220,7 @@ def test_remove_drops_asks_and_releases_allocations():
     owner = _running_with_allocations()
     owner.add_asks([si_ask("k3", {"memory": 5}, max_allocations=2)], 0.0)
     pending_before = dict(owner.app.pending)
+    allocated_before = dict(owner.app.allocated)
 
     effects = owner.remove("application app-1 removed", 9.0)
 
@@ -232,7 +236,7 @@ def test_remove_drops_asks_and_releases_allocations():
         (u, T.STOPPED_BY_RM, "application app-1 removed") for u in ("a1", "a2", "b1")
     ]
     assert pending_change(owner, pending_before) == {"memory": -10}
-    assert pruned(effects.allocated_delta) == {"vcore": -2000, "memory": -64}
+    assert resource_change(owner.app.allocated, allocated_before) == {"vcore": -2000, "memory": -64}
     assert effects.state_changes == [] and not effects.completing
     assert owner.app.asks == {} and owner.app.allocations == {}
     assert owner.removed
@@ -339,7 +343,7 @@ def test_view_ops_recover_then_release_keep_their_order():
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
     assert effects.view_ops == [AdoptRecovered(recovered), Forget(recovered)]
-    assert pruned(effects.allocated_delta) == {}
+    assert pruned(owner.app.allocated) == {}
     assert [s for s, _ in effects.state_changes] == ["Accepted", "Starting", "Running", "Completing"]
 
 
@@ -368,7 +372,7 @@ def test_view_ops_in_the_order_things_happened():
     ]
     # u2 is undone in the view (its rollback frees its node); u1 was confirmed, then released
     assert effects.new_allocations == [good, existing("r1", node="n2")]
-    assert pruned(effects.allocated_delta) == {}
+    assert pruned(owner.app.allocated) == {}
     assert pruned(owner.app.pending) == {}
     assert owner.app.state is S.COMPLETING
 
@@ -376,9 +380,9 @@ def test_view_ops_in_the_order_things_happened():
 def test_the_view_shares_the_owners_ask_spec_and_keeps_its_own_count() -> None:
     owner = new_owner()
     effects = owner.add_asks([si_ask("k", max_allocations=2)], 1.0)
-    (put,) = [op for op in effects.view_ops if isinstance(op, PutAsk)]
+    (put,) = [op for op in effects.view_ops if isinstance(op, PutAsks)]
     mine = owner.app.asks["k"]
-    theirs = Ask(put.ask)
+    theirs = Ask(put.asks[0])
     assert theirs.spec is mine.spec
     theirs.pending -= 1
     assert mine.pending == 2 and theirs.pending == 1

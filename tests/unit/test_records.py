@@ -157,7 +157,7 @@ def test_si_allocation_built_through_its_slots_is_the_attrs_built_one() -> None:
     of ``si.Allocation`` (a field added there fails here), to what the attrs-built one holds, and hand
     the RM its own copies of the dicts."""
     from korral import si
-    from korral.model.si_convert import SI_ALLOCATION_FIELDS, to_si_allocation
+    from korral.model.si_convert import SI_ALLOCATION_FIELDS, to_si_allocation, to_si_allocations
 
     assert set(SI_ALLOCATION_FIELDS) == {field.name for field in attrs.fields(si.Allocation)}
     for tags, placeholder in (({}, False), ({"kubernetes.io/label/app": "web"}, True)):
@@ -185,7 +185,11 @@ def test_si_allocation_built_through_its_slots_is_the_attrs_built_one() -> None:
             task_group_name="group" if placeholder else "",
             placeholder=placeholder,
         )
-        for converted in (to_si_allocation(allocation), to_si_allocation(allocation, "default")):
+        for converted in (
+            to_si_allocation(allocation),
+            to_si_allocation(allocation, "default"),
+            *to_si_allocations([allocation, allocation], "default"),
+        ):
             assert converted == expected
             assert converted.resource_per_alloc is not allocation.resource
             assert converted.allocation_tags is not allocation.tags
