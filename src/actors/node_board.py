@@ -35,18 +35,19 @@ class NodeBoard:
         by_node = self._by_node
         with self._lock:
             for node_id, uuid, allocation in changes:
-                held = by_node.get(node_id)
-                if allocation is not None:
-                    if held is None:
+                if allocation is not None:  # a booking, once per allocation: the node's dict is there
+                    try:
+                        by_node[node_id][uuid] = allocation
+                    except KeyError:
                         by_node[node_id] = {uuid: allocation}
-                    else:
-                        held[uuid] = allocation
                 elif not uuid:  # the node left: whatever it held goes with it
                     by_node.pop(node_id, None)
-                elif held is not None:
-                    held.pop(uuid, None)
-                    if not held:
-                        del by_node[node_id]
+                else:
+                    held = by_node.get(node_id)
+                    if held is not None:
+                        held.pop(uuid, None)
+                        if not held:
+                            del by_node[node_id]
 
     def allocations(self, node_id: str) -> tuple[Allocation, ...]:
         with self._lock:
