@@ -74,10 +74,6 @@ def check_invariants(partition: PartitionModel) -> None:
         assert res.equals(app.allocated, _total(a.resource for a in app.allocations.values())), (
             "app allocated"
         )
-        pending: dict[str, int] = {}
-        for ask in app.asks.values():
-            res.add_into(pending, ask.resource, ask.pending)
-        assert res.equals(app.pending, pending), f"app {app.application_id} pending"
         for uuid, allocation in app.allocations.items():
             assert uuid in nodes[allocation.node_id].allocations, f"allocation {uuid} missing on its node"
         queue = partition.queues[app.queue_path]
