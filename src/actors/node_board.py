@@ -34,20 +34,22 @@ class NodeBoard:
         """Apply the view's notes, in the order it made them."""
         by_node = self._by_node
         with self._lock:
-            for node_id, uuid, allocation in changes:
-                if allocation is not None:  # a booking, once per allocation: the node's dict is there
+            for change in changes:
+                if type(change) is Allocation:  # a booking, once per allocation: its node's dict is there
                     try:
-                        by_node[node_id][uuid] = allocation
+                        by_node[change.node_id][change.uuid] = change
                     except KeyError:
-                        by_node[node_id] = {uuid: allocation}
-                elif not uuid:  # the node left: whatever it held goes with it
+                        by_node[change.node_id] = {change.uuid: change}
+                    continue
+                node_id, uuid = change
+                if not uuid:  # the node left: whatever it held goes with it
                     by_node.pop(node_id, None)
-                else:
-                    held = by_node.get(node_id)
-                    if held is not None:
-                        held.pop(uuid, None)
-                        if not held:
-                            del by_node[node_id]
+                    continue
+                held = by_node.get(node_id)
+                if held is not None:
+                    held.pop(uuid, None)
+                    if not held:
+                        del by_node[node_id]
 
     def allocations(self, node_id: str) -> tuple[Allocation, ...]:
         with self._lock:

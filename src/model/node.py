@@ -17,9 +17,10 @@ from korral.model.resource import Resource
 _NOTHING_OCCUPIED: Resource = {}
 _NO_ATTRIBUTES: dict[str, str] = {}
 
-NodeChange = tuple[str, str, Allocation | None]
-"""(node id, allocation uuid, the allocation booked there; None: freed, or with an empty uuid: the node
-left with everything on it)."""
+NodeChange = Allocation | tuple[str, str]
+"""An allocation booked on its node (the allocation itself: one per allocation, and not tracked by the
+cyclic collector, where a tuple would be while a batch lasts), or (node id, uuid): freed from that
+node; with an empty uuid, the node left with everything on it."""
 
 
 def removal_reason(node_id: str) -> str:
@@ -115,7 +116,7 @@ class Node:
         already runs (a recovery, or the record a node actor keeps of what the view decided)."""
         self.allocations[allocation.uuid] = allocation
         if self.journal is not None:
-            self.journal.append((self.node_id, allocation.uuid, allocation))
+            self.journal.append(allocation)  # its node_id is this node's
         available = self.available
         for name, quantity in allocation.resource.items():
             try:
@@ -127,7 +128,7 @@ class Node:
         allocation = self.allocations.pop(uuid, None)
         if allocation is not None:
             if self.journal is not None:
-                self.journal.append((self.node_id, uuid, None))
+                self.journal.append((self.node_id, uuid))
             available = self.available
             for name, quantity in allocation.resource.items():
                 available[name] = available.get(name, 0) + quantity

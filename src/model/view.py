@@ -191,7 +191,7 @@ class SchedulingView(PartitionModel):
                 self._replaced_with_node[uuid] = app.replacements.pop(uuid)
         # its owners decide the applications' states; an unconfirmed proposal must not complete one
         self.remove_node(node_id, complete=False)
-        self.node_changes.append((node_id, "", None))
+        self.node_changes.append((node_id, ""))
         return gone
 
     # ---- gang replacement and core-made releases ---------------------------------------------------

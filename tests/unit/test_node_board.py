@@ -17,35 +17,35 @@ def allocation(uuid: str, node: str = "n1") -> Allocation:
 def test_the_board_applies_bookings_and_freeings_in_order() -> None:
     board = NodeBoard()
     a, b, c = allocation("a"), allocation("b"), allocation("c", node="n2")
-    board.publish([("n1", "a", a), ("n1", "b", b), ("n2", "c", c), ("n1", "a", None)])
+    board.publish([a, b, c, ("n1", "a")])
     assert board.allocations("n1") == (b,)
     assert board.allocations("n2") == (c,)
     assert board.allocations("n3") == ()
-    board.publish([("n1", "a", a), ("n1", "a", None), ("n1", "a", a)])  # freed, then booked again
+    board.publish([a, ("n1", "a"), a])  # freed, then booked again
     assert board.allocations("n1") == (b, a)
 
 
 def test_a_node_that_left_shows_nothing_even_if_it_comes_back() -> None:
     board = NodeBoard()
-    board.publish([("n1", "a", allocation("a")), ("n1", "b", allocation("b"))])
-    board.publish([("n1", "", None)])
+    board.publish([allocation("a"), allocation("b")])
+    board.publish([("n1", "")])
     assert board.allocations("n1") == ()
     fresh = allocation("c")
-    board.publish([("n1", "c", fresh)])
+    board.publish([fresh])
     assert board.allocations("n1") == (fresh,), "nothing of the old node's record came back"
 
 
 def test_freeing_what_the_board_never_had_is_harmless_and_empty_nodes_are_dropped() -> None:
     board = NodeBoard()
-    board.publish([("n1", "x", None), ("n1", "a", allocation("a")), ("n1", "a", None)])
+    board.publish([("n1", "x"), allocation("a"), ("n1", "a")])
     assert board.allocations("n1") == ()
     assert board._by_node == {}, "an empty node keeps no entry: the board's size is the allocations'"
 
 
 def test_a_reader_sees_a_whole_publication_or_none_of_it() -> None:
     board = NodeBoard()
-    batch = [("n1", f"u{i}", allocation(f"u{i}")) for i in range(2000)]
-    undo = [("n1", f"u{i}", None) for i in range(2000)]
+    batch = [allocation(f"u{i}") for i in range(2000)]
+    undo = [("n1", f"u{i}") for i in range(2000)]
     seen: set[int] = set()
     stop = threading.Event()
 

@@ -8,6 +8,7 @@ from view_helpers import CONFIG, S, allocated_of, ask, insert, one_app, pending_
 
 from korral.config import load_config
 from korral.model import resource as res
+from korral.model.allocation import Allocation
 from korral.model.node import NodeSpec
 
 # the shared fixtures: pytest finds a fixture by its name in the test module
@@ -185,7 +186,7 @@ def test_the_view_notes_each_booking_and_freeing_on_a_node_in_order(view):
     first = view.schedule_one()
     second = view.schedule_one()
     assert first is not None and second is not None
-    assert view.node_changes == [("n1", first.uuid, first), ("n1", second.uuid, second)]
+    assert view.node_changes == [first, second]  # bookings: the allocations themselves, on n1
     view.node_changes.clear()  # published (the scheduler clears the list in place)
 
     view.rollback(first)
@@ -193,14 +194,14 @@ def test_the_view_notes_each_booking_and_freeing_on_a_node_in_order(view):
     view.adopt_recovered(recovered("app-1", "r1"))
     view.discard_node("n1")
 
-    r1 = view.node_changes[2][2]
-    assert r1 is not None and r1.uuid == "r1"
+    r1 = view.node_changes[2]
+    assert isinstance(r1, Allocation) and (r1.uuid, r1.node_id) == ("r1", "n1")
     assert view.node_changes == [
-        ("n1", first.uuid, None),
-        ("n1", second.uuid, None),
-        ("n1", "r1", r1),
-        ("n1", "r1", None),
-        ("n1", "", None),  # the node left with whatever it held
+        ("n1", first.uuid),
+        ("n1", second.uuid),
+        r1,
+        ("n1", "r1"),
+        ("n1", ""),  # the node left with whatever it held
     ]
 
 
