@@ -35,7 +35,7 @@ class NodeBoard:
         by_node = self._by_node
         with self._lock:
             for change in changes:
-                if type(change) is Allocation:  # a booking, once per allocation: its node's dict is there
+                if isinstance(change, Allocation):  # a booking, once per allocation: its node's dict is there
                     try:
                         by_node[change.node_id][change.uuid] = change
                     except KeyError:
