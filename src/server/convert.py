@@ -73,15 +73,39 @@ class _Field:
     message: type | None = None  # the korral class of a (repeated) sub-message
 
 
+_ABSENT = object()
+
+
 @attrs.frozen
 class _Spec:
     korral_type: type
     proto_type: type[Message]
     fields: tuple[_Field, ...]
     by_proto: dict[str, _Field] = attrs.field(init=False)
+    # (attribute, its slot's setter, default, factory) of every attrs field, in order: ``construct``
+    slots: tuple[tuple[str, Any, Any, Any], ...] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
+        slots = []
+        for attribute in attrs.fields(self.korral_type):
+            default = attribute.default
+            factory = default.factory if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
+            setter = getattr(self.korral_type, attribute.name).__set__
+            slots.append((attribute.name, setter, None if factory else default, factory))
+        object.__setattr__(self, "slots", tuple(slots))
+
+    def construct(self, values: dict[str, Any]) -> Any:
+        """The korral message of decoded ``values`` (each already in its converted form: fresh dicts,
+        tuples, enum members), set through its slots: attrs' ``__init__`` would run its converters
+        again (1.85 -> ~1 µs an ask decoded from the wire)."""
+        made: Any = object.__new__(self.korral_type)
+        for name, set_slot, default, factory in self.slots:
+            value = values.get(name, _ABSENT)
+            if value is _ABSENT:
+                value = factory() if factory is not None else default
+            set_slot(made, value)
+        return made
 
 
 _BY_KORRAL: dict[type, _Spec] = {}
@@ -205,7 +229,9 @@ def resource_from_pb(resource: si_pb2.Resource) -> si.Resource:
     quantities: dict[str, Any] = {}
     if _mistyped(resource):  # the entry's name is lost with it
         quantities["(entry)"] = Undecodable("a resource map entry has the wrong wire type")
-    for name, quantity in resource.resources.items():
+    entries = resource.resources
+    for name in entries:  # by key: a message map's items() costs half as much again
+        quantity = entries[name]
         if _mistyped(quantity):
             reason = f"quantity of {name!r} has the wrong wire type (an int64 varint expected)"
             quantities[name] = Undecodable(reason)
@@ -268,7 +294,7 @@ def _read(source: Message, spec: _Spec) -> Any:
                 values[field.attr] = _read(value, _BY_KORRAL[field.message])  # type: ignore[index]
             except _Invalid as error:
                 raise _Invalid(f".{field.proto}{error.path}", error.reason) from None
-    return spec.korral_type(**values)
+    return spec.construct(values)
 
 
 def _is_invalid(message: Message, spec: _Spec) -> bool:
