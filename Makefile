@@ -45,7 +45,7 @@ lint: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
-# mypy, configured in pyproject.toml (strict on korral.model, korral.policies, korral.si). It reads the
+# mypy, configured in pyproject.toml (strict on the whole korral package). It reads the
 # package through build/typecheck/korral -> src: the package-dir mapping hides "korral" from it.
 typecheck: $(STAMP)
 	mkdir -p build/typecheck && ln -sfn ../../src build/typecheck/korral
