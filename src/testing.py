@@ -194,7 +194,13 @@ def applications(
     groups: Iterable[str] = (),
     partition: str = "",
     tags: Mapping[str, str] | None = None,
+    placeholder_ask: Mapping[str, int] | None = None,
+    gang_style: str = "",
+    execution_timeout_ms: int = 0,
 ) -> si.ApplicationRequest:
+    """Each application in its queue. A gang application names its placeholders' total
+    (``placeholder_ask``) and, optionally, its style ("Soft" or "Hard") and how long its placeholders
+    may wait (``execution_timeout_ms``)."""
     return si.ApplicationRequest(
         rm_id=rm_id,
         new=[
@@ -204,6 +210,9 @@ def applications(
                 partition_name=partition,
                 ugi=si.UserGroupInformation(user=user, groups=list(groups)),
                 tags=dict(tags or {}),
+                placeholder_ask=dict(placeholder_ask or {}),
+                gang_scheduling_style=gang_style,
+                execution_timeout_milliseconds=execution_timeout_ms,
             )
             for app_id, queue in app_queues.items()
         ],
@@ -228,7 +237,12 @@ def asks(
     max_allocations: int = 1,
     partition: str = "",
     start: int = 0,
+    task_group: str = "",
+    placeholder: bool = False,
+    execution_timeout_ms: int = 0,
 ) -> si.AllocationRequest:
+    """``count`` asks keyed ``{prefix}{index}``; a gang's asks name their ``task_group`` (placeholders
+    with ``placeholder=True``, the real asks that replace them without)."""
     prefix = prefix or f"{app_id}-ask-"
     return si.AllocationRequest(
         rm_id=rm_id,
@@ -240,6 +254,9 @@ def asks(
                 resource_ask=dict(resource),
                 max_allocations=max_allocations,
                 priority=priority,
+                task_group_name=task_group,
+                placeholder=placeholder,
+                execution_timeout_milliseconds=execution_timeout_ms,
             )
             for index in range(start, start + count)
         ],

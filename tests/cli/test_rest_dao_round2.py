@@ -107,44 +107,20 @@ PH = {"memory": 100, "vcore": 100}
 
 
 def gang_asks(count: int, resource: dict[str, int], *, placeholder: bool, prefix: str) -> Any:
-    from korral import si
+    from korral import testing as t
 
-    return si.AllocationRequest(
-        rm_id="rm",
-        asks=[
-            si.AllocationAsk(
-                max_allocations=1,
-                allocation_key=f"{prefix}-{index}",
-                application_id="g",
-                resource_ask=dict(resource),
-                placeholder=placeholder,
-                task_group_name="tg",
-            )
-            for index in range(count)
-        ],
-    )
+    return t.asks("rm", "g", count, resource, prefix=f"{prefix}-", task_group="tg", placeholder=placeholder)
 
 
 def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
     from core_helpers import add_nodes
 
-    from korral import si
     from korral import testing as t
 
     with running(GANG) as (core, rm):
         add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 1000})
         core.update_application(
-            si.ApplicationRequest(
-                rm_id="rm",
-                new=[
-                    si.AddApplicationRequest(
-                        application_id="g",
-                        queue_name="root.gang",
-                        ugi=si.UserGroupInformation(user="u"),
-                        placeholder_ask={"memory": 300, "vcore": 300},
-                    )
-                ],
-            )
+            t.applications("rm", {"g": "root.gang"}, user="u", placeholder_ask={"memory": 300, "vcore": 300})
         )
         core.update_allocation(gang_asks(3, PH, placeholder=True, prefix="ph"))
         core.wait_until_idle()
@@ -283,22 +259,12 @@ def test_queues_show_what_their_preemption_victims_hold_until_confirmed() -> Non
 def test_an_accepted_application_holding_placeholders_is_allocating_in_its_queues() -> None:
     from core_helpers import add_nodes
 
-    from korral import si
+    from korral import testing as t
 
     with running(GANG) as (core, rm):
         add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 1000})
         core.update_application(
-            si.ApplicationRequest(
-                rm_id="rm",
-                new=[
-                    si.AddApplicationRequest(
-                        application_id="g",
-                        queue_name="root.gang",
-                        ugi=si.UserGroupInformation(user="u"),
-                        placeholder_ask={"memory": 200, "vcore": 200},
-                    )
-                ],
-            )
+            t.applications("rm", {"g": "root.gang"}, user="u", placeholder_ask={"memory": 200, "vcore": 200})
         )
         url = core.serve_rest("127.0.0.1:0")
         core.wait_until_idle()

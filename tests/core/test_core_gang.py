@@ -43,18 +43,14 @@ def gang_app(
     timeout_ms: int = 0,
     style: str = "",
 ) -> si.ApplicationRequest:
-    return si.ApplicationRequest(
-        rm_id="rm",
-        new=[
-            si.AddApplicationRequest(
-                application_id=app_id,
-                queue_name=queue,
-                ugi=si.UserGroupInformation(user="u"),
-                placeholder_ask={name: quantity * placeholders for name, quantity in PH.items()},
-                execution_timeout_milliseconds=timeout_ms,
-                gang_scheduling_style=style,
-            )
-        ],
+    total = {name: quantity * placeholders for name, quantity in PH.items()}
+    return t.applications(
+        "rm",
+        {app_id: queue},
+        user="u",
+        placeholder_ask=total,
+        gang_style=style,
+        execution_timeout_ms=timeout_ms,
     )
 
 
@@ -68,20 +64,15 @@ def gang_asks(
     timeout_ms: int = 0,
 ) -> si.AllocationRequest:
     prefix = prefix or ("ph" if placeholder else "real")
-    return si.AllocationRequest(
-        rm_id="rm",
-        asks=[
-            si.AllocationAsk(
-                max_allocations=1,
-                allocation_key=f"{prefix}-{index}",
-                application_id=app_id,
-                resource_ask=dict(resource),
-                placeholder=placeholder,
-                task_group_name="tg",
-                execution_timeout_milliseconds=timeout_ms,
-            )
-            for index in range(count)
-        ],
+    return t.asks(
+        "rm",
+        app_id,
+        count,
+        resource,
+        prefix=f"{prefix}-",
+        task_group="tg",
+        placeholder=placeholder,
+        execution_timeout_ms=timeout_ms,
     )
 
 

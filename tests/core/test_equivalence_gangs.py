@@ -16,36 +16,14 @@ from korral import testing as t
 
 
 def gang_request(app_id: str, queue: str, count: int, resource: dict[str, int]) -> si.ApplicationRequest:
-    return si.ApplicationRequest(
-        rm_id=RM,
-        new=[
-            si.AddApplicationRequest(
-                application_id=app_id,
-                queue_name=queue,
-                ugi=si.UserGroupInformation(user="user"),
-                placeholder_ask={name: quantity * count for name, quantity in resource.items()},
-            )
-        ],
-    )
+    total = {name: quantity * count for name, quantity in resource.items()}
+    return t.applications(RM, {app_id: queue}, placeholder_ask=total)
 
 
 def group_asks(
     app_id: str, prefix: str, count: int, resource: dict[str, int], *, placeholder: bool, group: str = "tg"
 ) -> si.AllocationRequest:
-    return si.AllocationRequest(
-        rm_id=RM,
-        asks=[
-            si.AllocationAsk(
-                max_allocations=1,
-                allocation_key=f"{prefix}{index}",
-                application_id=app_id,
-                resource_ask=dict(resource),
-                placeholder=placeholder,
-                task_group_name=group,
-            )
-            for index in range(count)
-        ],
-    )
+    return t.asks(RM, app_id, count, resource, prefix=prefix, task_group=group, placeholder=placeholder)
 
 
 def run_gang_workload(seed: int, *, burst: bool) -> None:

@@ -50,18 +50,13 @@ def gang_app(
     style: str = "",
 ) -> si.ApplicationRequest:
     total = {name: quantity * placeholders for name, quantity in PH.items()}
-    return si.ApplicationRequest(
-        rm_id=RM,
-        new=[
-            si.AddApplicationRequest(
-                application_id=app_id,
-                queue_name=queue,
-                ugi=si.UserGroupInformation(user="u"),
-                placeholder_ask=total,
-                execution_timeout_milliseconds=timeout_ms,
-                gang_scheduling_style=style,
-            )
-        ],
+    return t.applications(
+        RM,
+        {app_id: queue},
+        user="u",
+        placeholder_ask=total,
+        gang_style=style,
+        execution_timeout_ms=timeout_ms,
     )
 
 
@@ -75,21 +70,17 @@ def asks(
     prefix: str = "",
     timeout_ms: int = 0,
 ) -> si.AllocationRequest:
+    """Keys ``ph-0``, ``ph-1``... for placeholders, ``real-0``... for real asks, unless ``prefix`` says."""
     prefix = prefix or ("ph" if placeholder else "real")
-    return si.AllocationRequest(
-        rm_id=RM,
-        asks=[
-            si.AllocationAsk(
-                max_allocations=1,
-                allocation_key=f"{prefix}-{index}",
-                application_id=app_id,
-                resource_ask=dict(resource),
-                placeholder=placeholder,
-                task_group_name=group,
-                execution_timeout_milliseconds=timeout_ms,
-            )
-            for index in range(count)
-        ],
+    return t.asks(
+        RM,
+        app_id,
+        count,
+        resource,
+        prefix=f"{prefix}-",
+        task_group=group,
+        placeholder=placeholder,
+        execution_timeout_ms=timeout_ms,
     )
 
 
