@@ -57,9 +57,7 @@ class GangBenchRM(AnsweringRM):
             r for r in response.released if r.termination_type == si.TerminationType.PLACEHOLDER_REPLACED
         ]
         with self.lock:
-            self.arrivals.extend((a.allocation_key, now) for a in placeholders)
-            if self.target and len(self.arrivals) >= self.target:
-                self.done.set()
+            self.record([a.allocation_key for a in placeholders], now)
             self.real.extend([now] * real)
             if self.real_target and len(self.real) >= self.real_target:
                 self.real_done.set()
@@ -96,9 +94,9 @@ def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
     placeholder_seconds = placeholders_end - start
     replacement_seconds = max(rm.real) - replacing
     return GangResult(
-        placeholders=len(rm.arrivals),
+        placeholders=rm.arrived,
         placeholder_seconds=placeholder_seconds,
-        placeholders_per_second=len(rm.arrivals) / placeholder_seconds,
+        placeholders_per_second=rm.arrived / placeholder_seconds,
         replacements=len(rm.real),
         replacement_seconds=replacement_seconds,
         replacements_per_second=len(rm.real) / replacement_seconds,

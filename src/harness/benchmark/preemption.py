@@ -60,13 +60,13 @@ class PreemptionBenchRM(AnsweringRM):
             r for r in response.released if r.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER
         ]
         with self.lock:
+            fill: list[str] = []
             for allocation in response.new:
                 if allocation.application_id == "urgent":
                     self.urgent[allocation.allocation_key] = now
                 else:
-                    self.arrivals.append((allocation.allocation_key, now))
-            if self.target and len(self.arrivals) >= self.target:
-                self.done.set()
+                    fill.append(allocation.allocation_key)
+            self.record(fill, now)
             self.victim_times.extend([now] * len(victims))
             if self.urgent_target and len(self.urgent) >= self.urgent_target:
                 self.urgent_done.set()
@@ -109,7 +109,7 @@ def run_preemption_korral(
         for request in workload.fill:
             core.update_allocation(request)
         if not rm.done.wait(timeout):
-            raise TimeoutError(f"the cluster did not fill: {len(rm.arrivals):,} of {workload.allocations:,}")
+            raise TimeoutError(f"the cluster did not fill: {rm.arrived:,} of {workload.allocations:,}")
         core.wait_until_idle(timeout)
         fill_seconds = time.perf_counter() - fill_started
         if progress is not None:

@@ -49,20 +49,23 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         if not rm.apps_done.wait(TIMEOUT):
             raise TimeoutError("applications were not accepted in time")
         rm.target = workload.asks
-        submitted: dict[str, float] = {}
+        # which request each ask came in, known before the clock starts (as in the in-process run)
+        requests = [request for wave in workload.waves for request in wave.requests]
+        request_of = {
+            ask.allocation_key: index for index, request in enumerate(requests) for ask in request.asks
+        }
+        submitted: list[float] = []
         start = time.perf_counter()
-        for wave in workload.waves:
-            for request in wave.requests:
-                now = time.perf_counter()
-                for ask in request.asks:
-                    submitted[ask.allocation_key] = now
-                remote.update_allocation(request)
+        for request in requests:
+            submitted.append(time.perf_counter())
+            remote.update_allocation(request)
         if not rm.done.wait(TIMEOUT):
-            raise TimeoutError(f"only {len(rm.arrivals)} of {workload.asks} allocations arrived")
-    with rm.lock:
-        arrivals = list(rm.arrivals)
+            raise TimeoutError(f"only {rm.arrived} of {workload.asks} allocations arrived")
+    arrivals = rm.arrivals
     seconds = max(arrived for _, arrived in arrivals) - start
-    latencies = [(arrived - submitted[key]) * 1000.0 for key, arrived in arrivals if key in submitted]
+    latencies = [
+        (arrived - submitted[request_of[key]]) * 1000.0 for key, arrived in arrivals if key in request_of
+    ]
     return RemoteResult(
         allocations=len(arrivals),
         seconds=seconds,

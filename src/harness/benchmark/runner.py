@@ -12,7 +12,7 @@ import gc
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -116,11 +116,17 @@ class ReferenceResult:
 
 
 class BenchRM(ResourceManagerCallback):
-    """Records when each allocation arrived; no predicates (the core then skips the call)."""
+    """Records when each allocation arrived; no predicates (the core then skips the call).
+
+    It runs inside the clock, so it keeps the keys in one list and a time per response (a response's
+    allocations arrive together), not a tuple per allocation: the recorder's own cost stays out of the
+    figures (0.14 -> ~0.04 µs an allocation)."""
 
     def __init__(self, expected_nodes: int) -> None:
         self.lock = threading.Lock()
-        self.arrivals: list[tuple[str, float]] = []
+        self._keys: list[str] = []
+        # (how many keys had arrived with this response, when it arrived), one per response
+        self._responses: list[tuple[int, float]] = []
         self.accepted_nodes = 0
         self.expected_nodes = expected_nodes
         self.nodes_done = threading.Event()
@@ -128,13 +134,39 @@ class BenchRM(ResourceManagerCallback):
         self.done = threading.Event()
         self.rejected = 0
 
+    def record(self, keys: Iterable[str], now: float) -> None:
+        """Allocations arrived at ``now``; sets ``done`` at the target (the caller holds the lock)."""
+        arrived = self._keys
+        arrived.extend(keys)
+        self._responses.append((len(arrived), now))
+        if self.target and len(arrived) >= self.target:
+            self.done.set()
+
+    @property
+    def arrived(self) -> int:
+        """How many allocations arrived so far."""
+        return len(self._keys)
+
+    @property
+    def arrivals(self) -> list[tuple[str, float]]:
+        """(allocation key, when it arrived) of each allocation so far, in order (built when read).
+
+        Needs no lock (callers may hold it): ``record`` adds a response's keys before its entry, so
+        every entry copied here has its keys in place."""
+        responses = list(self._responses)
+        keys = self._keys
+        pairs: list[tuple[str, float]] = []
+        begin = 0
+        for end, now in responses:
+            pairs.extend((key, now) for key in keys[begin:end])
+            begin = end
+        return pairs
+
     def update_allocation(self, response: si.AllocationResponse) -> None:
         now = time.perf_counter()
         with self.lock:
-            self.arrivals.extend((allocation.allocation_key, now) for allocation in response.new)
+            self.record([allocation.allocation_key for allocation in response.new], now)
             self.rejected += len(response.rejected)
-            if self.target and len(self.arrivals) >= self.target:
-                self.done.set()
 
     def update_node(self, response: si.NodeResponse) -> None:
         with self.lock:
@@ -198,8 +230,13 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         del workload
         core.wait_until_idle(timeout)
         rm.target = ask_count
+        # which request each ask came in, known before the clock starts: inside it, one time per request
+        request_of: dict[str, int] = {}
+        for index, request in enumerate(request for wave in waves for request in wave.requests):
+            for ask in request.asks:
+                request_of[ask.allocation_key] = index
+        submitted: list[float] = []
         messages_before = core.tracker.sent_total
-        submitted: dict[str, float] = {}
         core.tracker.timing.start()
         submit_seconds = 0.0
         process_started = time.process_time()
@@ -217,18 +254,17 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
             requests.reverse()
             while requests:
                 request = requests.pop()
-                for ask in request.asks:
-                    submitted[ask.allocation_key] = now
+                submitted.append(now)
                 submit_started = time.thread_time()
                 core.update_allocation(request)
                 submit_seconds += time.thread_time() - submit_started
                 del request
             if progress is not None:
-                progress(len(rm.arrivals), ask_count)
+                progress(rm.arrived, ask_count)
         # Everything may fit (yunikorn shape): wait for the last one; else until the core is idle.
         while not rm.done.wait(0.25):
             if progress is not None:
-                progress(len(rm.arrivals), ask_count)
+                progress(rm.arrived, ask_count)
             if core.tracker.in_flight() == 0:
                 core.wait_until_idle(timeout)
                 break
@@ -243,18 +279,18 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         messages = core.tracker.sent_total - messages_before
         handler_seconds = core.tracker.timing.stop()
         errors = core.tracker.errors
-        with rm.lock:
-            left = ask_count - len(rm.arrivals)
+        left = ask_count - rm.arrived
         waiting = honesty.unallocated(core) if left > 0 else {}
     if errors:
         raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
-    with rm.lock:
-        arrivals = list(rm.arrivals)
+    arrivals = rm.arrivals
     if not arrivals:
         raise RuntimeError("korral made no allocation")
     end = max(arrived for _, arrived in arrivals)
     seconds = end - start
-    latencies = [(arrived - submitted[key]) * 1000.0 for key, arrived in arrivals if key in submitted]
+    latencies = [
+        (arrived - submitted[request_of[key]]) * 1000.0 for key, arrived in arrivals if key in request_of
+    ]
     return KorralResult(
         allocations=len(arrivals),
         seconds=seconds,
