@@ -106,6 +106,7 @@ def against_reference(build: Callable[[], Workload], json_file: Path | None) -> 
         transient=True,
     ) as progress:
         task = progress.add_task(f"korral: {chosen.name}", total=chosen.asks)
+        runner.warm_up(chosen.node_count, chosen.asks)
         # korral runs a workload of its own, let go of as it is submitted (as an RM's requests are), so
         # the one the reference runs afterwards (the same: workloads are seeded) is not counted in
         # korral's peak RSS
@@ -233,6 +234,7 @@ def remote(chosen: Workload, json_file: Path | None) -> None:
     if chosen.name != "yunikorn":
         raise click.UsageError("--remote runs YuniKorn's shape: use --workload yunikorn")
     console.print(f"[bold]remote[/bold]: {chosen.node_count:,} nodes, {chosen.asks:,} asks, in-process first")
+    runner.warm_up(chosen.node_count, chosen.asks)
     local = runner.run_korral(chosen)
     over_grpc = remote_rm.run_remote(chosen.node_count, chosen.asks)
     ratio = over_grpc.allocations_per_second / local.allocations_per_second

@@ -21,7 +21,7 @@ import korral
 from korral import si
 from korral.callback import ResourceManagerCallback
 from korral.harness.benchmark import honesty
-from korral.harness.benchmark.workloads import PreemptionWorkload, Workload, submit_all
+from korral.harness.benchmark.workloads import PreemptionWorkload, Workload, submit_all, yunikorn
 from korral.harness.reference import ReferenceScheduler
 
 Progress = Callable[[int, int], None]
@@ -305,6 +305,17 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         ),
         unallocated=waiting,
     )
+
+
+def warm_up(node_count: int, ask_count: int) -> None:
+    """One korral run and one reference run of YuniKorn's shape (at most 1,000 nodes and 10,000 asks),
+    untimed and discarded, before the runs that count.
+
+    A fresh process's first run pays for first touches of memory, which on this project's VMs can cost
+    the host's too: korral, which runs first at every point, came out 15-35% slower in its first run
+    than in its next in 3 of 5 fresh processes (1,000-3,500 more page faults; bench/README.md)."""
+    run_korral(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
+    run_reference(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
 
 
 def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:

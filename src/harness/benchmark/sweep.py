@@ -19,6 +19,7 @@ def run_sweep(
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     results = []
+    runner.warm_up(nodes[0], asks[0])
     for ask_count in asks:
         for node_count in nodes:
             workload = workloads.yunikorn(node_count, ask_count)
