@@ -312,8 +312,9 @@ def warm_up(node_count: int, ask_count: int) -> None:
     untimed and discarded, before the runs that count.
 
     A fresh process's first run pays for first touches of memory, which on this project's VMs can cost
-    the host's too: korral, which runs first at every point, came out 15-35% slower in its first run
-    than in its next in 3 of 5 fresh processes (1,000-3,500 more page faults; bench/README.md)."""
+    the host's too: korral, which runs first at every point, made 40,600-49,700 allocations/s in its
+    first run in 3 of 5 fresh processes against 56,000-61,000 in the runs after (~3,500 page faults
+    against 400-700; bench/README.md)."""
     run_korral(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
     run_reference(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
 
