@@ -63,7 +63,11 @@ DEFAULT_SWEEP_OUT = "korral-sweep"
     show_default=True,
     help="multi-rm: where partitions run (both: threads, then ray, and their ratio)",
 )
-@count_option("--repeat", "multi-rm: runs per engine", default=1)
+@count_option(
+    "--repeat",
+    "multi-rm: runs per engine; --sweep: runs per point (the run with the median ratio, and the range)",
+    default=1,
+)
 @count_option(
     "--allocations",
     "preemption: low-priority allocations filling the cluster (default 5,000; 100,000 at scale)",
@@ -111,6 +115,8 @@ def bench(
     refuse_inapplicable(ctx, workload, BENCH_MODES)
     if out is not None and not (sweep or plot_only is not None):
         raise click.UsageError("--out applies to --sweep and --plot-only only (use --json for one run)")
+    if repeat != 1 and workload == "yunikorn" and not sweep:
+        raise click.UsageError("--repeat applies to --sweep (and to --workload multi-rm) only")
     out = out if out is not None else Path(DEFAULT_SWEEP_OUT)
     if workload == "preemption":
         runs.preemption(nodes, allocations, preemptors, rate, preemption_delay, burst, json_file)
@@ -125,7 +131,7 @@ def bench(
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
-        runs.sweep(nodes, asks, out, json_file)
+        runs.sweep(nodes, asks, out, json_file, repeat)
         return
     from korral.harness.benchmark import workloads
 

@@ -33,8 +33,9 @@ def write_json(json_file: Path | None, document: object) -> bool:
     return True
 
 
-def sweep(nodes: int | None, asks: int | None, out: Path, json_file: Path | None) -> None:
-    """``korral bench --sweep``: YuniKorn's shape over the sweep's points, a line per point as it ends."""
+def sweep(nodes: int | None, asks: int | None, out: Path, json_file: Path | None, repeat: int = 1) -> None:
+    """``korral bench --sweep``: YuniKorn's shape over the sweep's points, a line per point as it ends
+    (``repeat`` runs per point: the run with the median ratio)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from korral.harness.benchmark import sweep as sweeps
@@ -60,7 +61,7 @@ def sweep(nodes: int | None, asks: int | None, out: Path, json_file: Path | None
                 f"{result['reference']['allocations_per_second']:>9,.0f}/s reference"
             )
 
-        results = sweeps.run_sweep(node_counts, ask_counts, on_result=done)
+        results = sweeps.run_sweep(node_counts, ask_counts, on_result=done, repeat=repeat)
     paths = sweeps.write(results, out)
     screen.print(sweeps.table(results))
     screen.print("written: " + ", ".join(str(p) for p in paths))

@@ -12,7 +12,7 @@ _BENCH_COMMON = frozenset({"workload", "nodes", "json_file"})
 BENCH_MODES: dict[str, tuple[str, frozenset[str]]] = {
     "yunikorn": (
         "korral bench --workload yunikorn (the default)",
-        _BENCH_COMMON | {"asks", "sweep", "out", "reference_only", "plot_only", "remote"},
+        _BENCH_COMMON | {"asks", "sweep", "out", "reference_only", "plot_only", "remote", "repeat"},
     ),
     "scale": (
         "korral bench --workload scale",

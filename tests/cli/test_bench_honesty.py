@@ -96,6 +96,29 @@ def test_sweep_honours_the_sizes_and_writes_where_out_says(
     ]
 
 
+def test_a_repeated_sweep_reports_the_median_run_and_the_range(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    result = runner.invoke(
+        main, ["bench", "--sweep", "--nodes", "10", "--asks", "100", "--repeat", "3", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    (point,) = json.loads((out / "sweep.json").read_text())
+    ratios = point["ratio_runs"]
+    assert len(ratios) == 3
+    # the point is its median run, whole: its own ratio is the middle one of the three
+    assert point["ratio_to_reference"] == sorted(ratios)[1]
+    row = next(line for line in (out / "sweep.md").read_text().splitlines() if line.startswith("| 10 |"))
+    assert f"{sorted(ratios)[1]:.2f} ({min(ratios):.2f}-{max(ratios):.2f})" in row
+
+
+def test_repeat_without_a_sweep_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["bench", "--nodes", "2", "--asks", "10", "--repeat", "3"])
+    assert result.exit_code == 2, result.output
+    assert "--repeat applies to --sweep" in result.output
+    scale = runner.invoke(main, ["bench", "--workload", "scale", "--repeat", "3"])
+    assert scale.exit_code == 2, scale.output
+
+
 def test_out_without_a_sweep_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(main, ["bench", "--nodes", "2", "--asks", "10", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2, result.output

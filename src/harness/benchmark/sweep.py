@@ -17,19 +17,43 @@ def run_sweep(
     nodes: tuple[int, ...] = SWEEP_NODES,
     asks: tuple[int, ...] = SWEEP_ASKS,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    repeat: int = 1,
 ) -> list[dict[str, Any]]:
+    """Each point run ``repeat`` times (korral, then the reference, in turn). A point's result is its
+    run with the median ratio (the lower of the two middle ones for an even count), whole, so that
+    every figure in it comes from one run; ``ratio_runs`` holds every run's ratio."""
     results = []
     runner.warm_up(nodes[0], asks[0])
     for ask_count in asks:
         for node_count in nodes:
             workload = workloads.yunikorn(node_count, ask_count)
-            korral_result = runner.run_korral(workload)
-            reference = runner.run_reference(workload)
-            result = runner.result_json(workload, korral_result, reference)
+            runs = []
+            for _ in range(repeat):
+                korral_result = runner.run_korral(workload)
+                reference = runner.run_reference(workload)
+                runs.append(runner.result_json(workload, korral_result, reference))
+            result = _median_run(runs)
+            if repeat > 1:
+                result["ratio_runs"] = [run["ratio_to_reference"] for run in runs]
             results.append(result)
             if on_result is not None:
                 on_result(result)
     return results
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median ratio (a run without one, as none of YuniKorn's shape should be, sorts
+    first)."""
+    ordered = sorted(runs, key=lambda run: run["ratio_to_reference"] or 0.0)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _ratio_cell(result: dict[str, Any]) -> str:
+    ratio = result.get("ratio_to_reference")
+    if ratio is None:
+        return "-"
+    runs = [r for r in result.get("ratio_runs", ()) if r is not None]
+    return f"{ratio:.2f} ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else f"{ratio:.2f}"
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -47,7 +71,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{rate:,.0f}",
             f"{1e6 / rate:.1f}",
             f"{result['reference']['allocations_per_second']:,.0f}",
-            "-" if result.get("ratio_to_reference") is None else f"{result['ratio_to_reference']:.2f}",
+            _ratio_cell(result),
             f"{k['latency_ms']['p99']:,.0f}",
             f"{k['messages_per_allocation']:.2f}",
             f"{k['node_registrations_per_second']:,.0f}",
