@@ -277,11 +277,38 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
         ENGINE["name"] = "threads"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (make test: ``-n 2 --dist loadgroup``) every test on the Ray engine runs on one
-    worker, which starts the session's one local Ray instance; two would compete for its ports and CPUs."""
+    worker, which starts the session's one local Ray instance; two would compete for its ports and CPUs.
+
+    First among the hooks: xdist reads the ``xdist_group`` mark in its own ``pytest_collection_modifyitems``
+    (to suffix the test's id with its group), and it is registered after this file, so it runs before
+    an ordinary hook here would have added the mark: the Ray tests were spread over both workers, each
+    starting a Ray instance, and a loaded machine's second one could time out starting."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_ray = callspec is not None and callspec.params.get("engine") == "ray"
         if on_ray or "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+class _GroupingCheck:
+    """Fails the run at collection when ``--dist loadgroup`` did not group a test with an
+    ``xdist_group`` mark: pytest 9.2 moved a node's id where pytest-xdist 3.8 does not look, and the
+    grouping stopped without a word (the Ray tests then flaked on loaded machines)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        for item in items:
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+                raise pytest.UsageError(
+                    f"--dist loadgroup did not group {item.nodeid}: this pytest and pytest-xdist disagree "
+                    "on where a test's id is kept (see the pytest pin in pyproject.toml)"
+                )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupingCheck(), "korral-grouping-check")
