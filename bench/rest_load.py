@@ -91,8 +91,8 @@ def _schedule(
                 core.update_allocation(request)
         assert rm.done.wait(600), "not every ask was allocated"
         with rm.lock:
-            end = max(arrived for _, arrived in rm.arrivals)
-            made = len(rm.arrivals)
+            end = rm.last_arrival
+            made = rm.arrived
         cpu = time.process_time() - cpu_start
         wall_end = wall_start + (end - start)
         samples: list[tuple[float, float]] = []

@@ -76,8 +76,8 @@ def schedule(
                 core.update_allocation(request)
         assert rm.done.wait(600), "not every ask was allocated"
         with rm.lock:
-            end = max(arrived for _, arrived in rm.arrivals)
-            made = len(rm.arrivals)
+            end = rm.last_arrival
+            made = rm.arrived
         cpu = time.process_time() - cpu_start
         rest_cpu = _rest_thread_cpu(core) - rest_start
         sender_cpu = _sender_cpu()  # the stream sender process started with the readers

@@ -80,7 +80,7 @@ def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
         submit_all(workload.waves, core.update_allocation)
         if not rm.done.wait(timeout):
             raise TimeoutError("placeholders were not all allocated in time")
-        placeholders_end = max(arrived for _, arrived in rm.arrivals)
+        placeholders_end = rm.last_arrival
         core.wait_until_idle(timeout)
         rm.real_target = sum(wave.count for wave in workload.replacement_waves)
         replacing = time.perf_counter()

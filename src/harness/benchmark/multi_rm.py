@@ -96,7 +96,7 @@ def run_multi_rm(
         deadline = time.monotonic() + timeout
         for rm_id, rm in recorders.items():
             if not rm.done.wait(max(0.0, deadline - time.monotonic())):
-                raise TimeoutError(f"{rm_id}: {len(rm.arrivals)} of {workload.asks} allocations in time")
+                raise TimeoutError(f"{rm_id}: {rm.arrived} of {workload.asks} allocations in time")
         driver_cpu = time.process_time() - driver_cpu
         host_cpu = [host.cpu_seconds() - before for host, before in zip(hosts, host_cpu, strict=True)]
         core.wait_until_idle(timeout)

@@ -20,7 +20,7 @@ import attrs
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM, percentile
+from korral.harness.benchmark.runner import BenchRM, latencies_ms, percentile, request_index
 
 TIMEOUT = 600.0
 
@@ -51,9 +51,7 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         rm.target = workload.asks
         # which request each ask came in, known before the clock starts (as in the in-process run)
         requests = [request for wave in workload.waves for request in wave.requests]
-        request_of = {
-            ask.allocation_key: index for index, request in enumerate(requests) for ask in request.asks
-        }
+        request_of = request_index(requests)
         submitted: list[float] = []
         start = time.perf_counter()
         for request in requests:
@@ -62,10 +60,8 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         if not rm.done.wait(TIMEOUT):
             raise TimeoutError(f"only {rm.arrived} of {workload.asks} allocations arrived")
     arrivals = rm.arrivals
-    seconds = max(arrived for _, arrived in arrivals) - start
-    latencies = [
-        (arrived - submitted[request_of[key]]) * 1000.0 for key, arrived in arrivals if key in request_of
-    ]
+    seconds = rm.last_arrival - start
+    latencies = latencies_ms(arrivals, request_of, submitted)
     return RemoteResult(
         allocations=len(arrivals),
         seconds=seconds,

@@ -135,10 +135,13 @@ class BenchRM(ResourceManagerCallback):
         self.rejected = 0
 
     def record(self, keys: Iterable[str], now: float) -> None:
-        """Allocations arrived at ``now``; sets ``done`` at the target (the caller holds the lock)."""
+        """Allocations arrived at ``now`` (a response without any notes nothing); sets ``done`` at the
+        target (the caller holds the lock)."""
         arrived = self._keys
+        before = len(arrived)
         arrived.extend(keys)
-        self._responses.append((len(arrived), now))
+        if len(arrived) > before:
+            self._responses.append((len(arrived), now))
         if self.target and len(arrived) >= self.target:
             self.done.set()
 
@@ -146,6 +149,11 @@ class BenchRM(ResourceManagerCallback):
     def arrived(self) -> int:
         """How many allocations arrived so far."""
         return len(self._keys)
+
+    @property
+    def last_arrival(self) -> float:
+        """When the latest allocation so far arrived (0.0 before any)."""
+        return max((now for _, now in list(self._responses)), default=0.0)
 
     @property
     def arrivals(self) -> list[tuple[str, float]]:
@@ -231,10 +239,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         core.wait_until_idle(timeout)
         rm.target = ask_count
         # which request each ask came in, known before the clock starts: inside it, one time per request
-        request_of: dict[str, int] = {}
-        for index, request in enumerate(request for wave in waves for request in wave.requests):
-            for ask in request.asks:
-                request_of[ask.allocation_key] = index
+        request_of = request_index(request for wave in waves for request in wave.requests)
         submitted: list[float] = []
         messages_before = core.tracker.sent_total
         core.tracker.timing.start()
@@ -286,11 +291,8 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
     arrivals = rm.arrivals
     if not arrivals:
         raise RuntimeError("korral made no allocation")
-    end = max(arrived for _, arrived in arrivals)
-    seconds = end - start
-    latencies = [
-        (arrived - submitted[request_of[key]]) * 1000.0 for key, arrived in arrivals if key in request_of
-    ]
+    seconds = rm.last_arrival - start
+    latencies = latencies_ms(arrivals, request_of, submitted)
     return KorralResult(
         allocations=len(arrivals),
         seconds=seconds,
@@ -305,6 +307,20 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
         ),
         unallocated=waiting,
     )
+
+
+def request_index(requests: Iterable[si.AllocationRequest]) -> dict[str, int]:
+    """Which request, by its place in ``requests``, each ask comes in: noted before a clock starts, so
+    that inside it one time per request sent is enough (``latencies_ms``)."""
+    return {ask.allocation_key: index for index, request in enumerate(requests) for ask in request.asks}
+
+
+def latencies_ms(
+    arrivals: list[tuple[str, float]], request_of: dict[str, int], submitted: list[float]
+) -> list[float]:
+    """Each arrival's latency in ms: from when its ask's request was sent (``submitted``, one time per
+    request in ``request_index``'s order) to when its allocation arrived."""
+    return [(arrived - submitted[request_of[key]]) * 1000.0 for key, arrived in arrivals if key in request_of]
 
 
 def warm_up(node_count: int, ask_count: int) -> None:
