@@ -153,6 +153,8 @@ def _plain_ask(item: Any) -> bool:
     through the field-by-field checks, which name what is wrong (or find nothing)."""
     if type(item) is not AllocationAsk:
         return False
+    # the resource and tag loops are written out here rather than calling ``_plain_resource`` and
+    # its like: this runs once per ask on the RM's thread, where two calls cost ~0.1 µs of ~0.5
     resource = item.resource_ask
     if type(resource) is not dict:
         return False
