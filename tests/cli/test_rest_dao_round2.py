@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 from core_helpers import add_apps, running
+from gang_requests import PH, gang_asks
 
 pytest.importorskip("aiohttp")
 
@@ -103,13 +104,6 @@ partitions:
         queues:
           - name: gang
 """
-PH = {"memory": 100, "vcore": 100}
-
-
-def gang_asks(count: int, resource: dict[str, int], *, placeholder: bool, prefix: str) -> Any:
-    from korral import testing as t
-
-    return t.asks("rm", "g", count, resource, prefix=f"{prefix}-", task_group="tg", placeholder=placeholder)
 
 
 def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
@@ -122,7 +116,7 @@ def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
         core.update_application(
             t.applications("rm", {"g": "root.gang"}, user="u", placeholder_ask={"memory": 300, "vcore": 300})
         )
-        core.update_allocation(gang_asks(3, PH, placeholder=True, prefix="ph"))
+        core.update_allocation(gang_asks("g", 3, PH, placeholder=True, prefix="ph"))
         core.wait_until_idle()
         url = core.serve_rest("127.0.0.1:0")
         app_url = url + "/ws/v1/partition/default/application/g"
@@ -131,7 +125,9 @@ def test_an_application_shows_its_placeholder_data_per_task_group() -> None:
         assert "hasReserved" not in ok(app_url) and "reservations" not in ok(app_url)
 
         # a real ask of the group replaces one placeholder once the RM confirms the replacement
-        core.update_allocation(gang_asks(1, {"memory": 60, "vcore": 100}, placeholder=False, prefix="real"))
+        core.update_allocation(
+            gang_asks("g", 1, {"memory": 60, "vcore": 100}, placeholder=False, prefix="real")
+        )
         core.wait_until_idle()
         core.update_allocation(rm.take_confirmations())
         core.wait_until_idle()
@@ -273,7 +269,7 @@ def test_an_accepted_application_holding_placeholders_is_allocating_in_its_queue
             for q in by_path(ok(url + "/ws/v1/partition/default/queues")).values()
         )
         # one of its two placeholders placed: still Accepted, counted as allocating up to the root
-        core.update_allocation(gang_asks(1, PH, placeholder=True, prefix="ph"))
+        core.update_allocation(gang_asks("g", 1, PH, placeholder=True, prefix="ph"))
         core.wait_until_idle()
         assert ok(url + "/ws/v1/partition/default/application/g")["applicationState"] == "Accepted"
         queues = by_path(ok(url + "/ws/v1/partition/default/queues"))
@@ -283,7 +279,7 @@ def test_an_accepted_application_holding_placeholders_is_allocating_in_its_queue
         }
         assert ok(url + "/ws/v1/partition/default/queue/root.gang")["allocatingAcceptedApps"] == ["g"]
         # the second placeholder placed: Running, no longer allocating
-        core.update_allocation(gang_asks(1, PH, placeholder=True, prefix="ph2"))
+        core.update_allocation(gang_asks("g", 1, PH, placeholder=True, prefix="ph2"))
         core.wait_until_idle()
         assert ok(url + "/ws/v1/partition/default/application/g")["applicationState"] == "Running"
         queues = by_path(ok(url + "/ws/v1/partition/default/queues"))

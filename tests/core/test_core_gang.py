@@ -8,6 +8,7 @@ RM's callbacks, ``wait_until_idle``), never for a stopwatch.
 from __future__ import annotations
 
 from core_helpers import FAST, add_nodes, check_invariants, eventually, part, running, wait_app_state
+from gang_requests import PH, gang_app, gang_asks
 
 import korral
 from korral import si
@@ -16,7 +17,6 @@ from korral.harness import invariants
 from korral.model import events
 
 T = si.TerminationType
-PH = {"memory": 100, "vcore": 100}
 NODE = {"memory": 1000, "vcore": 1000}
 CONFIG = """
 partitions:
@@ -35,47 +35,6 @@ partitions:
 P = part()
 
 
-def gang_app(
-    app_id: str = "g",
-    *,
-    queue: str = "root.gang",
-    placeholders: int = 2,
-    timeout_ms: int = 0,
-    style: str = "",
-) -> si.ApplicationRequest:
-    total = {name: quantity * placeholders for name, quantity in PH.items()}
-    return t.applications(
-        "rm",
-        {app_id: queue},
-        user="u",
-        placeholder_ask=total,
-        gang_style=style,
-        execution_timeout_ms=timeout_ms,
-    )
-
-
-def gang_asks(
-    app_id: str,
-    count: int,
-    resource: dict[str, int],
-    *,
-    placeholder: bool,
-    prefix: str = "",
-    timeout_ms: int = 0,
-) -> si.AllocationRequest:
-    prefix = prefix or ("ph" if placeholder else "real")
-    return t.asks(
-        "rm",
-        app_id,
-        count,
-        resource,
-        prefix=f"{prefix}-",
-        task_group="tg",
-        placeholder=placeholder,
-        execution_timeout_ms=timeout_ms,
-    )
-
-
 def settle(core: korral.Core, rm: t.RecordingRM) -> list[str]:
     """Every invariant holds, the RM's view included (call once idle)."""
     state = invariants.stable_collect(core, P)
@@ -92,7 +51,7 @@ def test_gang_admission_is_checked_with_yunikorns_reasons() -> None:
     with running(CONFIG) as (core, rm):
         add_nodes(core, rm, ["n1"], NODE)
         core.update_application(gang_app("too-big", placeholders=11))
-        core.update_application(gang_app("not-fifo", queue="root.fair"))
+        core.update_application(gang_app("not-fifo", queue="root.fair", placeholders=2))
         core.update_application(gang_app("fits", placeholders=10))
         core.wait_until_idle()
         assert "task group request" in rm.rejected_apps["too-big"]

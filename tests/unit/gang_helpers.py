@@ -1,4 +1,5 @@
-"""What the gang scheduling tests (test_gang_*.py) share: the config, gang and ask builders, the cluster.
+"""What the gang scheduling tests (test_gang_*.py) share: the config and the cluster (their gang
+requests are tests/gang_requests.py's, shared with the end-to-end tests).
 
 Gang scheduling and timeouts in the plain model, on a fake clock (reference 2.12, 2.16, 2.17; api.md
 "Time limits, gang scheduling").
@@ -13,6 +14,7 @@ application owner's side (what the Application actor runs) has its own file, tes
 from __future__ import annotations
 
 import pytest
+from gang_requests import RM
 
 from korral import si
 from korral import testing as t
@@ -21,8 +23,6 @@ from korral.model.application import Application, ApplicationState
 
 T = si.TerminationType
 S = ApplicationState
-RM = "rm"
-PH = {"memory": 100, "vcore": 100}
 
 CONFIG = """
 partitions:
@@ -39,49 +39,6 @@ partitions:
             properties:
               application.sort.policy: fair
 """
-
-
-def gang_app(
-    app_id: str = "g",
-    queue: str = "root.gang",
-    *,
-    placeholders: int = 4,
-    timeout_ms: int = 0,
-    style: str = "",
-) -> si.ApplicationRequest:
-    total = {name: quantity * placeholders for name, quantity in PH.items()}
-    return t.applications(
-        RM,
-        {app_id: queue},
-        user="u",
-        placeholder_ask=total,
-        gang_style=style,
-        execution_timeout_ms=timeout_ms,
-    )
-
-
-def asks(
-    app_id: str,
-    count: int,
-    resource: dict[str, int],
-    *,
-    placeholder: bool = False,
-    group: str = "tg",
-    prefix: str = "",
-    timeout_ms: int = 0,
-) -> si.AllocationRequest:
-    """Keys ``ph-0``, ``ph-1``... for placeholders, ``real-0``... for real asks, unless ``prefix`` says."""
-    prefix = prefix or ("ph" if placeholder else "real")
-    return t.asks(
-        RM,
-        app_id,
-        count,
-        resource,
-        prefix=f"{prefix}-",
-        task_group=group,
-        placeholder=placeholder,
-        execution_timeout_ms=timeout_ms,
-    )
 
 
 def confirm(reference: ReferenceScheduler, releases) -> si.AllocationResponse:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gang_helpers
 import pytest
-from gang_helpers import PH, RM, S, T, app_of, asks, confirm, gang_app
+from gang_helpers import S, T, app_of, confirm
+from gang_requests import PH, RM, gang_app
+from gang_requests import gang_asks as asks
 
 from korral import si
 from korral import testing as t
