@@ -475,7 +475,8 @@ class GrpcServer:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the call broke underneath us: end this stream only
-            log.debug("%s stream ended: %s", request_name, error)
+            # the stream's kind, not the request's name: the break may come before any request
+            log.debug("%s stream from %s ended: %s", stream.kind, stream.peer, error)
             stream.queue.put_nowait(CLOSE)  # a break, not korral's close: what it wrote may be lost
         # a half-close by the client leaves the stream open for the responses still to come
 
