@@ -9,11 +9,13 @@ are sent until its callback has received the last allocation. It prints its figu
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import attrs
 
@@ -23,6 +25,10 @@ from korral.harness.benchmark import workloads
 from korral.harness.benchmark.runner import BenchRM, latencies_ms, percentile, request_index
 
 TIMEOUT = 600.0
+# The RM gives up when nothing it waits for has moved on for this long (a normal run finishes in
+# seconds): it says how far it got, why the core cut it off if it did, and where its threads were,
+# rather than sitting out TIMEOUT with nothing printed.
+STALL_SECONDS = 60.0
 
 
 @attrs.frozen(kw_only=True)
@@ -43,11 +49,9 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )
         remote.update_node(workload.nodes)
-        if not rm.nodes_done.wait(TIMEOUT):
-            raise TimeoutError("nodes were not registered in time")
+        wait_for(rm.nodes_done, lambda: rm.accepted_nodes, workload.node_count, "nodes registered", rm)
         remote.update_application(workload.applications)
-        if not rm.apps_done.wait(TIMEOUT):
-            raise TimeoutError("applications were not accepted in time")
+        wait_for(rm.apps_done, lambda: rm.accepted_apps, rm.expected_apps, "applications accepted", rm)
         rm.target = workload.asks
         # which request each ask came in, known before the clock starts (as in the in-process run)
         requests = [request for wave in workload.waves for request in wave.requests]
@@ -57,8 +61,7 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         for request in requests:
             submitted.append(time.perf_counter())
             remote.update_allocation(request)
-        if not rm.done.wait(TIMEOUT):
-            raise TimeoutError(f"only {rm.arrived} of {workload.asks} allocations arrived")
+        wait_for(rm.done, lambda: rm.arrived, workload.asks, "allocations arrived", rm)
     arrivals = rm.arrivals
     seconds = rm.last_arrival - start
     latencies = latencies_ms(arrivals, request_of, submitted)
@@ -71,14 +74,45 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
     )
 
 
+def wait_for(
+    done: threading.Event,
+    progress: Callable[[], int],
+    target: int,
+    what: str,
+    rm: RemoteBenchRM,
+    stall_seconds: float = STALL_SECONDS,
+    timeout: float = TIMEOUT,
+) -> None:
+    """Wait until ``done``; fail as soon as the core cut the RM off, or when ``progress`` (how many of
+    ``target`` so far) has not moved for ``stall_seconds`` or ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    last, moved = progress(), time.monotonic()
+    while not done.wait(min(1.0, stall_seconds)):
+        if rm.resync_reason is not None:
+            raise RuntimeError(
+                f"{what}: {progress()} of {target}; the core cut the RM off: {rm.resync_reason}"
+            )
+        now, seen = time.monotonic(), progress()
+        if seen != last:
+            last, moved = seen, now
+        if now - moved >= stall_seconds or now >= deadline:
+            faulthandler.dump_traceback(all_threads=True)  # to stderr, which the bench prints
+            raise TimeoutError(f"{what}: {seen} of {target}, none more for {now - moved:.0f}s")
+
+
 class RemoteBenchRM(BenchRM):
-    """A BenchRM that also says when the workload's applications are accepted."""
+    """A BenchRM that also says when the workload's applications are accepted, and why the core cut it
+    off if it did (``resync_required``)."""
 
     def __init__(self, expected_nodes: int, expected_apps: int) -> None:
         super().__init__(expected_nodes)
         self.expected_apps = expected_apps
         self.accepted_apps = 0
         self.apps_done = threading.Event()
+        self.resync_reason: str | None = None
+
+    def resync_required(self, reason: str) -> None:
+        self.resync_reason = reason
 
     def update_application(self, response: si.ApplicationResponse) -> None:
         with self.lock:
