@@ -43,3 +43,10 @@ def test_a_wait_that_keeps_moving_is_not_a_stall() -> None:
     wait_for(done, lambda: arrived[0], 40, "allocations arrived", rm, stall_seconds=1.5, timeout=60)
     thread.join()
     assert arrived[0] == 40
+
+
+def test_a_wait_that_moves_but_never_finishes_says_so_at_its_timeout() -> None:
+    rm = RemoteBenchRM(expected_nodes=1, expected_apps=1)
+    moving = iter(range(1_000_000)).__next__  # a new count at every look: never a stall
+    with pytest.raises(TimeoutError, match=r"allocations arrived: \d+ of 10, not done within 1s"):
+        wait_for(threading.Event(), moving, 10, "allocations arrived", rm, stall_seconds=30, timeout=1)

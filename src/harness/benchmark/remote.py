@@ -95,9 +95,11 @@ def wait_for(
         now, seen = time.monotonic(), progress()
         if seen != last:
             last, moved = seen, now
-        if now - moved >= stall_seconds or now >= deadline:
+        stalled = now - moved >= stall_seconds
+        if stalled or now >= deadline:
             faulthandler.dump_traceback(all_threads=True)  # to stderr, which the bench prints
-            raise TimeoutError(f"{what}: {seen} of {target}, none more for {now - moved:.0f}s")
+            why = f"none more for {now - moved:.0f}s" if stalled else f"not done within {timeout:.0f}s"
+            raise TimeoutError(f"{what}: {seen} of {target}, {why}")
 
 
 class RemoteBenchRM(BenchRM):
