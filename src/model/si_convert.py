@@ -8,6 +8,7 @@ from korral import si
 from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.naming import partition_without_rm
+from korral.si.messages import slot_setters
 
 # si.Allocation's fields in the order ``to_si_allocations`` sets them (a test checks they are all of
 # them). Built through its slots, not its attrs ``__init__``: the frozen class's guarded sets and its
@@ -26,6 +27,7 @@ SI_ALLOCATION_FIELDS = (
     "placeholder",
 )
 _new_instance = object.__new__
+_SETTERS = slot_setters(si.Allocation)
 (
     _set_key,
     _set_tags,
@@ -37,7 +39,7 @@ _new_instance = object.__new__
     _set_partition,
     _set_task_group,
     _set_placeholder,
-) = (getattr(si.Allocation, name).__set__ for name in SI_ALLOCATION_FIELDS)
+) = (_SETTERS[name] for name in SI_ALLOCATION_FIELDS)
 
 
 def to_si_allocation(allocation: Allocation, rm_partition: str | None = None) -> si.Allocation:

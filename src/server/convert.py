@@ -26,6 +26,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from korral import si
 from korral.si import si_pb2
+from korral.si.messages import slot_setters
 from korral.si.validate import Undecodable
 
 __all__ = ["ConversionError", "from_pb", "parse", "resource_from_pb", "resource_to_pb", "to_pb"]
@@ -88,11 +89,11 @@ class _Spec:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
         slots = []
+        setters = slot_setters(self.korral_type)
         for attribute in attrs.fields(self.korral_type):
             default = attribute.default
             factory = default.factory if isinstance(default, attrs.Factory) else None  # type: ignore[arg-type]
-            setter = getattr(self.korral_type, attribute.name).__set__
-            slots.append((attribute.name, setter, None if factory else default, factory))
+            slots.append((attribute.name, setters[attribute.name], None if factory else default, factory))
         object.__setattr__(self, "slots", tuple(slots))
 
     def construct(self, values: dict[str, Any]) -> Any:

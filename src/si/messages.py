@@ -9,7 +9,7 @@ mutable state with the caller that built it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -96,6 +96,16 @@ def _to_tuple(value: Iterable[Any] | None) -> tuple[Any, ...]:
 
 def _to_dict(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value) if value is not None else {}
+
+
+def slot_setters(message_type: type) -> dict[str, Callable[[Any, Any], None]]:
+    """Each field's slot setter of a message class, by field name, in field order.
+
+    For korral's own converters (``korral.model.si_convert``, ``korral.server.convert``), which build
+    many messages from values already in their converted form (private copies of dicts, tuples, enum
+    members): setting the slots skips the frozen guard and the converters, which would copy each dict
+    a second time. Everyone else builds messages by keyword."""
+    return {field.name: getattr(message_type, field.name).__set__ for field in attrs.fields(message_type)}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -195,3 +195,24 @@ def test_si_allocation_built_through_its_slots_is_the_attrs_built_one() -> None:
             assert converted.allocation_tags is not allocation.tags
             with pytest.raises(attrs.exceptions.FrozenInstanceError):
                 converted.uuid = "other"  # type: ignore[misc]
+
+
+def test_every_si_message_built_through_its_slot_setters_is_the_keyword_built_one() -> None:
+    """``slot_setters`` (the converters' shared way in) names every field of each message, and what
+    the setters build is the message a keyword call builds, still frozen."""
+    from korral import si
+    from korral.si.messages import slot_setters
+
+    classes = [value for name in si.__all__ if attrs.has(value := getattr(si, name))]
+    assert si.Allocation in classes and si.AllocationAsk in classes
+    for message_type in classes:
+        expected = message_type()
+        setters = slot_setters(message_type)
+        assert list(setters) == [field.name for field in attrs.fields(message_type)]
+        built = object.__new__(message_type)
+        for name, set_slot in setters.items():
+            set_slot(built, getattr(expected, name))
+        assert built == expected
+        for name in setters:  # (a message without fields has nothing to guard)
+            with pytest.raises(attrs.exceptions.FrozenInstanceError):
+                built.__setattr__(name, None)
