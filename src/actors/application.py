@@ -301,13 +301,12 @@ class ApplicationActor(RetiringActor):
                 # scheduling cycle reports it before a later cycle preempts it
                 self.tell(
                     self.dispatcher,
-                    Deliver(method="update_allocation", argument=si.AllocationResponse(new=new)),
+                    Deliver(argument=si.AllocationResponse(new=new)),
                 )
                 new = []
             self.tell(
                 self.dispatcher,
                 Deliver(
-                    method="update_allocation",
                     argument=si.AllocationResponse(
                         new=new,
                         released=released,
@@ -348,7 +347,7 @@ class ApplicationActor(RetiringActor):
             ]
             self.tell(
                 self.dispatcher,
-                Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated)),
+                Deliver(argument=si.ApplicationResponse(updated=updated)),
             )
         if self.events:
             self._send_events(effects)
@@ -404,4 +403,4 @@ class ApplicationActor(RetiringActor):
             )
         if records:
             records = events.stamped(records, self.tracker.runtime.wall_clock_ns())
-            self.tell(self.dispatcher, Deliver(method="send_event", argument=records))
+            self.tell(self.dispatcher, Deliver(argument=records))

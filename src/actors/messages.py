@@ -7,7 +7,7 @@ arithmetic always builds new dicts for what it hands out).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar, dataclass_transform, get_args
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar, dataclass_transform
 
 import attrs
 
@@ -345,7 +345,8 @@ class GroupsUsageQuery(PartitionQuery[list[GroupUsageInfo]]):
 
 
 # The RM callback's methods that the core calls (``ResourceManagerCallback``) other than predicates,
-# which the scheduler calls itself and waits on; each with the one argument type it takes.
+# which the scheduler calls itself and waits on. Each takes one argument type, and that type is what
+# names the method a ``Deliver`` calls: no message carries a method's name.
 CallbackMethod = Literal[
     "update_allocation",
     "update_application",
@@ -360,14 +361,6 @@ CallbackArgument = (
     | list[si.EventRecord]
     | si.UpdateContainerSchedulingStateRequest
 )
-CALLBACK_METHODS: frozenset[str] = frozenset(get_args(CallbackMethod))
-CALLBACK_ARGUMENTS: dict[str, type] = {
-    "update_allocation": si.AllocationResponse,
-    "update_application": si.ApplicationResponse,
-    "update_node": si.NodeResponse,
-    "send_event": list,
-    "update_container_scheduling_state": si.UpdateContainerSchedulingStateRequest,
-}
 
 
 def _update_allocation(rm: ResourceManagerCallback, argument: CallbackArgument) -> None:
@@ -395,41 +388,52 @@ def _update_container_scheduling_state(rm: ResourceManagerCallback, argument: Ca
     rm.update_container_scheduling_state(argument)
 
 
-# method -> the typed call that hands its argument to the RM (no lookup of the method by its name)
-_CALLS: dict[str, Callable[[ResourceManagerCallback, CallbackArgument], None]] = {
-    "update_allocation": _update_allocation,
-    "update_application": _update_application,
-    "update_node": _update_node,
-    "send_event": _send_event,
-    "update_container_scheduling_state": _update_container_scheduling_state,
+# the argument's type -> the method that takes it, and the typed call that hands it to the RM
+_CALLS: dict[type, tuple[CallbackMethod, Callable[[ResourceManagerCallback, CallbackArgument], None]]] = {
+    si.AllocationResponse: ("update_allocation", _update_allocation),
+    si.ApplicationResponse: ("update_application", _update_application),
+    si.NodeResponse: ("update_node", _update_node),
+    list: ("send_event", _send_event),
+    si.UpdateContainerSchedulingStateRequest: (
+        "update_container_scheduling_state",
+        _update_container_scheduling_state,
+    ),
 }
+CALLBACK_METHODS: frozenset[CallbackMethod] = frozenset(method for method, _ in _CALLS.values())
 
 
-def _argument_fits(instance: Deliver, attribute: attrs.Attribute[CallbackArgument], value: object) -> None:
-    expected = CALLBACK_ARGUMENTS.get(instance.method)
-    if expected is not None and not isinstance(value, expected):
-        raise TypeError(
-            f"Deliver {instance.method} takes a {expected.__name__}, not a {type(value).__name__}"
-        )
+def _taken_by_a_callback(
+    instance: Deliver, attribute: attrs.Attribute[CallbackArgument], value: object
+) -> None:
+    if type(value) not in _CALLS:
+        takes = ", ".join(sorted(kind.__name__ for kind in _CALLS))
+        raise TypeError(f"no RM callback takes a {type(value).__name__} (they take: {takes})")
 
 
 @frozen
 class Deliver:
-    """-> dispatcher: call one RM callback method with its argument (``call``).
+    """-> dispatcher: hand ``argument`` to the RM callback's method that takes its type (``call``).
 
-    The method is one of ``CallbackMethod`` and the argument of the type that method takes, both
-    checked where the message is built (a misspelling or a wrong argument fails there, rather than
-    being dropped or failing unseen in the RM's thread)."""
+    The argument's type is checked where the message is built: one no callback takes fails there,
+    rather than being dropped or failing unseen in the RM's thread."""
 
-    method: CallbackMethod = attrs.field(validator=attrs.validators.in_(CALLBACK_METHODS))
-    argument: CallbackArgument = attrs.field(validator=_argument_fits)
+    argument: CallbackArgument = attrs.field(validator=_taken_by_a_callback)
     # (handle, message) told once the RM's method has returned (or failed, or was not called): work
     # that should not compete with this answer for the GIL (a partition's StartNodeActors)
     then: tuple[Handle, object] | None = None
 
+    @property
+    def method(self) -> CallbackMethod:
+        """The RM callback's method this calls (for logs, observers and an RM that lacks it)."""
+        return _CALLS[type(self.argument)][0]
+
     def call(self, rm: ResourceManagerCallback) -> None:
-        """Hand the argument to the RM's method (a typed call per method)."""
-        _CALLS[self.method](rm, self.argument)
+        """Hand the argument to the RM's method (a typed call per argument type)."""
+        _CALLS[type(self.argument)][1](rm, self.argument)
+
+    def __repr__(self) -> str:
+        # names the method, as the simulated runtime's traces (``Core.trace``) always have
+        return f"Deliver(method={self.method!r}, argument={self.argument!r}, then={self.then!r})"
 
 
 @attrs.frozen(slots=True)

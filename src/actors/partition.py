@@ -27,7 +27,6 @@ from korral.actors.messages import (
     AppBackoffs,
     ApplyConfig,
     CallbackArgument,
-    CallbackMethod,
     Deliver,
     NodeAdded,
     NodeReservations,
@@ -261,8 +260,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._describe_queue(path, {}, {}) for path in sorted(self.registry.queues) if path in self.queues
         )
 
-    def _deliver(self, method: CallbackMethod, argument: CallbackArgument) -> None:
-        self.dispatcher.tell(Deliver(method=method, argument=argument))
+    def _deliver(self, argument: CallbackArgument) -> None:
+        self.dispatcher.tell(Deliver(argument=argument))
 
     def _event(self, record: Callable[[], si.EventRecord]) -> None:
         if self.events:
@@ -270,13 +269,12 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def _send_events(self) -> None:
         if self._records:
-            self._deliver("send_event", events.stamped(self._records, self.tracker.runtime.wall_clock_ns()))
+            self._deliver(events.stamped(self._records, self.tracker.runtime.wall_clock_ns()))
             self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:
         if asks:
             self._deliver(
-                "update_allocation",
                 si.AllocationResponse(
                     rejected=[
                         si.RejectedAllocationAsk(allocation_key=key, application_id=app_id, reason=reason)
@@ -322,7 +320,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
         if accepted or rejected:
-            self._deliver("update_application", si.ApplicationResponse(accepted=accepted, rejected=rejected))
+            self._deliver(si.ApplicationResponse(accepted=accepted, rejected=rejected))
         self._send_events()
 
     def _start_application(self, app: Application) -> None:

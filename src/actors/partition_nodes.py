@@ -18,7 +18,6 @@ from korral.actors import gc_tuning
 from korral.actors.base import Handle
 from korral.actors.messages import (
     CallbackArgument,
-    CallbackMethod,
     Deliver,
     NodeAdded,
     NodeChanged,
@@ -83,7 +82,7 @@ class PartitionNodes:
 
     if TYPE_CHECKING:  # PartitionActor's
 
-        def _deliver(self, method: CallbackMethod, argument: CallbackArgument) -> None: ...
+        def _deliver(self, argument: CallbackArgument) -> None: ...
 
         def _event(self, record: Callable[[], si.EventRecord]) -> None: ...
 
@@ -134,7 +133,7 @@ class PartitionNodes:
                     self._warmup_queued = True
                     then = (self.handle, StartNodeActors())
                 response = si.NodeResponse(accepted=accepted, rejected=rejected)
-                if not self.dispatcher.tell(Deliver(method="update_node", argument=response, then=then)):
+                if not self.dispatcher.tell(Deliver(argument=response, then=then)):
                     self._warmup_queued = False  # no dispatcher (stopping): each starts on its first message
         finally:
             self._flush_nodes_added()

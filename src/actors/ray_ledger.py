@@ -82,7 +82,7 @@ def loss_notices(ledger: Ledger, partition: str, reason: str) -> list[Deliver]:
             )
             for allocation in ledger.allocations.values()
         ]
-        notices.append(Deliver(method="update_allocation", argument=si.AllocationResponse(released=released)))
+        notices.append(Deliver(argument=si.AllocationResponse(released=released)))
     if ledger.applications:
         updated = [
             si.UpdatedApplication(
@@ -93,10 +93,10 @@ def loss_notices(ledger: Ledger, partition: str, reason: str) -> list[Deliver]:
             )
             for app_id in sorted(ledger.applications)
         ]
-        notices.append(Deliver(method="update_application", argument=si.ApplicationResponse(updated=updated)))
+        notices.append(Deliver(argument=si.ApplicationResponse(updated=updated)))
     if ledger.nodes:
         rejected = [si.RejectedNode(node_id=node_id, reason=reason) for node_id in sorted(ledger.nodes)]
-        notices.append(Deliver(method="update_node", argument=si.NodeResponse(rejected=rejected)))
+        notices.append(Deliver(argument=si.NodeResponse(rejected=rejected)))
     return notices
 
 
@@ -104,17 +104,13 @@ def refusal(message: Any, reason: str) -> Deliver | None:
     """A request for a lost partition, each of its items rejected with the reason (None: nothing to say)."""
     if isinstance(message, RouteNodeRequest):
         nodes = [si.RejectedNode(node_id=node.node_id, reason=reason) for node in message.request.nodes]
-        return Deliver(method="update_node", argument=si.NodeResponse(rejected=nodes)) if nodes else None
+        return Deliver(argument=si.NodeResponse(rejected=nodes)) if nodes else None
     if isinstance(message, RouteApplicationRequest):
         apps = [
             si.RejectedApplication(application_id=add.application_id, reason=reason)
             for add in message.request.new
         ]
-        return (
-            Deliver(method="update_application", argument=si.ApplicationResponse(rejected=apps))
-            if apps
-            else None
-        )
+        return Deliver(argument=si.ApplicationResponse(rejected=apps)) if apps else None
     if isinstance(message, RouteAllocationRequest):
         asks = [
             si.RejectedAllocationAsk(
@@ -122,9 +118,5 @@ def refusal(message: Any, reason: str) -> Deliver | None:
             )
             for ask in message.request.asks
         ]
-        return (
-            Deliver(method="update_allocation", argument=si.AllocationResponse(rejected=asks))
-            if asks
-            else None
-        )
+        return Deliver(argument=si.AllocationResponse(rejected=asks)) if asks else None
     return None

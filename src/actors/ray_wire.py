@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from korral import si
-from korral.actors.messages import CallbackMethod, Deliver, RouteAllocationRequest
+from korral.actors.messages import Deliver, RouteAllocationRequest
 
 
 class Records:
@@ -68,7 +68,6 @@ class NewAsRecords:
     """An ``update_allocation`` callback on the wire: the response without its new allocations, and
     their records."""
 
-    method: CallbackMethod
     response: si.AllocationResponse
     new: list[tuple[Any, ...]]
 
@@ -114,7 +113,6 @@ def encode_callbacks(items: list[tuple[int, Any]]) -> bytes:
         if type(item) is Deliver and type(item.argument) is si.AllocationResponse and item.argument.new:
             response = item.argument
             item = NewAsRecords(
-                method=item.method,
                 response=attrs.evolve(response, new=()),
                 new=ALLOCATIONS.encode(response.new),
             )
@@ -127,6 +125,6 @@ def decode_callbacks(payload: bytes) -> list[tuple[int, Any]]:
     for seq, wired in pickle.loads(payload):
         if type(wired) is NewAsRecords:
             response = attrs.evolve(wired.response, new=ALLOCATIONS.decode(wired.new))
-            wired = Deliver(method=wired.method, argument=response)
+            wired = Deliver(argument=response)
         items.append((seq, wired))
     return items

@@ -348,23 +348,13 @@ class RMProxyActor(ThreadedActor):
 
     def _reject_bad_items(self, rm: RegisteredRM, checked: Checked) -> None:
         if checked.node_rejections:
-            rm.dispatcher.tell(
-                Deliver(method="update_node", argument=si.NodeResponse(rejected=checked.node_rejections))
-            )
+            rm.dispatcher.tell(Deliver(argument=si.NodeResponse(rejected=checked.node_rejections)))
         if checked.application_rejections:
             rm.dispatcher.tell(
-                Deliver(
-                    method="update_application",
-                    argument=si.ApplicationResponse(rejected=checked.application_rejections),
-                )
+                Deliver(argument=si.ApplicationResponse(rejected=checked.application_rejections))
             )
         if checked.ask_rejections:
-            rm.dispatcher.tell(
-                Deliver(
-                    method="update_allocation",
-                    argument=si.AllocationResponse(rejected=checked.ask_rejections),
-                )
-            )
+            rm.dispatcher.tell(Deliver(argument=si.AllocationResponse(rejected=checked.ask_rejections)))
 
     def _partition(self, rm: RegisteredRM, name: str) -> tuple[str, Handle | None]:
         normalized = normalize_partition_name(name, rm.rm_id)
@@ -382,7 +372,7 @@ class RMProxyActor(ThreadedActor):
         for name, nodes in groups.items():
             rm.partitions[name].tell(RouteNodeRequest(request=si.NodeRequest(nodes=nodes, rm_id=rm.rm_id)))
         if rejected:
-            rm.dispatcher.tell(Deliver(method="update_node", argument=si.NodeResponse(rejected=rejected)))
+            rm.dispatcher.tell(Deliver(argument=si.NodeResponse(rejected=rejected)))
 
     def _route_applications(self, rm: RegisteredRM, request: si.ApplicationRequest) -> None:
         new: dict[str, list[si.AddApplicationRequest]] = defaultdict(list)
@@ -411,9 +401,7 @@ class RMProxyActor(ThreadedActor):
                 )
             )
         if rejected:
-            rm.dispatcher.tell(
-                Deliver(method="update_application", argument=si.ApplicationResponse(rejected=rejected))
-            )
+            rm.dispatcher.tell(Deliver(argument=si.ApplicationResponse(rejected=rejected)))
 
     def _route_allocations(self, rm: RegisteredRM, request: si.AllocationRequest) -> None:
         asks: dict[str, list[si.AllocationAsk]] = defaultdict(list)
@@ -457,9 +445,7 @@ class RMProxyActor(ThreadedActor):
             )
             rm.partitions[name].tell(RouteAllocationRequest(request=routed))
         if rejected:
-            rm.dispatcher.tell(
-                Deliver(method="update_allocation", argument=si.AllocationResponse(rejected=rejected))
-            )
+            rm.dispatcher.tell(Deliver(argument=si.AllocationResponse(rejected=rejected)))
 
     # ---- lookups and shutdown ----------------------------------------------------------------------
 

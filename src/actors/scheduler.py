@@ -414,7 +414,6 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             for outstanding in list(self.view.unschedulable.values()):
                 self.dispatcher.tell(
                     Deliver(
-                        method="update_container_scheduling_state",
                         argument=si.UpdateContainerSchedulingStateRequest(
                             application_id=outstanding.application_id,
                             allocation_key=outstanding.allocation_key,
@@ -568,11 +567,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             for event in quota
         ]
         records += [events.app_runnable(c.application_id, c.runnable, c.by) for c in runnable]
-        self.dispatcher.tell(
-            Deliver(
-                method="send_event", argument=events.stamped(records, self.tracker.runtime.wall_clock_ns())
-            )
-        )
+        self.dispatcher.tell(Deliver(argument=events.stamped(records, self.tracker.runtime.wall_clock_ns())))
 
     def on_Snapshot(self, message: Snapshot) -> Any:
         return {

@@ -74,7 +74,7 @@ class SchedulerPublishing:
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
             if records and not self.callback_closed.is_set():
                 stamped = events.stamped(records, self.tracker.runtime.wall_clock_ns())
-                self.dispatcher.tell(Deliver(method="send_event", argument=stamped))
+                self.dispatcher.tell(Deliver(argument=stamped))
 
     def _reservation_records(
         self, node_id: str, before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...]

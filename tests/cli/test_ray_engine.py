@@ -277,18 +277,11 @@ def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
     allocations = [
         si.Allocation(allocation_key=f"k{i}", application_id="app", uuid=f"u{i}") for i in range(3)
     ]
-    ledger.delivered(Deliver(method="update_allocation", argument=si.AllocationResponse(new=allocations)))
-    ledger.delivered(
-        Deliver(
-            method="update_allocation",
-            argument=si.AllocationResponse(released=[si.AllocationRelease(uuid="u0")]),
-        )
-    )
+    ledger.delivered(Deliver(argument=si.AllocationResponse(new=allocations)))
+    ledger.delivered(Deliver(argument=si.AllocationResponse(released=[si.AllocationRelease(uuid="u0")])))
     ledger.routed(RouteAllocationRequest(request=t.release("rm", "app", uuid="u1")))
     assert set(ledger.allocations) == {"u2"}
-    ledger.delivered(
-        Deliver(method="update_node", argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n1")]))
-    )
+    ledger.delivered(Deliver(argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n1")])))
     ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n2", si.NodeAction.DECOMISSION)))
     assert ledger.nodes == {"n1"}
     ledger.routed(RouteNodeRequest(request=t.node_action("rm", "n1", si.NodeAction.DECOMISSION)))
@@ -296,9 +289,9 @@ def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
     accepted = si.ApplicationResponse(
         accepted=[si.AcceptedApplication(application_id=a) for a in ("a1", "a2", "a3")]
     )
-    ledger.delivered(Deliver(method="update_application", argument=accepted))
+    ledger.delivered(Deliver(argument=accepted))
     done = si.ApplicationResponse(updated=[si.UpdatedApplication(application_id="a1", state="Completed")])
-    ledger.delivered(Deliver(method="update_application", argument=done))
+    ledger.delivered(Deliver(argument=done))
     ledger.routed(RouteApplicationRequest(request=t.remove_applications("rm", ["a2"])))
     assert ledger.applications == {"a3"}
 
@@ -360,8 +353,8 @@ def test_the_wire_carries_asks_and_allocations_as_records_and_rebuilds_them_equa
         rejected=[si.RejectedAllocationAsk(allocation_key="k9", reason="no")],
     )
     callbacks = [
-        (1, Deliver(method="update_allocation", argument=response)),
-        (2, Deliver(method="update_allocation", argument=si.AllocationResponse(rejected=response.rejected))),
-        (3, Deliver(method="update_node", argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n")]))),
+        (1, Deliver(argument=response)),
+        (2, Deliver(argument=si.AllocationResponse(rejected=response.rejected))),
+        (3, Deliver(argument=si.NodeResponse(accepted=[si.AcceptedNode(node_id="n")]))),
     ]
     assert decode_callbacks(encode_callbacks(callbacks)) == callbacks
