@@ -68,6 +68,7 @@ def _wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
             future.cancel()
 
 
+# the default deadline of the unary calls (registration, configuration updates): RemoteCore's call_timeout
 CALL_TIMEOUT = 60.0
 _STOP = object()
 _RESYNC = object()
@@ -289,6 +290,7 @@ class RemoteCore:
         address: str,
         *,
         connect_timeout: float = CONNECT_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
         root_cert: str | Path | None = None,
         client_cert: str | Path | None = None,
         client_key: str | Path | None = None,
@@ -299,8 +301,13 @@ class RemoteCore:
         """TLS when root_cert, client_cert or tls=True is given (root_cert: the CA of the server's
         certificate, None: the system's roots; client_cert/client_key: mutual TLS; server_name: the name
         to check the server's certificate against, default the address's host). token: the secret sent
-        with every call (a str for all RMs, or rmID -> secret)."""
+        with every call (a str for all RMs, or rmID -> secret). call_timeout: seconds a registration or a
+        configuration update may take before it fails with DEADLINE_EXCEEDED (a config of tens of
+        thousands of queues on a busy core may need more than the default)."""
+        if not call_timeout > 0:
+            raise ValueError(f"call_timeout must be a positive number of seconds, got {call_timeout!r}")
         self.address = address
+        self._call_timeout = call_timeout
         # a connection of its own (grpc shares one between equal channels by default): korral binds
         # an RM's session to the connection it registered on
         options: list[tuple[str, Any]] = [
@@ -346,7 +353,7 @@ class RemoteCore:
             previous.close()
         metadata = self._metadata(request.rm_id) if type(request.rm_id) is str else ()
         try:
-            self._register(to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT, metadata=metadata)
+            self._register(to_pb(request).SerializeToString(), timeout=self._call_timeout, metadata=metadata)
         except grpc.RpcError as error:
             raise _error(error) from None
         rm = _RemoteRM(self._channel, request.rm_id, callback or ResourceManagerCallback(), metadata)
@@ -375,7 +382,7 @@ class RemoteCore:
         metadata = self._metadata(rm_id) if type(rm_id) is str else ()
         try:
             self._update_configuration(
-                to_pb(request).SerializeToString(), timeout=CALL_TIMEOUT, metadata=metadata
+                to_pb(request).SerializeToString(), timeout=self._call_timeout, metadata=metadata
             )
         except grpc.RpcError as error:
             failure = _error(error)
@@ -426,6 +433,7 @@ def connect(
     address: str,
     *,
     connect_timeout: float = CONNECT_TIMEOUT,
+    call_timeout: float = CALL_TIMEOUT,
     root_cert: str | Path | None = None,
     client_cert: str | Path | None = None,
     client_key: str | Path | None = None,
@@ -433,11 +441,12 @@ def connect(
     token: str | Mapping[str, str] | None = None,
     tls: bool | None = None,
 ) -> RemoteCore:
-    """A RemoteCore for the korral serving gRPC at address ("HOST:PORT"); the security options are
-    RemoteCore's."""
+    """A RemoteCore for the korral serving gRPC at address ("HOST:PORT"); the timeouts and the security
+    options are RemoteCore's."""
     return RemoteCore(
         address,
         connect_timeout=connect_timeout,
+        call_timeout=call_timeout,
         root_cert=root_cert,
         client_cert=client_cert,
         client_key=client_key,

@@ -131,11 +131,14 @@ def test_serve_with_such_a_config_exits_1_with_one_line(tmp_path: Path, name: st
     _one_clean_line(result, expected)
 
 
+@pytest.mark.timeout(900)
 def test_rm_b_is_served_over_grpc_while_rm_a_registers_20000_queues_over_grpc(served) -> None:
     _, address, _ = served
     text = many_queues(20_000)
     rm_b = t.RecordingRM("b")
-    with korral.connect(address) as remote_a, korral.connect(address) as remote_b:
+    # A's registration may take minutes on a slow, loaded machine: what is checked is that B is served
+    # meanwhile, not how fast A's 20,000 queues are built
+    with korral.connect(address, call_timeout=600) as remote_a, korral.connect(address) as remote_b:
         remote_b.register_resource_manager(t.register("b", ROOT_ONLY), rm_b)
         busy = threading.Event()
         busy.set()
@@ -159,6 +162,6 @@ def test_rm_b_is_served_over_grpc_while_rm_a_registers_20000_queues_over_grpc(se
             remote_b.update_node(si.NodeRequest(rm_id="b", nodes=t.nodes("b", [node_id], NODE).nodes))
             assert rm_b.wait_for(lambda r, n=node_id: n in r.accepted_nodes, timeout=120)
             during.append(busy.is_set())
-        thread.join(300)
+        thread.join(660)
         assert not failures, failures
         assert during.count(True) >= 1, during

@@ -560,3 +560,18 @@ def test_stopping_the_core_stops_its_grpc_server() -> None:
         korral.connect(address, connect_timeout=0.5)
     with pytest.raises(korral.SchedulerError, match="stopped"):
         core.serve_grpc("127.0.0.1:0")
+
+
+def test_a_registration_slower_than_call_timeout_fails_with_deadline_exceeded(served) -> None:
+    _, address = served
+    hurried = korral.connect(address, call_timeout=1e-6)
+    with hurried, pytest.raises(korral.SchedulerError, match="DEADLINE_EXCEEDED"):
+        hurried.register_resource_manager(t.register("rm", TWO_LEAVES), t.RecordingRM("rm"))
+    with korral.connect(address, call_timeout=120) as patient:  # the same call, given the time
+        rm = t.RecordingRM("rm")
+        patient.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        patient.update_node(t.nodes("rm", ["n1"], NODE))
+        assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+    for wrong in (0, -1.0):
+        with pytest.raises(ValueError, match="call_timeout must be a positive number"):
+            korral.connect(address, call_timeout=wrong)
