@@ -239,6 +239,7 @@ CLUSTER_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")  # a second Ray cluster: never beside the session's, on the other worker
+@pytest.mark.timeout(360)  # its subprocess may take its own 300 s on a slow, loaded machine
 def test_partitions_are_placed_on_every_node_of_a_cluster():
     pytest.importorskip("ray", reason='engine="ray" tests need Ray: pip install "korral[ray]"')
     # its own process: a second Ray cluster cannot share this one's driver connection

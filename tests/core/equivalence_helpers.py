@@ -38,6 +38,9 @@ from korral.model import resource as res
 
 RM = "rm"
 PARTITION = "[rm]default"
+# a step takes well under a second; a slow machine beside CPU hogs and a starting Ray cluster once
+# starved one past wait_until_idle's default 10 s
+IDLE_TIMEOUT = 60.0
 # each life of a partition numbers its allocation uuids after a random token of its own
 UUID_TOKEN = re.compile(r"-[0-9a-f]{8}-")
 SETTINGS = {
@@ -203,7 +206,7 @@ class Pair:
             response = self.ref.update_allocation(request)
             self.ref_released.extend(response.released)
             self.ref_rejected.extend(response.rejected)
-        self.core.wait_until_idle()
+        self.core.wait_until_idle(IDLE_TIMEOUT)
         if schedule:
             self.ref.schedule()
             # placeholders a real ask replaces are released to the RM by the scheduling itself
@@ -377,6 +380,6 @@ def advance_both(pair: Pair, clock: FakeClock, seconds: float) -> None:
     """Move the shared clock on; the actors decide on their next tick, the reference on schedule()."""
     clock.now += seconds
     pair.core.poke_timers()  # tells every timer now due before it returns
-    pair.core.wait_until_idle()
+    pair.core.wait_until_idle(IDLE_TIMEOUT)
     pair.ref.schedule()
     pair.ref_released.extend(pair.ref.take_released().released)
