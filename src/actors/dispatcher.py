@@ -51,19 +51,20 @@ class CallbackDispatcher(ThreadedActor):
     def _deliver(self, message: Deliver) -> None:
         if self.closed.is_set():
             return
+        method = message.method  # derived from the argument's type: looked up once
         if self.observer is not None:
             try:
-                self.observer(message.method, message.argument)
+                self.observer(method, message.argument)
             except Exception:
-                log.exception("%s: observing %s failed", self.name, message.method)
-        if message.method in self.missing:
-            if message.method not in self.said_missing:
-                self.said_missing.add(message.method)
-                log.warning("%s: the RM callback has no %s: not delivered", self.name, message.method)
+                log.exception("%s: observing %s failed", self.name, method)
+        if method in self.missing:
+            if method not in self.said_missing:
+                self.said_missing.add(method)
+                log.warning("%s: the RM callback has no %s: not delivered", self.name, method)
             return
         try:
             message.call(self.callback)
         except Exception:
             # The RM's own failure: logged and contained, scheduling goes on.
             self.failures += 1
-            log.exception("%s: callback %s raised", self.name, message.method)
+            log.exception("%s: callback %s raised", self.name, method)
