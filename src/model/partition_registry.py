@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from time import perf_counter
 from typing import Any
 
 import attrs
@@ -158,17 +157,7 @@ class PartitionRegistry:
         if self.limits_dirty:
             self.limits_dirty = False
             self.resources_changed()  # limits may have grown: quota-blocked asks get another look
-            self.root.refresh_limits(self.capacity)
-            latencies = self.latencies
-            for queue in self.queues.values():
-                if latencies is None:
-                    queue.rebuild_order()
-                    continue
-                started = perf_counter()
-                queue.rebuild_order()
-                latencies.append(("sort_app" if queue.is_leaf else "sort_queue", perf_counter() - started))
-            for queue in sorted(self.queues.values(), key=lambda q: -q.path.count(".")):
-                queue.refresh_up()
+            self.root.refresh_limits(self.capacity, self.latencies)
 
     # ---- nodes -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Iterator
+from time import perf_counter
 from typing import Any, cast
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig
@@ -297,19 +298,49 @@ class Queue:
             self.properties.get(UNSCHED_ASKS_BACKOFF_DELAY), DEFAULT_BACKOFF_DELAY
         )
 
-    def refresh_limits(self, cluster_capacity: Resource | None = None) -> None:
-        """Recompute effective max here and below (on config change or cluster capacity change)."""
+    def refresh_limits(
+        self, cluster_capacity: Resource | None = None, latencies: list[tuple[str, float]] | None = None
+    ) -> None:
+        """Recompute effective max here and below (on config change or cluster capacity change), then
+        re-key every order here and below, each queue before its parent: a parent keys a child by the
+        priority the child's own order gives it. Once per queue: a cluster's node churn calls this
+        for every queue of the partition. ``latencies`` gets the time of each order that held anything."""
+        subtree = self._refresh_limits_down(cluster_capacity)
+        for queue in reversed(subtree):  # a pre-order reversed: every queue after all its descendants
+            if (
+                not queue.order
+                and queue.priority == MIN_PRIORITY
+                and not (queue.applications if queue.is_leaf else queue.pending)
+            ):
+                continue  # nothing to order: a parent orders children with pending, a leaf its apps
+            if latencies is None:
+                queue.rebuild_order()
+                continue
+            started = perf_counter()
+            queue.rebuild_order()
+            if queue.order:
+                latencies.append(("sort_app" if queue.is_leaf else "sort_queue", perf_counter() - started))
+
+    def _refresh_limits_down(self, cluster_capacity: Resource | None) -> list[Queue]:
+        """Effective max, share base and limited path here and below, parents first; the queues in
+        that order."""
         if self.parent is None:
             self.max = res.prune(cluster_capacity) if cluster_capacity else None
-            self.effective_max = dict(self.max) if self.max else None
-        else:
-            self.effective_max = res.min_of_limits(self.max, self.parent.effective_max)
-        self._refresh_share_base()
-        above = self.parent.limited_path if self.parent is not None else ()
-        self.limited_path = (self, *above) if self.max is not None else above
-        for child in self.children.values():
-            child.refresh_limits()
-        self.rebuild_order()
+        visited: list[Queue] = []
+        pending = [self]
+        while pending:
+            queue = pending.pop()
+            visited.append(queue)
+            parent = queue.parent
+            if parent is None:
+                queue.effective_max = dict(queue.max) if queue.max else None
+            else:
+                queue.effective_max = res.min_of_limits(queue.max, parent.effective_max)
+            queue._refresh_share_base()
+            above = parent.limited_path if parent is not None else ()
+            queue.limited_path = (queue, *above) if queue.max is not None else above
+            pending.extend(queue.children.values())
+        return visited
 
     def _refresh_share_base(self) -> None:
         self.share_base = {**(self.effective_max or {}), **(self.guaranteed or {})}
