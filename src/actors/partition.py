@@ -40,6 +40,7 @@ from korral.actors.messages import (
     Retire,
     RouteAllocationRequest,
     RouteApplicationRequest,
+    RouteNodeRequest,
     StopPartition,
     Tick,
 )
@@ -62,6 +63,7 @@ from korral.model.application import Application
 from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
+from korral.model.queue import ROOT
 
 
 @attrs.frozen(slots=True)
@@ -96,6 +98,7 @@ TREE_UNCHANGED: frozenset[type] = frozenset(
         AppBackoffs,
         RecoveredGone,
         RouteAllocationRequest,
+        RouteNodeRequest,  # nodes change the root's max only (``_publish_root_max``)
         StartNodeActors,
     }
 )
@@ -227,20 +230,33 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         return created
 
     def _publish_queue_limits(self) -> None:
-        """Guaranteed and max of every queue as metrics: they change only with the structure."""
+        """Guaranteed, max and running applications' max of every queue as metrics, as YuniKorn
+        publishes them: each queue's own configured max, not the one it inherits (the root's is the
+        partition's capacity). They change with the structure; the root's max with the nodes too."""
         if self.metrics is None:
             return
-        self.registry.refresh_limits()
         for path, queue in self.registry.queues.items():
             self.metrics.queue_resources(self.name, path, "guaranteed", res.prune(queue.guaranteed or {}))
-            self.metrics.queue_resources(self.name, path, "max", dict(queue.effective_max or {}))
+            if queue.parent is not None:
+                self.metrics.queue_resources(self.name, path, "max", dict(queue.max or {}))
             running = {"apps": queue.max_applications} if queue.max_applications else {}
             self.metrics.queue_resources(self.name, path, "maxRunningApps", running)
+        self._publish_root_max()
+
+    def _publish_root_max(self) -> None:
+        """The root's max, the partition's capacity, on the board and as a metric: the one limit a node
+        changes, published without a pass over the queues however many the partition has."""
+        capacity = self.registry.capacity
+        self.queue_board.capacity = dict(capacity)
+        if self.metrics is not None:
+            self.metrics.queue_resources(self.name, ROOT, "max", res.prune(capacity))
 
     def on_receive(self, message: Any) -> Any:
         try:
             return super().on_receive(message)
         finally:
+            if self.queue_board.capacity != self.registry.capacity:
+                self._publish_root_max()
             # whatever may have changed the queue tree is published once its burst has been handled
             if not self._tree_publish_queued and any(
                 kind not in TREE_UNCHANGED and not issubclass(kind, PartitionQuery)
@@ -254,10 +270,12 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self._publish_queue_tree()
 
     def _publish_queue_tree(self) -> None:
-        """Every queue's structure on the board (usage left empty: each queue publishes its own)."""
-        self.registry.refresh_limits()
+        """Every queue's structure on the board, parents first (usage left empty: each queue publishes
+        its own; max its own configured one: the board applies the root's, the capacity, when read)."""
         self.queue_board.structure = tuple(
-            self._describe_queue(path, {}, {}) for path in sorted(self.registry.queues) if path in self.queues
+            self._describe_queue(path, {}, {}, own_max=True)
+            for path in sorted(self.registry.queues)
+            if path in self.queues
         )
 
     def _deliver(self, argument: CallbackArgument) -> None:

@@ -92,8 +92,6 @@ class PartitionNodes:
 
         def _bury(self, handle: Handle | None) -> None: ...
 
-        def _publish_queue_limits(self) -> None: ...
-
     def _node_metric(self, previous: str | None, state: str | None) -> None:
         if self.metrics is None:
             return
@@ -140,8 +138,6 @@ class PartitionNodes:
             deltas, self._node_metric_deltas = self._node_metric_deltas, None
             if self.metrics is not None and deltas:
                 self.metrics.node_states(deltas)
-        if message.request.nodes:
-            self._publish_queue_limits()  # the root's max is the partition's capacity
         self._send_events()
 
     def on_StartNodeActors(self, message: StartNodeActors) -> None:

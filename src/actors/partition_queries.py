@@ -193,15 +193,19 @@ class PartitionQueries:
             allocating_accepted=board.allocating_applications(board.structure).get(path, []),
         )
 
-    def _describe_queue(self, path: str, allocated: dict[str, int], pending: dict[str, int]) -> QueueInfo:
+    def _describe_queue(
+        self, path: str, allocated: dict[str, int], pending: dict[str, int], *, own_max: bool = False
+    ) -> QueueInfo:
+        """The queue's record; its max as it applies, or (``own_max``) only its own configured one."""
         queue = self.registry.queues[path]
+        maximum = (queue.max if queue.parent is not None else None) if own_max else queue.effective_max
         return QueueInfo(
             path=queue.path,
             is_leaf=queue.is_leaf,
             is_managed=queue.is_managed,
             state=queue.state.value,
             guaranteed=res.prune(queue.guaranteed or {}),
-            max=dict(queue.effective_max or {}),
+            max=dict(maximum or {}),
             allocated=allocated,
             pending=pending,
             max_applications=queue.max_applications,

@@ -5,8 +5,11 @@ waits behind the scheduling traffic in an actor's mailbox or for a thread hand-o
 each only ever replacing whole values (never changing one in place), so a reader sees every entry
 either before or after a change:
 
-- the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty)
-  once per burst of messages that may have changed it (``PartitionActor``, ``PublishQueueTree``);
+- the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty
+  and its own configured max) once per burst of messages that may have changed it (``PartitionActor``,
+  ``PublishQueueTree``), and the partition's capacity (the root's max) whenever a node changed it. A
+  queue's max as it applies is the smallest along its path, computed when read: the root's changes
+  with every node, and a stored one per queue would cost every node change a pass over every queue;
 - the scheduler publishes each queue's ``(allocated, pending)`` (its view is that usage's one owner)
   once per batch of cycles, an entry replaced only where the usage changed;
 - each application actor publishes its own state and whether it is Accepted while holding
@@ -31,6 +34,7 @@ import threading
 import attrs
 
 from korral.info import QueueInfo
+from korral.model import resource as res
 from korral.model.resource import Resource
 
 _NO_USAGE: tuple[Resource, Resource] = ({}, {})
@@ -45,6 +49,7 @@ class QueueBoard:
         "_app_lock",
         "allocating_accepted",
         "app_states",
+        "capacity",
         "preempting",
         "priorities",
         "structure",
@@ -52,8 +57,11 @@ class QueueBoard:
     )
 
     def __init__(self) -> None:
-        # every queue, parents before children, without usage: replaced whole by the partition actor
+        # every queue, parents before children, without usage and with its own configured max (the
+        # root's empty): replaced whole by the partition actor
         self.structure: tuple[QueueInfo, ...] = ()
+        # the partition's capacity, the root's max: replaced whole by the partition actor
+        self.capacity: Resource = {}
         # queue path -> (allocated, pending): each entry replaced whole by the scheduler (absent: none)
         self.usage: dict[str, tuple[Resource, Resource]] = {}
         # application id -> (state, id of the actor that owns the entry), while the application lives
@@ -105,11 +113,14 @@ class QueueBoard:
         usage = self.usage
         priorities = self.priorities
         preempting = self.preempting
-        running = self.running_applications(self.structure)
-        allocating = self.allocating_applications(self.structure)
+        structure = self.structure
+        running = self.running_applications(structure)
+        allocating = self.allocating_applications(structure)
+        maxima = effective_maxima(structure, self.capacity)
         return [
             attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
                 info,
+                max=maxima[info.path],
                 allocated=dict(allocated),
                 pending=dict(pending),
                 running_applications=running[info.path],
@@ -117,7 +128,7 @@ class QueueBoard:
                 preempting=dict(preempting.get(info.path, _NO_RESOURCE)),
                 allocating_accepted=allocating.get(info.path, []),
             )
-            for info in self.structure
+            for info in structure
             for allocated, pending in (usage.get(info.path, _NO_USAGE),)
         ]
 
@@ -145,3 +156,15 @@ class QueueBoard:
             own = sum(1 for app_id in info.applications if states.get(app_id, _NO_STATE)[0] == RUNNING)
             running[info.path] = own + sum(running.get(child, 0) for child in info.children)
         return running
+
+
+def effective_maxima(structure: tuple[QueueInfo, ...], capacity: Resource) -> dict[str, dict[str, int]]:
+    """Per queue path of ``structure`` (parents before children, each with its own configured max):
+    the max that applies to it, each resource's smallest along its path from the root, whose max is
+    ``capacity`` (YuniKorn's GetMaxResource)."""
+    root_max = res.prune(capacity) or None
+    found: dict[str, Resource | None] = {}
+    for info in structure:
+        parent, _, _ = info.path.rpartition(".")
+        found[info.path] = res.min_of_limits(info.max or None, found.get(parent)) if parent else root_max
+    return {path: dict(maximum or {}) for path, maximum in found.items()}
