@@ -105,6 +105,9 @@ class QueueInfo:
     preempting: dict[str, int] = attrs.field(factory=dict)
     # YuniKorn's allocatingAcceptedApps: Accepted applications in it and below holding allocations
     allocating_accepted: list[str] = attrs.field(factory=list)
+    # YuniKorn's maxResource: the queue's own configured max (the root's: the cluster capacity), empty
+    # when it has none; ``max`` is the limit that applies, the smallest along the path
+    own_max: dict[str, int] = attrs.field(factory=dict)
 
 
 @frozen

@@ -271,9 +271,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def _publish_queue_tree(self) -> None:
         """Every queue's structure on the board, parents first (usage left empty: each queue publishes
-        its own; max its own configured one: the board applies the root's, the capacity, when read)."""
+        its own; the maxima a node changes left to the board, which applies the capacity when read)."""
         self.queue_board.structure = tuple(
-            self._describe_queue(path, {}, {}, own_max=True)
+            self._describe_queue(path, {}, {}, for_board=True)
             for path in sorted(self.registry.queues)
             if path in self.queues
         )

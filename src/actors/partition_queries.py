@@ -194,18 +194,24 @@ class PartitionQueries:
         )
 
     def _describe_queue(
-        self, path: str, allocated: dict[str, int], pending: dict[str, int], *, own_max: bool = False
+        self, path: str, allocated: dict[str, int], pending: dict[str, int], *, for_board: bool = False
     ) -> QueueInfo:
-        """The queue's record; its max as it applies, or (``own_max``) only its own configured one."""
+        """The queue's record (limits refreshed); ``for_board``: without the maxima a node changes (the
+        root's own and every applying one), which the queue board derives from the capacity when read."""
         queue = self.registry.queues[path]
-        maximum = (queue.max if queue.parent is not None else None) if own_max else queue.effective_max
+        if queue.parent is None:
+            own = {} if for_board else res.prune(self.registry.capacity)
+        else:
+            own = dict(queue.max or {})
+        maximum = {} if for_board else dict(queue.effective_max or {})
         return QueueInfo(
             path=queue.path,
             is_leaf=queue.is_leaf,
             is_managed=queue.is_managed,
             state=queue.state.value,
             guaranteed=res.prune(queue.guaranteed or {}),
-            max=dict(maximum or {}),
+            max=maximum,
+            own_max=own,
             allocated=allocated,
             pending=pending,
             max_applications=queue.max_applications,

@@ -5,8 +5,8 @@ waits behind the scheduling traffic in an actor's mailbox or for a thread hand-o
 each only ever replacing whole values (never changing one in place), so a reader sees every entry
 either before or after a change:
 
-- the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage left empty
-  and its own configured max) once per burst of messages that may have changed it (``PartitionActor``,
+- the partition actor publishes the structure (every queue's ``QueueInfo`` with its usage and the
+  maxima a node changes left empty) once per burst of messages that may have changed it (``PartitionActor``,
   ``PublishQueueTree``), and the partition's capacity (the root's max) whenever a node changed it. A
   queue's max as it applies is the smallest along its path, computed when read: the root's changes
   with every node, and a stored one per queue would cost every node change a pass over every queue;
@@ -57,8 +57,8 @@ class QueueBoard:
     )
 
     def __init__(self) -> None:
-        # every queue, parents before children, without usage and with its own configured max (the
-        # root's empty): replaced whole by the partition actor
+        # every queue, parents before children, without usage, ``max`` or the root's ``own_max``:
+        # replaced whole by the partition actor
         self.structure: tuple[QueueInfo, ...] = ()
         # the partition's capacity, the root's max: replaced whole by the partition actor
         self.capacity: Resource = {}
@@ -116,11 +116,13 @@ class QueueBoard:
         structure = self.structure
         running = self.running_applications(structure)
         allocating = self.allocating_applications(structure)
-        maxima = effective_maxima(structure, self.capacity)
+        capacity = res.prune(self.capacity)
+        maxima = effective_maxima(structure, capacity)
         return [
             attrs.evolve(  # type: ignore[misc]  # QueueInfo is attrs (``frozen`` hides it from mypy)
                 info,
                 max=maxima[info.path],
+                own_max=info.own_max if "." in info.path else dict(capacity),
                 allocated=dict(allocated),
                 pending=dict(pending),
                 running_applications=running[info.path],
@@ -159,12 +161,12 @@ class QueueBoard:
 
 
 def effective_maxima(structure: tuple[QueueInfo, ...], capacity: Resource) -> dict[str, dict[str, int]]:
-    """Per queue path of ``structure`` (parents before children, each with its own configured max):
-    the max that applies to it, each resource's smallest along its path from the root, whose max is
-    ``capacity`` (YuniKorn's GetMaxResource)."""
+    """Per queue path of ``structure`` (parents before children): the max that applies to it, each
+    resource's smallest along its path from the root, whose max is ``capacity`` (YuniKorn's
+    GetMaxResource)."""
     root_max = res.prune(capacity) or None
     found: dict[str, Resource | None] = {}
     for info in structure:
         parent, _, _ = info.path.rpartition(".")
-        found[info.path] = res.min_of_limits(info.max or None, found.get(parent)) if parent else root_max
+        found[info.path] = res.min_of_limits(info.own_max or None, found.get(parent)) if parent else root_max
     return {path: dict(maximum or {}) for path, maximum in found.items()}

@@ -34,9 +34,24 @@ def error(status: int, message: str) -> JSON:
     return {"status_code": status, "message": message, "description": message}
 
 
+_MAX_INT32 = (1 << 31) - 1
+
+
 def utilization(capacity: Mapping[str, int], used: Mapping[str, int]) -> dict[str, int]:
-    """YuniKorn's CalculateAbsUsedCapacity: used as a whole percentage of capacity, per resource."""
-    return {name: int(used.get(name, 0) * 100 / total) for name, total in capacity.items() if total > 0}
+    """YuniKorn's CalculateAbsUsedCapacity: per resource of ``capacity`` that ``used`` names, used as a
+    whole percentage of it (nothing used: 0; used of a capacity of 0: 100; at most 2^31 - 1)."""
+    percentages: dict[str, int] = {}
+    for name, total in capacity.items():
+        if name not in used:
+            continue
+        quantity = used[name]
+        if quantity <= 0:
+            percentages[name] = 0
+        elif total <= 0:
+            percentages[name] = 100
+        else:
+            percentages[name] = int(min(quantity / total * 100, _MAX_INT32))
+    return percentages
 
 
 def partition(info: PartitionInfo, applications: Iterable[ApplicationInfo], containers: int) -> JSON:
@@ -82,7 +97,7 @@ def queue(
         "status": info.state,
         "partition": partition_without_rm(partition_name),
         "pendingResource": info.pending,
-        "maxResource": info.max,
+        "maxResource": info.own_max,  # YuniKorn's: the queue's own (the limit that applies is ``max``)
         "guaranteedResource": info.guaranteed,
         "allocatedResource": info.allocated,
         "isLeaf": info.is_leaf,
@@ -91,7 +106,7 @@ def queue(
         "parent": parent,
         "children": children,
         "childNames": list(info.children),
-        "absUsedCapacity": utilization(info.max, info.allocated),
+        "absUsedCapacity": utilization(info.own_max, info.allocated),
         "maxRunningApps": info.max_applications,
         "runningApps": info.running_applications,
         "currentPriority": info.current_priority,

@@ -60,13 +60,22 @@ def test_queue_tree_and_one_queue(served) -> None:
         assert document.get("allocatedResource", {}) == snapshot.allocated
         assert document.get("pendingResource", {}) == snapshot.pending
         assert document.get("guaranteedResource", {}) == snapshot.guaranteed
-        assert document["maxResource"] == snapshot.max
+        # YuniKorn's maxResource is the queue's own (the root's the capacity); none for root.b, whose
+        # limit is the capacity it inherits
+        assert document.get("maxResource", {}) == snapshot.own_max
         assert document["isLeaf"] == snapshot.is_leaf
         assert document["status"] == snapshot.state
         assert document["sortingPolicy"] == snapshot.sort_policy == "fifo"
         assert document["prioritySorting"] is snapshot.priority_sorting is True
     assert by_name["root.a"]["guaranteedResource"] == {"memory": 50_000_000, "vcore": 5_000}
     assert by_name["root.a"]["absUsedCapacity"] == {"memory": 20, "vcore": 20}
+    assert "maxResource" not in by_name["root.b"] and "absUsedCapacity" not in by_name["root.b"]
+    b = core.queue(part(), "root.b")
+    assert b.own_max == {} and b.max == core.queue(part(), "root").own_max == {
+        "memory": 200_000_000,
+        "vcore": 40_000,
+    }
+    assert root["maxResource"] == b.max
     assert by_name["root.a"]["parent"] == "root"
     # YuniKorn's runningApps: applications in state Running in the queue's subtree (app-2, Accepted
     # with nothing allocated, does not count; app-done has left)

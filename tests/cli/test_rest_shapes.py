@@ -18,6 +18,7 @@ from rest_helpers import get, ok
 import korral
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo
 from korral.server import dao
+from korral.server.dao import utilization
 
 pytest.importorskip("aiohttp")
 
@@ -249,3 +250,20 @@ def test_config_as_json_has_go_field_names() -> None:
             "vcore": "500m",
         }
         assert b["MaxApplications"] == 3 and b["Limits"][0]["MaxResources"] == {"vcore": "2000m"}
+
+
+@pytest.mark.parametrize(
+    ("capacity", "used", "expected"),
+    [
+        ({"memory": 200, "vcore": 10}, {"memory": 50}, {"memory": 25}),  # a resource nothing uses: none
+        ({"memory": 200}, {"memory": 0}, {"memory": 0}),
+        ({"memory": 0}, {"memory": 5}, {"memory": 100}),  # used of nothing: full
+        ({"memory": 3}, {"memory": 1}, {"memory": 33}),  # whole percentages, truncated
+        ({"memory": 1}, {"memory": 10**12}, {"memory": 2**31 - 1}),  # at most a 32-bit integer
+        ({}, {"memory": 5}, {}),  # no max: nothing to measure against
+    ],
+)
+def test_used_capacity_is_yunikorns_calculate_abs_used_capacity(
+    capacity: dict[str, int], used: dict[str, int], expected: dict[str, int]
+) -> None:
+    assert utilization(capacity, used) == expected
