@@ -256,7 +256,10 @@ def ray_session() -> Iterator[None]:
     ray = pytest.importorskip("ray", reason='engine="ray" tests need Ray: pip install "korral[ray]"')
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local": never the cluster a timed-out test_ray_engine subprocess may have left behind
+        ray.init(
+            address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
         started = True
     yield
     if started:

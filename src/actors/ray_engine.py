@@ -47,7 +47,11 @@ class RayEngine:
         self.owns_ray = False
         if not ray.is_initialized():
             if address is None:
-                ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+                # "local": a new instance of its own, as api.md says, even where RAY_ADDRESS or a cluster
+                # another process started on this machine (Ray's default) would have it join that
+                ray.init(
+                    address="local", include_dashboard=False, log_to_driver=False, configure_logging=False
+                )
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
             self.owns_ray = True

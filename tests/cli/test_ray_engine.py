@@ -50,6 +50,46 @@ def test_unknown_engine_and_stray_ray_address_are_refused():
         korral.start(ray_address="127.0.0.1:6379")
 
 
+OWN_INSTANCE_SCRIPT = textwrap.dedent(
+    """
+    import korral
+    from korral import testing as t
+
+    config = (
+        'partitions:\\n  - name: default\\n    queues:\\n      - name: root\\n        submitacl: "*"\\n'
+        '        queues:\\n          - name: a\\n'
+    )
+    rm = t.RecordingRM("rm")
+    with korral.start(engine="ray") as core:
+        core.register_resource_manager(t.register("rm", config), rm)
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 100, "vcore": 10}))
+        core.update_application(t.applications("rm", {"app": "root.a"}))
+        core.update_allocation(t.asks("rm", "app", 2, {"memory": 10, "vcore": 1}))
+        assert rm.wait_for_allocations(2, timeout=120), (rm.rejected_apps, rm.rejected_asks)
+    print("allocated:", rm.allocated_total)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # a Ray instance of its own: not beside the session's, on the other worker
+@pytest.mark.timeout(360)
+def test_without_an_address_korral_starts_a_ray_instance_of_its_own_whatever_the_environment_names():
+    # api.md: ray_address=None starts a local Ray instance. Ray's own default would join the cluster
+    # RAY_ADDRESS names (or the last one started on the machine): here nothing listens there.
+    pytest.importorskip("ray", reason='engine="ray" tests need Ray: pip install "korral[ray]"')
+    environment = {**os.environ, "RAY_ADDRESS": "127.0.0.1:9"}
+    result = subprocess.run(
+        [sys.executable, "-c", OWN_INSTANCE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "allocated: 2" in result.stdout
+
+
 def _allocate(core: korral.Core, rm: t.RecordingRM, app: str, count: int, prefix: str) -> None:
     before = rm.allocated_total
     core.update_allocation(t.asks(rm.rm_id, app, count, SMALL, prefix=prefix))
