@@ -43,8 +43,9 @@ def test_every_queue_max_follows_the_nodes_and_the_metrics_publish_each_queues_o
         def maxima() -> dict[str, dict[str, int]]:
             return {info.path: info.max for info in core.queues(part())}
 
-        for count in (1, 3):
-            add_nodes(core, rm, [f"n{n}" for n in range(count)])
+        for count, added in ((1, ["n0"]), (3, ["n1", "n2"])):
+            add_nodes(core, rm, added)
+            assert not rm.rejected_nodes
             capacity = {name: quantity * count for name, quantity in NODE.items()}
             capped = {**capacity, "memory": min(150_000_000, MEMORY * count)}  # the smaller applies
             assert maxima() == {
