@@ -8,7 +8,9 @@ allocations per queue and application) and the baseline its benchmarks measure o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import groupby
+from operator import attrgetter
 
 from korral import si
 from korral.config import load_config
@@ -17,7 +19,12 @@ from korral.model.allocation import Allocation
 from korral.model.naming import normalize_partition_name, partition_without_rm
 from korral.model.node import removal_reason
 from korral.model.partition import ModelError, PartitionModel, Predicate
-from korral.model.si_convert import from_si_allocation, to_si_allocation, to_si_release
+from korral.model.si_convert import (
+    from_si_allocation,
+    to_si_allocation,
+    to_si_allocations,
+    to_si_release,
+)
 
 
 class ReferenceScheduler:
@@ -276,3 +283,16 @@ class ReferenceScheduler:
         for partition in self.partitions.values():
             made.extend(partition.schedule(limit))
         return made
+
+    def allocation_response(self, made: Sequence[Allocation]) -> si.AllocationResponse:
+        """What the RM receives for allocations ``schedule`` made: one response, each allocation
+        converted as the core converts it for its RM callback (its partition by the RM's name). A gang
+        replacement is not in it: the RM hears of the placeholder's release instead (``take_released``)."""
+        new: list[si.Allocation] = []
+        reported = [allocation for allocation in made if not allocation.replaces]
+        for partition, allocations in groupby(reported, _PARTITION_OF):  # ``schedule`` keeps them together
+            new.extend(to_si_allocations(allocations, partition_without_rm(partition)))
+        return si.AllocationResponse(new=new)
+
+
+_PARTITION_OF = attrgetter("partition")

@@ -109,6 +109,13 @@ def test_a_repeated_sweep_reports_the_median_run_and_the_range(runner: CliRunner
     assert point["ratio_to_reference"] == sorted(ratios)[1]
     row = next(line for line in (out / "sweep.md").read_text().splitlines() if line.startswith("| 10 |"))
     assert f"{sorted(ratios)[1]:.2f} ({min(ratios):.2f}-{max(ratios):.2f})" in row
+    # and the same runs against the reference without its delivery to the RM (the earlier method)
+    undelivered = point["undelivered_ratio_runs"]
+    assert len(undelivered) == 3 and all(u <= r for u, r in zip(undelivered, ratios, strict=True))
+    assert (
+        f"{point['ratio_to_undelivered_reference']:.2f} ({min(undelivered):.2f}-{max(undelivered):.2f})"
+        in row
+    )
 
 
 def test_repeat_without_a_sweep_is_a_usage_error(runner: CliRunner) -> None:

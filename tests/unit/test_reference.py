@@ -402,6 +402,36 @@ def test_each_partition_schedules_on_its_own_nodes(make_reference):
     assert len(made) == 4
 
 
+def test_the_rm_receives_each_allocation_in_its_own_partitions_name(make_reference):
+    """What the bench's reference hands its RM: every allocation made, as the SI allocation the core's
+    RM callback gets, named by the RM's partition; a gang replacement is not reported as new."""
+    r = with_nodes(
+        make_reference,
+        node("node-1", schedulable_resource={"memory": 100}),
+        node("gpu-1", partition="gpu", schedulable_resource={"memory": 100, "gpu": 4}),
+    )
+    r.update_application(
+        apps(app("app-1", queue="root.b"), app("app-2", queue="root.train", partition_name="gpu"))
+    )
+    r.update_allocation(
+        asks(
+            ask("app-1", "k", {"memory": 10}, repeat=2, priority=3, tags={"team": "x"}),
+            ask("app-2", "g", {"memory": 10, "gpu": 1}, partition_name="gpu"),
+        )
+    )
+    made = r.schedule()
+    replacement = made[0].replace(uuid="real-1", replaces=made[0].uuid)
+    response = r.allocation_response([*made, replacement])
+    assert isinstance(response, si.AllocationResponse)
+    assert [(a.uuid, a.partition_name, a.node_id) for a in response.new] == [
+        (m.uuid, "gpu" if m.partition == "[rm]gpu" else "default", m.node_id) for m in made
+    ]
+    first = response.new[0]
+    assert (first.allocation_key, first.application_id, first.priority) == ("k", "app-1", 3)
+    assert first.resource_per_alloc == {"memory": 10} and first.allocation_tags == {"team": "x"}
+    assert r.allocation_response([]).new == ()
+
+
 def test_predicates_are_consulted(make_reference):
     seen: list[tuple[str, str, bool]] = []
 

@@ -12,7 +12,7 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import AnsweringRM, reference_with_asks
+from korral.harness.benchmark.runner import AnsweringRM, BenchRM, reference_with_asks, schedule_and_deliver
 from korral.harness.benchmark.workloads import Workload, submit_all
 
 
@@ -105,9 +105,11 @@ def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
 
 def run_gang_reference(workload: Workload) -> GangResult:
     """The same two phases on the sequential reference; the RM's confirmations are sent back as soon
-    as the scheduling that released the placeholders has returned."""
+    as the scheduling that released the placeholders has returned. Each phase ends with what the RM
+    receives (the placeholders and the real allocations as SI allocations), as korral's do."""
     reference, start = reference_with_asks(workload)
-    placeholders = reference.schedule()
+    rm = BenchRM(workload.node_count)
+    schedule_and_deliver(reference, rm)
     placeholders_end = time.perf_counter()
     submit_all(workload.replacement_waves, reference.update_allocation)
     reference.schedule()
@@ -121,9 +123,9 @@ def run_gang_reference(workload: Workload) -> GangResult:
     placeholder_seconds = placeholders_end - start
     replacement_seconds = end - placeholders_end
     return GangResult(
-        placeholders=len(placeholders),
+        placeholders=rm.arrived,
         placeholder_seconds=placeholder_seconds,
-        placeholders_per_second=len(placeholders) / placeholder_seconds,
+        placeholders_per_second=rm.arrived / placeholder_seconds,
         replacements=len(response.new),
         replacement_seconds=replacement_seconds,
         replacements_per_second=len(response.new) / replacement_seconds,

@@ -35,6 +35,7 @@ def run_sweep(
             result = _median_run(runs)
             if repeat > 1:
                 result["ratio_runs"] = [run["ratio_to_reference"] for run in runs]
+                result["undelivered_ratio_runs"] = [run["ratio_to_undelivered_reference"] for run in runs]
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -48,19 +49,22 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _ratio_cell(result: dict[str, Any]) -> str:
-    ratio = result.get("ratio_to_reference")
+def _ratio_cell(
+    result: dict[str, Any], field: str = "ratio_to_reference", runs_field: str = "ratio_runs"
+) -> str:
+    ratio = result.get(field)
     if ratio is None:
         return "-"
-    runs = [r for r in result.get("ratio_runs", ()) if r is not None]
+    runs = [r for r in result.get(runs_field, ()) if r is not None]
     return f"{ratio:.2f} ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else f"{ratio:.2f}"
 
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| nodes | asks | korral allocations/s | µs per allocation | reference allocations/s | ratio | "
+        "ratio to the reference without its delivery | "
         "p99 latency ms | messages/allocation | node registrations/s | peak RSS MB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for result in results:
         k = result["korral"]
@@ -72,6 +76,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{1e6 / rate:.1f}",
             f"{result['reference']['allocations_per_second']:,.0f}",
             _ratio_cell(result),
+            _ratio_cell(result, "ratio_to_undelivered_reference", "undelivered_ratio_runs"),
             f"{k['latency_ms']['p99']:,.0f}",
             f"{k['messages_per_allocation']:.2f}",
             f"{k['node_registrations_per_second']:,.0f}",
