@@ -296,6 +296,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A ``no_cover`` test runs untraced under pytest-xdist too.
+
+    pytest-cov pauses its own measurement for it (a wrapper around this one), but an xdist worker is a
+    subprocess of a measured process and so runs a second ``coverage.Coverage`` from its start-up
+    (coverage's subprocess support), which kept tracing: the marked tests took as long as before. Inside
+    pytest-cov's pause, whatever still measures is stopped here and started again after the test,
+    innermost last, so the measurements stack as they were."""
+    if item.get_closest_marker("no_cover") is None:
+        yield
+        return
+    import coverage
+
+    stopped: list[coverage.Coverage] = []
+    while (running := coverage.Coverage.current()) is not None:
+        running.stop()
+        stopped.append(running)
+    try:
+        yield
+    finally:
+        for measurement in reversed(stopped):
+            measurement.start()
+
+
 class _GroupingCheck:
     """Fails the run at collection when ``--dist loadgroup`` did not group a test with an
     ``xdist_group`` mark: pytest 9.2 moved a node's id where pytest-xdist 3.8 does not look, and the

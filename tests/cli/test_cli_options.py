@@ -107,6 +107,7 @@ def test_inject_fault_usage_error_lists_the_known_faults(runner: CliRunner) -> N
     assert KNOWN_FAULT in result.output
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: CliRunner) -> None:

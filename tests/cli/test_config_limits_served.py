@@ -86,6 +86,7 @@ def test_rest_validate_conf_answers_400_naming_the_bound(served, name: str) -> N
     assert body["status_code"] == 400 and body["message"] == expected
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_rest_validate_conf_still_judges_a_config_bigger_than_aiohttps_default_body(served) -> None:
     # aiohttp reads at most 1 MiB by default: a valid config within the 10 MiB bound is judged
     _, _, url = served
@@ -131,6 +132,7 @@ def test_serve_with_such_a_config_exits_1_with_one_line(tmp_path: Path, name: st
     _one_clean_line(result, expected)
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.timeout(900)
 def test_rm_b_is_served_over_grpc_while_rm_a_registers_20000_queues_over_grpc(served) -> None:
     _, address, _ = served

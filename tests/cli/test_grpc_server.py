@@ -477,6 +477,7 @@ def test_an_oversized_message_is_refused_and_the_server_keeps_serving() -> None:
         _healthy(address, "after")
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_serving() -> None:
     with korral.start(**FAST) as core:

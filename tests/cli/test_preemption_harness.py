@@ -227,6 +227,7 @@ def _break_fence(monkeypatch: pytest.MonkeyPatch, policy: object) -> None:
         (_break_fence, "outside the preemptor's fence"),
     ],
 )
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_stress_preemption_catches_a_core_breaking_a_law(monkeypatch, breakage, caught: str) -> None:
     """The laws are checked for real: with one law of the victim policy switched off, seeds on the
     simulated runtime find a victim (or a queue) that shows it."""

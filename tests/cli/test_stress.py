@@ -34,6 +34,7 @@ def test_a_short_stress_run_keeps_every_invariant() -> None:
     assert result.core_releases.get("TIMEOUT", 0) > 0, result.core_releases
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
@@ -101,6 +102,7 @@ def test_a_short_preemption_stress_run_preempts_and_keeps_every_law() -> None:
     assert result.preemptors_allocated > 0, result
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.timeout(600)
 def test_preemption_stress_on_simulated_seeds_keeps_every_law() -> None:
     from korral.harness.stress import PreemptionStress

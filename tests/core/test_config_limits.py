@@ -75,6 +75,7 @@ partitions:
     assert queues["c"].resources.max == {"memory": 3000}
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_as_many_queues_as_the_bound_allow_are_accepted_up_to_it() -> None:
     # the bound counts what the parse would build: a list shared by alias counts each time it appears
     shared = [f"          - {{name: p{n}, queues: *leaves}}" for n in range(1, MAX_QUEUES // 1000 - 1)]
@@ -138,6 +139,7 @@ def _registering(core: korral.Core, rm_id: str, text: str) -> tuple[threading.Th
     return thread, busy, failures
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_rm_b_is_served_while_rm_a_registers_20000_queues() -> None:
     # the property at a size the suite affords; bench/config_stall.py measures it at 100,000 queues
     text = many_queues(20_000)
@@ -173,6 +175,7 @@ def test_requests_of_an_rm_that_registers_again_wait_for_its_new_partitions() ->
         assert nodes and nodes == {f"n{n}" for n in range(sent - len(nodes) + 1, sent + 1)}
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_rm_b_is_served_while_rm_a_reloads_a_config_that_adds_a_20000_queue_partition() -> None:
     big = many_queues(20_000).replace("  - name: default", "  - name: big")
     both = ROOT_ONLY.rstrip("\n") + "\n" + big.split("\n", 1)[1]  # partitions default and big

@@ -155,6 +155,7 @@ def _explain(problems: list[str]) -> str:
     return "\n".join(problems[:20])
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @PROFILE

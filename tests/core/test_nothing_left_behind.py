@@ -78,6 +78,7 @@ def settled_bytes(samples: int = 5) -> int:
     return least
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 def test_removed_applications_leave_nothing_behind_in_the_core() -> None:
     tracemalloc.start()

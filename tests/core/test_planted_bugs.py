@@ -70,6 +70,7 @@ def test_seven_planted_bugs_of_different_kinds_are_known_faults() -> None:
         assert faults.KNOWN.get(name)
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_the_simulated_stress_finds_each_planted_bug_and_its_replay_shows_it_again(name: str) -> None:
     harness = SimulatedStress(rms=RMS, operations=OPERATIONS, fault=name)

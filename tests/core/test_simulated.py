@@ -210,6 +210,7 @@ def test_the_same_stress_scenario_run_twice_with_one_seed_gives_identical_traces
     assert len(first.trace) > 100 and not first.violations
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_a_fault_of_one_rare_message_order_is_found_and_its_seed_replays_it_exactly() -> None:
     harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
     found, count, _ = harness.search(SEEDS, budget=600.0)

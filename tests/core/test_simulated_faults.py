@@ -38,6 +38,7 @@ def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:
     return found
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_every_environment_fault_is_in_the_default_mix_and_off_by_its_flag() -> None:
     seeds = range(1, 41)
     mixed = descriptions(SimulatedStress(rms=1, operations=30), seeds)
@@ -47,6 +48,7 @@ def test_every_environment_fault_is_in_the_default_mix_and_off_by_its_flag() -> 
     assert not any(d.startswith(("run ('jump'", "resend after reconnect")) for d in quiet)
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_failing_rm_callbacks_are_contained_and_replay_where_they_failed() -> None:
     harness = SimulatedStress(rms=1, operations=30, env_faults=frozenset({"callbacks"}))
     raised = 0

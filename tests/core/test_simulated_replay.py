@@ -214,6 +214,7 @@ def test_the_schedule_seed_is_the_seed_unless_given_and_drives_only_the_delivery
     assert harness.run_seed(78, schedule_seed=77).ops[:4] != default.ops[:4]
 
 
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 def test_a_failing_workload_reruns_under_other_schedules_and_the_replay_names_both_seeds() -> None:
     from click.testing import CliRunner
 
