@@ -361,7 +361,7 @@ def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:
 # The reference hands its allocations to the RM every this many cycles: korral's applications answer
 # their RM in responses of 1,000-2,300 allocations each on YuniKorn's shape (10,000-100,000 asks), and
 # the reference's delivery costs least per allocation in batches of 100-1,000 (bench/README.md, "Issue
-# 23: the reference delivers to the RM").
+# 23: the reference delivers to its RM").
 REFERENCE_DELIVERY_BATCH = 1_000
 
 
