@@ -12,6 +12,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+try:
+    import coverage
+except ImportError:  # pytest without pytest-cov: nothing measures
+    coverage = None
+
 from korral.config import load_config
 from korral.harness.reference import ReferenceScheduler
 from korral.model import resource as res
@@ -305,11 +310,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     (coverage's subprocess support), which kept tracing: the marked tests took as long as before. Inside
     pytest-cov's pause, whatever still measures is stopped here and started again after the test,
     innermost last, so the measurements stack as they were."""
-    if item.get_closest_marker("no_cover") is None:
+    if coverage is None or item.get_closest_marker("no_cover") is None:
         yield
         return
-    import coverage
-
     stopped: list[coverage.Coverage] = []
     while (running := coverage.Coverage.current()) is not None:
         running.stop()
