@@ -7,7 +7,14 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
-from korral.errors import ConfigError, ConfigLimitError, InvalidRequestError, KorralError, SchedulerError
+from korral.errors import (
+    CallTimeoutError,
+    ConfigError,
+    ConfigLimitError,
+    InvalidRequestError,
+    KorralError,
+    SchedulerError,
+)
 from korral.info import (
     AllocationInfo,
     ApplicationInfo,
@@ -29,6 +36,7 @@ except PackageNotFoundError:  # pragma: no cover - run from a source tree that w
 __all__ = [
     "AllocationInfo",
     "ApplicationInfo",
+    "CallTimeoutError",
     "ConfigError",
     "ConfigLimitError",
     "Core",

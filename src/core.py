@@ -58,7 +58,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.defaulted import log_defaulted_values
 from korral.config.schema import SchedulerConfig
-from korral.errors import InvalidRequestError, KorralError, SchedulerError
+from korral.errors import CallTimeoutError, InvalidRequestError, KorralError, SchedulerError
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -199,7 +199,13 @@ class Core:
     def _call(self, message: Any, timeout: float) -> Any:
         if self._stopped:
             raise SchedulerError("the core is stopped")
-        result = self._proxy.ask(message, caller=Rank.OUTSIDE, timeout=timeout)
+        try:
+            result = self._proxy.ask(message, caller=Rank.OUTSIDE, timeout=timeout)
+        except pykka.Timeout:
+            raise CallTimeoutError(
+                f"the core did not answer {type(message).__name__} within {timeout:g}s "
+                "(it may still carry it out)"
+            ) from None
         if isinstance(result, KorralError):
             raise result
         if isinstance(result, HandlerError):
@@ -225,7 +231,7 @@ class Core:
         callback = callback or ResourceManagerCallback()
         # the RMProxy's answer to a Register (an error is raised by _call)
         response: si.RegisterResourceManagerResponse = self._complete(
-            self._call(Register(request, callback, config, self._build_here), REGISTRATION_TIMEOUT)
+            self._call(Register(request, callback, config, self._build_here), self._starting_timeout(config))
         )
         log_defaulted_values(config, request.rm_id)
         return response
@@ -267,12 +273,22 @@ class Core:
         config = load_config(request.config)  # on this thread, as for a registration
         placements = build_placements(config, request.rm_id)
         update = UpdateConfiguration(request, config, placements, self._build_here)
-        self._complete(self._call(update, REGISTRATION_TIMEOUT))
+        self._complete(self._call(update, self._starting_timeout(config)))
         log_defaulted_values(config, request.rm_id)
 
     def _registered(self, rm_id: object) -> bool:
         """Whether the RMProxy has this RM registered: its board, the one record of registrations."""
         return type(rm_id) is str and rm_id in self._board.configs
+
+    def _starting_timeout(self, config: SchedulerConfig) -> float:
+        """How long a registration or update of ``config`` may take: with engine="ray" the RMProxy
+        starts each partition's process itself, waiting up to the engine's ``start_timeout`` for
+        each, so the caller waits that much longer per partition rather than give up on work that
+        goes on."""
+        if self._ray is None:
+            return REGISTRATION_TIMEOUT
+        per_partition: float = self._ray.start_timeout
+        return REGISTRATION_TIMEOUT + per_partition * len(config.partitions)
 
     @property
     def _build_here(self) -> bool:

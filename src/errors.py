@@ -25,3 +25,10 @@ class InvalidRequestError(SchedulerError):
     ``INVALID_ARGUMENT``, where a request the core cannot take now is ``FAILED_PRECONDITION``)."""
 
     grpc_status = "INVALID_ARGUMENT"
+
+
+class CallTimeoutError(SchedulerError):
+    """The core did not answer a call within its time (a registration whose partitions are slow to
+    start on a loaded machine); what was asked may still be carried out."""
+
+    grpc_status = "DEADLINE_EXCEEDED"

@@ -42,6 +42,10 @@ log = logging.getLogger("korral.ray")
 class RayEngine:
     """Starts partitions as Ray actors and owns the Ray connection (a local instance or a cluster's)."""
 
+    # how long starting one partition may take (its process up and answering, ``start_partition``):
+    # a registration's caller waits this much longer per partition (Core)
+    start_timeout = CALL_TIMEOUT
+
     def __init__(self, address: str | None, tracker: Tracker) -> None:
         self.tracker = tracker
         self.owns_ray = False
@@ -90,7 +94,7 @@ class RayEngine:
             predicates=type(callback).predicates is not ResourceManagerCallback.predicates,
         )
         # wait until it is up, so that a registration that returned has its partitions running
-        node_id, _ = ray.get(host.where.remote(), timeout=CALL_TIMEOUT)  # type: ignore[attr-defined]
+        node_id, _ = ray.get(host.where.remote(), timeout=self.start_timeout)  # type: ignore[attr-defined]
         if target is not None and node_id != target:
             # A soft affinity falls back when Ray cannot place on the node yet (one that has just
             # joined the cluster): the partition works, but the cluster's partitions are not spread.

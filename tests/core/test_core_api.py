@@ -292,3 +292,15 @@ def test_register_needs_an_rm_id():
         with pytest.raises(korral.SchedulerError):
             core.register_resource_manager(t.register("", ""), t.RecordingRM())
         assert core.partitions() == []
+
+
+def test_a_call_the_core_does_not_answer_in_time_raises_a_korral_error_that_says_so(monkeypatch):
+    """Not pykka's own Timeout: a caller catching korral's errors (and the gRPC SI, which answers it
+    DEADLINE_EXCEEDED) sees what happened, and that the request may still be carried out."""
+    monkeypatch.setattr(korral.core, "REGISTRATION_TIMEOUT", 1e-9)
+    with korral.start() as core:
+        with pytest.raises(korral.CallTimeoutError, match=r"did not answer Register within 1e-09s") as late:
+            core.register_resource_manager(t.register("rm", ""), t.RecordingRM("rm"))
+        assert isinstance(late.value, korral.SchedulerError) and late.value.grpc_status == "DEADLINE_EXCEEDED"
+        assert not isinstance(late.value, pykka.Timeout)
+        assert "may still carry it out" in str(late.value)
