@@ -299,6 +299,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         on_ray = callspec is not None and callspec.params.get("engine") == "ray"
         if on_ray or "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray"))
+        if on_ray and item.get_closest_marker("timeout") is None:
+            # a registration on Ray starts a process per partition and may wait 60 s plus 60 s for each
+            # (api.md): beside CPU hogs that outgrew pytest's 120 s, which a hang still reaches at 300
+            item.add_marker(pytest.mark.timeout(300))
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
