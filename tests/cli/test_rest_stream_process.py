@@ -52,6 +52,15 @@ def _children() -> dict[int, int]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def _no_sender_left_from_before() -> None:
+    """These tests count this process's stream senders. Beside two CPU hogs, a sender at nice 10 from
+    an earlier test's server was still running when the first test here began (it found two where it
+    expected one), whether still ending or left behind is not known: wait for it to go; one that never
+    goes still fails here, named."""
+    assert eventually(lambda: _children() == {}, timeout=WAIT), f"stream senders left running: {_children()}"
+
+
 def _read_apps(response: http.client.HTTPResponse, expected: list[str]) -> None:
     """Lines until every expected application's event came, in the order they were added; each event
     once (ids only rise)."""
