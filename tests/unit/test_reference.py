@@ -379,7 +379,9 @@ def test_smoke_scheduling_stops_at_the_queue_max(make_reference):
     assert len(r.schedule(limit=1)) == 0
 
 
-def test_each_partition_schedules_on_its_own_nodes(make_reference):
+def two_partitions(make_reference) -> ReferenceScheduler:
+    """A node and an application in each of CONFIG's partitions: app-1 in default's root.b, app-2 in
+    gpu's root.train."""
     r = with_nodes(
         make_reference,
         node("node-1", schedulable_resource={"memory": 100}),
@@ -388,6 +390,11 @@ def test_each_partition_schedules_on_its_own_nodes(make_reference):
     r.update_application(
         apps(app("app-1", queue="root.b"), app("app-2", queue="root.train", partition_name="gpu"))
     )
+    return r
+
+
+def test_each_partition_schedules_on_its_own_nodes(make_reference):
+    r = two_partitions(make_reference)
     r.update_allocation(
         asks(
             ask("app-1", "k", {"memory": 10}, repeat=2),
@@ -405,14 +412,7 @@ def test_each_partition_schedules_on_its_own_nodes(make_reference):
 def test_the_rm_receives_each_allocation_in_its_own_partitions_name(make_reference):
     """What the bench's reference hands its RM: every allocation made, as the SI allocation the core's
     RM callback gets, named by the RM's partition; a gang replacement is not reported as new."""
-    r = with_nodes(
-        make_reference,
-        node("node-1", schedulable_resource={"memory": 100}),
-        node("gpu-1", partition="gpu", schedulable_resource={"memory": 100, "gpu": 4}),
-    )
-    r.update_application(
-        apps(app("app-1", queue="root.b"), app("app-2", queue="root.train", partition_name="gpu"))
-    )
+    r = two_partitions(make_reference)
     r.update_allocation(
         asks(
             ask("app-1", "k", {"memory": 10}, repeat=2, priority=3, tags={"team": "x"}),
