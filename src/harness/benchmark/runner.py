@@ -430,6 +430,15 @@ def result_json(
         reference.allocations,
         reference.allocations_per_second,
     )
+    # the same runs against the reference without its delivery to the RM (this bench's method before
+    # 27 November 2026), for comparison with earlier figures: under the same honesty rules
+    undelivered_ratio, _ = honesty.ratio_or_reason(
+        workload,
+        korral_result.allocations,
+        korral_result.allocations_per_second,
+        reference.allocations,
+        reference.undelivered_allocations_per_second,
+    )
     return {
         "workload": workload.name,
         "nodes": workload.node_count,
@@ -450,13 +459,9 @@ def result_json(
         "reference": _reference_fields(reference),
         # only between runs that did the same work at the same pace; else null and why
         "ratio_to_reference": round(ratio, 3) if ratio is not None else None,
-        # the same runs against the reference without its delivery to the RM (this bench's method
-        # before 27 November 2026), for comparison with earlier figures
-        "ratio_to_undelivered_reference": (
-            round(korral_result.allocations_per_second / reference.undelivered_allocations_per_second, 3)
-            if ratio is not None and reference.undelivered_allocations_per_second
-            else None
-        ),
+        "ratio_to_undelivered_reference": round(undelivered_ratio, 3)
+        if undelivered_ratio is not None
+        else None,
         "no_ratio_because": reason or None,
         "unallocated": honesty.describe(workload.asks, korral_result.allocations, korral_result.unallocated)
         or None,
