@@ -238,6 +238,7 @@ class EventFanout:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.handed: dict[int, Reader] = {}  # readers the sender process writes to, by their id there
         self._process: StreamProcess | None = None
+        self._closed = False  # the server stops: no sender process starts after this
         self._ids = itertools.count(1)
 
     def listener(self, batch: Batch) -> None:
@@ -337,8 +338,12 @@ class EventFanout:
                 await asyncio.wait_for(drained.wait(), self.limits.stream_write_timeout)
             connection.on_drained = None
         sock = transport.get_extra_info("socket")
+        # checked before the sender starts: a reader cut off while its backlog drained (the server
+        # stopped meanwhile) must not start a process that no one would stop
+        if sock is None or transport.is_closing() or reader.cut is not None:
+            return False
         process = self._sender()
-        if sock is None or process is None or transport.is_closing() or reader.cut is not None:
+        if process is None:
             return False
         reader.handed_id = reader_id = next(self._ids)
         transport.pause_reading()  # the process watches the connection from now on
@@ -354,7 +359,10 @@ class EventFanout:
         return True
 
     def _sender(self) -> StreamProcess | None:
-        """The sender process, started if it is not running; None if it cannot start."""
+        """The sender process, started if it is not running; None if it cannot start or the server
+        stops."""
+        if self._closed:
+            return None
         if self._process is not None and self._process.alive:
             return self._process
         try:
@@ -432,6 +440,7 @@ class EventFanout:
                 self._overflow = False
 
     def close(self) -> None:
+        self._closed = True
         for reader in [*self.readers, *self.handed.values()]:
             reader.cut = reader.cut or "the server stops"
             reader.done.set()

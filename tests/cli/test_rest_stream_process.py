@@ -5,11 +5,13 @@ replaced for the next reader."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import logging
 import os
 import signal
+import socket
 import time
 import urllib.parse
 from pathlib import Path
@@ -18,8 +20,12 @@ import pytest
 from core_helpers import TWO_LEAVES, add_apps, eventually, running
 
 import korral
+from korral.server.events import EventLog
+from korral.server.rest_limits import RestLimits
 
 pytest.importorskip("aiohttp")
+
+from korral.server.rest_stream import EventFanout, Reader  # after the skip: it needs aiohttp
 
 WAIT = 30.0
 
@@ -94,6 +100,30 @@ def test_readers_are_written_to_by_a_child_process_at_a_lower_priority() -> None
             connection.close()
     # the process ends with the server
     assert eventually(lambda: not _children(), timeout=WAIT)
+
+
+def test_a_reader_cut_off_as_the_server_stops_starts_no_sender() -> None:
+    # Beside two CPU hogs a sender outlived its server by minutes: a reader whose backlog was still
+    # draining when the server stopped went on to hand itself over, which started a new sender that
+    # no one would stop. Here the stop comes between the reader's backlog and its hand-over.
+    async def stop_during_backlog() -> bool:
+        ours, theirs = socket.socketpair()
+        transport, _ = await asyncio.get_running_loop().connect_accepted_socket(asyncio.Protocol, ours)
+        assert isinstance(transport, asyncio.Transport)
+        fanout = EventFanout(EventLog(100), RestLimits())
+        reader = Reader("127.0.0.1", transport)
+        reader.movable = True
+        fanout.join(reader)
+        fanout.close()
+        try:
+            return await fanout.hand_over(reader, None)
+        finally:
+            fanout.leave(reader)
+            transport.close()
+            theirs.close()
+
+    assert asyncio.run(stop_during_backlog()) is False
+    assert _children() == {}
 
 
 def test_with_stream_process_off_the_server_writes_itself() -> None:
