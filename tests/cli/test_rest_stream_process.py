@@ -20,12 +20,13 @@ import pytest
 from core_helpers import TWO_LEAVES, add_apps, eventually, running
 
 import korral
-from korral.server.events import EventLog
-from korral.server.rest_limits import RestLimits
 
 pytest.importorskip("aiohttp")
 
-from korral.server.rest_stream import EventFanout, Reader  # after the skip: it needs aiohttp
+# after the skip: the REST server needs aiohttp
+from korral.server.events import EventLog
+from korral.server.rest_limits import RestLimits
+from korral.server.rest_stream import EventFanout, Reader
 
 WAIT = 30.0
 
