@@ -61,10 +61,11 @@ def _children() -> dict[int, int]:
 
 @pytest.fixture(autouse=True)
 def _no_sender_left_from_before() -> None:
-    """These tests count this process's stream senders. Beside two CPU hogs, a sender at nice 10 from
-    an earlier test's server was still running when the first test here began (it found two where it
-    expected one), whether still ending or left behind is not known: wait for it to go; one that never
-    goes still fails here, named."""
+    """These tests count this process's stream senders, so one from an earlier test's server must be
+    gone first. Beside CPU hogs a sender at nice 10 may still be ending when its server's stop has
+    returned (the stop waits for the server's loop only so long): wait for it. One that never goes was
+    left behind (as a reader cut off mid-backlog used to leave one: test_a_reader_cut_off_as_the_server
+    _stops_starts_no_sender) and fails here, named."""
     assert eventually(lambda: _children() == {}, timeout=WAIT), f"stream senders left running: {_children()}"
 
 
