@@ -35,13 +35,16 @@ MAX_NESTING_DEPTH = 100
 MAX_YAML_NODES = 3_000_000
 
 
+def too_large(size: int | None) -> str:
+    """Why a config of ``size`` bytes (None: of unknown size, known to be over) is refused."""
+    shown = "more" if size is None else f"{size:,}"
+    return f"configuration too large: {shown} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
+
+
 def read_yaml(text: str) -> Any:
     """The data of one YAML document, strictly (no duplicate keys) and within the bounds above."""
     if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
-        size = len(text.encode("utf-8", "surrogatepass"))
-        raise ConfigLimitError(
-            f"configuration too large: {size:,} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
-        )
+        raise ConfigLimitError(too_large(len(text.encode("utf-8", "surrogatepass"))))
     try:
         loader = _BoundedLoader(text)  # safe constructors only (what yaml.load does with a Loader)
         try:
@@ -191,4 +194,4 @@ class _BoundedLoader(_BoundedComposer, _Parser, SafeConstructor, Resolver):
 
 _BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_NESTING_DEPTH", "MAX_YAML_NODES", "read_yaml"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_NESTING_DEPTH", "MAX_YAML_NODES", "read_yaml", "too_large"]

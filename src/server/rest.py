@@ -27,6 +27,7 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from korral.config import MAX_CONFIG_BYTES
+from korral.config.yaml_reader import too_large
 from korral.server import dao, rest_routes
 from korral.server.rest_api import (
     MAX_EVENTS_PER_RESPONSE,
@@ -54,6 +55,26 @@ SWITCH_INTERVAL = 0.001
 
 
 HEADERS = rest_routes.cors_headers()  # yunikorn-core's writeHeaders
+
+
+def _refused(reason: str) -> web.Response:
+    return _json({"allowed": False, "reason": reason})
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
+    """The request's body, or None once it is longer than ``limit`` (what was read is dropped)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await request.content.read(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
 
 
 def _json(body: Any, status: int = 200, *, encoded: str | None = None) -> web.Response:
@@ -176,10 +197,9 @@ class RestServer:
     # ---- routing ----------------------------------------------------------------------------------
 
     def _app(self) -> web.Application:
-        # a body one byte over the config size limit still reaches validate-conf, which says so (400)
+        # validate-conf reads its own body, bounded (_read_at_most); no other route takes one
         app = web.Application(
             middlewares=[self._guard.middleware, self._errors, rest_routes.compress],
-            client_max_size=MAX_CONFIG_BYTES + 1,
         )
         api = self.api
         get: list[tuple[str, Callable[..., Any]]] = [
@@ -274,14 +294,18 @@ class RestServer:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _validate_conf(self, request: web.Request) -> web.Response:
+        """YuniKorn's answer to every refusal: 200 with ``allowed: false`` and the reason. Its admission
+        controller admits a config on any other answer, so no refusal here is an HTTP error."""
         try:  # the body within the header timeout too: a stalled upload holds no connection for good
-            raw = await asyncio.wait_for(request.read(), self.limits.header_timeout)
+            raw = await asyncio.wait_for(_read_at_most(request, MAX_CONFIG_BYTES), self.limits.header_timeout)
         except TimeoutError:
-            return _json(dao.error(408, "the request body did not arrive in time"), 408)
+            return _refused("the request body did not arrive in time")
+        if raw is None:  # past the size bound: refused by its length, never read whole
+            return _refused(too_large(request.content_length))
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return _json({"allowed": False, "reason": f"the configuration is not UTF-8 text: {exc}"})
+            return _refused(f"the configuration is not UTF-8 text: {exc}")
         return await self._answer(self.api.validate_conf, body)
 
     async def _event_stream(self, request: web.Request) -> web.StreamResponse:

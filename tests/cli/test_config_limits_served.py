@@ -1,9 +1,9 @@
 """Issue 22, point 4, served: each bound of a configuration gives the same clean error at every door.
 
-gRPC (``korral.connect`` and a raw stub: ``INVALID_ARGUMENT``), REST ``POST /ws/v1/validate-conf`` (400),
-``korral validate-config`` and ``korral serve --config`` (exit 1, one line on stderr, no traceback),
-over real loopback sockets and real processes; and RM B is served over gRPC while RM A registers a big
-configuration over gRPC.
+gRPC (``korral.connect`` and a raw stub: ``INVALID_ARGUMENT``), ``korral validate-config`` and
+``korral serve --config`` (exit 1, one line on stderr, no traceback; REST ``validate-conf``: in
+tests/hostile), over real loopback sockets and real processes; and RM B is served over gRPC while RM A
+registers a big configuration over gRPC.
 """
 
 from __future__ import annotations
@@ -70,20 +70,6 @@ def test_grpc_refuses_each_bound_as_invalid_argument_with_the_same_reason(served
             channel.close()
     assert errors.messages() == []
     assert core.partition_names() == ["[rm]default"]
-
-
-@pytest.mark.parametrize("name", HOSTILE)
-def test_rest_validate_conf_answers_400_naming_the_bound(served, name: str) -> None:
-    _, _, url = served
-    expected = expected_error(name)
-    request = urllib.request.Request(
-        url + "/ws/v1/validate-conf", data=HOSTILE[name]().encode(), method="POST"
-    )
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=60)
-    assert refused.value.code == 400
-    body = json.loads(refused.value.read())
-    assert body["status_code"] == 400 and body["message"] == expected
 
 
 @pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)

@@ -86,18 +86,6 @@ def test_silent_slow_and_idle_connections_are_closed_after_the_timeouts() -> Non
         core.stop()
 
 
-def test_a_body_that_stops_coming_is_408_after_the_header_timeout() -> None:
-    with korral.start() as core:
-        host, port = hostport(core.serve_rest("127.0.0.1:0", header_timeout=0.5))
-        sock = socket.create_connection((host, port), timeout=WAIT)
-        sock.sendall(
-            b"POST /ws/v1/validate-conf HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\npartitions:"
-        )
-        answer = sock.makefile("rb")
-        assert answer.readline().startswith(b"HTTP/1.1 408")
-        sock.close()
-
-
 def test_a_connection_that_keeps_asking_is_not_idle() -> None:
     core = korral.start()
     try:
