@@ -1,4 +1,4 @@
-"""Another RM's latency while one RM registers a big configuration (issue 22, point 4).
+"""Another RM's latency while one RM registers a big configuration.
 
 RM B is registered with a root queue; RM A then registers N queues (default 100,000: parents of 99
 leaves) on another thread. Meanwhile B runs rounds of a node update (answered through its callback)

@@ -1,4 +1,4 @@
-"""Event stream readers while the core schedules: what 100 of them cost the scheduler (issue 22).
+"""Event stream readers while the core schedules: what 100 of them cost the scheduler.
 
     python bench/rest_streams.py [--readers 100] [--nodes 1000] [--asks 50000] [--rounds 3] [--in-loop]
                                  [--readers-nice N]

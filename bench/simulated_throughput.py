@@ -4,7 +4,7 @@ share of deliveries that are the workload's (not a check's own queries, not time
     PYTHONPATH=build/pp python bench/simulated_throughput.py [SEEDS] [OPERATIONS]
 
 Runs seeds 1..SEEDS (default 200) of ``SimulatedStress(rms=1, operations=OPERATIONS)`` (default 30)
-and counts every delivery by its message type (bench/README.md, issue 24's second round). Works on
+and counts every delivery by its message type (bench/README.md, "The simulated runtime"). Works on
 older trees too (it only needs ``Core._traced`` and ``SimulatedStress``).
 """
 

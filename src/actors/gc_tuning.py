@@ -6,15 +6,15 @@ collections traverse the whole heap so often, that they cost a third of the thro
 nodes and stop every thread for up to a second at 100,000 asks (a REST request waiting behind one sees
 it). Young cycles still die young at these thresholds; what reaches the oldest generation waits for a
 full collection, at most one per ~10 million allocations (~70,000 at the defaults). Measured in
-bench/README.md (issue 13, third round).
+bench/README.md ("Process-wide settings").
 
-Full collections must still run: whatever is left in a reference cycle waits for one. Generation 2's
-threshold was 1,000 (one full collection per ~100 million allocations: never, in practice) and a soak
-that made a cycle per removed actor grew from 76 to 1,099 MB in 300 s (issue 22). Removed actors no
-longer make cycles (``PooledActor._teardown``), and at 100 a full collection may run once per ~10
-million allocations (~1.5 million per 100,000-ask run of ``korral bench``: none during one), and runs
-only when the oldest generation grew by a quarter since the last (CPython's own rule): bounded, and
-amortised over the allocations that made the heap grow.
+Full collections must still run: whatever is left in a reference cycle waits for one. At a generation-2
+threshold of 1,000 (one full collection per ~100 million allocations: never, in practice) a soak that
+made a cycle per removed actor grew from 76 to 1,099 MB in 300 s. Removed actors make no cycles
+(``PooledActor._teardown``), and at 100 a full collection may run once per ~10 million allocations
+(~1.5 million per 100,000-ask run of ``korral bench``: none during one), and runs only when the oldest
+generation grew by a quarter since the last (CPython's own rule): bounded, and amortised over the
+allocations that made the heap grow.
 """
 
 from __future__ import annotations

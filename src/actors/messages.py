@@ -126,7 +126,7 @@ class Placed(NamedTuple):
 
     The view is the one writer of a node's free room and the one record of its allocations: it
     booked these on their nodes when it decided, and nothing checks the fit a second time
-    (docs/architecture.md, "One fact, one owner").
+    (docs/architecture.md, "Who owns what").
 
     A named tuple rather than an attrs class: one is built per application of every batch, and a tuple
     is built in a fraction of the time."""

@@ -195,7 +195,8 @@ class Limit:
         return f"{self.name} +{self.slope:g}{self.unit} per {PER_CYCLES:,} cycles (and over {noise} in all)"
 
 
-# RSS: before issue 22's fix the default soak grew by ~115 MB per 10,000 cycles, after it by less than 1.
+# RSS: with removed actors left in reference cycles the default soak grew by ~115 MB per 10,000 cycles;
+# without, by less than 1.
 # Threads are a fixed set (12). Live actors are counted at an instant, the busy RM's work in flight
 # included (tens to ~1,300 up and down); before removed actors retired themselves they grew by ~45,000
 # per 10,000 cycles.

@@ -1,5 +1,5 @@
 """PartitionModel is composed of parts, each a plain class with its own state, wired explicitly; a
-role is which parts are composed (docs/architecture.md, "PartitionModel is composed of parts")."""
+role is which parts are composed (docs/architecture.md, "The partition model, by composition")."""
 
 from __future__ import annotations
 

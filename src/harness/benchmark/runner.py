@@ -341,7 +341,7 @@ def warm_up(node_count: int, ask_count: int) -> None:
     A fresh process's first run pays for first touches of memory, which on this project's VMs can cost
     the host's too: korral, which runs first at every point, made 40,600-49,700 allocations/s in its
     first run in 3 of 5 fresh processes against 56,000-61,000 in the runs after (~3,500 page faults
-    against 400-700; bench/README.md)."""
+    against 400-700; bench/results/history-2026-11.md)."""
     run_korral(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
     run_reference(yunikorn(min(node_count, 1_000), min(ask_count, 10_000)))
 
@@ -360,8 +360,8 @@ def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:
 
 # The reference hands its allocations to the RM every this many cycles: korral's applications answer
 # their RM in responses of 1,000-2,300 allocations each on YuniKorn's shape (10,000-100,000 asks), and
-# the reference's delivery costs least per allocation in batches of 100-1,000 (bench/README.md, "Issue
-# 23: the reference delivers to its RM").
+# the reference's delivery costs least per allocation in batches of 100-1,000 (bench/results/
+# history-2026-11.md, "Issue 23: the reference delivers to its RM").
 REFERENCE_DELIVERY_BATCH = 1_000
 
 
@@ -422,7 +422,7 @@ def reference_json(workload: Workload, reference: ReferenceResult) -> dict[str, 
 def result_json(
     workload: Workload, korral_result: KorralResult, reference: ReferenceResult
 ) -> dict[str, Any]:
-    """The JSON document of ``korral bench --json`` (issue #4's schema)."""
+    """The JSON document of ``korral bench --json``."""
     ratio, reason = honesty.ratio_or_reason(
         workload,
         korral_result.allocations,
