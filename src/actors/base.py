@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 import pykka
 
+from korral import log_text
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
@@ -28,7 +28,7 @@ from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, p
 from korral.actors.timing import HandlerTiming
 from korral.actors.tracker import Tracker
 
-log = logging.getLogger("korral.actors")
+log = log_text.logger("korral.actors")
 
 DEFAULT_ASK_TIMEOUT = 10.0
 

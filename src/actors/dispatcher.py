@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 
+from korral import log_text
 from korral.actors.base import Rank, ThreadedActor
 from korral.actors.messages import CALLBACK_METHODS, CallbackArgument, Deliver
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 
-log = logging.getLogger("korral.callbacks")
+log = log_text.logger("korral.callbacks")
 
 
 class CallbackDispatcher(ThreadedActor):

@@ -11,7 +11,6 @@ a mailbox that lets go of a handled message (``ReleasingInbox``).
 
 from __future__ import annotations
 
-import logging
 import queue
 import sys
 from types import TracebackType
@@ -20,7 +19,9 @@ from typing import Any
 import pykka
 from pykka import ActorDeadError, ActorRegistry, messages
 
-log = logging.getLogger("korral.runtime")
+from korral import log_text
+
+log = log_text.logger("korral.runtime")
 
 _PROXY_MESSAGES = (messages.ProxyCall, messages.ProxyGetAttr, messages.ProxySetAttr)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import threading
 import time
 from typing import Any
@@ -27,6 +26,7 @@ import attrs
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from korral import log_text
 from korral.actors.base import Handle
 from korral.actors.partition import PartitionSettings
 from korral.actors.ray_host import PartitionHost
@@ -36,7 +36,7 @@ from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 from korral.model import events
 
-log = logging.getLogger("korral.ray")
+log = log_text.logger("korral.ray")
 
 
 class RayEngine:

@@ -10,7 +10,6 @@ the scheduler's calls go into the outbox too and wait (bounded) for the driver's
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import threading
 import time
@@ -21,7 +20,7 @@ from typing import Any
 import attrs
 import ray
 
-from korral import si
+from korral import log_text, si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, Rank
 from korral.actors.messages import Deliver
@@ -33,7 +32,7 @@ from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
 
-log = logging.getLogger("korral.ray")
+log = log_text.logger("korral.ray")
 
 PREDICATES_TIMEOUT = 30.0  # a predicates call the driver has not answered by then refuses its nodes
 

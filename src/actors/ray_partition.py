@@ -11,7 +11,6 @@ partition's requests are refused item by item.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections import deque
@@ -22,6 +21,7 @@ import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
+from korral import log_text
 from korral.actors.base import Handle, HandlerError, Rank, RankViolation, in_predicates
 from korral.actors.messages import ApplyConfig, PartitionQuery, SchedulerStatsQuery, StopPartition
 from korral.actors.ray_host import PredicatesCall
@@ -34,7 +34,7 @@ from korral.errors import SchedulerError
 if TYPE_CHECKING:
     from korral.actors.ray_engine import RayEngine
 
-log = logging.getLogger("korral.ray")
+log = log_text.logger("korral.ray")
 
 POLL_SECONDS = 0.5  # how long one poll waits for callbacks before returning empty
 HEALTH_TIMEOUT = 120.0  # a poll not answered by then: the host is hung, counted as lost

@@ -10,14 +10,13 @@ a reservation. The calls run on the poller's thread, marked as inside predicates
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
-from korral import si
+from korral import log_text, si
 from korral.actors.base import inside_predicates
 
-log = logging.getLogger("korral.ray")
+log = log_text.logger("korral.ray")
 
 
 def answer_predicates(

@@ -21,7 +21,6 @@ queues) only ``tell``; ``KorralActor.ask`` refuses an ask inside one pool.
 from __future__ import annotations
 
 import itertools
-import logging
 import sys
 import threading
 import uuid
@@ -31,9 +30,10 @@ from typing import Any
 import pykka
 from pykka import ActorRegistry
 
+from korral import log_text
 from korral.actors.loop import Envelope, KorralRef, OwnLoop, receive_envelope, refuse
 
-log = logging.getLogger("korral.runtime")
+log = log_text.logger("korral.runtime")
 
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64

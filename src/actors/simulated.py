@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 import random
 import sys
 import threading
@@ -33,6 +32,7 @@ import attrs
 import pykka
 from pykka import ActorRegistry, Timeout
 
+from korral import log_text
 from korral.actors.base import Periodic, PeriodicEntry
 from korral.actors.loop import OwnLoop, receive_envelope
 from korral.actors.runtime import PooledActor
@@ -40,7 +40,7 @@ from korral.actors.runtime import PooledActor
 if TYPE_CHECKING:
     from korral.actors.base import Handle
 
-log = logging.getLogger("korral.simulated")
+log = log_text.logger("korral.simulated")
 
 # A run that never becomes quiet is a livelock: stop it with a clear error instead of spinning.
 MAX_STEPS_PER_RUN = 5_000_000

@@ -12,14 +12,14 @@ about it too, since a misspelt key is the same silent no-op.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterator
 
+from korral import log_text
 from korral.config.schema import ChildTemplateConfig, QueueConfig, SchedulerConfig
 from korral.model.queue import parse_go_duration
 
-log = logging.getLogger("korral.config")
+log = log_text.logger("korral.config")
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")

@@ -9,14 +9,13 @@ yunikorn-core's ``ApplicationSummary.DoLogging`` does, for usage accounting.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
-from korral import si
+from korral import log_text, si
 from korral.model.allocation import Allocation
 from korral.model.application import Application
 
-log = logging.getLogger("korral.application.usage")
+log = log_text.logger("korral.application.usage")
 
 USED, PREEMPTED, PLACEHOLDER = "resourceUsage", "preemptedResource", "placeholderResource"
 

@@ -19,6 +19,8 @@ import attrs
 import grpc
 import yaml
 
+from korral import log_text
+
 TOKEN_METADATA = "authorization"
 TOKEN_SCHEME = "Bearer "
 MIN_TOKEN_LENGTH = 16
@@ -132,13 +134,14 @@ class Authenticator:
         if self.tokens is None:
             return None
         secret = self.tokens.get(rm_id)
+        shown = log_text.escaped(rm_id)  # the refusal echoes what an unauthenticated client named
         if secret is None:
-            return f"RmID={rm_id} has no token on this server: it cannot be registered or served"
+            return f"RmID={shown} has no token on this server: it cannot be registered or served"
         token = _call_token(context)
         if token is None:
-            return f"RmID={rm_id}: no token in the call's '{TOKEN_METADATA}: {TOKEN_SCHEME}...' metadata"
+            return f"RmID={shown}: no token in the call's '{TOKEN_METADATA}: {TOKEN_SCHEME}...' metadata"
         if not hmac.compare_digest(token.encode(), secret.encode()):
-            return f"RmID={rm_id}: wrong token"
+            return f"RmID={shown}: wrong token"
         return None
 
     def carries_credentials(self, identity: tuple[bytes, ...], context: grpc.aio.ServicerContext) -> bool:

@@ -17,7 +17,6 @@ applications, then its nodes with their existing allocations: the SI's recovery)
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from korral import si
+from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
@@ -42,7 +41,7 @@ from korral.si.validate import (
     check_node_request,
 )
 
-log = logging.getLogger("korral.remote")
+log = log_text.logger("korral.remote")
 
 CONNECT_TIMEOUT = 10.0
 # How often a channel still not ready is asked again to connect (see _wait_until_ready).

@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -35,7 +34,7 @@ import attrs
 import grpc
 from google.protobuf.message import Message
 
-from korral import si
+from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
@@ -55,7 +54,7 @@ from korral.server.session import (
 )
 from korral.si import si_pb2
 
-log = logging.getLogger("korral.grpc")
+log = log_text.logger("korral.grpc")
 
 SERVICE = "si.v1.Scheduler"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -489,7 +488,8 @@ class GrpcServer:
         elif rm_id != stream.first_rm_id:  # the stream's RM is fixed: the first request chose it
             return Abort(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"this stream carries RmID={stream.first_rm_id}: a {request_name} for RmID={rm_id} is "
+                f"this stream carries RmID={log_text.escaped(stream.first_rm_id)}: a {request_name} for "
+                f"RmID={log_text.escaped(rm_id)} is "
                 "refused (open a stream of its own for each RM)",
             )
         session = stream.session

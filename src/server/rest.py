@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -26,6 +25,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from korral import log_text
 from korral.config import MAX_CONFIG_BYTES
 from korral.config.yaml_reader import too_large
 from korral.server import dao, rest_routes
@@ -43,7 +43,7 @@ from korral.server.switch_interval import switch_interval as _switch_interval
 if TYPE_CHECKING:
     from korral.core import Core
 
-log = logging.getLogger("korral.rest")
+log = log_text.logger("korral.rest")
 
 WORKERS = 4
 START_TIMEOUT = 10.0

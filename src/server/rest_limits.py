@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import resource
 import ssl
 import time
@@ -24,7 +23,9 @@ import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-log = logging.getLogger("korral.rest")
+from korral import log_text
+
+log = log_text.logger("korral.rest")
 
 # the share of the process's file descriptor limit (RLIMIT_NOFILE, soft) the REST server may hold at
 # most: the rest (gRPC connections, the core's threads and pipes, logs) is never starved by REST clients

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,14 +33,14 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from korral import si
+from korral import log_text, si
 from korral.server.events import EventLog
 from korral.server.rest_limits import Connection, RestLimits
 from korral.server.rest_stream_process import StreamProcess
 from korral.server.stream_worker import EventTuple, chunk, event_lines
 from korral.server.stream_worker import event_line as line_of
 
-log = logging.getLogger("korral.rest")
+log = log_text.logger("korral.rest")
 
 Batch = list[tuple[int, Any]]
 # what may wait for the sender process (or 4 x stream_buffer_bytes, if more): past it, the process

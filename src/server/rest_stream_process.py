@@ -12,7 +12,6 @@ import array
 import asyncio
 import collections
 import contextlib
-import logging
 import os
 import socket
 import subprocess
@@ -20,10 +19,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from korral import log_text
 from korral.server import stream_worker
 from korral.server.stream_worker import HEADER, take_frames
 
-log = logging.getLogger("korral.rest")
+log = log_text.logger("korral.rest")
 
 STOP_TIMEOUT = 5.0
 

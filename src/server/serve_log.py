@@ -13,9 +13,9 @@ import logging
 from typing import Any
 
 import korral
-from korral import si
+from korral import log_text, si
 
-log = logging.getLogger("korral.serve")
+log = log_text.logger("korral.serve")
 
 
 def _not_listening_again(record: logging.LogRecord) -> bool:

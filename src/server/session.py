@@ -23,7 +23,9 @@ from typing import Any
 
 import grpc
 
-log = logging.getLogger("korral.grpc")
+from korral import log_text
+
+log = log_text.logger("korral.grpc")
 
 ALLOCATION, APPLICATION, NODE = "allocation", "application", "node"
 KINDS = (ALLOCATION, APPLICATION, NODE)
