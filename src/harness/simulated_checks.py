@@ -32,7 +32,7 @@ from korral.actors.messages import (
 )
 from korral.actors.partition import PartitionActor
 from korral.core import Core
-from korral.harness import invariants
+from korral.harness import invariants, simulated_books
 from korral.harness.stress import LIMITED_GROUPS, USERS
 from korral.info import GroupUsageInfo, UserUsageInfo
 
@@ -148,6 +148,22 @@ def check_view_against_owners(core: Core, state: invariants.PartitionState) -> l
                     f"owner, {viewed.get(key, 0)} in the scheduler's view"
                 )
     return problems
+
+
+def check_books(core: Core, state: invariants.PartitionState, rm: Any) -> list[str]:
+    """``simulated_books.check_books`` for one RM's partition: its published books and its
+    scheduler's trackers against what the RM knows is booked."""
+    reader = DirectUsage(core)
+    name = state.info.name
+    user_names = {app.user for app in state.applications} | {user for user, _ in USERS} | {"user"}
+    users = [reader.user_usage(name, user) for user in sorted(user_names)]
+    group_names = {group for _, groups in USERS for group in groups}
+    group_names |= {group for info in users if info is not None for group in info.groups.values()}
+    groups = [reader.group_usage(name, group) for group in sorted(group_names)]
+    simulation = core.simulation
+    scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
+    view = scheduler.view if scheduler is not None and not scheduler.actor_stopped.is_set() else None
+    return simulated_books.check_books(state, rm, users, groups, view)
 
 
 def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[str]:

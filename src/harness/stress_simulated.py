@@ -291,6 +291,7 @@ class SimulatedStress:
                 recovered = simulated_checks.recovered_queues(state)
                 problems.extend(invariants.check_partition(state, recovered_queues=recovered))
                 problems.extend(invariants.check_rm_view(rm, [state]))
+                problems.extend(simulated_checks.check_books(core, state, rm))
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
         problems.extend(simulated_checks.check_all(core, states))
@@ -482,3 +483,8 @@ def _learn(ledger: Driver, op: Op) -> None:
                 ledger.gang_asks.add(ask.allocation_key)
         if request.releases is not None:
             ledger.asks_released.update(r.allocation_key for r in request.releases.allocation_asks_to_release)
+            # a confirmation of the core's own releases, as ``take_confirmations`` sends it: confirmed
+            confirmed = {r.uuid for r in request.releases.allocations_to_release}
+            if confirmed:
+                with ledger.rm.lock:
+                    ledger.rm.to_confirm = [r for r in ledger.rm.to_confirm if r.uuid not in confirmed]

@@ -243,6 +243,8 @@ class PartitionAllocations:
             queue.add_allocated(placeholder.resource, -1)
             queue.add_allocated(real.resource)
             queue.update_app(app)
+        if app.user_limits is not None:
+            self.ugm.resized(app.user_limits, placeholder.resource, real.resource)
         node = self.nodes.get(real.node_id)
         if node is not None:
             node.remove_allocation(placeholder_uuid)

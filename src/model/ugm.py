@@ -308,6 +308,20 @@ class UserGroupTracker:
             if last:
                 usage.running.discard(tracking.application_id)
 
+    @staticmethod
+    def resized(tracking: AppTracking, before: Resource, after: Resource) -> None:
+        """An allocation of a limited application changed size in place (a gang's real allocation
+        swapped in for its placeholder): its usage moves by the difference, its count stays."""
+        for usage in tracking.usages:
+            in_use = usage.resource
+            for resource, sign in ((before, -1), (after, 1)):
+                for name, quantity in resource.items():
+                    left = in_use.get(name, 0) + sign * quantity
+                    if left:
+                        in_use[name] = left
+                    else:
+                        in_use.pop(name, None)
+
     # ---- checks (the scheduling walk) --------------------------------------------------------------
 
     @staticmethod

@@ -268,3 +268,41 @@ def test_the_timers_run_on_an_injectable_clock() -> None:
         core.poke_timers()
         assert rm.wait_for(lambda r: len(core_releases(r, T.TIMEOUT)) == 2)
         eventually(lambda: rm.app_states["g"][-1:] == ["Accepted"] or rm.app_states["g"][-1:] == ["Resuming"])
+
+
+LIMITED = """
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: gang
+            limits:
+              - limit: every user
+                users: ["*"]
+                maxresources: {memory: 200}
+"""
+
+
+def test_a_smaller_replacement_frees_the_users_limit_by_the_difference() -> None:
+    """Two placeholders of 100 fill the user's 200; real asks of 40 replace them. Once the RM confirms,
+    the user holds 80, so an ask of 120 fits its limit and is placed (the limit tracker counting the
+    placeholders' size instead kept it pending, below the limit, for ever)."""
+    with running(LIMITED) as (core, rm):
+        add_nodes(core, rm, ["n1"], NODE)
+        core.update_application(gang_app(placeholders=2))
+        core.update_allocation(gang_asks("g", 2, PH, placeholder=True))
+        core.wait_until_idle()
+        assert core.application(P, "g").placeholder == {"memory": 200, "vcore": 200}
+        core.update_allocation(gang_asks("g", 2, {"memory": 40, "vcore": 100}))
+        core.wait_until_idle()
+        assert len(core_releases(rm, T.PLACEHOLDER_REPLACED)) == 2
+        core.update_allocation(rm.take_confirmations())
+        core.wait_until_idle()
+        usage = core.user_usage(P, "u")
+        assert usage is not None and usage.queues[-1].resource == {"memory": 80, "vcore": 200}
+        core.update_allocation(gang_asks("g", 1, {"memory": 120, "vcore": 100}, prefix="more"))
+        core.wait_until_idle()
+        assert any(a.allocation_key == "more-0" for a in rm.live.values())
+        assert settle(core, rm) == []

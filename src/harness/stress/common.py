@@ -140,11 +140,13 @@ class StressRM(t.RecordingRM):
         self.raised = 0
         # uuid -> (application, allocation key) of every allocation told of: a replay names it by key
         self.keys_of: dict[str, tuple[str, str]] = {}
+        self.told: dict[str, si.Allocation] = {}  # uuid -> every allocation told of as new, as told
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         with self.lock:
             for allocation in response.new:
                 self.keys_of[allocation.uuid] = (allocation.application_id, allocation.allocation_key)
+                self.told[allocation.uuid] = allocation
         super().update_allocation(response)
         self._misbehave()
 
