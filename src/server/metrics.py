@@ -26,7 +26,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from korral.server.events import EventLog
 from korral.server.history import MetricsHistory
@@ -85,6 +85,28 @@ class _TerminalApps:
         for labels, value in counts:
             family.add_metric(list(labels), value)
         yield family
+
+
+class _NodeUsage:
+    """Writes ``<resource>_node_usage_total{range}`` from the counts ``CoreMetrics.node_usage`` last
+    computed: only resources some node has now, so a name whose nodes all left leaves no family."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}  # metric name -> nodes in each range
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterable[Any]:
+        for name, counts in sorted(self.counts.items()):
+            family = GaugeMetricFamily(
+                f"{NAMESPACE}_scheduler_{name}_node_usage_total",
+                "Total resource usage of node, by resource name.",
+                labels=["range"],
+            )
+            for label, value in zip(NODE_USAGE_RANGES, counts, strict=True):
+                family.add_metric([label], value)
+            yield family
 
 
 class CoreMetrics:
@@ -199,9 +221,12 @@ class CoreMetrics:
         # korral setting log_events: False keeps events to the RMs that take them, served or not
         self.log_events = True
         # yunikorn_<queue>_queue_container_total{partition, state}, one family per queue path as
-        # YuniKorn names it; and <resource>_node_usage_total{range}, one per resource: made on first use
+        # YuniKorn names it, made on first use; and <resource>_node_usage_total{range}, one per resource
+        # some node has. Names that map to one metric name (root.a-b and root.a_b, gpu-x and gpu_x)
+        # share its family: their counts are added up (docs/api.md, "Metrics")
         self._queue_containers: dict[str, Counter] = {}
-        self._node_usage: dict[str, Gauge] = {}
+        self._node_usage = _NodeUsage()
+        registry.register(self._node_usage)
         self.queue_resource = Gauge(
             "queue_resource",
             "Queue resource metrics. State of the resource includes `guaranteed`, `max`, `allocated`, "
@@ -287,17 +312,18 @@ class CoreMetrics:
     def queue_containers(self, partition: str, queue: str, allocated: int, released: int) -> None:
         """``yunikorn_<queue>_queue_container_total{state}``: a queue's allocations made and released
         (its applications' actors, once per burst)."""
-        counter = self._queue_containers.get(queue)
+        subsystem = metric_name(queue)
+        counter = self._queue_containers.get(subsystem)
         if counter is None:
             with self._lock:
-                counter = self._queue_containers.get(queue)
+                counter = self._queue_containers.get(subsystem)
                 if counter is None:
-                    counter = self._queue_containers[queue] = Counter(
+                    counter = self._queue_containers[subsystem] = Counter(
                         "queue_container",
                         "Queue container metrics. State of the attempt includes `allocated`, `released`.",
                         ["partition", "state"],
                         namespace=NAMESPACE,
-                        subsystem=metric_name(queue),
+                        subsystem=subsystem,
                         registry=self.registry,
                     )
         if allocated:
@@ -336,10 +362,16 @@ class CoreMetrics:
             elif series[1] != value:
                 series[1] = value
                 series[0].set(value)
-        for name, series in known.items():
-            if name not in resource and series[1] != 0:
+        left = [name for name in known if name not in resource]
+        for name in left:  # a resource gone is published once as 0, then its series is removed
+            series = known[name]
+            if series[1] != 0:
                 series[1] = 0
                 series[0].set(0)
+            else:
+                del known[name]
+                with contextlib.suppress(KeyError):
+                    self.queue_resource.remove(partition, queue, state, name)
 
     def forget_queues(self, partition: str, paths: Iterable[str], *, with_apps: bool = False) -> None:
         """Queues that are gone (removed, or their partition stopped) leave no series behind;
@@ -362,6 +394,19 @@ class CoreMetrics:
                             metric.remove(*(series.labels[name] for name in names))
         for key in [key for key in self._published if key[0] == partition and key[1] in gone]:
             self._published.pop(key, None)
+        with self._lock:
+            for key in [key for key in self.queue_app_total if key[0] == partition and key[1] in gone]:
+                del self.queue_app_total[key]
+            for subsystem in {metric_name(path) for path in gone}:
+                counter = self._queue_containers.get(subsystem)
+                if counter is None:
+                    continue
+                for state in ("allocated", "released"):
+                    with contextlib.suppress(KeyError):
+                        counter.remove(partition, state)
+                if not any(family.samples for family in counter.collect()):
+                    self.registry.unregister(counter)  # no partition's queue of that name is left
+                    del self._queue_containers[subsystem]
 
     def queue_usage(
         self, partition: str, queue: str, allocated: Mapping[str, int], pending: Mapping[str, int]
@@ -393,29 +438,20 @@ class CoreMetrics:
 
     def node_usage(self, nodes: Iterable[tuple[Mapping[str, int], Mapping[str, int]]]) -> None:
         """``<resource>_node_usage_total{range}``: how many nodes (capacity, allocated) of every
-        partition fall in each tenth of a resource's use (over-allocated counts as full)."""
+        partition fall in each tenth of a resource's use (over-allocated counts as full); resources
+        that share a metric name are added up."""
         counts: dict[str, list[int]] = {}
+        names: dict[str, str] = {}  # resource name -> its metric name, each found once
         for capacity, allocated in nodes:
             for name, total in capacity.items():
                 if total > 0:
                     used = min(allocated.get(name, 0) / total, 1.0)
                     index = max(math.ceil(used * 10) - 1, 0)
-                    counts.setdefault(name, [0] * len(NODE_USAGE_RANGES))[index] += 1
-        with self._lock:
-            for name in set(self._node_usage) | set(counts):
-                gauge = self._node_usage.get(name)
-                if gauge is None:
-                    gauge = self._node_usage[name] = Gauge(
-                        f"{metric_name(name)}_node_usage_total",
-                        "Total resource usage of node, by resource name.",
-                        ["range"],
-                        namespace=NAMESPACE,
-                        subsystem="scheduler",
-                        registry=self.registry,
-                    )
-                values = counts.get(name, [0] * len(NODE_USAGE_RANGES))
-                for label, value in zip(NODE_USAGE_RANGES, values, strict=True):
-                    gauge.labels(label).set(value)
+                    metric = names.get(name)
+                    if metric is None:
+                        metric = names[name] = metric_name(name)
+                    counts.setdefault(metric, [0] * len(NODE_USAGE_RANGES))[index] += 1
+        self._node_usage.counts = counts  # replaced whole: a scrape reads one set or the other
 
     # ---- the internal metrics history ------------------------------------------------------------
 
