@@ -433,6 +433,11 @@ class Simulation:
     def next_deadline(self) -> float | None:
         return self._timers[0][0] if self._timers else None
 
+    def last_one_shot_deadline(self) -> float | None:
+        """When the latest one-shot timer (a timeout, a delay: not a periodic tick) falls due; None
+        when none is pending."""
+        return max((timer[0] for timer in self._timers if timer[4] <= 0), default=None)
+
     def _fire_due(self) -> None:
         timers = self._timers
         while timers and timers[0][0] <= self.now:

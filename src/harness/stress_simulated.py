@@ -27,6 +27,7 @@ from korral.harness import (
     repro,
     simulated_checks,
     simulated_faults,
+    simulated_liveness,
     simulated_pct,
     simulated_restart,
 )
@@ -210,8 +211,65 @@ class SimulatedStress:
         violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, drivers)
         if violations:
             return violations
+        violations = self._quiet_past_deadlines(core, rms, drivers)
+        if violations:
+            return violations
         partitions = [driver.partition for driver in drivers]
         return simulated_checks.check_stuck_work(core, partitions)
+
+    def _quiet_past_deadlines(
+        self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[ScenarioDriver]
+    ) -> list[str]:
+        """The RMs confirm every release the core made (as a shim does once the containers stopped)
+        and send nothing else; the clock moves past every deadline (``simulated_liveness``), and
+        the books are checked again. Then, from the published state alone: nothing could be placed
+        now, and no application is in a state time should have ended."""
+        simulation = core.simulation
+        assert simulation is not None
+        longest = self._longest_timeout(drivers)
+        for round_ in range(8):
+            confirmations = [(d, d.rm.take_confirmations()) for d in drivers]
+            sent = [(d, request) for d, request in confirmations if request is not None]
+            if round_ and not sent:
+                break
+            for driver, request in sent:
+                try:
+                    core.update_allocation(request)
+                except Exception as error:
+                    return [f"{driver.rm_id}: final confirmation: {type(error).__name__}: {error}"]
+            try:
+                # past every timer's deadline, and past each timeout a periodic sweep serves
+                simulated_liveness.advance_past_deadlines(core)
+                simulation.advance(longest)
+                simulated_liveness.advance_past_deadlines(core)
+            except SimulationError as error:
+                return [f"livelock: {error}"]
+        violations = self._check(core, rms, drivers)
+        if violations:
+            return violations
+        settings = drivers[0].settings if drivers else SeedSettings()
+        timeouts = {"completing": settings.completing_timeout, "placeholder": settings.placeholder_timeout}
+        with simulation.frozen():
+            for driver in drivers:
+                state = simulated_checks.collect_direct(core, driver.partition)
+                if state is None:
+                    continue
+                violations.extend(simulated_liveness.check_timed_states(state, simulation.now, timeouts))
+                violations.extend(
+                    simulated_liveness.check_placeable(
+                        state, driver.config, driver.rm_id, simulation.now, driver.app_requests
+                    )
+                )
+        return violations
+
+    @staticmethod
+    def _longest_timeout(drivers: Sequence[ScenarioDriver]) -> float:
+        """Past every timeout a seed sets (placeholders, completing, cleanup) and a little more."""
+        settings = drivers[0].settings if drivers else SeedSettings()
+        return (
+            max(settings.placeholder_timeout, settings.completing_timeout, settings.queue_cleanup_interval)
+            + 0.1
+        )
 
     def _restart(
         self, cores: Cores, drivers: Sequence[ScenarioDriver], record: Callable[[Op], None]

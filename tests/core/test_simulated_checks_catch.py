@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from korral.actors.messages import ViewOps
+from korral.actors.application import ApplicationActor
+from korral.actors.messages import CompletingTimeout, RunCycle, ViewOps
 from korral.actors.scheduler import SchedulerActor
-from korral.harness import faults, faults_planted
+from korral.harness import faults, faults_planted, simulated_books, simulated_liveness
 from korral.harness.stress_simulated import SimulatedStress
 from korral.model import resource as res
 from korral.model.view_ops import Forget
@@ -67,6 +69,55 @@ class UserUsageLeaks(SchedulerActor):
 
 def test_exact_books_catch_a_user_usage_leak_below_every_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     plant(monkeypatch, "user-usage-leaks", "scheduler_actor", UserUsageLeaks)
-    _, violations = first_violation("user-usage-leaks", "the scheduler's limit tracker counts")
-    # below the limits: the check of usage above a max alone would not have seen it
-    assert not any("above its maxresources" in violation for violation in violations)
+    seed, _ = first_violation("user-usage-leaks", "the scheduler's limit tracker counts")
+    # below the limits: without the exact books, the other checks do not see it on that seed
+    monkeypatch.setattr(simulated_books, "check_books", lambda *args, **kwargs: [])
+    assert SimulatedStress(rms=2, operations=30, fault="user-usage-leaks").run_seed(seed).violations == ()
+
+
+class MemoSaysFitsNowhere(SchedulerActor):
+    """the scheduler's walk wrongly remembers every ask whose key ends in 2 as fitting no node (and
+    never reserves one for it): those asks stay pending with room for them"""
+
+    def on_RunCycle(self, message: RunCycle) -> None:
+        walker: Any = self.view.walker
+        if not getattr(walker, "planted", False):
+            find_node, try_reserve = walker._find_node, walker._try_reserve
+
+            def wrong_find_node(ask: Any) -> Any:
+                return None if ask.allocation_key.endswith("2") else find_node(ask)
+
+            def wrong_try_reserve(app: Any, ask: Any, now: float) -> Any:
+                return None if ask.allocation_key.endswith("2") else try_reserve(app, ask, now)
+
+            walker._find_node, walker._try_reserve = wrong_find_node, wrong_try_reserve  # the bug
+            walker.planted = True
+        super().on_RunCycle(message)
+
+
+def test_liveness_from_the_published_state_catches_a_memo_that_says_an_ask_fits_nowhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant(monkeypatch, "memo-fits-nowhere", "scheduler_actor", MemoSaysFitsNowhere)
+    seed, _ = first_violation("memo-fits-nowhere", "the reference scheduler loaded with the published")
+    # one more cycle of the same scheduler, with the same memo (the check before), does not see it
+    monkeypatch.setattr(simulated_liveness, "check_placeable", lambda *args, **kwargs: [])
+    assert SimulatedStress(rms=2, operations=30, fault="memo-fits-nowhere").run_seed(seed).violations == ()
+
+
+class CompletingTimeoutLost(ApplicationActor):
+    """an application whose id ends in 3 ignores its completing timeout: it stays Completing"""
+
+    def on_CompletingTimeout(self, message: CompletingTimeout) -> None:
+        if self.owner.app.application_id.endswith("3"):
+            return  # the bug
+        super().on_CompletingTimeout(message)
+
+
+def test_timed_states_catch_an_application_left_completing(monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, "completing-timeout-lost", "application_actor", CompletingTimeoutLost)
+    seed, _ = first_violation("completing-timeout-lost", "still Completing with its completing timeout")
+    monkeypatch.setattr(simulated_liveness, "check_timed_states", lambda *args, **kwargs: [])
+    assert (
+        SimulatedStress(rms=2, operations=30, fault="completing-timeout-lost").run_seed(seed).violations == ()
+    )
