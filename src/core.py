@@ -447,6 +447,10 @@ class Core:
         """The configuration each registered RM runs (as parsed and validated), by rm_id."""
         return dict(self._board.configs)
 
+    def build_information(self) -> dict[str, dict[str, str]]:
+        """The build information each registered RM registered with, by rm_id."""
+        return {rm_id: dict(info) for rm_id, info in self._board.build_infos.items()}
+
     def published_queues(self, partition: str) -> list[QueueInfo] | None:
         """``queues()`` as the partition's actors last published it, read without any message or wait;
         None when the partition publishes nothing here (unknown, or engine="ray": use ``queues()``)."""

@@ -118,6 +118,8 @@ class RegisteredRM:
     queue_boards: dict[str, QueueBoard] = attrs.Factory(dict)
     # while a registration is pending (its partitions being started by the caller): its requests, held
     pending: list[Route] | None = None
+    # the build information the RM registered with (YuniKorn's RMInfo.RMBuildInformation)
+    build_info: Mapping[str, str] = attrs.Factory(dict)
 
 
 @attrs.frozen(slots=True)
@@ -144,6 +146,8 @@ class PartitionBoard:
         self.queue_boards: Mapping[str, QueueBoard] = MappingProxyType({})
         # the configuration each registered RM runs, by rm_id
         self.configs: Mapping[str, SchedulerConfig] = MappingProxyType({})
+        # the build information each registered RM gave, by rm_id
+        self.build_infos: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
 
 class RMProxyActor(ThreadedActor):
@@ -174,6 +178,7 @@ class RMProxyActor(ThreadedActor):
             {name: board for rm in self.rms.values() for name, board in rm.queue_boards.items()}
         )
         self.board.configs = MappingProxyType({rm_id: rm.config for rm_id, rm in self.rms.items()})
+        self.board.build_infos = MappingProxyType({rm_id: rm.build_info for rm_id, rm in self.rms.items()})
 
     # ---- registration and configuration ------------------------------------------------------------
 
@@ -208,6 +213,7 @@ class RMProxyActor(ThreadedActor):
             dispatcher=dispatcher,
             config=config,
             closed=closed,
+            build_info=MappingProxyType(dict(request.build_info)),
         )
         self.rms[request.rm_id] = rm
         if not message.build_here:

@@ -333,11 +333,11 @@ def node(info: NodeInfo) -> JSON:
     )
 
 
-def cluster(info: PartitionInfo, start_time_ns: int) -> JSON:
-    """``dao.ClusterDAOInfo`` as yunikorn-core fills it."""
+def cluster(info: PartitionInfo, start_time_ns: int, build_info: Mapping[str, str]) -> JSON:
+    """``dao.ClusterDAOInfo`` as yunikorn-core fills it: the RM's build information with its rmId."""
     return {
         "startTime": start_time_ns,
-        "rmBuildInformation": [{"rmId": info.rm_id}],
+        "rmBuildInformation": [{**build_info, "rmId": info.rm_id}],
         "partition": partition_without_rm(info.name),
         "clusterName": "kubernetes",
     }

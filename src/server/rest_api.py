@@ -263,7 +263,10 @@ class RestApi:
         return text, "application/x-yaml"
 
     def clusters(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
-        return [dao.cluster(info, self.started_ns) for info in self.core.partitions()]
+        builds = self.core.build_information()
+        return [
+            dao.cluster(info, self.started_ns, builds.get(info.rm_id, {})) for info in self.core.partitions()
+        ]
 
     def healthcheck(self, params: Mapping[str, str], query: Mapping[str, str]) -> Any:
         snapshots = [

@@ -297,7 +297,7 @@ def state_dump(api: RestApi, params: Mapping[str, str], query: Mapping[str, str]
         "applications": applications,
         "appHistory": application_history(records),
         "nodes": nodes,
-        "clusterInfo": [dao.cluster(info, api.started_ns) for info in partitions],
+        "clusterInfo": api.clusters(params, query),
         "containerHistory": container_history(records),
         "queues": queues,
         "rmDiagnostics": {"empty": "Resource Manager did not register callback"},

@@ -1,0 +1,46 @@
+"""What YuniKorn's web UI and Grafana read of a served korral: what YuniKorn itself would answer."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+from core_helpers import TWO_LEAVES
+
+import korral
+from korral import si
+from korral import testing as t
+
+BUILD = {
+    "rm1": {"buildDate": "2026-11-01T10:00:00+0000", "buildVersion": "1.8.0", "isPluginVersion": "false"},
+    "rm2": {"buildDate": "2026-11-02T10:00:00+0000", "buildVersion": "1.7.0", "goVersion": "1.23"},
+}
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        assert response.status == 200
+        return json.loads(response.read())
+
+
+def test_clusters_carry_each_rms_build_information_with_its_rm_id() -> None:
+    with korral.start() as core:
+        address, url = core.serve_grpc("127.0.0.1:0"), core.serve_rest("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            for rm_id, build in BUILD.items():
+                request = si.RegisterResourceManagerRequest(
+                    rm_id=rm_id, config=TWO_LEAVES, policy_group="queues", build_info=build
+                )
+                remote.register_resource_manager(request, t.RecordingRM(rm_id))
+            clusters = get(url + "/ws/v1/clusters")
+            assert sorted((c["partition"], c["rmBuildInformation"][0]["rmId"]) for c in clusters) == [
+                ("default", "rm1"),
+                ("default", "rm2"),
+            ]
+            for cluster in clusters:
+                (information,) = cluster["rmBuildInformation"]
+                rm_id = information["rmId"]
+                assert information == {**BUILD[rm_id], "rmId": rm_id}
+            dumped = get(url + "/ws/v1/fullstatedump")["clusterInfo"]
+            assert sorted(dumped, key=str) == sorted(clusters, key=str)
