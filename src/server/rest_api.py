@@ -60,16 +60,15 @@ class RestApi:
     # ---- lookups ----------------------------------------------------------------------------------
 
     def partition(self, name: str) -> str:
-        """The core's name of a partition given by YuniKorn's plain name or the full ``[rm1]default``."""
+        """The core's name of a partition given by YuniKorn's plain name or the full ``[rm1]default``.
+
+        A plain name several RMs share answers with one of them, as YuniKorn's
+        GetPartitionWithoutClusterID does (it takes whichever its map yields): korral takes the one
+        whose full name sorts first (``[rm1]default`` before ``[rm2]default``), every time."""
         names = self.core.partition_names()
         if name in names:
             return name
-        owners = [full for full in names if partition_without_rm(full) == name.lower()]
-        if len(owners) > 1:
-            choices = ", ".join(owners)
-            raise HttpError(
-                400, f"Partition {name} is owned by more than one resource manager: use one of {choices}"
-            )
+        owners = sorted(full for full in names if partition_without_rm(full) == name.lower())
         if not owners:
             raise HttpError(404, "Partition not found")
         return owners[0]

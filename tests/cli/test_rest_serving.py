@@ -93,8 +93,8 @@ def test_two_rms_partitions_by_full_name_and_metrics_apart() -> None:
         assert rm2.wait_for_allocations(2)
         core.wait_until_idle()
         url = core.serve_rest("127.0.0.1:0")
-        status, body = get(url + "/ws/v1/partition/default/nodes")
-        assert status == 400 and "[rm1]default" in body["message"] and "[rm2]default" in body["message"]
+        # the shared plain name answers with the first RM's, as YuniKorn answers with one of them
+        assert {n["nodeID"] for n in ok(url + "/ws/v1/partition/default/nodes")} == {"a1"}
         for rm_id, nodes in (("rm1", {"a1"}), ("rm2", {"b1", "b2"})):
             quoted = urllib.parse.quote(f"[{rm_id}]default", safe="")
             assert {n["nodeID"] for n in ok(url + f"/ws/v1/partition/{quoted}/nodes")} == nodes

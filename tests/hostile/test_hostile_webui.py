@@ -44,3 +44,19 @@ def test_clusters_carry_each_rms_build_information_with_its_rm_id() -> None:
                 assert information == {**BUILD[rm_id], "rmId": rm_id}
             dumped = get(url + "/ws/v1/fullstatedump")["clusterInfo"]
             assert sorted(dumped, key=str) == sorted(clusters, key=str)
+
+
+def test_a_partition_name_two_rms_share_answers_with_the_first_rms_partition() -> None:
+    # the web UI's Queues V2 page asks for partition "default" whatever /ws/v1/partitions lists
+    with korral.start() as core:
+        address, url = core.serve_grpc("127.0.0.1:0"), core.serve_rest("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            remote.register_resource_manager(t.register("rm2"), t.RecordingRM("rm2"))  # root only
+            remote.register_resource_manager(t.register("rm1", TWO_LEAVES), t.RecordingRM("rm1"))
+            queues = get(url + "/ws/v1/partition/default/queues")
+            assert sorted(child["queuename"] for child in queues["children"]) == ["root.a", "root.b"]
+            for route in ("nodes", "usage/users", "placementrules", "applications/active", "queue/root"):
+                get(url + f"/ws/v1/partition/default/{route}")
+            # each RM's own partition stays reachable by its full name
+            rm2 = get(url + "/ws/v1/partition/%5Brm2%5Ddefault/queues")
+            assert "children" not in rm2 or rm2["children"] in ([], None)
