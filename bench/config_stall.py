@@ -18,6 +18,7 @@ from typing import Any
 
 import korral
 from korral import testing as t
+from korral.harness.benchmark.runner import CORE_SETTINGS
 
 NODE = {"memory": 100_000_000, "vcore": 20_000}
 ROOT_ONLY = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
@@ -48,7 +49,7 @@ def main() -> None:
             pauses.append((info["generation"], time.perf_counter() - began["gc"]))
 
     gc.callbacks.append(watch_gc)
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:  # as korral serve and korral bench run it
         rm_b = t.RecordingRM("b")
         core.register_resource_manager(t.register("b", ROOT_ONLY), rm_b)
         busy = threading.Event()

@@ -16,7 +16,7 @@ import time
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM
+from korral.harness.benchmark.runner import CORE_SETTINGS, BenchRM
 
 TIMEOUT = 600.0
 
@@ -26,7 +26,7 @@ def main() -> None:
     workload = workloads.yunikorn(nodes=count, asks=10)
     rm = BenchRM(workload.node_count)
     gc.collect()
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:  # as korral serve and korral bench run it
         core.register_resource_manager(
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )

@@ -18,6 +18,8 @@ from config_stall import NODE, many_queues
 
 import korral
 from korral import testing as t
+from korral.harness.benchmark.runner import CORE_SETTINGS
+from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 
 UPDATES = 10
 TIMEOUT = 600.0
@@ -25,8 +27,8 @@ TIMEOUT = 600.0
 
 def one_count(queues: int) -> tuple[float, float]:
     """Milliseconds of wall and of CPU time per node update, the median of ``UPDATES``."""
-    with korral.start() as core:
-        core.serve_rest("127.0.0.1:0")  # the metrics are on, as on a served core
+    with korral.start(**CORE_SETTINGS) as core:  # as korral serve and korral bench run it
+        core.serve_rest("127.0.0.1:0", switch_interval=SERVING_SWITCH_INTERVAL)  # metrics on, as served
         core.register_resource_manager(t.register("rm", many_queues(queues)), t.RecordingRM("rm"))
         core.wait_until_idle(TIMEOUT)
         walls: list[float] = []

@@ -2,6 +2,7 @@
 
     python bench/rest_load.py overhead [--rounds 5]   # yunikorn shape, metrics on vs off, alternating
     python bench/rest_load.py load [--rounds 3]       # GET /ws/v1/partition/default/queues while scheduling
+    python bench/rest_load.py settings [--rounds 3]   # what tune_gc and the switch interval each gain
 
 ``overhead`` runs YuniKorn's shape with the actors feeding the metrics and without (korral setting
 ``metrics=False``), alternating in one process, and reports the medians. ``load`` serves the REST API
@@ -11,7 +12,10 @@ the core was scheduling count. Medians over the rounds; the machine is shared, s
 Also reported: the process's CPU time per allocation (less sensitive than the rate to what else the
 machine runs), the garbage collector's pauses in the scheduling window (they stop every thread), the
 requests' p99 without those that overlapped a pause, and the same client against the idle core just
-before (what the machine itself adds).
+before (what the machine itself adds). The core runs as ``korral serve`` runs it (``tune_gc``, REST's
+switch interval at 1 ms) unless a mode says otherwise. ``settings`` alternates those two process-wide
+settings on and off: the yunikorn shape with and without ``tune_gc``, then REST served with a request
+every 0.1 s at Python's switch interval and at korral serve's.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Any
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM
+from korral.harness.benchmark.runner import CORE_SETTINGS, BenchRM
+from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 
 QUEUES = "/ws/v1/partition/default/queues"
 IDLE_SECONDS = 5.0
@@ -41,6 +46,7 @@ def schedule(
     *,
     serve: bool = False,
     client: Callable[[str], Any] | None = None,
+    switch_interval: float | None = SERVING_SWITCH_INTERVAL,
     **settings: Any,
 ) -> dict[str, Any]:
     """Run the workload (all asks at once); returns allocations/s and the wall-clock window."""
@@ -56,7 +62,7 @@ def schedule(
 
     gc.callbacks.append(collected)
     try:
-        return _schedule(workload, serve, client, pauses, **settings)
+        return _schedule(workload, serve, client, pauses, switch_interval, **settings)
     finally:
         gc.callbacks.remove(collected)
 
@@ -66,10 +72,11 @@ def _schedule(
     serve: bool,
     client: Callable[[str], Any] | None,
     pauses: list[tuple[float, float]],
+    switch_interval: float | None,
     **settings: Any,
 ) -> dict[str, Any]:
     rm = BenchRM(workload.node_count)
-    with korral.start(**settings) as core:
+    with korral.start(**{**CORE_SETTINGS, **settings}) as core:
         core.register_resource_manager(
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )
@@ -77,7 +84,7 @@ def _schedule(
         assert rm.nodes_done.wait(120)
         core.update_application(workload.applications)
         core.wait_until_idle(120)
-        url = core.serve_rest("127.0.0.1:0") if serve else ""
+        url = core.serve_rest("127.0.0.1:0", switch_interval=switch_interval) if serve else ""
         process = client(url) if client is not None else None
         idle_start = time.time()
         if process is not None:
@@ -216,12 +223,45 @@ def load(nodes: int, asks: int, rounds: int) -> None:
                 )
 
 
+def settings_gain(nodes: int, asks: int, rounds: int) -> None:
+    """What each process-wide setting gains, its two sides alternating in one process."""
+    workload = workloads.yunikorn(nodes, asks)
+    gc_modes = {"tune_gc off": False, "tune_gc on": True}
+    gc_runs: dict[str, list[dict]] = {name: [] for name in gc_modes}
+    switch_modes = {"switch interval 5 ms": None, "switch interval 1 ms": SERVING_SWITCH_INTERVAL}
+    switch_runs: dict[str, list[dict]] = {name: [] for name in switch_modes}
+    for _ in range(rounds):
+        for name, tuned in gc_modes.items():
+            gc_runs[name].append(schedule(workload, tune_gc=tuned))
+        for name, interval in switch_modes.items():
+            switch_runs[name].append(
+                schedule(workload, serve=True, client=start_client(0.1), switch_interval=interval)
+            )
+    print(f"yunikorn shape, {nodes:,} nodes, {asks:,} asks, {rounds} rounds alternating (medians)")
+    for name, runs in {**gc_runs, **switch_runs}.items():
+        rate = statistics.median(r["allocations_per_second"] for r in runs)
+        cpu = statistics.median(r["cpu_us_per_allocation"] for r in runs)
+        gc_share = sum(r["gc_seconds"] for r in runs) / sum(r["seconds"] for r in runs)
+        gc_max = max(r["gc_max_ms"] for r in runs)
+        line = (
+            f"  {name:<21} {rate:>9,.0f} allocations/s, CPU {cpu:.1f} us/allocation;"
+            f" GC {gc_share:.0%} of the window, longest pause {gc_max:.0f} ms"
+        )
+        latencies = [ms for r in runs for ms in r["latencies_ms"]]
+        if latencies:
+            line += (
+                f"; GET {QUEUES} while scheduling: {len(latencies)} requests,"
+                f" p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"
+            )
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("overhead", "load"):
+    for name in ("overhead", "load", "settings"):
         command = commands.add_parser(name)
         command.add_argument("--nodes", type=int, default=1000)
         command.add_argument("--asks", type=int, default=50_000)
@@ -234,6 +274,8 @@ def main() -> None:
         client(args.url, args.interval)
     elif args.command == "overhead":
         overhead(args.nodes, args.asks, args.rounds)
+    elif args.command == "settings":
+        settings_gain(args.nodes, args.asks, args.rounds)
     else:
         load(args.nodes, args.asks, args.rounds)
 

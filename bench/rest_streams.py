@@ -33,7 +33,8 @@ from typing import Any
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM
+from korral.harness.benchmark.runner import CORE_SETTINGS, BenchRM
+from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 
 STREAM = "/ws/v1/events/stream"
 
@@ -54,7 +55,7 @@ def schedule(
 ) -> dict[str, Any]:
     """Run the workload with REST served (and the readers started); allocations/s and CPU."""
     rm = EventsRM(workload.node_count) if events else BenchRM(workload.node_count)
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:  # as korral serve and korral bench run it
         core.register_resource_manager(
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )
@@ -62,7 +63,7 @@ def schedule(
         assert rm.nodes_done.wait(120)
         core.update_application(workload.applications)
         core.wait_until_idle(120)
-        url = core.serve_rest("127.0.0.1:0", **rest)
+        url = core.serve_rest("127.0.0.1:0", **{"switch_interval": SERVING_SWITCH_INTERVAL, **rest})
         process = client(url) if client is not None else None
         if process is not None:
             time.sleep(IDLE_SECONDS)

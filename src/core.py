@@ -83,11 +83,12 @@ DEFAULT_SETTINGS: dict[str, float] = {
     "placeholder_timeout": 900.0,
 }
 # korral's own settings (not YuniKorn's). tune_gc: raise the cyclic GC's thresholds while the core runs
-# (korral.actors.gc_tuning says why); the previous thresholds are restored on stop.
+# (korral.actors.gc_tuning says why), restored on stop; off by default, since the thresholds are the
+# whole process's (``korral serve`` and ``korral bench`` turn it on).
 # metrics: feed YuniKorn's Prometheus metrics from the actors (False: Core.metrics stays empty).
 # log_events: once a REST server serves the core, make events for every RM (gRPC RMs too) for its
 # event log; False: only for RMs whose callback takes them (~10 us of CPU an allocation saved).
-KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": True, "metrics": True, "log_events": True}
+KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": False, "metrics": True, "log_events": True}
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0

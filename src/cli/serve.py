@@ -67,6 +67,7 @@ def serve(
 
     import korral
     from korral.server import serve_log
+    from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     serve_log.configure()
@@ -88,12 +89,15 @@ def serve(
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    core = serve_log.logging_registrations(korral.start())
+    # the process is korral's alone: tune the collector for a long-lived core and, while REST serves,
+    # hand the GIL to its event loop sooner (docs/architecture.md, "Process-wide settings")
+    core = serve_log.logging_registrations(korral.start(tune_gc=True))
     try:
         bound = core.serve_grpc(grpc_address, default_config=default_config, tls=tls, tokens=tokens)
         click.echo(f"korral: gRPC SI listening on {bound}")
         if rest_address is not None:
-            click.echo(f"korral: REST API at {core.serve_rest(rest_address, tls=rest_tls)}")
+            url = core.serve_rest(rest_address, tls=rest_tls, switch_interval=SERVING_SWITCH_INTERVAL)
+            click.echo(f"korral: REST API at {url}")
         sys.stdout.flush()
         while not stop.wait(1.0):
             pass

@@ -106,13 +106,14 @@ def soak(
 ) -> list[SoakSample]:
     """Application cycles on one RM while a second RM keeps the core busy (it never lets it go idle);
     a sample of RSS, threads and live actors every ``every`` cycles. Stops after ``cycles`` cycles or
-    ``duration`` seconds, whichever comes first. The core runs at its default settings (``tune_gc``
-    included) but for the harness's short timeouts (``korral.harness.stress.SETTINGS``)."""
+    ``duration`` seconds, whichever comes first. The core runs as ``korral serve`` runs it (``tune_gc``
+    on: what a long-lived core holds waits longer for a full collection) with the harness's short
+    timeouts (``korral.harness.stress.SETTINGS``)."""
     samples: list[SoakSample] = []
     stop = threading.Event()
     busy_rounds = [0]
     failure: list[BaseException] = []
-    core = korral.start(**SETTINGS, **faults.start_options())
+    core = korral.start(tune_gc=True, **SETTINGS, **faults.start_options())
     try:
         soaker, busy = LeanRM("soak"), LeanRM("busy")
         for rm in (soaker, busy):

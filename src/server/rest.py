@@ -38,6 +38,7 @@ from korral.server.rest_api import (
 )
 from korral.server.rest_limits import ConnectionGuard, RestLimits, tls_context
 from korral.server.rest_stream import EventFanout, StreamLimiter, serve_stream
+from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 from korral.server.switch_interval import switch_interval as _switch_interval
 
 if TYPE_CHECKING:
@@ -48,10 +49,9 @@ log = log_text.logger("korral.rest")
 WORKERS = 4
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
-# While a REST server runs, the interpreter hands the GIL over at least this often (Python's default
-# is 5 ms): each time the event loop wakes (a connection, a request) it waits that long behind a
-# scheduler batch. Measured on the yunikorn shape: the same CPU time per allocation at 1 ms as at 5 ms.
-SWITCH_INTERVAL = 0.001
+# the switch interval korral serve asks for (korral.server.switch_interval says why); a server leaves the
+# process's own alone unless given one
+SWITCH_INTERVAL = SERVING_SWITCH_INTERVAL
 
 
 HEADERS = rest_routes.cors_headers()  # yunikorn-core's writeHeaders
@@ -102,11 +102,12 @@ class RestServer:
         core: Core,
         address: str,
         *,
-        switch_interval: float | None = SWITCH_INTERVAL,
+        switch_interval: float | None = None,
         tls: ssl.SSLContext | Mapping[str, Any] | None = None,
         **limits: Any,
     ) -> None:
-        """``switch_interval``: the longest GIL hand-off while serving (None: leave the process's);
+        """``switch_interval``: the longest GIL hand-off while serving, the whole process's (None, the
+        default: leave the process's alone; ``korral serve`` gives ``SWITCH_INTERVAL``);
         ``tls``: serve HTTPS (rest_limits.tls_context); ``limits``: rest_limits.RestLimits' settings."""
         self.host, self.port = parse_address(address)
         self.limits = RestLimits.of(limits)

@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +115,51 @@ def test_serve_with_rest_answers_curl_for_what_a_remote_rm_did(serve) -> None:
     assert len(nodes[0]["allocations"]) == 2
     process.terminate()
     assert process.wait(60) == 0
+
+
+# korral serve with a probe beside it: a thread that writes the process's GC thresholds and switch
+# interval to stderr each time they change (the first line: as the process started)
+PROBED = (
+    "import gc, sys, threading, time\n"
+    "def probe():\n"
+    "    seen = None\n"
+    "    while True:\n"
+    "        state = (gc.get_threshold(), sys.getswitchinterval())\n"
+    "        if state != seen:\n"
+    "            print('process', *state, file=sys.stderr, flush=True)\n"
+    "            seen = state\n"
+    "        time.sleep(0.01)\n"
+    "threading.Thread(target=probe, daemon=True).start()\n"
+    "from korral.cli import main; main()\n"
+)
+
+
+def test_serve_tunes_the_collector_and_the_switch_interval_of_its_own_process() -> None:
+    # the library leaves both alone (korral.start(), serve_rest()); korral serve's process is korral's
+    process = subprocess.Popen(
+        [sys.executable, "-c", PROBED, "serve", "--grpc", "127.0.0.1:0", "--rest", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tuned = "(10000, 10, 100) 0.001"
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(process.stderr), daemon=True)
+    reader.start()
+    try:
+        assert "gRPC SI listening" in process.stdout.readline()
+        assert "REST API at" in process.stdout.readline()
+        deadline = time.monotonic() + 60  # the probe samples every 10 ms: wait for it, not for a time
+        while not any(tuned in line for line in err) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(60)
+        reader.join(60)
+    assert process.returncode == 0, err
+    states = [line.strip().split(" ", 1)[1] for line in err if line.startswith("process ")]
+    assert states[0] != tuned and states[0].endswith(" 0.005"), states  # as Python starts
+    assert tuned in states, states  # while korral serve serves
 
 
 def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None:

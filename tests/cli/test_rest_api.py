@@ -233,12 +233,20 @@ def test_usage_lists_groups_under_a_group_limit() -> None:
         assert users == [dao.user_usage(u) for u in core.users_usage(part())]
 
 
-def test_serving_shortens_the_gil_switch_interval_until_stopped() -> None:
+def test_serving_shortens_the_gil_switch_interval_when_asked_until_stopped() -> None:
     before = sys.getswitchinterval()
     with running(TWO_LEAVES) as (core, _):
-        core.serve_rest("127.0.0.1:0")
+        core.serve_rest("127.0.0.1:0", switch_interval=rest.SWITCH_INTERVAL)
         assert sys.getswitchinterval() <= rest.SWITCH_INTERVAL
     assert sys.getswitchinterval() == before  # the process's own setting is back
+
+
+def test_serving_leaves_the_process_switch_interval_alone_by_default() -> None:
+    before = sys.getswitchinterval()
+    assert before > rest.SWITCH_INTERVAL  # Python's own 5 ms
+    with running(TWO_LEAVES) as (core, _):
+        core.serve_rest("127.0.0.1:0")
+        assert sys.getswitchinterval() == before
 
 
 def test_requests_do_not_change_state(served) -> None:

@@ -1,9 +1,11 @@
-"""korral.start(tune_gc=True) raises the cyclic GC's thresholds while the core runs and puts them back."""
+"""korral.start(tune_gc=True) raises the cyclic GC's thresholds while the core runs and puts them back;
+the library leaves them alone unless asked, since they are the whole process's, and korral bench asks."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from core_helpers import NODE, ROOT_ONLY
@@ -11,6 +13,8 @@ from core_helpers import NODE, ROOT_ONLY
 import korral
 from korral import testing as t
 from korral.actors import gc_tuning
+from korral.harness.benchmark.runner import run_korral
+from korral.harness.benchmark.workloads import yunikorn
 
 
 @pytest.fixture
@@ -27,17 +31,40 @@ def test_tuned_thresholds_raise_young_and_full_collections_and_never_lower_a_set
 
 
 @pytest.mark.usefixtures("default_thresholds")
-def test_a_running_core_tunes_the_collector_and_stop_restores_it() -> None:
-    with korral.start():
+def test_a_core_that_is_asked_tunes_the_collector_and_stop_restores_it() -> None:
+    with korral.start(tune_gc=True):
         assert gc.get_threshold() == (10_000, 10, 100)
     assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.usefixtures("default_thresholds")
+def test_the_library_leaves_the_process_collector_alone_by_default() -> None:
+    with korral.start():
+        assert gc.get_threshold() == (700, 10, 10)
     with korral.start(tune_gc=False):
         assert gc.get_threshold() == (700, 10, 10)
 
 
 @pytest.mark.usefixtures("default_thresholds")
+def test_korral_bench_runs_its_cores_with_the_collector_tuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int, int]] = []
+    start = korral.start
+
+    def observed(**settings: Any) -> korral.Core:
+        core = start(**settings)
+        seen.append(gc.get_threshold())
+        return core
+
+    monkeypatch.setattr(korral, "start", observed)
+    result = run_korral(yunikorn(4, 40))
+    assert result.allocations == 40
+    assert seen == [(10_000, 10, 100)]
+    assert gc.get_threshold() == (700, 10, 10)  # restored when its core stopped
+
+
+@pytest.mark.usefixtures("default_thresholds")
 def test_stop_leaves_thresholds_alone_that_someone_changed_meanwhile() -> None:
-    with korral.start():
+    with korral.start(tune_gc=True):
         gc.set_threshold(2_000, 10, 10)
     assert gc.get_threshold() == (2_000, 10, 10)
 
@@ -80,8 +107,9 @@ def test_a_partition_promotes_its_node_actors_once_a_thousand_have_started(
 ) -> None:
     # one promotion per thousand started nodes, once the warmup has started them all: a registration
     # of 1,500 promotes once; 400 and 700 more promote once the second thousand is reached
-    assert registers_nodes(monkeypatch, [1_500, 400, 700]) == ["p", "", "p"]
+    assert registers_nodes(monkeypatch, [1_500, 400, 700], tune_gc=True) == ["p", "", "p"]
 
 
 def test_a_core_that_leaves_the_collector_alone_never_collects(monkeypatch: pytest.MonkeyPatch) -> None:
     assert registers_nodes(monkeypatch, [1_500], tune_gc=False) == [""]
+    assert registers_nodes(monkeypatch, [1_500]) == [""]  # the default

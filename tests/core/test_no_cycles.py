@@ -1,7 +1,8 @@
-"""Removed actors are freed at once, by reference counting alone (issue 22).
+"""Removed actors are freed at once, by reference counting alone.
 
-With ``tune_gc`` (the default) full collections are rare, so whatever a removed application or node
-left in a reference cycle piled up in the oldest generation: a soak grew from 76 to 1,099 MB in 300 s.
+With ``tune_gc`` (as ``korral serve`` runs a core) full collections are rare, so whatever a removed
+application or node left in a reference cycle piled up in the oldest generation: a soak grew from 76
+to 1,099 MB in 300 s.
 Each test runs its churn with the cyclic collector off, so an actor that is still in memory once it
 has stopped is either held by something or part of a cycle: neither may happen.
 """

@@ -12,7 +12,13 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import AnsweringRM, BenchRM, reference_with_asks, schedule_and_deliver
+from korral.harness.benchmark.runner import (
+    CORE_SETTINGS,
+    AnsweringRM,
+    BenchRM,
+    reference_with_asks,
+    schedule_and_deliver,
+)
 from korral.harness.benchmark.workloads import Workload, submit_all
 
 
@@ -73,7 +79,7 @@ class GangBenchRM(AnsweringRM):
 def run_gang_korral(workload: Workload, timeout: float = 600.0) -> GangResult:
     rm = GangBenchRM(workload.node_count)
     gc.collect()
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:
         rm.set_up(core, workload, timeout)
         rm.target = workload.asks
         start = time.perf_counter()

@@ -18,7 +18,7 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import BenchRM, percentile
+from korral.harness.benchmark.runner import CORE_SETTINGS, BenchRM, percentile
 from korral.harness.benchmark.workloads import yunikorn
 
 
@@ -60,7 +60,7 @@ def run_multi_rm(
 ) -> MultiRMResult:
     workload = yunikorn(nodes, asks)
     gc.collect()
-    with korral.start(engine=engine) as core:
+    with korral.start(engine=engine, **CORE_SETTINGS) as core:
         recorders: dict[str, BenchRM] = {}
         for index in range(rms):
             rm_id = f"bench-{index}"

@@ -13,7 +13,7 @@ import attrs
 
 import korral
 from korral import si
-from korral.harness.benchmark.runner import AnsweringRM, peak_rss_mb, percentile
+from korral.harness.benchmark.runner import CORE_SETTINGS, AnsweringRM, peak_rss_mb, percentile
 from korral.harness.benchmark.workloads import PreemptionWorkload
 
 
@@ -102,7 +102,7 @@ def run_preemption_korral(
 ) -> PreemptionBenchResult:
     rm = PreemptionBenchRM(workload.node_count)
     gc.collect()
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:
         rm.set_up(core, workload, timeout)
         rm.target = workload.allocations
         fill_started = time.perf_counter()

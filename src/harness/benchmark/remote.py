@@ -22,7 +22,7 @@ import attrs
 import korral
 from korral import si
 from korral.harness.benchmark import workloads
-from korral.harness.benchmark.runner import BenchRM, latencies_ms, percentile, request_index
+from korral.harness.benchmark.runner import CORE_SETTINGS, BenchRM, latencies_ms, percentile, request_index
 
 TIMEOUT = 600.0
 # The RM gives up when nothing it waits for has moved on for this long (a normal run finishes in
@@ -125,7 +125,7 @@ class RemoteBenchRM(BenchRM):
 
 def run_remote(nodes: int, asks: int, timeout: float = TIMEOUT) -> RemoteResult:
     """The core here, serving gRPC on loopback; the RM in a child process."""
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:
         address = core.serve_grpc("127.0.0.1:0")
         child = subprocess.run(
             [sys.executable, "-m", "korral.harness.benchmark.remote", address, str(nodes), str(asks)],

@@ -224,6 +224,12 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[index]
 
 
+# korral bench's cores, as a service runs one: the process is the bench's, so the core tunes the cyclic
+# collector for its many long-lived objects (korral.actors.gc_tuning; off by default in the library,
+# whose host process is not its own). bench/README.md says what it gains.
+CORE_SETTINGS: dict[str, Any] = {"tune_gc": True}
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -236,7 +242,7 @@ def run_korral(workload: Workload, progress: Progress | None = None, timeout: fl
     node_count, ask_count = workload.node_count, workload.asks
     waves = list(workload.waves)
     gc.collect()
-    with korral.start() as core:
+    with korral.start(**CORE_SETTINGS) as core:
         core.register_resource_manager(
             si.RegisterResourceManagerRequest(rm_id=workload.rm_id, config=workload.config), rm
         )
