@@ -9,7 +9,7 @@ from typing import TypeVar, dataclass_transform
 
 import attrs
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.allocation import Allocation
 from korral.model.ugm import QueueUsage
 

@@ -17,9 +17,9 @@ try:
 except ImportError:  # pytest without pytest-cov: nothing measures
     coverage = None
 
+from korral import resource as res
 from korral.config import load_config
 from korral.harness.reference import ReferenceScheduler
-from korral.model import resource as res
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
 from korral.model.partition import PartitionModel
 from korral.model.queue import Queue, QueueState

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from korral import resource as res
 from korral import si
 from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
@@ -37,7 +38,6 @@ from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
-from korral.model import resource as res
 from korral.model.app_owner import AppEffects, ApplicationOwner
 from korral.model.app_summary import log_summary, rm_of, track_released
 from korral.model.application import Application, ApplicationState

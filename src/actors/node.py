@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import attrs
 
+from korral import resource as res
 from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import NodeChanged, SetNodeSchedulable, Snapshot, UpdateNode
 from korral.actors.node_board import NodeBoard
 from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, NodeInfo
-from korral.model import resource as res
 from korral.model.node import NodeSpec
 
 

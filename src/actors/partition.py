@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from korral import resource as res
 from korral import si
 from korral.actors.application import AppFinished
 from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, tell_all
@@ -57,7 +58,6 @@ from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo
 from korral.model import events
-from korral.model import resource as res
 from korral.model.app_owner import owner_copy
 from korral.model.application import Application
 from korral.model.completed import CompletedApplications

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from korral import resource as res
 from korral.actors.base import Handle
 from korral.actors.messages import (
     ApplicationQuery,
@@ -38,7 +39,6 @@ from korral.info import (
     UserUsageInfo,
     limit_usage_infos,
 )
-from korral.model import resource as res
 from korral.model.completed import CompletedApplications
 from korral.model.partition import PartitionModel
 from korral.model.ugm import AppUsage

@@ -33,9 +33,9 @@ import threading
 
 import attrs
 
+from korral import resource as res
 from korral.info import QueueInfo
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral.resource import Resource
 
 _NO_USAGE: tuple[Resource, Resource] = ({}, {})
 RUNNING = "Running"

@@ -51,7 +51,6 @@ from korral.model import events
 from korral.model.allocation import Allocation, AskSpec
 from korral.model.node import removal_reason
 from korral.model.partition_effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
-from korral.model.resource import Resource
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -64,6 +63,7 @@ from korral.model.view_ops import (
     UndoReplacement,
     Unpreempt,
 )
+from korral.resource import Resource
 
 _new_tuple = tuple.__new__
 

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from korral import resource as res
 from korral import si
 from korral.actors.messages import Deliver, NodeReservations
 from korral.actors.node_board import NodeBoard
 from korral.actors.queue_board import QueueBoard
 from korral.model import events
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.queue import Queue
-from korral.model.resource import Resource
 from korral.model.view import SchedulingView
+from korral.resource import Resource
 
 
 class SchedulerPublishing:

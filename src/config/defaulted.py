@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable, Iterator
 
 from korral import log_text
+from korral.config.quantity import parse_go_duration
 from korral.config.schema import ChildTemplateConfig, QueueConfig, SchedulerConfig
-from korral.model.queue import parse_go_duration
 
 log = log_text.logger("korral.config")
 

@@ -1,4 +1,5 @@
-"""Resource quantities as YuniKorn writes them in queues.yaml (`resources/quantity.go`).
+"""Resource quantities and durations as YuniKorn writes them in queues.yaml (`resources/quantity.go`,
+Go's ``time.ParseDuration``).
 
 A quantity is a number with an optional suffix: ``k M G T P E`` (powers of 10) or ``Ki Mi Gi Ti Pi Ei``
 (powers of 2). Only ``vcore`` takes ``m`` (milli); ``vcore`` is stored in millicores, so ``"1"`` is 1000 and
@@ -116,3 +117,24 @@ def parse_resources(
         if quantity != 0 or keep_zero:
             parsed[name] = quantity
     return parsed
+
+
+_GO_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """A Go duration (``30s``, ``1m30s``, ``250ms``) in seconds; None when it is not one."""
+    text = text.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    total, at = 0.0, 0
+    while at < len(body):
+        match = _GO_DURATION_PART.match(body, at)
+        if match is None:
+            return None
+        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
+        at = match.end()
+    return sign * total if body else None

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from korral import resource as res
 from korral.config.schema import (
     ChildTemplateConfig,
     FilterConfig,
@@ -31,7 +32,6 @@ from korral.config.schema import (
     SchedulerConfig,
 )
 from korral.errors import ConfigError
-from korral.model import resource as res
 
 ROOT = "root"
 DEFAULT_PARTITION = "default"
@@ -115,7 +115,7 @@ def _validate_partition(partition: PartitionConfig, seen: set[str]) -> Partition
     )
 
 
-# --- resource arithmetic: korral.model.resource, with YuniKorn's semantics for sparse resources ---
+# --- resource arithmetic: korral.resource, with YuniKorn's semantics for sparse resources ---
 
 
 def format_resource(resource: Resource) -> str:

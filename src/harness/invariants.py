@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import attrs
 
+from korral import resource as res
 from korral.core import Core
 from korral.info import ApplicationInfo, NodeInfo, PartitionInfo, QueueInfo
-from korral.model import resource as res
 from korral.testing import CORE_RELEASES, RecordingRM
 
 

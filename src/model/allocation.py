@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral import resource as res
+from korral.resource import Resource
 
 _force = msgspec.structs.force_setattr
 _NO_TAGS: dict[str, str] = {}  # shared, as every ask's and allocation's tags: never mutated

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec, tag_allows_preemption
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral import resource as res
+from korral.resource import Resource
 
 GANG_STYLE_HARD = "Hard"
 

@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from korral.model import resource as res
+from korral import resource as res
 
 if TYPE_CHECKING:
     from korral.model.application import Application

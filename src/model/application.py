@@ -10,8 +10,8 @@ from typing import Any
 
 import attrs
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.app_spec import GANG_STYLE_HARD as GANG_STYLE_HARD
 from korral.model.app_spec import AppSpec
@@ -60,8 +60,8 @@ from korral.model.app_state import (
     settle_event as settle_event,
 )
 from korral.model.order import IncrementalOrder
-from korral.model.resource import Resource
 from korral.model.ugm import AppTracking
+from korral.resource import Resource
 from korral.si.messages import CREATION_TIME
 
 MIN_PRIORITY = -(1 << 31)

@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.allocation import Allocation
-from korral.model.resource import Resource
+from korral.resource import Resource
 
 # What most nodes have: nothing occupied, no attributes. Shared rather than an empty dict per node and
 # copy (registry, scheduler's view, node actor: ~4 MB at 10,000 nodes); a Node replaces these two

@@ -14,8 +14,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask, recovery_rejection
 from korral.model.application import (
     Application,

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_owner import ask_rejection, build_ask
 from korral.model.app_spec import AppSpec
@@ -25,11 +25,11 @@ from korral.model.application import RUNNING_STATES, Application, ApplicationEve
 from korral.model.partition_effects import EffectsRecorder
 from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
 from korral.model.queue import Queue, QueueState
-from korral.model.resource import Resource
 from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
 from korral.policies.placement import Placement, PlacementError, PlacementRequest
 from korral.policies.sorting import SORT_FIFO
 from korral.policies.usergroups import UserGroupError
+from korral.resource import Resource
 
 if TYPE_CHECKING:
     from korral.model.partition_allocations import PartitionAllocations

@@ -15,14 +15,14 @@ from typing import Any
 
 import attrs
 
+from korral import resource as res
 from korral.config.schema import PartitionConfig, QueueConfig
-from korral.model import resource as res
 from korral.model.node import Node, NodeChange
 from korral.model.node_order import NodeOrder
 from korral.model.queue import ROOT, Queue, QueueState
-from korral.model.resource import Resource
 from korral.policies.placement import PlacementManager
 from korral.policies.usergroups import UserGroupCache
+from korral.resource import Resource
 
 
 class ModelError(Exception):

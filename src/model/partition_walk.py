@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import RUNNING_STATES, Application, ApplicationState
 from korral.model.node import Node

@@ -20,8 +20,8 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import TAG_REQUIRED_NODE, Allocation, Ask, tag_allows_preemption
 from korral.model.application import Application
 from korral.model.node import Node

@@ -8,15 +8,16 @@ from collections.abc import Iterable, Iterator
 from time import perf_counter
 from typing import Any, cast
 
+from korral import resource as res
+from korral.config.quantity import parse_go_duration
 from korral.config.schema import ChildTemplateConfig, QueueConfig
-from korral.model import resource as res
 from korral.model.allocation import Ask
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
 from korral.model.order import INSERTED, UNCHANGED, IncrementalOrder
-from korral.model.resource import Resource
 from korral.policies import sorting
 from korral.policies.acl import ACL
 from korral.policies.sorting import SORT_FAIR, SORT_FIFO, SORT_STATE_AWARE
+from korral.resource import Resource
 
 ROOT = "root"
 
@@ -78,27 +79,6 @@ def _parse_priority_offset(text: str) -> int:
         return 0
     value = int(text)
     return value if MIN_PRIORITY <= value <= MAX_PRIORITY else 0
-
-
-_GO_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> float | None:
-    """A Go duration (``30s``, ``1m30s``, ``250ms``) in seconds; None when it is not one."""
-    text = text.strip()
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    if body == "0":
-        return 0.0
-    total, at = 0.0, 0
-    while at < len(body):
-        match = _GO_DURATION_PART.match(body, at)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
-        at = match.end()
-    return sign * total if body else None
 
 
 def _parse_backoff(text: str | None) -> int:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import TAG_REQUIRED_NODE
 from korral.model.preempting import allocation_age, queue_facts, victim_flags
 from korral.model.queue import Queue, QueueState
-from korral.model.resource import Resource
 from korral.policies import quota_preemption as policy
+from korral.resource import Resource
 
 if TYPE_CHECKING:
     from korral.model.partition import PartitionModel

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.naming import partition_without_rm
 from korral.si.messages import slot_setters

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from korral import resource as res
 from korral.config.schema import PartitionConfig, QueueConfig
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral.resource import Resource
 
 WILDCARD = "*"
 

@@ -14,17 +14,17 @@ from typing import Any
 
 import attrs
 
+from korral import resource as res
 from korral import si
 from korral.config.schema import PartitionConfig
-from korral.model import resource as res
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app_spec import AppSpec
 from korral.model.application import Application
 from korral.model.node import NodeChange, NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.queue import Queue
-from korral.model.resource import Resource
 from korral.policies.placement import PlacementManager
+from korral.resource import Resource
 
 # the view's placement rules: none (the partition actor places applications: ``insert_application``)
 _NO_PLACEMENT = PlacementManager.build(())

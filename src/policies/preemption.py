@@ -36,8 +36,8 @@ from typing import NamedTuple
 
 import attrs
 
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral import resource as res
+from korral.resource import Resource
 
 POLICY_DEFAULT = "default"
 POLICY_FENCE = "fence"

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from korral.model import resource as res
-from korral.model.resource import Resource
+from korral import resource as res
+from korral.resource import Resource
 
 
 class QuotaCandidate(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from korral.model import resource as res
+from korral import resource as res
 
 if TYPE_CHECKING:
     from korral.model.application import Application

@@ -31,12 +31,12 @@ from korral.config.yaml_reader import too_large
 from korral.server import dao, rest_routes
 from korral.server.rest_api import (
     MAX_EVENTS_PER_RESPONSE,
-    HttpError,
     RestApi,
     WouldBlock,
     parse_unsigned,
 )
 from korral.server.rest_limits import ConnectionGuard, RestLimits, tls_context
+from korral.server.rest_routes import HttpError
 from korral.server.rest_stream import EventFanout, StreamLimiter, serve_stream
 from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
 from korral.server.switch_interval import switch_interval as _switch_interval

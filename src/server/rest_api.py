@@ -25,6 +25,7 @@ from korral.info import QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.policies.placement import PlacementManager
 from korral.server import dao, rest_routes
+from korral.server.rest_routes import HttpError
 
 if TYPE_CHECKING:
     from korral.core import Core
@@ -37,13 +38,6 @@ INLINE_MAX_QUEUES = 2_000
 
 class WouldBlock(Exception):
     """The answer would wait on the core (or take long): compute it on a worker thread instead."""
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class RestApi:

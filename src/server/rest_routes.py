@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
+from korral.config.quantity import parse_go_duration
 from korral.info import NodeInfo, QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.model.queue import (
@@ -29,7 +30,6 @@ from korral.model.queue import (
     PREEMPTION_DELAY,
     PRIORITY_OFFSET,
     PRIORITY_POLICY,
-    parse_go_duration,
 )
 from korral.server.history import HistoryRecord
 
@@ -41,6 +41,15 @@ JSON = dict[str, Any]
 BUCKETS = 10
 MIN_COMPRESSION_SIZE = 1400  # yunikorn-core's minCompressionSize
 STREAM_PATH = "/ws/v1/events/stream"
+
+
+class HttpError(Exception):
+    """An answer other than 200: its status and message (the routes' answers raise it)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 def cors_headers(method: str = "GET") -> dict[str, str]:
@@ -265,7 +274,6 @@ def state_dump(api: RestApi, params: Mapping[str, str], query: Mapping[str, str]
     """yunikorn-core's ``AggregatedStateInfo`` (every field omitempty); korral keeps no event streams
     by name, so ``eventStreams`` is left out."""
     from korral.server import dao
-    from korral.server.rest_api import HttpError  # rest_api imports this module
 
     core = api.core
     partitions = core.partitions()

@@ -10,10 +10,12 @@ where scripts read it, and the log would say it a second time.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import korral
 from korral import log_text, si
+
+if TYPE_CHECKING:
+    from korral.core import Core
 
 log = log_text.logger("korral.serve")
 
@@ -26,11 +28,11 @@ def configure() -> None:
     logging.getLogger("korral.grpc").addFilter(_not_listening_again)
 
 
-def _partitions(core: korral.Core, rm_id: str) -> list[str]:
+def _partitions(core: Core, rm_id: str) -> list[str]:
     return [name for name in core.partition_names() if name.startswith(f"[{rm_id}]")]
 
 
-def logging_registrations(core: korral.Core) -> korral.Core:
+def logging_registrations(core: Core) -> Core:
     """``core`` with every registration logged (INFO; a refused one as a WARNING with the reason)."""
     register = core.register_resource_manager
 

@@ -119,3 +119,21 @@ def test_the_command_lines_dependencies_are_an_extra_not_the_core_install() -> N
 def test_version_comes_from_the_installed_metadata_and_type_hints_are_marked() -> None:
     assert korral.__version__ == importlib.metadata.version("korral")
     assert (Path(korral.__file__).parent / "py.typed").is_file()
+
+
+def test_every_package_of_the_source_tree_is_in_the_distribution() -> None:
+    # pyproject lists the packages by name (src/ is mapped to korral): one left out is missing from a
+    # wheel or a non-editable install, though an editable one still finds it
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    source = root / "src"
+    packages = {
+        ".".join(("korral", *init.parent.relative_to(source).parts))
+        for init in source.rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert {"korral", "korral.cli", "korral.harness.stress", "korral.model"} <= packages
+    assert sorted(packages - set(setuptools["packages"])) == []
+    assert sorted(set(setuptools["packages"]) - packages) == []  # nor one that is not there

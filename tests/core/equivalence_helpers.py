@@ -29,12 +29,12 @@ from typing import Any
 import attrs
 
 import korral
+from korral import resource as res
 from korral import si
 from korral import testing as t
 from korral.config import load_config
 from korral.errors import ConfigError
 from korral.harness.reference import ReferenceScheduler
-from korral.model import resource as res
 
 RM = "rm"
 PARTITION = "[rm]default"

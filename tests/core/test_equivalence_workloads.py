@@ -9,9 +9,9 @@ import pytest
 from equivalence_helpers import RM, SEEDS, SETTINGS, Pair, random_asks, random_config, random_node
 
 import korral
+from korral import resource as res
 from korral import si
 from korral import testing as t
-from korral.model import resource as res
 
 # ---- the two drivers -------------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ from app_owner_helpers import (
     si_ask,
 )
 
+from korral import resource as res
 from korral import si
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import AppEffects, ApplicationOwner, ask_rejection
 from korral.model.application import STATE_AWARE_DISABLE_TAG, Application

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import (
     MIN_PRIORITY,

@@ -8,9 +8,9 @@ from gang_helpers import S, T, app_of, confirm
 from gang_requests import PH, RM, gang_app
 from gang_requests import gang_asks as asks
 
+from korral import resource as res
 from korral import si
 from korral import testing as t
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import ApplicationOwner
 from korral.model.application import Application

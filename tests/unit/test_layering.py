@@ -4,6 +4,10 @@
   (the ``korral.cli`` package, ``korral.cli_simulated``, ``korral.__main__``), which fronts
   ``korral stress`` and ``korral bench``, may; and nothing but the command line imports it.
 - ``korral.model`` and ``korral.policies`` are plain synchronous code: no actors, no pykka, no core.
+- The product has no import circle at run time, neither between its modules nor between its layers
+  (``korral.model``, ``korral.config``, ``korral.server``, ... and each module beside them, such as
+  ``korral.core``): a circle makes the order of imports matter and no layer readable on its own.
+  Imports only for type checking (under ``if TYPE_CHECKING:``) do not run and do not count.
 
 Every import form counts: ``import a.b``, ``from a import b`` (also a submodule ``a.b``), relative
 imports, and ``__import__`` / ``importlib.import_module`` with a literal name, at any depth (inside
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,6 +145,201 @@ def test_the_check_catches_a_forbidden_import(module: str, source: str, expected
 )
 def test_the_check_allows_what_the_layering_allows(module: str, source: str) -> None:
     assert violations(module, imported_modules(source, module)) == []
+
+
+# ---- no import circle in the product -----------------------------------------------------------------
+
+
+def in_product(module: str) -> bool:
+    return not within(module, HARNESS) and not is_command_line(module)
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def run_time_source(source: str) -> str:
+    """``source`` without its ``if TYPE_CHECKING:`` blocks (their ``else`` kept)."""
+
+    class DropTypeOnly(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            if is_type_checking(node):
+                return node.orelse or ast.Pass()
+            return self.generic_visit(node)
+
+    return ast.unparse(DropTypeOnly().visit(ast.parse(source)))
+
+
+def run_time_imports(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` imports when it runs: ``from a import b`` is ``a.b``
+    when that is a module, else ``a``; the rest as ``imported_modules`` reads them."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    tree = ast.parse(run_time_source(source))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+                base = ".".join([*base_parts, node.module] if node.module else base_parts)
+            else:
+                base = node.module or ""
+            names.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+    names |= imported_modules(source_without_from_imports(tree), module, is_package=is_package)
+    found: set[str] = set()
+    for name in names:
+        while name and name not in known:  # a name inside a module: the module
+            name = name.rpartition(".")[0]
+        if name:
+            found.add(name)
+    return found
+
+
+def source_without_from_imports(tree: ast.Module) -> str:
+    class DropFromImports(ast.NodeTransformer):
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
+            return ast.Pass()
+
+    return ast.unparse(DropFromImports().visit(tree))
+
+
+def run_time_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Which product module imports which at run time (at any depth: inside functions too). Importing
+    ``korral.a.b`` imports ``korral.a`` first (its ``__init__`` runs), so that counts too, unless the
+    importer is inside ``korral.a`` already; the root package ``korral`` holds every module, so it
+    counts only when named."""
+    known = set(sources)
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in sources.items():
+        if not in_product(module):
+            continue
+        targets: set[str] = set()
+        for name in run_time_imports(source, module, is_package, known):
+            parts = name.split(".")
+            for depth in range(2, len(parts)):
+                package = ".".join(parts[:depth])
+                if package in known and not within(module, package):
+                    targets.add(package)
+            targets.add(name)
+        graph[module] = {target for target in targets if in_product(target) and target != module}
+    return graph
+
+
+def layer(module: str) -> str:
+    """``korral.model.queue`` -> ``korral.model``; ``korral.core`` -> itself; ``korral`` -> itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    layers: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        layers.setdefault(layer(module), set()).update(
+            layer(target) for target in targets if layer(target) != layer(module)
+        )
+    return layers
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's circles: each strongly connected set of two or more, one path round it shown."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+def product_sources() -> dict[str, tuple[str, bool]]:
+    return {module: (path.read_text(), path.name == "__init__.py") for module, path in source_modules()}
+
+
+def test_the_product_has_no_import_circle_between_modules() -> None:
+    graph = run_time_graph(product_sources())
+    assert {"korral.core", "korral.model.queue", "korral.server.rest_api"} <= set(graph)
+    assert circles(graph) == []
+
+
+def test_the_product_has_no_import_circle_between_layers() -> None:
+    layers = layer_graph(run_time_graph(product_sources()))
+    assert {"korral.model", "korral.config", "korral.policies", "korral.core"} <= set(layers)
+    assert "korral.config" in layers["korral.model"]  # the check sees the layers' imports
+    assert circles(layers) == []
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        (  # two modules, one import inside a function
+            {
+                "korral.a": ("import korral.b", False),
+                "korral.b": ("def f():\n    from korral import a", False),
+            },
+            [["korral.a", "korral.b"]],
+        ),
+        (  # through a package's __init__, which imports its module
+            {
+                "korral.p": ("from korral.p.m import X", True),
+                "korral.p.m": ("import korral.q", False),
+                "korral.q": ("from korral.p.n import Y", False),
+                "korral.p.n": ("", False),
+            },
+            [["korral.p", "korral.p.m", "korral.q"]],
+        ),
+        (  # a type-only import does not run
+            {
+                "korral.a": ("import korral.b", False),
+                "korral.b": (
+                    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import korral.a",
+                    False,
+                ),
+            },
+            [],
+        ),
+    ],
+)
+def test_the_circle_check_finds_module_circles(sources: dict[str, tuple[str, bool]], expected: list) -> None:
+    assert circles(run_time_graph(sources)) == expected
+
+
+def test_the_circle_check_finds_layer_circles_of_modules_apart() -> None:
+    sources = {
+        "korral.config": ("", True),
+        "korral.config.validator": ("from korral.model import resource", False),
+        "korral.model": ("", True),
+        "korral.model.resource": ("", False),
+        "korral.model.partition": ("from korral.config.schema import PartitionConfig", False),
+        "korral.config.schema": ("", False),
+        "korral.harness.reference": ("import korral.model.partition", False),
+    }
+    graph = run_time_graph(sources)
+    assert circles(graph) == []  # no module circle...
+    assert circles(layer_graph(graph)) == [["korral.config", "korral.model"]]  # ...but a layer circle
+    assert "korral.harness.reference" not in graph  # the harness is not the product
 
 
 # ---- pykka's public surface only -------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.allocation import Allocation
 from korral.model.node import Node
 

@@ -7,8 +7,9 @@ import pytest
 
 from korral import si
 from korral import testing as t
+from korral.config.quantity import parse_go_duration
 from korral.harness.reference import ReferenceScheduler
-from korral.model.queue import DEFAULT_PREEMPTION_DELAY, parse_go_duration
+from korral.model.queue import DEFAULT_PREEMPTION_DELAY
 
 T = si.TerminationType
 NODE = {"memory": 1000}

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from korral.model import resource as res
-from korral.model.resource import MAX_INT64, MIN_INT64
+from korral import resource as res
+from korral.resource import MAX_INT64, MIN_INT64
 
 MAX = MAX_INT64
 MIN = MIN_INT64

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
+from korral import resource as res
 from korral.config import load_config
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.application import ApplicationState
 from korral.model.ugm import AppTracking, AppUsage, QueueUsage, UserGroupTracker, resolve_group

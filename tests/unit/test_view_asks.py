@@ -10,7 +10,7 @@ import pytest
 import view_helpers
 from view_helpers import S, allocated_of, ask, insert, one_app, pending_of, recovered
 
-from korral.model import resource as res
+from korral import resource as res
 from korral.model.queue import Queue
 
 # the shared fixtures: pytest finds a fixture by its name in the test module

@@ -6,8 +6,8 @@ import pytest
 import view_helpers
 from view_helpers import CONFIG, S, allocated_of, ask, insert, one_app, pending_of, recovered
 
+from korral import resource as res
 from korral.config import load_config
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.node import NodeSpec
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from korral import resource as res
 from korral import si
 from korral.config import load_config
-from korral.model import resource as res
 from korral.model.allocation import Allocation
 from korral.model.app_owner import build_ask
 from korral.model.app_spec import AppSpec
