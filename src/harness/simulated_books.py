@@ -27,10 +27,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from korral import resource as res
 from korral import si
 from korral.harness.invariants import PartitionState
 from korral.info import GroupUsageInfo, UserUsageInfo
-from korral.model import resource as res
 from korral.model.ugm import path_levels
 from korral.testing import CORE_RELEASES
 

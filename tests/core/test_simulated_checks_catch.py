@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from korral import resource as res
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import CompletingTimeout, RunCycle, ViewOps
 from korral.actors.scheduler import SchedulerActor
 from korral.harness import faults, faults_planted, simulated_books, simulated_liveness
 from korral.harness.stress_simulated import SimulatedStress
-from korral.model import resource as res
 from korral.model.view_ops import Forget
 
 SEEDS = 200
