@@ -358,6 +358,10 @@ class SchedulingWalk:
             return None
         predicates = self.predicates
         filters = predicates.active
+        # YuniKorn times the nodes tried for every ask; the RM's predicates time their own checks, and
+        # without them the walk up to the node that takes the ask (or past every node) is the try
+        timed = predicates.latencies if not filters else None
+        started = time.perf_counter() if timed is not None else 0.0
         candidates: list[Node] = []  # with room, not yet put to the RM's predicates
         per_call = predicates.candidates_per_call
         any_fit = False
@@ -374,6 +378,8 @@ class SchedulingWalk:
             else:
                 any_fit = True
                 if not filters:
+                    if timed is not None:
+                        timed.append(("trynode", time.perf_counter() - started))
                     return node
                 candidates.append(node)
                 if len(candidates) >= per_call:
@@ -386,6 +392,8 @@ class SchedulingWalk:
             accepted = predicates.first_accepted(spec.allocation_key, candidates)
             if accepted is not None:
                 return accepted
+        if timed is not None:
+            timed.append(("trynode", time.perf_counter() - started))
         if not any_fit:
             # Nothing has room: skip this shape until some node gains room.
             unfit.add(shape)

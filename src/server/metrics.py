@@ -418,7 +418,8 @@ class CoreMetrics:
 
     def observe_latencies(self, records: Iterable[tuple[str, float]]) -> None:
         """Latencies the scheduling model timed during a batch of cycles, each (kind, seconds):
-        "trynode" (the RM's predicates on a node), "trypreemption" (a preemption attempt),
+        "trynode" (a node tried for an ask: the RM's predicates on it, or without them the walk to the
+        node that takes the ask), "trypreemption" (a preemption attempt),
         "sort_queue" / "sort_app" (a queue's children or applications re-sorted)."""
         for kind, seconds in records:
             if kind == "trynode":

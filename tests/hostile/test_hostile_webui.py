@@ -6,7 +6,7 @@ import json
 import urllib.request
 from typing import Any
 
-from core_helpers import TWO_LEAVES
+from core_helpers import NODE, SMALL, TWO_LEAVES, eventually
 
 import korral
 from korral import si
@@ -60,3 +60,21 @@ def test_a_partition_name_two_rms_share_answers_with_the_first_rms_partition() -
             # each RM's own partition stays reachable by its full name
             rm2 = get(url + "/ws/v1/partition/%5Brm2%5Ddefault/queues")
             assert "children" not in rm2 or rm2["children"] in ([], None)
+
+
+def test_trynode_latency_is_recorded_for_a_grpc_rm() -> None:
+    # Grafana's YuniKorn dashboard draws the P95 of yunikorn_scheduler_trynode_latency_milliseconds
+    from test_hostile_metrics import scrape
+
+    with korral.start() as core:
+        address, url = core.serve_grpc("127.0.0.1:0"), core.serve_rest("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            rm = t.RecordingRM("rm")
+            remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+            remote.update_node(t.nodes("rm", ["n1", "n2"], NODE))
+            remote.update_application(t.applications("rm", {"app": "root.a"}))
+            assert rm.wait_for(lambda r: r.accepted_apps == ["app"])
+            remote.update_allocation(t.asks("rm", "app", 3, SMALL))
+            assert rm.wait_for_allocations(3)
+            count = "yunikorn_scheduler_trynode_latency_milliseconds_count"
+            assert eventually(lambda: scrape(url)[1].get((count, ())), timeout=60) >= 3
