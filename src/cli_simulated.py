@@ -60,8 +60,8 @@ def stress_simulated(
     ``--duration``); else the run stops after the seed that reaches it, and says so."""
     import time
 
-    from korral.harness import simulated_faults
-    from korral.harness.repro import pytest_case
+    from korral.harness import repro, simulated_faults
+    from korral.harness.repro import pytest_case, seed_pytest_case
     from korral.harness.stress_simulated import SimulatedStress
 
     try:
@@ -136,27 +136,53 @@ def stress_simulated(
     for violation in found.violations[:20]:
         console.print(f"  - {violation}", markup=False)
     violation = found.violations[0]
-    minimal = harness.shrink(found.seed, found.ops, schedule_seed=found.schedule_seed, violation=violation)
-    console.print(
-        f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
-        f"({len(minimal)} operations, replayed with every check); replay the run with: "
-        f"{replay_command(again, found.seed, found.schedule_seed)}"
-    )
-    for op in minimal[:200]:
-        console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
-    case = pytest_case(
-        minimal,
-        seed=found.seed,
-        schedule_seed=found.schedule_seed,
-        rms=rms,
-        operations=operations,
-        fault=fault,
-        perturb=perturb,
-        violation=violation,
-        explore=explore,
-        env_faults=kinds,
-    )
-    console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
+    replay_seed = replay_command(again, found.seed, found.schedule_seed)
+    shrunk = harness.shrink_case(found.seed, found.ops, violation, schedule_seed=found.schedule_seed)
+    if shrunk.reproduced:
+        console.print(
+            f"shortest sequence that still shows the first violation (its kind and subject) with {seeds_of} "
+            f"({len(shrunk.ops)} operations; replayed from exactly these operations, with every check, it "
+            f"shows the violation); replay the run with: {replay_seed}"
+        )
+        for op in shrunk.ops[:200]:
+            console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
+        case = pytest_case(
+            shrunk.ops,
+            seed=found.seed,
+            schedule_seed=found.schedule_seed,
+            rms=rms,
+            operations=operations,
+            fault=fault,
+            perturb=perturb,
+            violation=violation,
+            explore=explore,
+            env_faults=kinds,
+        )
+        console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
+    else:
+        shown = "; ".join(shrunk.replayed[:3]) or "no violation"
+        console.print(
+            f"[yellow]NOT REPRODUCED BY OPERATIONS[/yellow]: replaying the {len(shrunk.ops)} recorded "
+            f"operations does not show this violation (the replay shows: {shown}), so no shortest "
+            f"sequence is printed. The seed itself shows it; replay the run with: {replay_seed}",
+            markup=True,
+        )
+        again_run = harness.run_seed(found.seed, schedule_seed=found.schedule_seed)
+        if not repro.shows(again_run.violations, violation):
+            console.print("the seed run again does not show it either (a nondeterministic run): no case")
+            sys.exit(1)
+        case = seed_pytest_case(
+            seed=found.seed,
+            schedule_seed=found.schedule_seed,
+            rms=rms,
+            operations=operations,
+            fault=fault,
+            perturb=perturb,
+            violation=violation,
+            explore=explore,
+            env_faults=kinds,
+        )
+        console.print("the seed as a pytest case (run again just now: it fails while the violation shows):")
     console.print("# ---- 8< ----", markup=False)
     console.print(case, markup=False, highlight=False)
     console.print("# ---- >8 ----", markup=False)

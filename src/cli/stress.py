@@ -205,6 +205,16 @@ def _stress_threads(
     )
     for op in result.minimal[:200]:
         console.print(f"  {op.seq:>6}  rm{op.rm}  {op.description}", markup=False)
+    if result.reproduced:
+        from korral.harness.repro import threaded_pytest_case
+
+        case = threaded_pytest_case(
+            result.minimal, seed=result.seed, rms=rms, fault=fault, recorded_keys=result.recorded_keys
+        )
+        console.print("the shortest sequence as a pytest case (it fails while a replay shows a violation):")
+        console.print("# ---- 8< ----", markup=False)
+        console.print(case, markup=False, highlight=False)
+        console.print("# ---- >8 ----", markup=False)
     sys.exit(1)
 
 

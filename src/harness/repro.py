@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from korral import si
 from korral.harness.stress import Op
 
 # an allocation uuid: "[rm0]default-" (its partition), a token, a counter
@@ -110,3 +111,87 @@ def pytest_case(
 
 def _name(seed: int) -> str:
     return str(seed).replace("-", "minus")
+
+
+def seed_pytest_case(
+    *,
+    seed: int,
+    schedule_seed: int,
+    rms: int,
+    operations: int,
+    fault: str | None,
+    perturb: bool,
+    violation: str,
+    explore: str = "uniform",
+    env_faults: frozenset[str] | None = None,
+) -> str:
+    """A test module that runs the seed itself (its workload and schedule seeds): it fails while
+    ``violation`` shows. For a violation its recorded operations replayed do not show."""
+    return "\n".join(
+        [
+            f'"""korral stress --simulated --seed {seed} --schedule-seed {schedule_seed}, run as a seed:',
+            f"fails while {violation!r} shows (its kind and subject: korral.harness.repro.signature).",
+            '"""',
+            "",
+            "from korral.harness import repro",
+            "from korral.harness.stress_simulated import SimulatedStress",
+            "",
+            "",
+            f"def test_stress_simulated_seed_{_name(seed)}_schedule_{_name(schedule_seed)}() -> None:",
+            f"    harness = SimulatedStress(rms={rms}, operations={operations}, fault={fault!r}, "
+            f"perturb={perturb!r}"
+            + ("" if explore == "uniform" else f", explore={explore!r}")
+            + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
+            + ")",
+            f"    outcome = harness.run_seed({seed}, schedule_seed={schedule_seed})",
+            f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",
+            "",
+        ]
+    )
+
+
+def threaded_pytest_case(
+    ops: Iterable[Op], *, seed: int, rms: int, fault: str | None, recorded_keys: dict[str, tuple[str, str]]
+) -> str:
+    """A test module replaying the threaded stress's shrunk ``ops`` one at a time on a fresh core (as
+    ``StressRun.replay`` does): it fails while the replay shows a violation."""
+    ops = list(ops)
+    named = {
+        release.uuid
+        for op in ops
+        if isinstance(op.request, si.AllocationRequest) and op.request.releases is not None
+        for release in op.request.releases.allocations_to_release
+        if isinstance(release, si.AllocationRelease)
+    }
+    keys = {uuid: recorded_keys[uuid] for uuid in sorted(named) if uuid in recorded_keys}
+    lines = [
+        f'"""korral stress --seed {seed} --rms {rms}'
+        + (f" --inject-fault {fault}" if fault else "")
+        + ", shrunk:",
+        "fails while replaying its operations shows a violation.",
+        '"""',
+        "",
+        "from korral import si",
+        "from korral.harness.stress import Op, StressRun",
+        "",
+        f"RECORDED_KEYS = {python(keys)}  # uuid -> (application, allocation key), as the run told them",
+        "OPS = [",
+    ]
+    for op in ops:
+        expect = ", expect_error=True" if op.expect_error else ""
+        lines.append(
+            f"    Op(seq={op.seq}, rm={op.rm}, kind={op.kind!r}, request={python(op.request)}, "
+            f"description={op.description!r}{expect}),"
+        )
+    lines += [
+        "]",
+        "",
+        "",
+        f"def test_stress_seed_{_name(seed)}() -> None:",
+        f"    run = StressRun({rms}, 1.0, {seed}, fault={fault!r})",
+        "    run.recorded_keys = dict(RECORDED_KEYS)",
+        "    violations = run.replay(OPS)",
+        "    assert violations == [], violations",
+        "",
+    ]
+    return "\n".join(lines)

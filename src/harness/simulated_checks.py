@@ -23,11 +23,13 @@ from typing import Any, cast
 
 from korral.actors.messages import (
     ApplicationsQuery,
+    GroupsUsageQuery,
     GroupUsageQuery,
     NodesQuery,
     PartitionSummary,
     QueueTreeQuery,
     RunCycle,
+    UsersUsageQuery,
     UserUsageQuery,
 )
 from korral.actors.partition import PartitionActor
@@ -151,15 +153,16 @@ def check_view_against_owners(core: Core, state: invariants.PartitionState) -> l
 
 
 def check_books(core: Core, state: invariants.PartitionState, rm: Any) -> list[str]:
-    """``simulated_books.check_books`` for one RM's partition: its published books and its
-    scheduler's trackers against what the RM knows is booked."""
-    reader = DirectUsage(core)
+    """``simulated_books.check_books`` for one RM's partition: its published books (every user's and
+    group's usage, read in one query each) and its scheduler's trackers against what the RM knows
+    is booked."""
     name = state.info.name
-    user_names = {app.user for app in state.applications} | {user for user, _ in USERS} | {"user"}
-    users = [reader.user_usage(name, user) for user in sorted(user_names)]
-    group_names = {group for _, groups in USERS for group in groups}
-    group_names |= {group for info in users if info is not None for group in info.groups.values()}
-    groups = [reader.group_usage(name, group) for group in sorted(group_names)]
+    actor = _partition_actor(core, name)
+    if actor is not None:
+        users: list[UserUsageInfo] = actor.on_UsersUsageQuery(UsersUsageQuery())
+        groups: list[GroupUsageInfo] = actor.on_GroupsUsageQuery(GroupsUsageQuery())
+    else:
+        users, groups = core.users_usage(name), core.groups_usage(name)
     simulation = core.simulation
     scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
     view = scheduler.view if scheduler is not None and not scheduler.actor_stopped.is_set() else None

@@ -65,6 +65,16 @@ class SimulatedOutcome:
     restarts: int = 0  # core restarts with recovery (--env-faults restarts)
 
 
+@attrs.frozen(kw_only=True)
+class ShrunkCase:
+    """A violating run shrunk: the operations kept, whether replaying exactly them shows the
+    violation, and what that replay showed."""
+
+    ops: tuple[Op, ...]
+    reproduced: bool
+    replayed: tuple[str, ...]
+
+
 class Cores:
     """The cores of one seed's run, one after the other (a restart stops one and starts the next),
     and what the stopped ones did: deliveries, traces, injected failures."""
@@ -140,6 +150,7 @@ class SimulatedStress:
         self.perturb = perturb
         self.explore = explore  # the delivery order: uniform among ready mailboxes, or PCT
         self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
+        self._clean_at: tuple[Any, int] | None = None  # (simulation, steps) of the last clean check
 
     def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
         options = setup_with_injection(faults.start_options(), self.env_faults)
@@ -333,9 +344,15 @@ class SimulatedStress:
     def _check(self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None) -> list[str]:
         """The invariants and the RMs' ledgers, read with virtual time frozen: no timer fires between
         two reads of one check (``Simulation.frozen``)."""
-        assert core.simulation is not None
-        with core.simulation.frozen():
-            return self._check_frozen(core, rms, drivers)
+        simulation = core.simulation
+        assert simulation is not None
+        # nothing delivered since a clean check of this core: the same state, the same verdict
+        if self._clean_at == (simulation, simulation.steps):
+            return []
+        with simulation.frozen():
+            problems = self._check_frozen(core, rms, drivers)
+        self._clean_at = None if problems else (simulation, simulation.steps)
+        return problems
 
     def _check_frozen(
         self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[Driver] | None
@@ -422,9 +439,12 @@ class SimulatedStress:
         with self._faults():
             cores = Cores(self, schedule, full_trace, settings)
             try:
+                # an RM whose initial registration is among the operations registers where it did
+                registered = {op.rm for op in ops if op.seq in initial_registrations(ops)}
                 for index, ledger in enumerate(ledgers):
-                    config = scenario_config(index, binpacking=settings.binpacking)
-                    cores.core.register_resource_manager(t.register(ledger.rm_id, config), ledger.rm)
+                    if index not in registered:
+                        config = scenario_config(index, binpacking=settings.binpacking)
+                        cores.core.register_resource_manager(t.register(ledger.rm_id, config), ledger.rm)
                 violations: list[str] = []
                 for op in ops:
                     rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]
@@ -465,20 +485,47 @@ class SimulatedStress:
         """Delta debugging over the operations, each candidate replayed (every check) with the same
         schedule seed, and kept only when it shows the same violation: ``violation``'s kind and
         subject (``repro.signature``; default: the first violation of the whole replay)."""
-        current = [op for op in ops if not (op.kind == "register" and op.seq <= self.rm_count)]
+        # each RM's initial registration stays where it was (between another RM's first calls, say):
+        # the rest is shrunk around them
+        pinned_seqs = initial_registrations(ops)
+        pinned = [op for op in ops if op.seq in pinned_seqs]
+        current = [op for op in ops if op.seq not in pinned_seqs]
+
+        def merged(candidate: list[Op]) -> list[Op]:
+            return sorted([*pinned, *candidate], key=lambda op: op.seq)
+
         if violation is None:
-            found = self.replay(seed, current, schedule_seed=schedule_seed).violations
+            found = self.replay(seed, merged(current), schedule_seed=schedule_seed).violations
             if not found:
-                return current
+                return merged(current)
             violation = found[0]
         target = violation
 
         def fails(candidate: list[Op]) -> bool:
-            return repro.shows(self.replay(seed, candidate, schedule_seed=schedule_seed).violations, target)
+            replayed = self.replay(seed, merged(candidate), schedule_seed=schedule_seed)
+            return repro.shows(replayed.violations, target)
 
         if not fails(current):
-            return current  # the first registrations matter after all: report it whole
-        return delta_debug(current, fails, budget)
+            return merged(current)
+        return merged(delta_debug(current, fails, budget))
+
+    def shrink_case(
+        self,
+        seed: int,
+        ops: tuple[Op, ...],
+        violation: str,
+        budget: float = 60.0,
+        *,
+        schedule_seed: int | None = None,
+    ) -> ShrunkCase:
+        """``shrink``, and then the shortest sequence replayed once more from its operations: a case is
+        ``reproduced`` only when that replay shows ``violation``'s kind and subject. When the recorded
+        operations replayed do not show it at all (an RM's choice that followed an answer the replay
+        does not give, say), ``ops`` is every operation and ``reproduced`` False."""
+        schedule = seed if schedule_seed is None else schedule_seed
+        minimal = self.shrink(seed, ops, budget, schedule_seed=schedule, violation=violation)
+        final = self.replay(seed, minimal, schedule_seed=schedule).violations
+        return ShrunkCase(ops=tuple(minimal), reproduced=repro.shows(final, violation), replayed=final)
 
     def search(
         self,
@@ -506,6 +553,14 @@ class SimulatedStress:
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return None, count, steps
+
+
+def initial_registrations(ops: Sequence[Op]) -> set[int]:
+    """The sequence numbers of each RM's initial registration: its first operation, a register."""
+    first: dict[int, Op] = {}
+    for op in ops:
+        first.setdefault(op.rm, op)
+    return {op.seq for op in first.values() if op.kind == "register"}
 
 
 def _learn(ledger: Driver, op: Op) -> None:

@@ -4,9 +4,13 @@ broken invariant is caught, with its seed and a shrunk reproducing sequence."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from korral.harness import repro
 from korral.harness.stress import Op, StressRun
 
 
@@ -37,7 +41,7 @@ def test_a_short_stress_run_keeps_every_invariant() -> None:
 @pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
+def test_a_deliberately_broken_invariant_is_caught_and_shrunk(tmp_path: Path) -> None:
     # the run stops at the first checkpoint that finds a violation: a long duration costs nothing once
     # the fault shows, and a slow machine still gets there. On a loaded machine the first orphan may
     # come from a release that depends on timing (a wall-clock timer of the core, or an order of
@@ -64,6 +68,33 @@ def test_a_deliberately_broken_invariant_is_caught_and_shrunk() -> None:
     assert len(result.minimal) < result.operations
     # the shrunk sequence still reproduces the violation on a fresh core
     assert run.replay(result.minimal)
+    # and the pytest case the command line prints for it fails
+    case = repro.threaded_pytest_case(
+        result.minimal,
+        seed=result.seed,
+        rms=2,
+        fault="node-keeps-released",
+        recorded_keys=result.recorded_keys,
+    )
+    (tmp_path / "test_threaded_case.py").write_text(case)
+    outcome = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_threaded_case.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert outcome.returncode == 1 and "1 failed" in outcome.stdout, outcome.stdout + outcome.stderr
+    assert "has no application" in outcome.stdout, outcome.stdout
 
 
 def test_shrinking_never_settles_on_a_sequence_failing_sometimes(monkeypatch: pytest.MonkeyPatch) -> None:

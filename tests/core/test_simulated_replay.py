@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from korral import testing as t
@@ -316,3 +317,52 @@ def test_shrinking_keeps_the_violation_and_prints_a_pytest_case_that_fails_with_
     )
     assert run.returncode == 1, run.stdout + run.stderr  # the test fails: the violation shows
     assert "1 failed" in run.stdout and "is on no node" in run.stdout, run.stdout
+
+
+def _printed_case(output: str) -> str:
+    return output.split("# ---- 8< ----\n", 1)[1].split("# ---- >8 ----", 1)[0]
+
+
+def _pytest_fails(case: str, tmp_path: Path, wanted: str) -> None:
+    """Run a printed case as a test module: it must fail, showing ``wanted``."""
+    (tmp_path / "test_printed.py").write_text(case)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_printed.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed" in run.stdout and wanted in run.stdout, run.stdout
+
+
+def test_a_violation_its_operations_do_not_replay_is_said_plainly_with_a_seed_case_that_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When replaying the recorded operations does not show the seed's violation, the command line
+    prints no "shortest sequence" and no case from operations: it says so, prints the seed's replay
+    command, and a pytest case running the seed itself, which fails."""
+    from click.testing import CliRunner
+
+    from korral.cli import main
+
+    found = fault_found()
+    replayed: list[int] = []
+
+    def replay_shows_nothing(self: SimulatedStress, seed: int, ops: object, **kwargs: object) -> object:
+        replayed.append(seed)  # as if the operations replayed took another way
+        return attrs.evolve(found, violations=())
+
+    monkeypatch.setattr(SimulatedStress, "replay", replay_shows_nothing)
+    args = ["stress", "--simulated", "--rms", "1", "--inject-fault", FAULT, "--seed", str(found.seed)]
+    result = CliRunner().invoke(main, [*args, "--seeds", "1"])
+    assert result.exit_code == 1, result.output
+    assert replayed
+    assert "shortest sequence that still shows" not in result.output
+    assert "NOT REPRODUCED BY OPERATIONS" in result.output
+    assert f"--seed {found.seed} --schedule-seed {found.seed} --replay" in result.output
+    case = _printed_case(result.output)
+    assert f"run_seed({found.seed}, schedule_seed={found.seed})" in case
+    _pytest_fails(case, tmp_path, "is on no node")

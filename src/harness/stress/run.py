@@ -80,6 +80,9 @@ class StressResult:
     reproduced: bool = False
     # releases the core made, by termination type name (placeholders replaced, timeouts)
     core_releases: dict[str, int] = attrs.Factory(dict)
+    # uuid -> (application, allocation key) of every allocation the RMs were told of: what a replay
+    # of ``minimal`` needs to translate releases by uuid (``ReplayRM``)
+    recorded_keys: dict[str, tuple[str, str]] = attrs.Factory(dict)
 
 
 class StressRun:
@@ -155,6 +158,7 @@ class StressRun:
             callback_failures=sum(d.rm.raised for d in drivers),
             restarts=self.restarts,
             core_releases=core_release_counts(drivers),
+            recorded_keys=dict(self.recorded_keys),
         )
 
     def _drivers(self) -> list[Driver]:
