@@ -15,7 +15,7 @@ import pykka
 from korral import si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
-from korral.actors.clocks import Runtime
+from korral.actors.clocks import Clocks
 from korral.actors.messages import (
     Answer,
     ApplicationQuery,
@@ -37,9 +37,9 @@ from korral.actors.messages import (
 from korral.actors.partition import PartitionSettings
 from korral.actors.rmproxy import (
     STOP_TIMEOUT,
+    AwaitingInstall,
     FindPartitions,
     PartitionBoard,
-    Pending,
     Register,
     RMProxyActor,
     Route,
@@ -147,7 +147,7 @@ class Core:
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
-            self.metrics.start_history(self.tracker.runtime.wall_clock_ns)
+            self.metrics.start_history(self.tracker.clocks.wall_clock_ns)
         self.engine = engine
         self._ray: Any = None
         if engine == "ray":
@@ -297,8 +297,8 @@ class Core:
         return self.simulation is not None or self._ray is not None
 
     def _complete(self, answer: Any) -> Any:
-        """The caller's half of a registration or update the RMProxy answered ``Pending``."""
-        if not isinstance(answer, Pending):
+        """The caller's half of a registration or update the RMProxy answered ``AwaitingInstall``."""
+        if not isinstance(answer, AwaitingInstall):
             return answer
         call = functools.partial(self._call, timeout=REGISTRATION_TIMEOUT)
         return complete_registration(
@@ -500,8 +500,8 @@ class Core:
     ) -> tuple[Tracker, TimerService | SimulatedTimer]:
         """The core's tracker, carrying its clocks, and its timers: on threads or simulated."""
         if runtime == "threads":
-            tracker = Tracker(Runtime(clock=clock) if clock is not None else Runtime())
-            return tracker, TimerService(tracker.runtime.clock)
+            tracker = Tracker(Clocks(clock=clock) if clock is not None else Clocks())
+            return tracker, TimerService(tracker.clocks.clock)
         if runtime != "simulated":
             raise ValueError(f"unknown runtime {runtime!r}: threads or simulated")
         if clock is not None:
@@ -510,7 +510,7 @@ class Core:
         self._trace: list[str] = []
         self._full_trace: list[str] | None = None
         simulation.on_deliver = self._traced
-        return Tracker(Runtime.simulated(simulation)), SimulatedTimer(simulation)
+        return Tracker(Clocks.simulated(simulation)), SimulatedTimer(simulation)
 
     def _traced(self, actor: str, message: Any) -> None:
         simulation = self.simulation
@@ -549,7 +549,7 @@ class Core:
 
 def _start_ray_engine(ray_address: str | None, tracker: Tracker) -> Any:
     try:
-        from korral.actors.ray_engine import RayEngine
+        from korral.actors.ray.engine import RayEngine
     except ImportError as error:
         raise SchedulerError(f'engine="ray" needs Ray: pip install "korral[ray]" ({error})') from error
     return RayEngine(ray_address, tracker)

@@ -109,7 +109,7 @@ class ApplicationActor(RetiringActor):
         self.completing_timeout = completing_timeout
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
-        self.clock = tracker.runtime.clock
+        self.clock = tracker.clocks.clock
         # what the current burst of messages produced, sent by the next FlushOut
         self._effects: AppEffects | None = None
 
@@ -168,9 +168,7 @@ class ApplicationActor(RetiringActor):
         self.owner.completing_timeout(self.clock(), self.completing_timeout, self._collect())
         if self.owner.app.state is ApplicationState.COMPLETED:
             self._flush()
-            log_summary(
-                self.owner.app, self.tracker.runtime.wall_offset_ns(), rm_of(self.owner.app.partition)
-            )
+            log_summary(self.owner.app, self.tracker.clocks.wall_offset_ns(), rm_of(self.owner.app.partition))
             app_id = self.owner.app.application_id
             self.tell(self.scheduler, AppGone(application_id=app_id, app=self.handle))
             self.tell(
@@ -189,7 +187,7 @@ class ApplicationActor(RetiringActor):
 
     def _info(self) -> ApplicationInfo:
         app = self.owner.app
-        offset_ns = self.tracker.runtime.wall_offset_ns()
+        offset_ns = self.tracker.clocks.wall_offset_ns()
         return ApplicationInfo(
             application_id=app.application_id,
             partition=app.partition,
@@ -246,7 +244,7 @@ class ApplicationActor(RetiringActor):
     def _ask_infos(self) -> list[AskInfo]:
         # an ask's create_time is on the core's clock: its wall time is that long before now (the
         # offset between the clocks taken once, so that every snapshot gives the same time)
-        offset_ns = self.tracker.runtime.wall_offset_ns()
+        offset_ns = self.tracker.clocks.wall_offset_ns()
         return [
             AskInfo(
                 allocation_key=ask.allocation_key,
@@ -340,7 +338,7 @@ class ApplicationActor(RetiringActor):
                 si.UpdatedApplication(
                     application_id=app_id,
                     state=state,
-                    state_transition_timestamp=self.tracker.runtime.wall_offset_ns()
+                    state_transition_timestamp=self.tracker.clocks.wall_offset_ns()
                     + int(when * 1e9),  # Unix ns
                 )
                 for state, when in effects.state_changes
@@ -402,5 +400,5 @@ class ApplicationActor(RetiringActor):
                 events.user_group_usage(allocation, app.user, app.limit_group, events.Change.REMOVE)
             )
         if records:
-            records = events.stamped(records, self.tracker.runtime.wall_clock_ns())
+            records = events.stamped(records, self.tracker.clocks.wall_clock_ns())
             self.tell(self.dispatcher, Deliver(argument=records))

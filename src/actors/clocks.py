@@ -1,6 +1,6 @@
 """What a core's actors read time and fresh tokens from, and which runtime runs their mailboxes.
 
-One immutable record per core (``Runtime``), built when the core starts and carried by its
+One immutable record per core (``Clocks``), built when the core starts and carried by its
 ``Tracker``: actors never read ``time`` directly, so that a simulated core runs on virtual time and a
 test can drive the clock (``korral.start(clock=...)``).
 """
@@ -24,7 +24,7 @@ def random_token() -> str:
 
 
 @attrs.define(frozen=True, kw_only=True)
-class Runtime:
+class Clocks:
     """The clocks, the token source and the simulation (None: threads) of one core.
 
     ``clock``: seconds, for timeouts, ages and budgets; ``wall_clock_ns``: epoch nanoseconds, for event
@@ -38,7 +38,7 @@ class Runtime:
     _wall_offset: list[int] = attrs.field(factory=list, init=False, eq=False, repr=False)
 
     @classmethod
-    def simulated(cls, simulation: Simulation) -> Runtime:
+    def simulated(cls, simulation: Simulation) -> Clocks:
         """Every clock and token of the simulation's: a seed replays the same run."""
         return cls(
             clock=simulation.clock,

@@ -69,7 +69,7 @@ class NodeActor(RetiringActor):
             res.add_into(allocated, allocation.resource)
         available = res.sub(spec.capacity, allocated)
         res.sub_into(available, spec.occupied)
-        offset_ns = self.tracker.runtime.wall_offset_ns()  # the allocations' times as Unix ns
+        offset_ns = self.tracker.clocks.wall_offset_ns()  # the allocations' times as Unix ns
         return NodeInfo(
             node_id=spec.node_id,
             partition=self.partition,

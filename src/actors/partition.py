@@ -154,8 +154,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             name,
             config,
             rm_id=rm_id,
-            clock=tracker.runtime.clock,
-            uuid_token=tracker.runtime.unique_token(),
+            clock=tracker.clocks.clock,
+            uuid_token=tracker.clocks.unique_token(),
             placeholder_timeout=settings.placeholder_timeout,
         )
         self.metrics = settings.metrics
@@ -287,7 +287,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def _send_events(self) -> None:
         if self._records:
-            self._deliver(events.stamped(self._records, self.tracker.runtime.wall_clock_ns()))
+            self._deliver(events.stamped(self._records, self.tracker.clocks.wall_clock_ns()))
             self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:
@@ -386,7 +386,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         if message.application_id in self.registry.applications:
             self.registry.remove_application(message.application_id)
         self.queue_board.forget_app(message.application_id, handle.actor_id)
-        self.completed.add(message.application_id, message.info, self.tracker.runtime.clock())
+        self.completed.add(message.application_id, message.info, self.tracker.clocks.clock())
         self._bury(handle)
 
     # ---- asks and releases -------------------------------------------------------------------------
@@ -454,7 +454,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         # the same periodic pass (YuniKorn's partition manager) lets terminated applications expire
-        self.completed.expire(self.tracker.runtime.clock())
+        self.completed.expire(self.tracker.clocks.clock())
         removed = self.registry.cleanup_queues()
         for path in removed:
             self._bury(self.queues.pop(path, None))

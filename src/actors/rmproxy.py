@@ -2,9 +2,9 @@
 
 It routes every RM's requests, so nothing that costs in proportion to one RM's configuration runs on it:
 the caller parses and validates a configuration (``load_config``, on its own thread) and sends the
-result; a registration started on the threads runtime comes back ``Pending`` and the caller starts the
-RM's partitions (100,000 queues: seconds) before it ``Install``s them here, while this actor goes on
-routing the other RMs' requests (the RM's own are held and routed in order once installed).
+result; a registration started on the threads runtime comes back ``AwaitingInstall`` and the caller
+starts the RM's partitions (100,000 queues: seconds) before it ``Install``s them here, while this actor
+goes on routing the other RMs' requests (the RM's own are held and routed in order once installed).
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ class Register:
     # the request's config, parsed and validated by the caller (never on this actor)
     config: SchedulerConfig = attrs.field(repr=False)
     # True: start the partitions here and answer the registration (the simulated runtime, engine="ray");
-    # False: answer ``Pending``, the caller starts them and sends ``Install``
+    # False: answer ``AwaitingInstall``, the caller starts them and sends ``Install``
     build_here: bool = True
 
 
 @attrs.frozen(slots=True)
 class Install:
-    """Caller -> proxy: the partitions it started for a ``Pending`` registration."""
+    """Caller -> proxy: the partitions it started for a ``AwaitingInstall`` registration."""
 
     rm: Any  # RegisteredRM, the pending one (by identity)
     partitions: dict[str, Handle]
@@ -71,7 +71,7 @@ class Install:
 
 @attrs.frozen(slots=True)
 class Abort:
-    """Caller -> proxy: a ``Pending`` registration whose partitions could not be started."""
+    """Caller -> proxy: a ``AwaitingInstall`` registration whose partitions could not be started."""
 
     rm: Any  # RegisteredRM
 
@@ -82,7 +82,7 @@ class UpdateConfiguration:
     # parsed, validated and with each partition's placement rules built by the caller
     config: SchedulerConfig = attrs.field(repr=False)
     placements: dict[str, PlacementManager] = attrs.field(repr=False)
-    # as Register's: False answers ``Pending`` when partitions are to be stopped or started
+    # as Register's: False answers ``AwaitingInstall`` when partitions are to be stopped or started
     build_here: bool = True
 
 
@@ -123,7 +123,7 @@ class RegisteredRM:
 
 
 @attrs.frozen(slots=True)
-class Pending:
+class AwaitingInstall:
     """Proxy -> caller: the RM's requests are held until the caller has stopped ``retired`` (the
     partitions the registration or update replaces or drops) and started ``start`` (all of a
     registration's, those an update adds) and ``Install``ed them."""
@@ -219,7 +219,7 @@ class RMProxyActor(ThreadedActor):
         if not message.build_here:
             rm.pending = []
             self._publish()
-            return Pending(rm=rm, retired=retired, start=config.partitions)
+            return AwaitingInstall(rm=rm, retired=retired, start=config.partitions)
         for partition_config in config.partitions:
             self._start_partition(rm, partition_config)
         self._publish()
@@ -326,7 +326,7 @@ class RMProxyActor(ThreadedActor):
             # the caller stops and starts them; the RM's requests wait for the partitions they name
             rm.pending = [] if start else None
             self._publish()
-            return Pending(rm=rm, retired=retired, start=tuple(start), update=True)
+            return AwaitingInstall(rm=rm, retired=retired, start=tuple(start), update=True)
         self._publish()
         return None
 
@@ -469,14 +469,14 @@ class RMProxyActor(ThreadedActor):
 
 
 def complete_registration(
-    pending: Pending,
+    pending: AwaitingInstall,
     call: Callable[[Any], Any],
     *,
     tracker: Tracker,
     timer: Any,
     settings: PartitionSettings,
 ) -> Any:
-    """The caller's half of a ``Pending`` registration or update, on the caller's thread: stop the
+    """The caller's half of a ``AwaitingInstall`` registration or update, on the caller's thread: stop the
     partitions it drops, start the new ones, install them (``call`` asks the proxy and raises what it
     answers)."""
     for handle in pending.retired:
@@ -517,11 +517,11 @@ def complete_registration(
 __all__ = [
     "STOP_TIMEOUT",
     "Abort",
+    "AwaitingInstall",
     "FindPartitions",
     "Install",
     "KorralError",
     "PartitionBoard",
-    "Pending",
     "RMProxyActor",
     "Register",
     "Route",

@@ -150,13 +150,13 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             rm_id=rm_id,
             uuid_token=uuid_token,
             reservation_delay=reservation_delay,
-            clock=tracker.runtime.clock,
+            clock=tracker.clocks.clock,
             # an RM that does not filter is not asked at all (nothing to skip on the hot path)
             predicate=self._predicate if filters and not for_nodes else None,
             nodes_predicate=self._predicates_for_nodes if for_nodes else None,
             candidates_per_call=self.for_nodes.candidates_per_call if self.for_nodes is not None else 1,
         )
-        self.clock = tracker.runtime.clock
+        self.clock = tracker.clocks.clock
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
@@ -192,7 +192,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
     def _publish_backoffs(self) -> None:
         # the partition's clock to wall-clock seconds, as YuniKorn shows the deadline
-        offset = self.tracker.runtime.wall_clock_ns() / 1e9 - self.clock()
+        offset = self.tracker.clocks.wall_clock_ns() / 1e9 - self.clock()
         changed, self._backoffs = self._backoffs, {}
         deadlines = tuple((app_id, deadline + offset) for app_id, deadline in sorted(changed.items()))
         self.partition.tell(AppBackoffs(deadlines=deadlines))
@@ -567,7 +567,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             for event in quota
         ]
         records += [events.app_runnable(c.application_id, c.runnable, c.by) for c in runnable]
-        self.dispatcher.tell(Deliver(argument=events.stamped(records, self.tracker.runtime.wall_clock_ns())))
+        self.dispatcher.tell(Deliver(argument=events.stamped(records, self.tracker.clocks.wall_clock_ns())))
 
     def on_Snapshot(self, message: Snapshot) -> Any:
         return {

@@ -73,7 +73,7 @@ class SchedulerPublishing:
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
             if records and not self.callback_closed.is_set():
-                stamped = events.stamped(records, self.tracker.runtime.wall_clock_ns())
+                stamped = events.stamped(records, self.tracker.clocks.wall_clock_ns())
                 self.dispatcher.tell(Deliver(argument=stamped))
 
     def _reservation_records(

@@ -152,7 +152,7 @@ class SimulatedActor(OwnLoop):
         return SimulatedFuture()
 
     def _start_actor_loop(self) -> None:
-        simulation: Simulation = self.tracker.runtime.simulation  # type: ignore[attr-defined]
+        simulation: Simulation = self.tracker.clocks.simulation  # type: ignore[attr-defined]
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         inbox.actor = self
         inbox.simulation = simulation

@@ -20,7 +20,7 @@ def _start(
     """pykka's ``Actor.start`` (create, register, start the runtime's loop) on the tracker's runtime,
     returning the actor: the one place where the runtime chooses how an actor runs. The actor is the
     first one made since this start began (an actor's constructor may start others)."""
-    if tracker.runtime.simulation is not None:
+    if tracker.clocks.simulation is not None:
         from korral.actors.simulated import simulated_class
 
         actor_class = simulated_class(actor_class)
@@ -147,7 +147,7 @@ def start_actor_lazily(
 
 def start_pool(tracker: Tracker, name: str) -> ActorPool:
     """A worker for a partition's pooled actors, on the tracker's runtime."""
-    simulation = tracker.runtime.simulation
+    simulation = tracker.clocks.simulation
     if simulation is not None:
         from korral.actors.simulated import SimulatedPool
 

@@ -3,7 +3,7 @@
 The core is idle when every live actor's count is zero. Counting per receiver means an actor that
 stops with messages still queued does not leave a count behind forever. Every actor of a core holds
 its tracker, so the tracker also carries the core's other shared parts, each a job of its own: the
-``Runtime`` (clocks, tokens, the simulation: ``korral.actors.clocks``) and the benchmark's
+``Clocks`` (clocks, tokens, the simulation: ``korral.actors.clocks``) and the benchmark's
 ``HandlerTiming`` (``korral.actors.timing``).
 """
 
@@ -12,15 +12,15 @@ from __future__ import annotations
 import threading
 import time
 
-from korral.actors.clocks import Runtime
+from korral.actors.clocks import Clocks
 from korral.actors.timing import HandlerTiming
 
 
 class Tracker:
     """Counts messages sent and not yet handled, per receiving actor; counts handler failures."""
 
-    def __init__(self, runtime: Runtime | None = None) -> None:
-        self.runtime: Runtime = runtime if runtime is not None else Runtime()
+    def __init__(self, clocks: Clocks | None = None) -> None:
+        self.clocks: Clocks = clocks if clocks is not None else Clocks()
         self.timing = HandlerTiming()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)

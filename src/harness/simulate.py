@@ -139,7 +139,9 @@ class QueueTotals:
     applications: set[str] = attrs.Factory(set)
 
 
-class Simulation:
+class SimulateRun:
+    """One ``korral simulate`` run: a config, a cluster and a workload on the simulated runtime."""
+
     def __init__(
         self, config: str, nodes: int, duration: float, seed: int, arrival_rate: float, label: str = ""
     ) -> None:
@@ -558,7 +560,7 @@ def simulate(
     """Run the simulation on a queues.yaml text (None: the bundled example), live, then its summary."""
     console = console or Console()
     text = config if config is not None else bundled_config()
-    simulation = Simulation(text, nodes, duration, seed, arrival_rate)
+    simulation = SimulateRun(text, nodes, duration, seed, arrival_rate)
     simulation.run(console)
     figures = simulation.figures()
     print_summary(console, figures, SAMPLE_INTERVAL)
@@ -583,8 +585,8 @@ def compare(
     console = console or Console()
     (label_a, text_a), (label_b, text_b) = configs
     runs = [
-        Simulation(text_a, nodes, duration, seed, arrival_rate, label=label_a),
-        Simulation(text_b, nodes, duration, seed, arrival_rate, label=label_b),
+        SimulateRun(text_a, nodes, duration, seed, arrival_rate, label=label_a),
+        SimulateRun(text_b, nodes, duration, seed, arrival_rate, label=label_b),
     ]
     for simulation in runs:
         console.print(f"simulating {simulation.label} ({duration:g}s of virtual time, seed {seed})")

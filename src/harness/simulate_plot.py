@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from korral.harness.simulate_report import share
 
 if TYPE_CHECKING:
-    from korral.harness.simulate import Simulation
+    from korral.harness.simulate import SimulateRun
 
 COLUMNS = 2
 STYLES = ({"color": "tab:blue", "linestyle": "-"}, {"color": "tab:orange", "linestyle": "-"})
 
 
-def guaranteed_queues(runs: list[Simulation]) -> list[str]:
+def guaranteed_queues(runs: list[SimulateRun]) -> list[str]:
     """Every queue with a guarantee in any run, parents before children."""
     paths: list[str] = []
     for run in runs:
@@ -29,7 +29,7 @@ def guaranteed_queues(runs: list[Simulation]) -> list[str]:
     return sorted(paths, key=lambda path: path.split("."))
 
 
-def plot_usage(path: str, runs: list[Simulation]) -> None:
+def plot_usage(path: str, runs: list[SimulateRun]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

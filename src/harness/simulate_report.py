@@ -1,6 +1,6 @@
 """What ``korral simulate`` reports once a run is over: per-queue figures, the summary, a comparison.
 
-A run's figures (``RunFigures``) are plain numbers taken from one ``Simulation``: per queue its mean
+A run's figures (``RunFigures``) are plain numbers taken from one ``SimulateRun``: per queue its mean
 usage and pending demand over one window of samples, how long the asks of its subtree waited (those
 still pending at the end counted with their wait so far), and, for a parent, Jain's fairness index of
 its *children's* usage against their guarantees -- siblings only, never a parent beside its own

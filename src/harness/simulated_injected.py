@@ -96,7 +96,7 @@ class Injector:
 
 
 def _injector(actor: Any) -> Injector | None:
-    simulation = actor.tracker.runtime.simulation
+    simulation = actor.tracker.clocks.simulation
     return None if simulation is None else simulation.injector
 
 

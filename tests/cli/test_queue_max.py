@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from core_helpers import NODE, add_nodes, eventually, part, running
-from test_rest_metrics_round2 import scrape, value
+from test_rest_latency_histograms import scrape, value
 
 from korral import si
 from korral import testing as t

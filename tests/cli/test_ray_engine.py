@@ -187,7 +187,7 @@ def test_predicates_cross_to_the_driver_once_per_decision_with_every_candidate_n
 def test_a_partition_ray_could_not_place_where_asked_runs_elsewhere_and_says_so(monkeypatch, caplog):
     import ray
 
-    from korral.actors import ray_engine
+    from korral.actors.ray import engine as ray_engine
 
     # a node the cluster lists as alive but Ray cannot schedule on (one that has only just joined)
     unknown = "ab" * 28
@@ -294,8 +294,8 @@ def test_partitions_are_placed_on_every_node_of_a_cluster():
 
 
 def test_outbox_keeps_callbacks_until_acknowledged_and_says_when_drained():
-    ray_host = pytest.importorskip("korral.actors.ray_host", reason="needs Ray: pip install korral[ray]")
-    outbox = ray_host.Outbox()
+    ray_host = pytest.importorskip("korral.actors.ray.host", reason="needs Ray: pip install korral[ray]")
+    outbox = ray_host.CallbackOutbox()
     assert outbox.take(0, timeout=0.0) == [] and outbox.wait_drained(0.0)
     outbox.put("a")
     outbox.put("b")
@@ -312,7 +312,7 @@ def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
         RouteApplicationRequest,
         RouteNodeRequest,
     )
-    from korral.actors.ray_ledger import Ledger
+    from korral.actors.ray.ledger import Ledger
 
     ledger = Ledger()
     allocations = [
@@ -339,7 +339,7 @@ def test_ledger_knows_what_is_live_from_callbacks_and_routed_releases():
 
 def test_the_wire_carries_asks_and_allocations_as_records_and_rebuilds_them_equal():
     from korral.actors.messages import ApplyConfig, Deliver, RouteAllocationRequest, RouteNodeRequest
-    from korral.actors.ray_wire import decode_callbacks, decode_tells, encode_callbacks, encode_tells
+    from korral.actors.ray.wire import decode_callbacks, decode_tells, encode_callbacks, encode_tells
 
     asks = [
         si.AllocationAsk(

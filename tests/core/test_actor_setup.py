@@ -1,7 +1,7 @@
 """How a core makes its actors and which clock they read reach it through one typed record,
 ``ActorSetup`` (``korral.start(setup=...)``): the harness's broken actors, a test's clock, the node
 actor warmup. The old loose seams are refused, the record checks itself, and the clocks live in the
-tracker's ``Runtime`` from the start (nothing patched onto a ``Tracker`` afterwards)."""
+tracker's ``Clocks`` from the start (nothing patched onto a ``Tracker`` afterwards)."""
 
 from __future__ import annotations
 
@@ -93,10 +93,10 @@ def test_the_clock_setting_is_the_setups_clock_and_lives_in_the_trackers_runtime
         return now[0]
 
     with korral.start(clock=clock) as core:
-        assert core.tracker.runtime.clock is clock
+        assert core.tracker.clocks.clock is clock
         assert core.settings.actors.clock is clock
     with korral.start(setup=ActorSetup(clock=clock)) as core:
-        assert core.tracker.runtime.clock is clock
+        assert core.tracker.clocks.clock is clock
     with pytest.raises(ValueError, match="clock is given twice"):
         korral.start(clock=clock, setup=ActorSetup(clock=time.monotonic))
     with pytest.raises(ValueError, match="virtual clock"):
@@ -105,14 +105,14 @@ def test_the_clock_setting_is_the_setups_clock_and_lives_in_the_trackers_runtime
 
 def test_a_simulated_core_reads_every_clock_and_token_of_its_simulation() -> None:
     with korral.start(runtime="simulated", seed=3) as core:
-        runtime = core.tracker.runtime
-        assert runtime.simulation is core.simulation and core.simulation is not None
-        assert runtime.clock() == core.simulation.clock()
-        assert runtime.wall_clock_ns() == core.simulation.wall_clock_ns()
+        clocks = core.tracker.clocks
+        assert clocks.simulation is core.simulation and core.simulation is not None
+        assert clocks.clock() == core.simulation.clock()
+        assert clocks.wall_clock_ns() == core.simulation.wall_clock_ns()
     # the tracker's other jobs are parts of their own, not attributes patched onto it
     tracker = Tracker()
     assert not hasattr(tracker, "clock") and not hasattr(tracker, "simulation")
-    assert tracker.runtime.simulation is None and tracker.timing.on is False
+    assert tracker.clocks.simulation is None and tracker.timing.on is False
 
 
 def test_registration_is_recorded_once_by_the_rmproxy() -> None:

@@ -2,7 +2,7 @@
 
 A ``PartitionHost`` holds a partition as with engine="threads": its Partition and Scheduler actors,
 its pool of queue, application and node actors, and its own ``Tracker`` and ``TimerService``. What
-the partition would tell the RM's dispatcher goes into the host's ``Outbox`` instead, numbered and
+the partition would tell the RM's dispatcher goes into the host's ``CallbackOutbox`` instead, numbered and
 kept until the driver's poller acknowledges it. The RM's ``predicates`` callback lives in the driver:
 the scheduler's calls go into the outbox too and wait (bounded) for the driver's answer.
 """
@@ -25,7 +25,7 @@ from korral.actors import gc_tuning
 from korral.actors.base import Handle, Rank
 from korral.actors.messages import Deliver
 from korral.actors.partition import PartitionActor, PartitionSettings
-from korral.actors.ray_wire import decode_tells, encode_callbacks
+from korral.actors.ray.wire import decode_tells, encode_callbacks
 from korral.actors.scheduler import PredicatesForNodes
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
@@ -49,7 +49,7 @@ class PredicatesCall:
     first: bool
 
 
-class Outbox:
+class CallbackOutbox:
     """What the partition sends its RM, numbered, kept until the driver acknowledges it."""
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ class Outbox:
             return self._changed.wait_for(lambda: self._acked >= self._last, timeout)
 
 
-class OutboxHandle:
+class CallbackOutboxHandle:
     """Stands in for the RM's dispatcher handle inside the host: ``Deliver`` goes to the outbox."""
 
     rank = Rank.DISPATCHER
@@ -88,7 +88,7 @@ class OutboxHandle:
     # no actor's mailbox behind it: a pooled actor's send is this call, at once (``ActorPool.send``)
     mailbox = False
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: CallbackOutbox) -> None:
         self.outbox = outbox
         self.actor_id = id(self)
 
@@ -118,7 +118,7 @@ class ForwardedPredicates(PredicatesForNodes):
     # as many each call: one round trip for most decisions, a few for an RM that refuses most nodes
     candidates_per_call = 64
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: CallbackOutbox) -> None:
         self.outbox = outbox
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -183,7 +183,7 @@ class PartitionHost:
         gc_tuning.tune()  # as korral.start(tune_gc=True), in the host's own process
         self.tracker = Tracker()
         self.timer = TimerService()
-        self.outbox = Outbox()
+        self.outbox = CallbackOutbox()
         self.closed = threading.Event()
         self.forwarded = ForwardedPredicates(self.outbox) if predicates else None
         self.partition = Handle(
@@ -194,7 +194,7 @@ class PartitionHost:
                 config=config,
                 callback=self.forwarded or ResourceManagerCallback(),
                 callback_closed=self.closed,
-                dispatcher=OutboxHandle(self.outbox),
+                dispatcher=CallbackOutboxHandle(self.outbox),
                 timer=self.timer,
                 # the host tunes its own process's collector, so its partition may collect too
                 settings=attrs.evolve(settings, tune_gc=True),

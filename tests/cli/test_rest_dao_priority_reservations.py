@@ -1,4 +1,4 @@
-"""The DAO fields round one of issue 27 left out, served by ``core.serve_rest`` and read with the
+"""DAO fields of queues, partitions, applications and nodes, served by ``core.serve_rest`` and read with the
 stdlib HTTP client: a queue's real ``currentPriority`` (yunikorn-core's GetCurrentPriority: the highest
 pending priority, adjusted by priority offsets and fences), a partition's ``quotaPreemptionEnabled``,
 an application's ``placeholderData`` and reservations (``hasReserved``, ``reservations``) and a

@@ -1,5 +1,5 @@
 """YuniKorn's try-node, try-preemption and sorting latency histograms and the ``preempting`` queue
-resource state at ``/ws/v1/metrics`` (issue 27, round two), parsed with prometheus_client's parser:
+resource state at ``/ws/v1/metrics``, parsed with prometheus_client's parser:
 names, types, labels and buckets of yunikorn-core be3bb487, counts the scenario implies."""
 
 from __future__ import annotations

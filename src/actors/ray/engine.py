@@ -1,14 +1,14 @@
 """engine="ray": each partition runs in a Ray actor process; RMProxy and the RMs' dispatchers stay here.
 
 The pieces, by where they run:
-- ``ray_host``: inside a partition's process, the Ray actor that hosts the whole partition and keeps
+- ``host``: inside a partition's process, the Ray actor that hosts the whole partition and keeps
   its callbacks in an outbox until the driver has them;
-- ``ray_partition``: in the driver, where the partition's ``Handle`` would be: batches tells to the host,
+- ``partition``: in the driver, where the partition's ``Handle`` would be: batches tells to the host,
   long-polls its outbox into the RM's dispatcher, notices the host's loss;
-- ``ray_ledger``: in the driver, what the RM was told is live in a partition, and what it is told when
+- ``ledger``: in the driver, what the RM was told is live in a partition, and what it is told when
   the partition is lost;
-- ``ray_predicates``: in the driver, the RM's ``predicates`` callback answered for a host;
-- ``ray_wire``: the compact records that cross between the two;
+- ``predicates``: in the driver, the RM's ``predicates`` callback answered for a host;
+- ``wire``: the compact records that cross between the two;
 - here: ``RayEngine``, which owns the Ray connection and starts, places and stops the hosts.
 
 Ray is imported only by these modules, and they only when engine="ray" is asked for.
@@ -29,8 +29,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from korral import log_text
 from korral.actors.base import Handle
 from korral.actors.partition import PartitionSettings
-from korral.actors.ray_host import PartitionHost
-from korral.actors.ray_partition import CALL_TIMEOUT, RayPartition
+from korral.actors.ray.host import PartitionHost
+from korral.actors.ray.partition import CALL_TIMEOUT, RayPartition
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig

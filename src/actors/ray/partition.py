@@ -4,7 +4,7 @@ Its sender thread forwards tells (and asks, in the same order) to the partition'
 poller thread long-polls the host's outbox and tells each callback, in order, to the RM's own
 dispatcher, answering the host's predicates calls on the way. Only a Ray error that says the host's
 process is gone counts as its loss (or a poll not answered for ``HEALTH_TIMEOUT``): a slow answer on a
-loaded machine is waited for. On loss, the RM is told from the ledger (``ray_ledger``) and the
+loaded machine is waited for. On loss, the RM is told from the ledger (``ledger``) and the
 partition's requests are refused item by item.
 """
 
@@ -24,15 +24,15 @@ from ray.exceptions import GetTimeoutError, RayError
 from korral import log_text
 from korral.actors.base import Handle, HandlerError, Rank, RankViolation, in_predicates
 from korral.actors.messages import ApplyConfig, PartitionQuery, SchedulerStatsQuery, StopPartition
-from korral.actors.ray_host import PredicatesCall
-from korral.actors.ray_ledger import ROUTED, Ledger, loss_notices, refusal
-from korral.actors.ray_predicates import answer_predicates
-from korral.actors.ray_wire import decode_callbacks, encode_tells
+from korral.actors.ray.host import PredicatesCall
+from korral.actors.ray.ledger import ROUTED, Ledger, loss_notices, refusal
+from korral.actors.ray.predicates import answer_predicates
+from korral.actors.ray.wire import decode_callbacks, encode_tells
 from korral.actors.tracker import Tracker
 from korral.errors import SchedulerError
 
 if TYPE_CHECKING:
-    from korral.actors.ray_engine import RayEngine
+    from korral.actors.ray.engine import RayEngine
 
 log = log_text.logger("korral.ray")
 

@@ -1,4 +1,4 @@
-"""Events YuniKorn sends that round one of issue 27 did not, read through ``/ws/v1/events/batch``
+"""YuniKorn's runnable events, read through ``/ws/v1/events/batch``
 with the stdlib HTTP client: APP_CANNOTRUN / APP_RUNNABLE under a queue's and a user's
 maxapplications."""
 
