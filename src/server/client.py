@@ -176,11 +176,13 @@ class _RemoteStream:
         return self.failed is None and self._reader.is_alive()
 
     def close(self) -> None:
+        """Say goodbye: end the requests (a half-close), read what korral still writes until it ends
+        the call, and only then, or past CONNECT_TIMEOUT, cancel it (korral would log a break)."""
         self.closing = True
         self._outgoing.put(_STOP)
-        self._call.cancel()
         if threading.current_thread() is not self._reader:
             self._reader.join(CONNECT_TIMEOUT)
+        self._call.cancel()
 
 
 class _RemoteRM:

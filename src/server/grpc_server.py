@@ -55,6 +55,8 @@ from korral.server.session import (
 from korral.si import si_pb2
 
 log = log_text.logger("korral.grpc")
+# how long after a client's requests end a cancellation of its call may still arrive (see _read_requests)
+GOODBYE_GRACE = 0.2
 
 SERVICE = "si.v1.Scheduler"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -477,7 +479,15 @@ class GrpcServer:
             # the stream's kind, not the request's name: the break may come before any request
             log.debug("%s stream from %s ended: %s", stream.kind, stream.peer, error)
             stream.queue.put_nowait(CLOSE)  # a break, not korral's close: what it wrote may be lost
-        # a half-close by the client leaves the stream open for the responses still to come
+            return
+        # The requests end both when the client half-closes (its goodbye) and when it cancels the call
+        # or its connection breaks; a cancellation reaches this handler a moment after, as the call's
+        # cancellation (CancelledError here). Past GOODBYE_GRACE without one it was a goodbye.
+        await asyncio.sleep(GOODBYE_GRACE)
+        # the client half-closed: its goodbye. What the stream holds is written, then the call ends
+        # with OK, so the client reads every response to the end; later ones wait for its next stream
+        stream.client_closed = True
+        stream.close()
 
     async def _admit(
         self, stream: Stream, rm_id: str, request_name: str, context: grpc.aio.ServicerContext

@@ -78,6 +78,7 @@ class Stream:
         self.generation = 0
         self.sent_any = False  # korral handed the transport at least one response on it
         self.ended_by_server = False
+        self.client_closed = False  # the client ended its requests: a goodbye, not a break
         self.task: asyncio.Task[Any] | None = None  # the call's handler
         self.writing = False  # the handler waits in a write (a client that does not read)
         self.interrupt: Abort | None = None
@@ -204,6 +205,8 @@ class RmSession:
         unsent = stream.unsent()
         if stream.ended_by_server or not stream.sent_any:
             self.held.extendleft(reversed(unsent))
+            if stream.client_closed:
+                log.info("RmID=%s closed its %s stream", self.rm_id, stream.kind)
             return
         self.cut_off(
             f"RmID={self.rm_id}: its {stream.kind} stream broke after korral had sent responses on it; "
