@@ -78,6 +78,12 @@ KEEPALIVE_OPTIONS = [
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
+# Streams open at once on one HTTP/2 connection. gRPC's core counts a stream until the server is done
+# with it, so a client that opens and at once resets streams (HTTP/2 "rapid reset", CVE-2023-44487)
+# cannot run past it: its connection's further streams wait or are refused, others' calls go on. An
+# RM needs at most 4 streams and a unary call at a time: 100 serves 20 RMs sharing one connection.
+MAX_STREAMS_PER_CONNECTION = 100
+STREAM_OPTIONS = [("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION)]
 __all__ = ["ALLOCATION", "APPLICATION", "MAX_BACKLOG", "MAX_BACKLOG_BYTES", "NODE", "GrpcServer"]
 
 
@@ -263,6 +269,7 @@ class GrpcServer:
                 *channel_options(self._max_message_bytes),
                 ("grpc.so_reuseport", 0),
                 *KEEPALIVE_OPTIONS,
+                *STREAM_OPTIONS,
             ],
         )
         # raw bytes in and out: decoding here turns a malformed message into INVALID_ARGUMENT with a reason
