@@ -184,7 +184,10 @@ class AppGone:
 
 @frozen
 class QueueCreated:
+    """Partition -> scheduler: a queue placement created, parents announced before their children."""
+
     path: str
+    leaf: bool
 
 
 @frozen

@@ -223,7 +223,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             created.append(path)
             self.queues[path] = start_actor(QueueActor, self.tracker, f"{self.name}/{path}", pool=self.pool)
             if announce:
-                self.scheduler.tell(QueueCreated(path=path))
+                self.scheduler.tell(QueueCreated(path=path, leaf=self.registry.queues[path].is_leaf))
                 self._event(partial(events.queue_created, path))
         if created:
             self._publish_queue_limits()

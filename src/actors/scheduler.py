@@ -395,7 +395,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
 
     def on_QueueCreated(self, message: QueueCreated) -> None:
         if message.path not in self.view.queues:
-            self.view.create_queue(message.path)
+            self.view.create_queue(message.path, leaf=message.leaf)
 
     def on_QueuesRemoved(self, message: QueuesRemoved) -> None:
         for path in message.paths:

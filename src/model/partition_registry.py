@@ -110,23 +110,25 @@ class PartitionRegistry:
     def get_queue(self, path: str) -> Queue | None:
         return self.queues.get(path.lower())
 
-    def create_queue(self, path: str) -> Queue:
-        """Create a dynamic queue and any missing parents; the last part is a leaf."""
+    def create_queue(self, path: str, *, leaf: bool = True) -> Queue:
+        """Create a dynamic queue and any missing parents (as parents); the last part is a leaf unless
+        ``leaf`` is False. The one rule for the shape of a dynamic branch: the partition applies it when
+        placement creates a queue, the scheduler's view when told of each queue created."""
         parts = path.lower().split(".")
         if parts[0] != ROOT:
             raise ModelError(f"queue {path} is not fully qualified")
         queue = self.root
         for depth, part in enumerate(parts[1:], start=1):
             child = queue.children.get(part)
-            leaf = depth == len(parts) - 1
+            last = depth == len(parts) - 1
             if child is None:
                 if queue.is_leaf:
                     raise ModelError(f"cannot create queue {path}: {queue.path} is a leaf queue")
                 if queue.state is QueueState.DRAINING:
                     raise ModelError(f"cannot create queue {path}: {queue.path} is draining")
-                child = Queue(part, queue, leaf=leaf, managed=False)
+                child = Queue(part, queue, leaf=last and leaf, managed=False)
                 template = queue.child_template()
-                if leaf and template is not None:
+                if child.is_leaf and template is not None:
                     child.apply_template(template)
                 queue.children[part] = child
                 self.queues[child.path] = child
