@@ -9,6 +9,7 @@ from korral.config.schema import SchedulerConfig
 from korral.core import Core, start
 from korral.errors import (
     CallTimeoutError,
+    CapacityError,
     ConfigError,
     ConfigLimitError,
     InvalidRequestError,
@@ -37,6 +38,7 @@ __all__ = [
     "AllocationInfo",
     "ApplicationInfo",
     "CallTimeoutError",
+    "CapacityError",
     "ConfigError",
     "ConfigLimitError",
     "Core",

@@ -89,6 +89,9 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # log_events: once a REST server serves the core, make events for every RM (gRPC RMs too) for its
 # event log; False: only for RMs whose callback takes them (~10 us of CPU an allocation saved).
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": False, "metrics": True, "log_events": True}
+# what clients may make the core hold (docs/security.md): registered RMs, and partitions over all RMs
+# (each partition runs three threads: its actor, its scheduler and its pool)
+KORRAL_LIMITS: dict[str, int] = {"max_rms": 64, "max_partitions": 256}
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
@@ -124,12 +127,16 @@ class Core:
             if setup.clock is not None:
                 raise ValueError("clock is given twice: as the clock setting and in setup")
             setup = attrs.evolve(setup, clock=clock)
-        unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS)
+        unknown = set(settings) - set(DEFAULT_SETTINGS) - set(KORRAL_SETTINGS) - set(KORRAL_LIMITS)
         if unknown:
             raise TypeError(f"unknown korral setting(s): {', '.join(sorted(unknown))}")
         tune_gc = bool(settings.pop("tune_gc", KORRAL_SETTINGS["tune_gc"]))
         measured = bool(settings.pop("metrics", KORRAL_SETTINGS["metrics"]))
         log_events = bool(settings.pop("log_events", KORRAL_SETTINGS["log_events"]))
+        limits = {key: settings.pop(key, default) for key, default in KORRAL_LIMITS.items()}
+        for key, limit in limits.items():
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+                raise ValueError(f"setting {key} must be a positive whole number, got {limit!r}")
         values = {**DEFAULT_SETTINGS, **settings}
         for key, value in values.items():
             if not isinstance(value, int | float) or value < 0:
@@ -162,6 +169,7 @@ class Core:
             self.settings,
             board=self._board,
             engine=self._ray,
+            **limits,
         )
         self._lock = threading.Lock()
         self._stopped = False

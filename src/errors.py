@@ -32,3 +32,11 @@ class CallTimeoutError(SchedulerError):
     start on a loaded machine); what was asked may still be carried out."""
 
     grpc_status = "DEADLINE_EXCEEDED"
+
+
+class CapacityError(SchedulerError):
+    """A registration or configuration past one of the core's bounds on what clients make it hold
+    (``max_rms`` resource managers, ``max_partitions`` partitions: docs/security.md); over gRPC
+    ``RESOURCE_EXHAUSTED``."""
+
+    grpc_status = "RESOURCE_EXHAUSTED"

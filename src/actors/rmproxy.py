@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from korral import si
+from korral import log_text, si
 from korral.actors.base import Handle, Rank, ThreadedActor
 from korral.actors.dispatcher import CallbackDispatcher
 from korral.actors.messages import (
@@ -43,7 +43,7 @@ from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
-from korral.errors import KorralError, SchedulerError
+from korral.errors import CapacityError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager
 from korral.si.validate import Checked
@@ -161,8 +161,12 @@ class RMProxyActor(ThreadedActor):
         settings: PartitionSettings,
         board: PartitionBoard | None = None,
         engine: Any = None,
+        max_rms: int = 64,
+        max_partitions: int = 256,
     ) -> None:
         super().__init__(tracker, name)
+        self.max_rms = max_rms
+        self.max_partitions = max_partitions
         self.timer = timer
         self.settings = settings
         # engine="ray": a ``RayEngine`` that starts each partition in a Ray actor process (None: threads)
@@ -182,6 +186,22 @@ class RMProxyActor(ThreadedActor):
 
     # ---- registration and configuration ------------------------------------------------------------
 
+    def _past_bounds(self, rm_id: str, partitions: int) -> CapacityError | None:
+        """Why ``rm_id`` running ``partitions`` partitions would take the core past its bounds, or None."""
+        if rm_id not in self.rms and len(self.rms) >= self.max_rms:
+            return CapacityError(
+                f"RmID={log_text.escaped(rm_id)} refused: {self.max_rms} resource managers are registered, "
+                "the most this core takes (max_rms)"
+            )
+        others = sum(len(rm.partitions) for other, rm in self.rms.items() if other != rm_id)
+        if others + partitions > self.max_partitions:
+            return CapacityError(
+                f"RmID={log_text.escaped(rm_id)} refused: its {partitions} partitions and the {others} of "
+                f"the other resource managers are more than the {self.max_partitions} this core runs "
+                "(max_partitions)"
+            )
+        return None
+
     def on_Register(self, message: Register) -> Any:
         request = message.request
         if not request.rm_id:
@@ -190,6 +210,9 @@ class RMProxyActor(ThreadedActor):
             # partitions are named "[rmID]name": a bracket in the id would not round-trip
             return SchedulerError(f"rm_id {request.rm_id!r} must not contain '[' or ']'")
         config = message.config
+        refusal = self._past_bounds(request.rm_id, len(config.partitions))
+        if refusal is not None:
+            return refusal
         retired: list[Handle] = []
         if request.rm_id in self.rms:
             # registered again: never published as unregistered meanwhile (Core reads the board)
@@ -299,6 +322,9 @@ class RMProxyActor(ThreadedActor):
         config, placements = message.config, message.placements
         if config.checksum == rm.config.checksum:
             return None
+        refusal = self._past_bounds(rm.rm_id, len(config.partitions))
+        if refusal is not None:
+            return refusal
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
         retired: list[Handle] = []
         for name, stopping in list(rm.partitions.items()):

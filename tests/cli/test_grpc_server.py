@@ -19,6 +19,7 @@ from core_helpers import FAST, NODE, SMALL, TWO_LEAVES, collect_errors, eventual
 import korral
 from korral import si
 from korral import testing as t
+from korral.server.grpc_server import MAX_STREAMS_PER_CONNECTION
 from korral.si import si_pb2
 
 SERVICE = "/si.v1.Scheduler/"
@@ -490,9 +491,18 @@ def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_s
         assert steady.wait_for(lambda r: r.accepted_nodes == ["n1"])
 
         async def flood(opens: int, during: Callable[[], None]) -> tuple[int, int, set[str]]:
-            async with grpc.aio.insecure_channel(address) as channel:
-                method = channel.stream_stream(SERVICE + "UpdateNode")
-                calls = [method() for _ in range(opens)]
+            # a connection holds at most MAX_STREAMS_PER_CONNECTION streams at once: the flood comes
+            # over as many connections as it takes to open them all together
+            per_channel = MAX_STREAMS_PER_CONNECTION
+            channels = [
+                grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in range(-(-opens // per_channel))
+            ]
+            try:
+                calls = [
+                    channels[index // per_channel].stream_stream(SERVICE + "UpdateNode")()
+                    for index in range(opens)
+                ]
                 codes = [asyncio.ensure_future(call.code()) for call in calls]
                 # wait for state: every open beyond the bound is answered (time bounds the loop only)
                 deadline = asyncio.get_running_loop().time() + 90
@@ -504,6 +514,9 @@ def test_ten_thousand_concurrent_stream_opens_are_bounded_and_the_server_keeps_s
                 for call in calls:
                     call.cancel()
                 return answered.count("RESOURCE_EXHAUSTED"), len(answered), set(answered)
+            finally:
+                for channel in channels:
+                    await channel.close()
 
         # past the bound gRPC answers "Concurrent RPC limit exceeded!" or, under the flood, resets the
         # stream (CANCELLED): an error either way, and nothing else

@@ -14,7 +14,7 @@ import pytest
 import rest_helpers
 from core_helpers import SMALL, TWO_LEAVES, add_apps, add_nodes, part, running
 from prometheus_client.parser import text_string_to_metric_families
-from rest_helpers import get, ok
+from rest_helpers import ok
 
 import korral
 from korral import si

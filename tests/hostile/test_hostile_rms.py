@@ -1,0 +1,71 @@
+"""Registered RMs and their partitions are bounded: past ``max_rms`` RMs or ``max_partitions``
+partitions a registration or a configuration update is refused (``RESOURCE_EXHAUSTED`` over gRPC) and
+the threads korral runs stop growing with what clients name."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+from core_helpers import TWO_LEAVES, eventually
+
+import korral
+from korral import testing as t
+from korral.si import si_pb2
+
+SERVICE = "/si.v1.Scheduler/"
+WAIT = 60
+
+
+def partitions(count: int) -> str:
+    lines = ["partitions:"]
+    for index in range(count):
+        lines += [f"  - name: p{index}", "    queues:", "      - name: root"]
+    return "\n".join(lines) + "\n"
+
+
+def _register(channel: grpc.Channel, rm_id: str, config: str = "") -> None:
+    request = si_pb2.RegisterResourceManagerRequest(rmID=rm_id, config=config)
+    channel.unary_unary(SERVICE + "RegisterResourceManager")(request.SerializeToString(), timeout=WAIT)
+
+
+def test_registrations_past_max_rms_are_refused_and_threads_stop_growing() -> None:
+    with korral.start(max_rms=8) as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        channel = grpc.insecure_channel(address)
+        try:
+            for index in range(8):
+                _register(channel, f"rm{index}")
+            threads = threading.active_count()
+            for index in range(8, 40):  # unauthenticated ids, each new
+                with pytest.raises(grpc.RpcError) as refused:
+                    _register(channel, f"intruder-{index}")
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "max_rms" in (refused.value.details() or "")
+            assert threading.active_count() <= threads
+            _register(channel, "rm3", TWO_LEAVES)  # a registered RM may still register again
+        finally:
+            channel.close()
+        assert len(core.partition_names()) == 8
+
+
+def test_a_config_past_max_partitions_is_refused_at_registration_and_update() -> None:
+    with korral.start(max_partitions=20) as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            rm = t.RecordingRM("rm")
+            remote.register_resource_manager(t.register("rm", partitions(15)), rm)
+            threads = threading.active_count()
+            with pytest.raises(korral.SchedulerError, match=r"RESOURCE_EXHAUSTED.*max_partitions"):
+                remote.register_resource_manager(t.register("other", partitions(6)), t.RecordingRM("other"))
+            with pytest.raises(korral.SchedulerError, match=r"RESOURCE_EXHAUSTED.*max_partitions"):
+                remote.update_configuration(
+                    korral.si.UpdateConfigurationRequest(rm_id="rm", config=partitions(1200))
+                )
+            # within the bound an update still goes through
+            remote.update_configuration(
+                korral.si.UpdateConfigurationRequest(rm_id="rm", config=partitions(20))
+            )
+            eventually(lambda: len(core.partition_names()) == 20, timeout=WAIT)
+            assert threading.active_count() <= threads + 5 * 3
