@@ -35,6 +35,7 @@ from korral.actors.messages import (
     UserUsageQuery,
 )
 from korral.actors.partition import PartitionSettings
+from korral.actors.registration import stop_partition
 from korral.actors.rmproxy import (
     STOP_TIMEOUT,
     AwaitingInstall,
@@ -44,6 +45,7 @@ from korral.actors.rmproxy import (
     RMProxyActor,
     Route,
     StopAll,
+    Unregister,
     UpdateConfiguration,
     build_placements,
     complete_registration,
@@ -244,6 +246,15 @@ class Core:
         )
         log_defaulted_values(config, request.rm_id)
         return response
+
+    def unregister_resource_manager(self, rm_id: str) -> None:
+        """The RM leaves: its partitions (nodes, applications, allocations) stop and its callback is
+        called no more; it may register again later. ``SchedulerError`` if it is not registered."""
+        if type(rm_id) is not str:
+            raise TypeError(f"rm_id must be a string, got {type(rm_id).__name__}")
+        retired = self._call(Unregister(rm_id, self._build_here), REGISTRATION_TIMEOUT)
+        for handle in retired or ():  # stopped here, never on the actor that routes every RM
+            stop_partition(handle, Rank.OUTSIDE)
 
     def _route(self, checked: Checked, kind: str) -> None:
         """Send a checked request on: its bad items are rejected through the RM's callback."""

@@ -61,6 +61,15 @@ class Register:
 
 
 @attrs.frozen(slots=True)
+class Unregister:
+    """Caller -> proxy: the RM leaves. Answered None once its partitions are stopped (``build_here``),
+    else with them, for the caller to stop."""
+
+    rm_id: str
+    build_here: bool = True
+
+
+@attrs.frozen(slots=True)
 class Install:
     """Caller -> proxy: the partitions it started for a ``AwaitingInstall`` registration."""
 
@@ -281,6 +290,17 @@ class RMProxyActor(ThreadedActor):
         rm.partitions[name] = handle
         if queue_board is not None:
             rm.queue_boards[name] = queue_board
+
+    def on_Unregister(self, message: Unregister) -> Any:
+        rm = self.rms.get(message.rm_id)
+        if rm is None:
+            return SchedulerError(f'RmID="{log_text.escaped(message.rm_id)}" not registered')
+        if rm.pending is not None:
+            return SchedulerError(f'RmID="{message.rm_id}" is still registering or reloading: leave after')
+        if message.build_here:
+            self._remove_rm(message.rm_id)
+            return None
+        return self._detach_rm(message.rm_id)
 
     def _stop_partition(self, handle: Handle) -> None:
         stop_partition(handle, Rank.RM_PROXY, ray=self.engine is not None)

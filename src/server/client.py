@@ -32,7 +32,7 @@ from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
 from korral.server.convert import ConversionError, parse_ordered, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
-from korral.server.session import RESYNC_METADATA, frame
+from korral.server.session import LEAVE_METADATA, RESYNC_METADATA, frame
 from korral.si import si_pb2
 from korral.si.validate import (
     Checked,
@@ -390,6 +390,25 @@ class RemoteCore:
             if rm is not None and isinstance(failure, ResyncRequired):
                 rm.must_resync(str(failure))
             raise failure from None
+
+    def unregister_resource_manager(self, rm_id: str) -> None:
+        """The RM leaves korral (as ``Core.unregister_resource_manager``), asked with its credentials:
+        an UpdateConfiguration carrying ``korral-leave`` metadata. Its stream then ends."""
+        self._check_open()
+        if type(rm_id) is not str:
+            raise TypeError(f"rm_id must be a string, got {type(rm_id).__name__}")
+        metadata = (*self._metadata(rm_id), (LEAVE_METADATA, "1"))
+        request = si_pb2.UpdateConfigurationRequest(rmID=rm_id)
+        try:
+            self._update_configuration(
+                request.SerializeToString(), timeout=self._call_timeout, metadata=metadata
+            )
+        except grpc.RpcError as error:
+            raise _error(error, config=False) from None
+        with self._lock:
+            rm = self._rms.pop(rm_id, None)
+        if rm is not None:
+            rm.close()
 
     def _send(self, kind: str, checked: Checked, name: str) -> None:
         """As in-process: items of a bad shape are rejected through the RM's callback, the rest sent."""

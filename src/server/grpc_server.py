@@ -43,6 +43,7 @@ from korral.server.session import (
     ALLOCATION,
     APPLICATION,
     CLOSE,
+    LEAVE_METADATA,
     MAX_BACKLOG,
     MAX_BACKLOG_BYTES,
     NODE,
@@ -389,7 +390,15 @@ class GrpcServer:
         session = self._sessions.get(request.rm_id)
         if session is not None:
             await self._check_session(session, context)
-        await self._call_core(context, self._core.update_configuration, request)
+        if any(key == LEAVE_METADATA for key, _ in context.invocation_metadata() or ()):
+            # the RM leaves, with the credentials that may act for it (checked above)
+            await self._call_core(context, self._core.unregister_resource_manager, request.rm_id)
+            if self._sessions.get(request.rm_id) is session and session is not None:
+                session.leave()
+                del self._sessions[request.rm_id]
+            log.info("RmID=%s left", request.rm_id)
+        else:
+            await self._call_core(context, self._core.update_configuration, request)
         response: bytes = si_pb2.UpdateConfigurationResponse().SerializeToString()
         return response
 

@@ -36,6 +36,8 @@ ORDERED_FIELDS = {ALLOCATION: 1, APPLICATION: 2, NODE: 3}
 MAX_BACKLOG = 10_000  # responses held per RM and stream kind
 MAX_BACKLOG_BYTES = 64 * 1024 * 1024  # bytes of responses held per RM, all kinds together
 RESYNC_METADATA = "korral-resync"  # trailing metadata of a refusal that registering again cures
+# metadata of an UpdateConfiguration by which an RM leaves (korral's addition: the SI has no call for it)
+LEAVE_METADATA = "korral-leave"
 RESYNC = "register again to resync (re-declaring its applications, nodes and existing allocations)"
 
 CLOSE = object()
@@ -253,6 +255,16 @@ class RmSession:
         level = logging.ERROR if code == grpc.StatusCode.RESOURCE_EXHAUSTED else logging.INFO
         log.log(level, "%s", reason)
         self._detach(Abort(code, reason, resync=True))
+
+    def leave(self) -> None:
+        """The RM left: its streams end (OK, after what they hold); nothing more is held or sent."""
+        self.resync = f"RmID={self.rm_id} left"
+        for stream in list(self.open):
+            stream.close()
+        self.open.clear()
+        self.held.clear()
+        for kind in KINDS:
+            self.streams[kind] = None
 
     def _detach(self, abort: Abort) -> None:
         for stream in list(self.open):

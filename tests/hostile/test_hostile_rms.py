@@ -69,3 +69,56 @@ def test_a_config_past_max_partitions_is_refused_at_registration_and_update() ->
             )
             eventually(lambda: len(core.partition_names()) == 20, timeout=WAIT)
             assert threading.active_count() <= threads + 5 * 3
+
+
+TOKENS = {"rm-a": "a-secret-of-rm-a-0123456789", "rm-b": "b-secret-of-rm-b-0123456789"}
+
+
+def _leave_raw(address: str, rm_id: str, token: str | None = None) -> None:
+    channel = grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+    metadata = [("korral-leave", "1")] + ([("authorization", f"Bearer {token}")] if token else [])
+    try:
+        request = si_pb2.UpdateConfigurationRequest(rmID=rm_id)
+        channel.unary_unary(SERVICE + "UpdateConfiguration")(
+            request.SerializeToString(), timeout=WAIT, metadata=metadata
+        )
+    finally:
+        channel.close()
+
+
+def test_an_rm_leaves_only_with_its_credentials_and_its_threads_go() -> None:
+    with korral.start() as core:
+        address = core.serve_grpc("127.0.0.1:0", tokens=TOKENS)
+        before = threading.active_count()
+        with korral.connect(address, token=TOKENS) as remote:
+            rm = t.RecordingRM("rm-a")
+            remote.register_resource_manager(t.register("rm-a", TWO_LEAVES), rm)
+            remote.update_node(t.nodes("rm-a", ["n1"], {"vcore": 1000}))
+            assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+            for token in (None, TOKENS["rm-b"]):  # no token, another RM's token: refused, nothing changes
+                with pytest.raises(grpc.RpcError) as refused:
+                    _leave_raw(address, "rm-a", token)
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert core.partition_names() == ["[rm-a]default"]
+            remote.unregister_resource_manager("rm-a")  # with its own token
+            assert core.partition_names() == []
+            with pytest.raises(korral.SchedulerError, match="not registered"):
+                core.update_node(t.nodes("rm-a", ["n2"], {"vcore": 1000}))
+            # it may come back, and its threads went with it
+            remote.register_resource_manager(t.register("rm-a", TWO_LEAVES), t.RecordingRM("rm-a"))
+            remote.unregister_resource_manager("rm-a")
+        eventually(lambda: threading.active_count() <= before + 2, timeout=WAIT)
+
+
+def test_without_tokens_a_live_rm_cannot_be_made_to_leave_from_another_connection() -> None:
+    with korral.start() as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            rm = t.RecordingRM("rm")
+            remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+            remote.update_node(t.nodes("rm", ["n1"], {"vcore": 1000}))
+            assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+            with pytest.raises(grpc.RpcError) as refused:
+                _leave_raw(address, "rm")
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert core.partition_names() == ["[rm]default"]
