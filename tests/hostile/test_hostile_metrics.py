@@ -111,3 +111,20 @@ def test_queue_paths_sharing_a_metric_name_are_added_up_and_scrapes_stay_200() -
         )
         eventually(lambda: scrape(url)[1].get(key) == 5, timeout=60)
         assert core.tracker.errors == 0
+
+
+def test_an_rm_that_left_leaves_no_series() -> None:
+    with served() as (core, address, url), korral.connect(address) as remote:
+        rm = t.RecordingRM("leaver")
+        remote.register_resource_manager(t.register("leaver", A_AND_B), rm)
+        remote.update_node(t.nodes("leaver", ["n1"], {**MEMORY, "gpu-left": 2}))
+        remote.update_application(t.applications("leaver", {"app": "root.a-b"}))
+        assert rm.wait_for(lambda r: r.accepted_apps == ["app"])
+        remote.update_allocation(t.asks("leaver", "app", 2, SMALL))
+        assert rm.wait_for_allocations(2)
+        eventually(lambda: "[leaver]default" in scrape(url)[0], timeout=60)
+        remote.unregister_resource_manager("leaver")
+        core.wait_until_idle()
+        text, samples = scrape(url)
+        assert "leaver" not in text and "gpu_left" not in text, text
+        assert samples[("yunikorn_scheduler_node", (("state", "active"),))] == 0
