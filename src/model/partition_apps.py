@@ -111,7 +111,13 @@ class PartitionApplications:
             raise ModelError(str(error)) from error
         queue = self.queues.get(placement.queue_path)
         if queue is None:
-            queue = self.registry.create_queue(placement.queue_path)
+            try:
+                queue = self.registry.create_queue(placement.queue_path)
+            except ModelError as error:
+                raise ModelError(
+                    f"failed to create rule based queue {placement.queue_path} for application "
+                    f"{application_id}: {error}"
+                ) from error
         if not queue.is_leaf:
             raise ModelError(f"application {application_id} rejected: queue {queue.path} is not a leaf queue")
         if queue.state is not QueueState.ACTIVE:

@@ -176,7 +176,7 @@ class Queue:
         self.unsched_backoff = 0
         self.unsched_backoff_delay = DEFAULT_BACKOFF_DELAY
         self.quota_preemption_delay = 0.0
-        if parent is not None:
+        if parent is not None and managed:
             self.properties = inherited_properties(parent.properties)
             self._apply_property_settings()
 
@@ -249,8 +249,10 @@ class Queue:
         self.refresh_properties()
 
     def refresh_properties(self) -> None:
-        """Recompute effective properties from the parent's, then cascade to the children."""
-        base = inherited_properties(self.parent.properties) if self.parent is not None else {}
+        """Recompute effective properties, then cascade to the children. A configured queue inherits
+        its parent's; a queue placement created has only its own (its template's), as in YuniKorn."""
+        parent = self.parent
+        base = inherited_properties(parent.properties) if parent is not None and self.is_managed else {}
         base.update(self.own_properties)
         self.properties = base
         key_settings = (self.sort_policy, self.priority_sort_enabled)

@@ -2,21 +2,28 @@
 
 Rules are tried in configured order (YuniKorn's `pkg/scheduler/placement`). Each rule generates a candidate
 queue path (optionally below the result of a chain of parent rules) and the manager accepts the first
-candidate that the application may use: an existing, non-draining leaf the user may submit to, or a queue the
-rule may create below a non-leaf, non-draining existing queue the user may submit to. The internal `recovery`
-rule always runs last, after which `root.default` is the final fallback.
+candidate that the application may use: an existing, non-draining leaf the user may submit to, or a missing
+queue whose deepest existing ancestor the user may submit to (the caller creates it). The internal
+`recovery` rule always runs last, after which `root.default` is the final fallback.
 
 Decisions where YuniKorn is ambiguous or quirky (see the module tests for each):
 
 * A rule *error* (a generated name that is not a valid queue name, or a parent rule result that exists as a
   leaf queue) rejects the application at once with that reason, as YuniKorn does; it does not fall through
   to the next rule. A rule that merely does not match (filtered, empty provided queue, missing tag, queue
-  missing without create, candidate refused by the checks above) lets the next rule run.
+  missing without create, an existing queue that is a parent, draining or closed to the user, a missing
+  queue whose deepest existing ancestor is closed to the user) lets the next rule run.
+* A missing queue is accepted whatever its deepest existing ancestor is, as YuniKorn's placement does; when
+  that ancestor is a leaf or draining, creating the queue fails and the application is rejected (it does
+  not fall through to the next rule).
 * The recovery queue `root.@recovery@` is reserved: `@` is a valid queue name character, so a normal rule can
   generate that path, but such a candidate is always refused (YuniKorn: "ACL check on it always fails").
   Only the recovery rule places there, and it bypasses the ACL, leaf and draining checks.
-* `root` itself and names starting with `root.` are fully qualified for every rule (YuniKorn's fixed rule uses
-  a bare `root` prefix test, so its `rootx` would count as qualified; that quirk is not copied).
+* A provided queue or tag value is fully qualified only when it starts with `root.` as given (case
+  included): `root` alone, or `Root.x`, is a short name placed below the parent (`root.root`,
+  `root.root_dot_x`), as YuniKorn's rules read it. A user name is always a short name. A fixed value is
+  qualified when it is `root` or starts with `root.` (YuniKorn's fixed rule uses a bare `root` prefix test,
+  so its `rootx` would count as qualified; that quirk is not copied).
 * The fixed rule keeps the dots in an unqualified value as the hierarchy separator (seed document); only
   user, provided and tag results have dots replaced by `_dot_`.
 * The `root.default` fallback is checked like any candidate: it must exist, be a leaf, not be draining and
@@ -194,7 +201,16 @@ def _filter_entries(
 
 
 def _is_qualified(name: str) -> bool:
+    """A fixed rule's value: ``root`` or below it."""
     return name == ROOT_QUEUE or name.startswith(ROOT_QUEUE + DOT)
+
+
+def _is_given_qualified(rule_name: str, raw: str) -> bool:
+    """A generated name used as a full path: a provided or tag value starting ``root.`` as given (YuniKorn
+    compares before lower-casing), a fixed value per ``_is_qualified``; a user name never."""
+    if rule_name == RULE_FIXED:
+        return _is_qualified(raw)
+    return rule_name != RULE_USER and raw.startswith(ROOT_QUEUE + DOT)
 
 
 def _check_queue_names(path: str) -> None:
@@ -296,8 +312,9 @@ class _Rule:
             return None
         if not self.filter.allows(request.user, request.groups):
             return None
+        qualified = _is_given_qualified(self.name, raw)
         raw = raw.lower()
-        if _is_qualified(raw):
+        if qualified:
             _check_queue_names(raw)
             path = raw
         else:
@@ -370,7 +387,8 @@ def _accept(path: str, rule_name: str, request: PlacementRequest, queues: QueueL
         if _usable_leaf(queue, request):
             return Placement(queue_path=path, create=False, rule=rule_name)
         return None
-    # The rule may create the queue: the deepest existing ancestor decides.
+    # The rule may create the queue: the deepest existing ancestor's submit access decides (whether it
+    # can take a child is for the creation to say: a leaf or draining one rejects the application).
     ancestor: PlacementQueue | None = None
     current = path
     while ancestor is None:
@@ -379,13 +397,6 @@ def _accept(path: str, rule_name: str, request: PlacementRequest, queues: QueueL
             return None
         current = current[:cut]
         ancestor = queues.get_queue(current)
-    if ancestor.is_leaf:
-        return None
-    walk: PlacementQueue | None = ancestor
-    while walk is not None:
-        if walk.is_draining:
-            return None
-        walk = walk.parent
     if not has_access(ancestor, request.user, request.groups):
         return None
     return Placement(queue_path=path, create=True, rule=rule_name)

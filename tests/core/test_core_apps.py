@@ -69,12 +69,14 @@ partitions:
 def test_provided_rule_places_or_rejects_with_a_reason():
     with running(PROVIDED) as (core, rm):
         core.update_application(
-            t.applications("rm", {"app-a": "root.a", "app-b": "ROOT.B", "missing": "root.nope", "none": ""})
+            t.applications("rm", {"app-a": "root.a", "app-b": "root.B", "missing": "root.nope", "none": ""})
         )
+        # YuniKorn reads "root." as given: ROOT.B is the short name root.root_dot_b, which does not exist
+        core.update_application(t.applications("rm", {"upper": "ROOT.B"}))
         core.update_application(t.applications("rm", {"on-parent": "root.parent"}))
         core.wait_until_idle()
         assert sorted(rm.accepted_apps) == ["app-a", "app-b"]
-        assert set(rm.rejected_apps) == {"missing", "none", "on-parent"}
+        assert set(rm.rejected_apps) == {"missing", "none", "on-parent", "upper"}
         assert all(reason for reason in rm.rejected_apps.values())
         assert core.application(P, "app-a").queue == "root.a"
         assert core.application(P, "app-b").queue == "root.b"

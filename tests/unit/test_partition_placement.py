@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import attrs
 import pytest
@@ -84,14 +85,6 @@ def test_placement_rules(make_partition, queue_name, user, groups, tags, expecte
         ),
         pytest.param("- name: other", 'submitacl: "*"', "", "root.nothere", "bob", id="no-queue-no-create"),
         pytest.param(
-            "- name: leaf",
-            'submitacl: "*"',
-            "placementrules:\n  - {name: provided, create: true}",
-            "root.leaf.below",
-            "bob",
-            id="below-a-leaf",
-        ),
-        pytest.param(
             "- name: parent\n  parent: true", 'submitacl: "*"', "", "root.parent", "bob", id="not-a-leaf"
         ),
     ],
@@ -101,6 +94,28 @@ def test_placement_rejections(make_partition, children, root, partition, queue_n
     with pytest.raises(ModelError, match="no placement rule matched"):
         p.add_application("app-1", queue_name=queue_name, user=user)
     assert p.applications == {}
+
+
+@pytest.mark.parametrize("queue_name", ["root.leaf.below", "root.leaf.a.b"])
+def test_creating_below_a_leaf_rejects_the_application(make_partition, queue_name):
+    """YuniKorn's placement accepts a missing queue below a leaf; creating it fails and rejects the
+    application: a later rule does not get it."""
+    rules = "placementrules:\n  - {name: provided, create: true}\n  - {name: fixed, value: root.leaf}"
+    p = make_partition(conf("- name: leaf", root='submitacl: "*"', partition=rules))
+    with pytest.raises(ModelError, match=f"failed to create rule based queue {re.escape(queue_name)}.*leaf"):
+        p.add_application("app-1", queue_name=queue_name, user="bob")
+    assert p.applications == {}
+    assert sorted(p.queues) == ["root", "root.leaf"]
+
+
+def test_creating_below_a_draining_queue_rejects_the_application(make_partition):
+    rules = "placementrules:\n  - {name: provided, create: true}\n  - {name: fixed, value: root.a}"
+    p = make_partition(conf("- name: a\n- name: p\n  parent: true", root='submitacl: "*"', partition=rules))
+    p.apply_config(load_config(conf("- name: a", root='submitacl: "*"', partition=rules)).partitions[0])
+    assert p.queues["root.p"].state is QueueState.DRAINING
+    with pytest.raises(ModelError, match=r"failed to create rule based queue root\.p\.new.*draining"):
+        p.add_application("app-1", queue_name="root.p.new", user="bob")
+    assert "root.p.new" not in p.queues
 
 
 def test_placement_refuses_a_draining_queue(make_partition):

@@ -32,14 +32,14 @@ PROVIDED_CREATE_THEN_FIXED = (rule("provided", create=True), rule("fixed", value
         PROVIDED_CREATE_THEN_FIXED,
         tree("root.fallback", "root.leaf"),
         req(queue="root.leaf.child"),
-        placed("root.fallback", False, "fixed"),
+        placed("root.leaf.child", True, "provided"),  # creating it is for the partition: it rejects
         id="cannot-create-under-leaf",
     ),
     pytest.param(
         PROVIDED_CREATE_THEN_FIXED,
         tree("root.fallback", "root.leaf"),
         req(queue="root.leaf.a.b"),
-        placed("root.fallback", False, "fixed"),
+        placed("root.leaf.a.b", True, "provided"),  # creating it is for the partition: it rejects
         id="cannot-create-deep-under-leaf",
     ),
     pytest.param(
@@ -53,14 +53,14 @@ PROVIDED_CREATE_THEN_FIXED = (rule("provided", create=True), rule("fixed", value
         PROVIDED_CREATE_THEN_FIXED,
         tree("root.fallback", parents=("root.p",), draining=("root.p",)),
         req(queue="root.p.new"),
-        placed("root.fallback", False, "fixed"),
+        placed("root.p.new", True, "provided"),  # creating it is for the partition: it rejects
         id="create-under-draining",
     ),
     pytest.param(
         PROVIDED_CREATE_THEN_FIXED,
         tree("root.fallback", parents=("root.p.q",), draining=("root.p",)),
         req(queue="root.p.q.new"),
-        placed("root.fallback", False, "fixed"),
+        placed("root.p.q.new", True, "provided"),  # creating it is for the partition: it rejects
         id="create-under-draining-grandparent",
     ),
     pytest.param(

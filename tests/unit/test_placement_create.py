@@ -55,9 +55,37 @@ TWO_LEVEL = (
     pytest.param(
         (rule("provided"),),
         tree("root.sales"),
-        req(queue="Root.Sales"),
+        req(queue="root.Sales"),
         placed("root.sales", False, "provided"),
         id="provided-lower-cased",
+    ),
+    pytest.param(
+        (rule("provided", create=True),),
+        tree("root.sales"),
+        req(queue="Root.Sales"),
+        placed("root.root_dot_sales", True, "provided"),
+        id="provided-qualified-only-as-given",
+    ),
+    pytest.param(
+        (rule("provided", create=True),),
+        tree(),
+        req(queue="root"),
+        placed("root.root", True, "provided"),
+        id="provided-root-is-a-short-name",
+    ),
+    pytest.param(
+        (rule("tag", create=True, value="namespace"),),
+        tree(),
+        req(tags={"namespace": "root"}),
+        placed("root.root", True, "tag"),
+        id="tag-root-is-a-short-name",
+    ),
+    pytest.param(
+        (rule("user", create=True),),
+        tree("root.x"),
+        req(user="root.x"),
+        placed("root.root_dot_x", True, "user"),
+        id="user-name-never-qualified",
     ),
     pytest.param(
         (rule("user", create=True),),

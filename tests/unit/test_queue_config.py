@@ -90,13 +90,17 @@ def test_properties_cascade_on_reconfiguration():
     assert leaf.sort_policy == SORT_FIFO and SORT_POLICY not in leaf.properties
 
 
-def test_dynamic_child_inherits_from_parent_on_creation():
+def test_dynamic_child_does_not_inherit_its_parents_properties():
+    """YuniKorn's dynamic queue starts with no properties (a configured child merges its parent's)."""
     queues = build(q("parent", parent=True, properties={SORT_POLICY: "fair", PRIORITY_POLICY: "fence"}))
     child = Queue("Dyn", queues["root.parent"], leaf=True, managed=False)
     assert child.name == "dyn" and child.path == "root.parent.dyn", "names are lower-cased"
-    assert child.sort_policy == SORT_FAIR
-    assert not child.priority_fence, "priority.policy resets to default"
+    assert child.sort_policy == SORT_FIFO and child.properties == {}
+    assert not child.priority_fence
     assert not child.is_managed and child.is_leaf
+    queues["root.parent"].children["dyn"] = child
+    queues["root.parent"].apply_config(q("parent", parent=True, properties={SORT_POLICY: "fair"}))
+    assert child.properties == {}, "a reload of the parent leaves a dynamic child's properties alone"
 
 
 @pytest.mark.parametrize(
@@ -276,7 +280,7 @@ def test_apply_template():
     assert child.guaranteed == {"memory": 5, "vcore": 0}
     assert child.max == {"memory": 50}
     assert child.max_applications == 2
-    assert child.properties == {SORT_POLICY: "fair", SORT_PRIORITY: "disabled"}, "template over inherited"
+    assert child.properties == {SORT_PRIORITY: "disabled"}, "the template's only: nothing inherited"
     assert not child.priority_sort_enabled
     assert not child.is_managed
 

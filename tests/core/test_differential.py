@@ -1,0 +1,48 @@
+"""korral beside YuniKorn: every recorded scenario replayed through ``korral.Core`` gives YuniKorn's outcome.
+
+The scenarios (tests/data/differential, format and comparison in its README) hold what yunikorn-core
+answered for the same input: ``recorded/`` as YuniKorn's own run recorded it, ``from-code/`` as its code and
+tests decide it. A scenario where korral deviates on purpose is listed in ``DEVIATIONS`` with korral's own
+outcome, and docs/api.md names the deviation and its reason; the test then holds korral to that outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from differential_helpers import compare, load, replay, scenario_files, started
+
+API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+Outcome = dict[str, Any] | list[dict[str, Any]]
+
+# scenario name -> (the words of docs/api.md that document the deviation, korral's outcome from YuniKorn's)
+DEVIATIONS: dict[str, tuple[str, Callable[[Outcome], Outcome]]] = {}
+
+
+def _ids(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def test_the_scenarios_are_there() -> None:
+    files = scenario_files()
+    assert {path.parent.name for path in files} == {"recorded", "from-code"}
+    assert len(files) >= 15
+
+
+@pytest.mark.parametrize("path", scenario_files(), ids=_ids)
+def test_korral_gives_yunikorns_outcome(path: Path) -> None:
+    scenario = load(path)
+    expected: Outcome = scenario["yunikorn"]
+    deviation = DEVIATIONS.get(scenario["name"])
+    if deviation is not None:
+        documented, korral_outcome = deviation
+        assert documented in API_MD.read_text(), f"docs/api.md does not document: {documented}"
+        expected = korral_outcome(expected)
+    with started() as core:
+        actual = replay(core, scenario)
+    differences = compare(expected, actual)
+    assert not differences, "\n".join([scenario.get("difference") or scenario["name"], *differences])
