@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from korral import resource as res
 from korral import si
-from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask, recovery_rejection
+from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask, AskSpec, recovery_rejection
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -280,31 +280,52 @@ class PartitionAllocations:
             self.effects.core_release(allocation, termination, message)
         return allocation
 
+    def _allocation_of(
+        self,
+        spec: AskSpec,
+        application_id: str,
+        queue_path: str,
+        node_id: str,
+        request_time: float,
+        now: float,
+        instance_type: str,
+    ) -> Allocation:
+        """A new allocation of one repeat of ``spec`` on ``node_id``, numbered in this partition's series:
+        what ``commit`` books, and (naming its placeholder) what ``replace`` decides."""
+        return Allocation(
+            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
+            allocation_key=spec.allocation_key,
+            application_id=application_id,
+            node_id=node_id,
+            resource=spec.resource,
+            partition=self.name,
+            queue_path=queue_path,
+            priority=spec.priority,
+            placeholder=spec.placeholder,
+            task_group_name=spec.task_group_name,
+            tags=spec.tags,
+            ask_generation=spec.generation,
+            request_time=request_time,
+            create_time=now,
+            instance_type=instance_type,
+        )
+
     # ---- gang replacement --------------------------------------------------------------------------
 
     def replace(self, app: Application, ask: Ask, placeholder: Allocation, now: float = 0.0) -> Allocation:
         """Decide that one repeat of ``ask`` replaces ``placeholder``: the ask's repeat is taken, the
         placeholder is released to the RM (PLACEHOLDER_REPLACED) and kept until the RM confirms."""
         queue = self.queues[app.queue_path]
-        spec = ask.spec
-        real = Allocation(
-            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
-            allocation_key=spec.allocation_key,
-            application_id=app.application_id,
-            node_id=placeholder.node_id,
-            resource=spec.resource,
-            partition=self.name,
-            queue_path=queue.path,
-            priority=spec.priority,
-            task_group_name=spec.task_group_name,
-            tags=spec.tags,
-            ask_generation=spec.generation,
-            replaces=placeholder.uuid,
-            # YuniKorn: a real allocation was asked for when its placeholder was
-            request_time=placeholder.create_time,
-            create_time=now,
-            instance_type=placeholder.instance_type,
-        )
+        # on the placeholder's node; YuniKorn: a real allocation was asked for when its placeholder was
+        real = self._allocation_of(
+            ask.spec,
+            app.application_id,
+            queue.path,
+            placeholder.node_id,
+            placeholder.create_time,
+            now,
+            placeholder.instance_type,
+        ).replace(replaces=placeholder.uuid)
         app.take_pending(ask)
         queue.add_pending(ask.resource, -1)
         if ask.failed_since is not None:
@@ -333,22 +354,14 @@ class PartitionAllocations:
     def commit(self, app: Application, queue: Queue, ask: Ask, node: Node, now: float = 0.0) -> Allocation:
         """Book one allocation of ``ask`` on ``node`` everywhere it counts."""
         spec = ask.spec
-        allocation = Allocation(
-            uuid=f"{self._uuid_prefix}{next(self._uuid_seq)}",
-            allocation_key=spec.allocation_key,
-            application_id=app.application_id,
-            node_id=node.node_id,
-            resource=spec.resource,
-            partition=self.name,
-            queue_path=queue.path,
-            priority=spec.priority,
-            placeholder=spec.placeholder,
-            task_group_name=spec.task_group_name,
-            tags=spec.tags,
-            ask_generation=spec.generation,
-            request_time=spec.create_time,
-            create_time=now,
-            instance_type=node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
+        allocation = self._allocation_of(
+            spec,
+            app.application_id,
+            queue.path,
+            node.node_id,
+            spec.create_time,
+            now,
+            node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
         )
         app.book(ask, allocation)
         if app.user_limits is not None:
