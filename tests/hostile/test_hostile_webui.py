@@ -6,6 +6,7 @@ import json
 import urllib.request
 from typing import Any
 
+import pytest
 from core_helpers import NODE, SMALL, TWO_LEAVES, eventually
 
 import korral
@@ -78,3 +79,41 @@ def test_trynode_latency_is_recorded_for_a_grpc_rm() -> None:
             assert rm.wait_for_allocations(3)
             count = "yunikorn_scheduler_trynode_latency_milliseconds_count"
             assert eventually(lambda: scrape(url)[1].get((count, ())), timeout=60) >= 3
+
+
+# every series the scheduler row of Grafana's YuniKorn dashboard (yunikorn-k8shim
+# deployments/grafana-dashboard/yunikorn-metrics.json) queries
+DASHBOARD = (
+    "yunikorn_scheduler_application_total",
+    "yunikorn_scheduler_application_submission_total",
+    "yunikorn_scheduler_container_allocation_attempt_total",
+    "yunikorn_scheduler_scheduling_latency_milliseconds_bucket",
+    "yunikorn_scheduler_trynode_latency_milliseconds_bucket",
+    "yunikorn_scheduler_trypreemption_latency_milliseconds_bucket",
+    "yunikorn_scheduler_vcore_node_usage_total",
+    "yunikorn_scheduler_memory_node_usage_total",
+    "yunikorn_scheduler_pods_node_usage_total",
+    "yunikorn_scheduler_ephemeral_storage_node_usage_total",
+)
+K8S_NODE = {"vcore": 8000, "memory": 16_000_000_000, "pods": 110, "ephemeral-storage": 100_000_000_000}
+
+
+@pytest.mark.parametrize("rms", [1, 2])
+def test_the_grafana_dashboards_scheduler_series_are_all_there_for_grpc_rms(rms: int) -> None:
+    from test_hostile_metrics import scrape
+
+    with korral.start() as core:
+        address, url = core.serve_grpc("127.0.0.1:0"), core.serve_rest("127.0.0.1:0")
+        with korral.connect(address) as remote:
+            for index in range(rms):
+                rm_id = f"k8s-{index}"
+                rm = t.RecordingRM(rm_id)
+                remote.register_resource_manager(t.register(rm_id, TWO_LEAVES), rm)
+                remote.update_node(t.nodes(rm_id, ["n1"], K8S_NODE))
+                remote.update_application(t.applications(rm_id, {"app": "root.a"}))
+                remote.update_allocation(t.asks(rm_id, "app", 2, {"vcore": 100, "pods": 1}))
+                assert rm.wait_for_allocations(2)
+            count = "yunikorn_scheduler_trynode_latency_milliseconds_count"
+            eventually(lambda: (scrape(url)[1].get((count, ())) or 0) >= 2 * rms, timeout=60)
+            names = {name for name, _ in scrape(url)[1]}
+            assert [name for name in DASHBOARD if name not in names] == []
