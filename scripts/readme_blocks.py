@@ -1,6 +1,7 @@
-"""Run the README's ``sh`` blocks as written, top to bottom, from the clone's root.
+"""Run the README's ``sh`` and ``python`` blocks as written, top to bottom, from the clone's root.
 
-Each block runs in its own ``bash`` with ``set -e`` (a failing command fails the block), within a time
+A ``python`` block runs in the venv's interpreter (``.venv/bin/python``, or ``--venv``'s). Each ``sh``
+block runs in its own ``bash`` with ``set -e`` (a failing command fails the block), within a time
 bound; whatever a block left running in the background (``korral serve &``) is killed when the block
 ends. ``--skip REGEX`` leaves out the lines it matches (CI skips ``make test``, which it has just run;
 the test suite skips the ``make`` lines, which would install a venv or run the suite inside itself).
@@ -19,14 +20,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
+BLOCK = re.compile(r"^```(sh|python)\n(.*?)^```", re.M | re.S)
 # after the block: stop what it started in the background, and give it a moment to stop cleanly
 # (the trap runs under set -e too: a kill with no job left must not fail the block)
 PROLOGUE = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\n"
 
 
-def blocks(readme: Path) -> list[str]:
-    return [str(block) for block in BLOCK.findall(readme.read_text(encoding="utf-8"))]
+def blocks(readme: Path) -> list[tuple[str, str]]:
+    """(language, text) of every sh and python block, in order."""
+    return [(str(kind), str(block)) for kind, block in BLOCK.findall(readme.read_text(encoding="utf-8"))]
 
 
 def prepare(block: str, skip: re.Pattern[str] | None, venv: Path | None) -> str:
@@ -37,9 +39,15 @@ def prepare(block: str, skip: re.Pattern[str] | None, venv: Path | None) -> str:
     return text
 
 
-def run(block: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def command(kind: str, block: str, venv: Path | None) -> list[str]:
+    if kind == "python":
+        return [str((venv or ROOT / ".venv") / "bin" / "python"), "-c", block]
+    return ["bash", "-c", PROLOGUE + block]
+
+
+def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     process = subprocess.Popen(
-        ["bash", "-c", PROLOGUE + block],
+        argv,
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -66,14 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     skip = re.compile(options.skip) if options.skip else None
     found = blocks(options.readme)
     if not found:
-        print(f"no sh block in {options.readme}", file=sys.stderr)
+        print(f"no sh or python block in {options.readme}", file=sys.stderr)
         return 1
-    for number, block in enumerate(found, 1):
-        text = prepare(block, skip, options.venv)
+    for number, (kind, block) in enumerate(found, 1):
+        text = prepare(block, skip, options.venv) if kind == "sh" else block
         if not text.strip():
             print(f"block {number}: nothing left to run")
             continue
-        done = run(text, options.timeout)
+        done = run(command(kind, text, options.venv), options.timeout)
         print(f"--- block {number} (exit {done.returncode}) ---\n{text}--- its output ---\n{done.stdout}")
         if done.returncode != 0:
             print(f"block {number} of {options.readme} failed", file=sys.stderr)

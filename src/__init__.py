@@ -14,6 +14,7 @@ from korral.errors import (
     ConfigLimitError,
     InvalidRequestError,
     KorralError,
+    MissingExtraError,
     SchedulerError,
 )
 from korral.info import (
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidRequestError",
     "KorralError",
     "LimitUsageInfo",
+    "MissingExtraError",
     "NodeInfo",
     "PartitionInfo",
     "QueueInfo",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import re
 import threading
 from collections.abc import Callable
@@ -60,7 +61,13 @@ from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.defaulted import log_defaulted_values
 from korral.config.schema import SchedulerConfig
-from korral.errors import CallTimeoutError, InvalidRequestError, KorralError, SchedulerError
+from korral.errors import (
+    CallTimeoutError,
+    InvalidRequestError,
+    KorralError,
+    MissingExtraError,
+    SchedulerError,
+)
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -486,7 +493,9 @@ class Core:
     def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
         returns the base URL. Needs the ``serve`` extra (aiohttp). options: tls, switch_interval and
-        the bounds (korral.server.rest_limits.RestLimits; docs/api.md). Stopped by ``stop()``."""
+        the bounds (korral.server.rest_limits.RestLimits; docs/api.md). Stopped by ``stop()``.
+        Raises MissingExtraError, naming the pip install, when aiohttp is not installed."""
+        require_serve_extra()
         from korral.server.rest import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:
@@ -572,6 +581,19 @@ def _start_ray_engine(ray_address: str | None, tracker: Tracker) -> Any:
     except ImportError as error:
         raise SchedulerError(f'engine="ray" needs Ray: pip install "korral[ray]" ({error})') from error
     return RayEngine(ray_address, tracker)
+
+
+def require_serve_extra() -> None:
+    """MissingExtraError unless the ``serve`` extra (aiohttp) can be imported: one sentence saying
+    what to install, where the import deep inside the REST server would give a traceback."""
+    try:
+        found = importlib.util.find_spec("aiohttp") is not None
+    except ImportError:  # a finder that refuses the name, or a broken install
+        found = False
+    if not found:
+        raise MissingExtraError(
+            "serving the REST API needs aiohttp, which is not installed: pip install 'korral[serve]'"
+        )
 
 
 def start(

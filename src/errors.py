@@ -40,3 +40,8 @@ class CapacityError(SchedulerError):
     ``RESOURCE_EXHAUSTED``."""
 
     grpc_status = "RESOURCE_EXHAUSTED"
+
+
+class MissingExtraError(KorralError, ImportError):
+    """A feature called whose optional dependencies are not installed; the message names the
+    ``pip install 'korral[EXTRA]'`` that adds them (an ImportError too, for code that catches those)."""

@@ -11,7 +11,7 @@ import click
 
 from korral.cli.config_input import naming, read_config, source_name
 from korral.cli.group import fail, main
-from korral.cli.options import address_option, config_option, output_file_option, pem_option
+from korral.cli.options import address_option, config_option, input_file_option, pem_option
 from korral.errors import ConfigError
 
 if TYPE_CHECKING:  # grpc is imported when serving, not for every command's --help
@@ -38,12 +38,12 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     default="INFO",
     show_default=True,
 )
-@output_file_option("--grpc-tls-cert", "gRPC TLS: the server's certificate chain (PEM)")
-@output_file_option("--grpc-tls-key", "gRPC TLS: the server's private key (PEM)")
-@output_file_option(
+@input_file_option("--grpc-tls-cert", "gRPC TLS: the server's certificate chain (PEM)")
+@input_file_option("--grpc-tls-key", "gRPC TLS: the server's private key (PEM)")
+@input_file_option(
     "--grpc-tls-client-ca", "gRPC mutual TLS: clients must present a certificate signed by this CA (PEM)"
 )
-@output_file_option(
+@input_file_option(
     "--grpc-token-file",
     "YAML/JSON rmID -> secret: every gRPC call for an RM must carry 'authorization: Bearer <secret>'",
 )
@@ -85,6 +85,14 @@ def serve(
             korral.load_config(default_config)
         except ConfigError as error:
             fail(f"invalid configuration: {naming(error, source_name(config))}")
+    if rest_address is not None:
+        from korral.core import require_serve_extra
+        from korral.errors import MissingExtraError
+
+        try:  # before anything listens: the user learns what to install, not a traceback
+            require_serve_extra()
+        except MissingExtraError as error:
+            fail(str(error))
     tls, tokens = grpc_security(grpc_tls_cert, grpc_tls_key, grpc_tls_client_ca, grpc_token_file)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -19,30 +19,38 @@ import korral
 
 CLI_ONLY = ("click", "rich", "matplotlib")
 
-# a finder placed first that refuses the command line's dependencies, as if they were not installed
-WITHOUT_CLI_EXTRA = textwrap.dedent(
-    f"""
-    import sys
 
-    class NotInstalled:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in {CLI_ONLY!r}:
-                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-            return None
+def not_installed(modules: tuple[str, ...]) -> str:
+    """Code for a finder placed first that refuses ``modules``, as if they were not installed."""
+    return textwrap.dedent(
+        f"""
+        import sys
 
-    sys.meta_path.insert(0, NotInstalled())
-    """
-)
+        class NotInstalled:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {modules!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+                return None
+
+        sys.meta_path.insert(0, NotInstalled())
+        """
+    )
 
 
-def run_without_cli_extra(code: str, cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+def run_without(
+    modules: tuple[str, ...], code: str, cwd: Path, *arguments: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", WITHOUT_CLI_EXTRA + textwrap.dedent(code), *arguments],
+        [sys.executable, "-c", not_installed(modules) + textwrap.dedent(code), *arguments],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def run_without_cli_extra(code: str, cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return run_without(CLI_ONLY, code, cwd, *arguments)
 
 
 @pytest.mark.slow
@@ -101,6 +109,47 @@ def test_the_korral_command_names_the_extra_to_install_when_it_is_missing(tmp_pa
         "korral's command line needs click, rich, matplotlib, which are not installed: "
         "pip install 'korral[cli]'\n"
     )
+
+
+SERVE_EXTRA = "serving the REST API needs aiohttp, which is not installed: pip install 'korral[serve]'"
+
+
+def test_korral_serve_rest_without_the_serve_extra_is_one_line_naming_the_install(tmp_path: Path) -> None:
+    done = run_without(
+        ("aiohttp",),
+        """
+        import runpy
+        sys.argv[0] = "korral"
+        runpy.run_module("korral", run_name="__main__")
+        """,
+        tmp_path,
+        "serve",
+        "--grpc",
+        "127.0.0.1:0",
+        "--rest",
+        "127.0.0.1:0",
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout == ""  # refused before anything listened
+    assert done.stderr == SERVE_EXTRA + "\n"
+
+
+def test_core_serve_rest_without_the_serve_extra_raises_naming_the_install(tmp_path: Path) -> None:
+    done = run_without(
+        ("aiohttp",),
+        """
+        import korral
+
+        with korral.start() as core:
+            try:
+                core.serve_rest("127.0.0.1:0")
+            except korral.MissingExtraError as error:
+                print(isinstance(error, ImportError), error)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"True {SERVE_EXTRA}\n"
 
 
 def test_the_command_lines_dependencies_are_an_extra_not_the_core_install() -> None:

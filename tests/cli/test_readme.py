@@ -31,6 +31,8 @@ def test_the_readmes_sh_blocks_run_as_written() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
+    # the Python examples: the application got its three allocations; REST answered its health check
+    assert "ApplicationInfo(" in out and '"Healthy":true' in out.replace(" ", ""), out
     # the serve block: the remote RM got its four allocations, the REST API saw them, the server stopped
     assert out.count("allocated task-") == 4, out
     assert '"[demo]default"' in out or "[demo]default" in out, out
@@ -54,7 +56,7 @@ def test_the_block_runner_fails_a_failing_line_and_stops_what_a_block_left_runni
     readme.write_text(
         "```sh\necho first block\n```\n\n"
         f"```sh\n(sleep 5; touch {marker}) &\necho started\n```\n\n"
-        "```python\nraise SystemExit(1)  # not a command block\n```\n"
+        "```text\nexit 1  # not a command block\n```\n"
     )
     done = run_blocks(readme)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -66,6 +68,12 @@ def test_the_block_runner_fails_a_failing_line_and_stops_what_a_block_left_runni
     failed = run_blocks(readme)
     assert failed.returncode == 1
     assert "one" in failed.stdout and "never" not in failed.stdout.split("--- its output ---")[1]
+    # a python block runs in the venv's interpreter; an exception fails it
+    readme.write_text(
+        "```python\nimport sys\nprint(sys.prefix)\n```\n\n```python\nraise SystemExit(3)\n```\n"
+    )
+    python = run_blocks(readme, "--venv", sys.prefix)
+    assert python.returncode == 1 and sys.prefix in python.stdout and "(exit 3)" in python.stdout
     readme.write_text("```sh\nsleep 30\n```\n")
     timed_out = run_blocks(readme, "--timeout", "1")
     assert timed_out.returncode == 1 and "timed out after 1s" in timed_out.stdout
