@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from korral.cli import bench_runs as runs
-from korral.cli.checks import BENCH_MODES, refuse_inapplicable
-from korral.cli.group import main
+from korral.cli.checks import BENCH_MODES, output_problem, refuse_inapplicable, writable_folder
+from korral.cli.group import fail, main
 from korral.cli.options import count_option, flag_option, output_file_option, real_option, seed_option
 
 # bench --sweep's results: in the current directory, never into the repository's tracked bench/results
@@ -36,6 +36,7 @@ DEFAULT_SWEEP_OUT = "korral-sweep"
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
+    callback=writable_folder,
     help="where --sweep (and --plot-only) write sweep.md, sweep.json and sweep.png [default: ./korral-sweep]",
 )
 @flag_option(
@@ -117,7 +118,10 @@ def bench(
         raise click.UsageError("--out applies to --sweep and --plot-only only (use --json for one run)")
     if repeat != 1 and workload == "yunikorn" and not sweep:
         raise click.UsageError("--repeat applies to --sweep (and to --workload multi-rm) only")
-    out = out if out is not None else Path(DEFAULT_SWEEP_OUT)
+    if out is None:
+        out = Path(DEFAULT_SWEEP_OUT)
+        if (sweep or plot_only is not None) and (problem := output_problem(out, folder=True)):
+            fail(f"{out} (the default of --out): {problem}")
     if workload == "preemption":
         runs.preemption(nodes, allocations, preemptors, rate, preemption_delay, burst, json_file)
         return
@@ -127,9 +131,6 @@ def bench(
     if plot_only is not None:
         runs.plot_only(plot_only, out)
         return
-    # where the results go must exist before a run of minutes, not only after it
-    if json_file is not None:
-        json_file.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
         runs.sweep(nodes, asks, out, json_file, repeat)
         return

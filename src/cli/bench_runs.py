@@ -156,7 +156,7 @@ def plot_only(sweep_json: Path, out: Path) -> None:
         results = json.loads(sweep_json.read_text(encoding="utf-8"))
         if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
             raise ValueError("not a list of sweep points")
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(exist_ok=True)  # its parent was checked (cli.checks)
         path = out / "sweep.png"
         sweeps.plot(results, path, str(sweep_json))
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -311,8 +311,6 @@ def preemption(
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
-    if json_file is not None:
-        json_file.parent.mkdir(parents=True, exist_ok=True)
     console.print(
         f"[bold]preemption[/bold]: {chosen.node_count:,} nodes full with {chosen.allocations:,} low-priority "
         f"allocations, then {len(chosen.preemptors):,} urgent asks at {chosen.rate:g}/s and "

@@ -1,11 +1,17 @@
 """Checks of the `korral` command line's options that click cannot express on its own: which options
 each mode of `korral stress` and each workload of `korral bench` reads (any other given on the command
-line is a usage error, exit 2, never silently ignored), and HOST:PORT addresses.
+line is a usage error, exit 2, never silently ignored), HOST:PORT addresses, and the paths a command
+writes to (checked before any work: a run of minutes is never lost to a folder that does not exist).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
+
+from korral.cli.group import fail
 
 # korral bench: the options each workload reads (every other one given is a usage error)
 _BENCH_COMMON = frozenset({"workload", "nodes", "json_file"})
@@ -98,4 +104,41 @@ def host_port(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise click.BadParameter(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:9090; port 0: any free port)")
+    return value
+
+
+def output_problem(path: Path, *, folder: bool) -> str | None:
+    """Why ``path`` cannot be written (a file, or with ``folder`` a folder the command creates), or None.
+
+    Only the last part of what the user named is ever created: a missing parent folder is an error,
+    never made on the user's behalf."""
+    kind = "folder" if folder else "file"
+    if path.exists():
+        if folder != path.is_dir():
+            return f"is a {'file' if folder else 'folder'}, not a {kind}"
+        if not os.access(path, os.W_OK):
+            return f"cannot write to this {kind} (permission denied)"
+        return None
+    parent = path.parent
+    if not parent.exists():
+        return f"the folder {parent} does not exist (korral creates no folder but the one named)"
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create it in {parent} (permission denied)"
+    return None
+
+
+def writable_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A file the command writes (--plot, --json): its folder must exist and be writable, checked when
+    the command line is read, before any work; otherwise one line on stderr and exit 1."""
+    if value is not None and (problem := output_problem(value, folder=False)) is not None:
+        fail(f"{param.opts[0]} {value}: {problem}")
+    return value
+
+
+def writable_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A folder the command writes into (--out): it exists, or its parent does and it can be created."""
+    if value is not None and (problem := output_problem(value, folder=True)) is not None:
+        fail(f"{param.opts[0]} {value}: {problem}")
     return value

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import click
 
-from korral.cli.checks import host_port
+from korral.cli.checks import host_port, writable_file
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -77,10 +77,23 @@ def flag_option(name: str, help: str, dest: str | None = None) -> Callable[[F], 
     return click.option(*names, is_flag=True, help=help)
 
 
-def output_file_option(name: str, help: str, dest: str | None = None) -> Callable[[F], F]:
-    """A file the command writes (or, for keys and certificates, reads when it starts): a Path."""
+def input_file_option(name: str, help: str, dest: str | None = None) -> Callable[[F], F]:
+    """A file the command reads when it starts (keys, certificates, tokens): a Path, read then."""
     names = (name, dest) if dest is not None else (name,)
     return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
+
+
+def output_file_option(name: str, help: str, dest: str | None = None) -> Callable[[F], F]:
+    """A file the command writes (a chart, JSON): a Path whose folder exists and is writable, checked
+    before any work (korral.cli.checks.writable_file)."""
+    names = (name, dest) if dest is not None else (name,)
+    return click.option(
+        *names,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        callback=writable_file,
+        help=help,
+    )
 
 
 def pem_option(name: str, help: str) -> Callable[[F], F]:

@@ -59,7 +59,21 @@ def read_yaml(text: str) -> Any:
                 f"configuration nested too deep: maps and lists more than {MAX_NESTING_DEPTH} levels deep "
                 f"(the limit is {MAX_NESTING_DEPTH})"
             ) from None
-        raise ConfigError(f"invalid YAML: {err}") from None
+        raise ConfigError(f"invalid YAML: {_one_line(err)}") from None
+
+
+def _one_line(err: Exception) -> str:
+    """A YAML error on one line (api.md: an error is one line): what is wrong, where, in what."""
+    problem = getattr(err, "problem", None)
+    if not problem:
+        return " ".join(str(err).split())
+    mark = getattr(err, "problem_mark", None)
+    context = getattr(err, "context", None)
+    where = f' in "{mark.name}", line {mark.line + 1}, column {mark.column + 1}' if mark is not None else ""
+    begun = getattr(err, "context_mark", None)
+    if context and begun is not None:
+        context = f"{context} begun at line {begun.line + 1}, column {begun.column + 1}"
+    return f"{problem}{where}" + (f" ({context})" if context else "")
 
 
 # event or error class -> the names of it and its bases

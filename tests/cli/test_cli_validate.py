@@ -116,10 +116,12 @@ def test_validate_config_reports_a_yaml_syntax_error_with_its_line(runner: CliRu
     result = runner.invoke(main, ["validate-config", str(broken)])
     assert result.exit_code == 1, result.output
     assert result.output.startswith("invalid: invalid YAML"), result.output
-    assert "line 5" in result.output, result.output
+    # where the parser found the problem, and where the mapping it was reading began
+    assert "begun at line 5" in result.output, result.output
     # the parser read a string: the error still names the file the user gave
-    assert f'in "{broken}", line 5' in result.output, result.output
+    assert f'in "{broken}", line 6' in result.output, result.output
     assert "<unicode string>" not in result.output
+    assert result.output.count("\n") == 1, result.output  # one line, as every error (api.md)
 
 
 def test_validate_config_errors_go_to_stderr_and_ok_to_stdout(runner: CliRunner, tmp_path: Path) -> None:

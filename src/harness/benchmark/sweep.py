@@ -247,7 +247,7 @@ def plot(results: list[dict[str, Any]], path: Path, source: str = "") -> None:
 
 
 def write(results: list[dict[str, Any]], directory: Path) -> tuple[Path, Path, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(exist_ok=True)  # the folder named: its parent must exist (cli.checks)
     json_path = directory / "sweep.json"
     table_path = directory / "sweep.md"
     png_path = directory / "sweep.png"
