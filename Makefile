@@ -1,4 +1,4 @@
-# korral: two commands on a fresh machine -- `make run` and `make test`.
+# korral: two commands on a fresh machine -- `make run` and `make test` (`make test-all`: every test, as CI).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-cli
 # quiet: pip's output, and setuptools' "Editable installation" notice (a UserWarning) from the build
 PIP := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck bench clean proto
+.PHONY: run test test-slow test-ray test-all lint typecheck bench clean proto
 
 # The editable install gives the metadata and the `korral` script; scripts/dev_path.py then puts src/ on
 # the venv's path as the regular package `korral`, so that a folder named korral (the clone itself,
@@ -36,10 +36,23 @@ run: $(RUN_STAMP)
 # sys.modules, so yaml and aiohttp were imported twice and their C extensions kept the first copy's
 # classes (configs failed to parse, REST timeouts went unhandled, under make test only)
 # two workers (pytest-xdist): the tests wait on timers and other processes as much as they compute, so two
-# keep a loaded 2-CPU machine busier; every test on the Ray engine goes to one worker (tests/conftest.py)
+# keep a loaded 2-CPU machine busier.
+# Two tiers. make test: lint, types and every test not marked slow, with coverage of model and policies
+# (minutes). make test-all (CI, .ci/run): that, then the second tier: the slow tests (long stress, soak,
+# limits and simulation runs; pyproject.toml: slow) without the tracer, then the Ray tests on their own.
 test: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --cov=src/model --cov=src/policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" --cov=src/model --cov=src/policies --cov-report=term --cov-fail-under=90 $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "slow and not ray" $(PYTEST_ARGS)
+
+# one at a time, in a pytest of their own: a Ray instance starting beside other tests on a loaded machine
+# could miss Ray's own start-up deadline (its raylet must register within 30 s, not configurable)
+test-ray: $(STAMP)
+	$(BIN)/python -m pytest -m ray $(PYTEST_ARGS)
+
+test-all: test test-slow test-ray
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check src tests bench

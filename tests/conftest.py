@@ -287,7 +287,10 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (make test: ``-n 2 --dist loadgroup``) every test on the Ray engine runs on one
+    """Every test that starts Ray is marked ``ray`` and ``slow``, every ``no_cover`` one ``slow`` (the
+    second tier, make test-all); first among the hooks, so that ``-m`` sees these marks.
+
+    Under pytest-xdist (make test: ``-n 2 --dist loadgroup``) every test on the Ray engine runs on one
     worker, which starts the session's one local Ray instance; two would compete for its ports and CPUs.
 
     First among the hooks: xdist reads the ``xdist_group`` mark in its own ``pytest_collection_modifyitems``
@@ -297,8 +300,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_ray = callspec is not None and callspec.params.get("engine") == "ray"
-        if on_ray or "ray_session" in getattr(item, "fixturenames", ()):
+        starts_ray = on_ray or "ray_session" in getattr(item, "fixturenames", ())
+        if starts_ray:
             item.add_marker(pytest.mark.xdist_group("ray"))
+        if starts_ray or any(mark.args == ("ray",) for mark in item.iter_markers("xdist_group")):
+            # the second tier, on their own (make test-ray): a Ray instance starting beside other
+            # tests on a loaded machine can miss Ray's own start-up deadline (pyproject.toml: ray)
+            item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("no_cover") is not None:
+            item.add_marker(pytest.mark.slow)  # a long run by definition (pyproject.toml: no_cover)
         if on_ray and item.get_closest_marker("timeout") is None:
             # a registration on Ray starts a process per partition and may wait 60 s plus 60 s for each
             # (api.md): beside CPU hogs that outgrew pytest's 120 s, which a hang still reaches at 300

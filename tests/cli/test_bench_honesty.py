@@ -20,6 +20,7 @@ def runner() -> CliRunner:
     return CliRunner(env={"FORCE_COLOR": None, "COLUMNS": "80"})
 
 
+@pytest.mark.slow
 def test_a_paced_run_gets_no_ratio_and_says_why(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "paced.json"
     sizes = ["--nodes", "50", "--asks", "500", "--rate", "1000"]
@@ -63,6 +64,7 @@ def test_the_yunikorn_shape_gets_its_ratio_and_nothing_unexplained(runner: CliRu
     assert document["unallocated"] is None and "unallocated" not in result.output
 
 
+@pytest.mark.slow
 def test_bench_lines_are_never_wrapped_when_piped(runner: CliRunner) -> None:
     # CliRunner's output is not a terminal, as a file is not; at 80 columns the ratio line is longer
     result = runner.invoke(
@@ -73,6 +75,7 @@ def test_bench_lines_are_never_wrapped_when_piped(runner: CliRunner) -> None:
     assert len(line) > 80 and line.rstrip().endswith("for a ratio)")
 
 
+@pytest.mark.slow
 def test_sweep_honours_the_sizes_and_writes_where_out_says(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +99,7 @@ def test_sweep_honours_the_sizes_and_writes_where_out_says(
     ]
 
 
+@pytest.mark.slow
 def test_a_repeated_sweep_reports_the_median_run_and_the_range(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     result = runner.invoke(

@@ -141,6 +141,7 @@ def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: 
     assert fewest_late - actors_first < 500, result.output
 
 
+@pytest.mark.slow
 def test_bench_scale_with_user_limits_checks_them_on_half_the_leaves(
     runner: CliRunner, tmp_path: Path
 ) -> None:

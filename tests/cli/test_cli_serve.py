@@ -162,6 +162,7 @@ def test_serve_tunes_the_collector_and_the_switch_interval_of_its_own_process() 
     assert tuned in states, states  # while korral serve serves
 
 
+@pytest.mark.slow
 def test_bench_remote_reports_both_rates_and_their_ratio(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

@@ -28,6 +28,9 @@ from korral import testing as t
 from korral.config import load_config
 from korral.si import si_pb2
 
+# the second tier (make test-all): real processes and configs at the bounds, seconds each
+pytestmark = pytest.mark.slow
+
 KORRAL = [sys.executable, "-c", "from korral.cli import main; main()"]
 SERVICE = "/si.v1.Scheduler/"
 

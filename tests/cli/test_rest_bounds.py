@@ -293,6 +293,7 @@ def test_a_reader_that_does_not_read_is_cut_off(caplog: pytest.LogCaptureFixture
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+@pytest.mark.slow
 def test_a_reader_that_takes_nothing_is_cut_off_after_the_write_timeout(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

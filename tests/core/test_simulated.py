@@ -232,6 +232,8 @@ def test_a_fault_of_one_rare_message_order_is_found_and_its_seed_replays_it_exac
     assert harness.replay(found.seed, minimal).violations
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a CPU-bound run of many seeds: minutes beside CPU hogs
 def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> None:
     from click.testing import CliRunner
 
@@ -263,6 +265,7 @@ for seed in (3, 9, 21):
 """
 
 
+@pytest.mark.slow
 def test_a_seed_replays_identically_in_another_process() -> None:
     """No set iteration, memory address or random token decides an order or reaches the trace:
     string hashing differs between processes (PYTHONHASHSEED), the replay does not."""

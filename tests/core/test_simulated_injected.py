@@ -35,6 +35,7 @@ def _quiet_and_clean() -> Iterator[None]:
     faults.disable_all()
 
 
+@pytest.mark.slow
 def test_handler_failures_cutoffs_and_restarts_are_in_the_default_mix_and_off_by_their_flags() -> None:
     mixed = SimulatedStress(rms=2, operations=30)
     failures = cut = restarts = 0
@@ -51,6 +52,7 @@ def test_handler_failures_cutoffs_and_restarts_are_in_the_default_mix_and_off_by
         assert (outcome.handler_failures, outcome.batches_cut, outcome.restarts) == (0, 0, 0)
 
 
+@pytest.mark.slow
 def test_injected_handler_failures_are_contained_counted_and_replay_where_they_failed() -> None:
     harness = SimulatedStress(rms=1, operations=30, env_faults=frozenset({"handlers"}))
     total = 0

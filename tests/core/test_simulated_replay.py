@@ -66,6 +66,7 @@ print(CliRunner().invoke(main, [*args, "--replay"]).output.splitlines()[-4:])
 """
 
 
+@pytest.mark.slow
 def test_the_same_replay_prints_its_violations_in_the_same_order_in_every_process() -> None:
     outputs = [run_python(THREE_ORPHANS, hash_seed) for hash_seed in ("1", "2", "3")]
     lines = outputs[0].splitlines()
@@ -290,6 +291,8 @@ def test_a_replay_runs_the_rms_ledger_check_too() -> None:
     assert lost in outcome.violations, outcome.violations
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a CPU-bound run of many seeds: minutes beside CPU hogs
 def test_shrinking_keeps_the_violation_and_prints_a_pytest_case_that_fails_with_it(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -338,6 +341,8 @@ def _pytest_fails(case: str, tmp_path: Path, wanted: str) -> None:
     assert "1 failed" in run.stdout and wanted in run.stdout, run.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a CPU-bound run of many seeds: minutes beside CPU hogs
 def test_a_violation_its_operations_do_not_replay_is_said_plainly_with_a_seed_case_that_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
