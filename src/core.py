@@ -249,7 +249,10 @@ class Core:
         callback = callback or ResourceManagerCallback()
         # the RMProxy's answer to a Register (an error is raised by _call)
         response: si.RegisterResourceManagerResponse = self._complete(
-            self._call(Register(request, callback, config, self._build_here), self._starting_timeout(config))
+            self._call(
+                Register(request=request, callback=callback, config=config, build_here=self._build_here),
+                self._starting_timeout(config),
+            )
         )
         log_defaulted_values(config, request.rm_id)
         return response
@@ -259,7 +262,7 @@ class Core:
         called no more; it may register again later. ``SchedulerError`` if it is not registered."""
         if type(rm_id) is not str:
             raise TypeError(f"rm_id must be a string, got {type(rm_id).__name__}")
-        retired = self._call(Unregister(rm_id, self._build_here), REGISTRATION_TIMEOUT)
+        retired = self._call(Unregister(rm_id=rm_id, build_here=self._build_here), REGISTRATION_TIMEOUT)
         for handle in retired or ():  # stopped here, never on the actor that routes every RM
             stop_partition(handle, Rank.OUTSIDE)
 
@@ -299,7 +302,9 @@ class Core:
             )
         config = load_config(request.config)  # on this thread, as for a registration
         placements = build_placements(config, request.rm_id)
-        update = UpdateConfiguration(request, config, placements, self._build_here)
+        update = UpdateConfiguration(
+            request=request, config=config, placements=placements, build_here=self._build_here
+        )
         self._complete(self._call(update, self._starting_timeout(config)))
         log_defaulted_values(config, request.rm_id)
 

@@ -5,21 +5,12 @@ Each is consistent for the object it describes; resources are plain dicts with z
 
 from __future__ import annotations
 
-from typing import TypeVar, dataclass_transform
-
 import attrs
 
 from korral import resource as res
 from korral.model.allocation import Allocation
 from korral.model.ugm import QueueUsage
-
-_T = TypeVar("_T")
-
-
-# attrs.frozen(kw_only=True) under a short name; dataclass_transform tells type checkers what it makes
-@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
-def frozen(cls: type[_T]) -> type[_T]:
-    return attrs.frozen(kw_only=True)(cls)
+from korral.records import frozen
 
 
 @frozen

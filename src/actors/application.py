@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from korral import resource as res
 from korral import si
 from korral.actors.base import Handle, Rank, RetiringActor
@@ -45,6 +43,7 @@ from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocations, to_si_release
 from korral.model.view_ops import DropAsk, PutAsks
+from korral.records import frozen
 
 # once in one of these an application no longer counts anywhere (its board entry goes)
 TERMINAL_STATES = frozenset(
@@ -58,12 +57,12 @@ TERMINAL_STATES = frozenset(
 )
 
 
-@attrs.frozen(slots=True)
+@frozen
 class FlushOut:
     """Application -> itself: send what the last burst of messages produced."""
 
 
-@attrs.frozen(slots=True)
+@frozen
 class AppFinished:
     """Application -> partition: the application completed and leaves the partition."""
 

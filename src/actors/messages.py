@@ -7,7 +7,7 @@ arithmetic always builds new dicts for what it hands out).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar
 
 import attrs
 
@@ -26,18 +26,11 @@ from korral.model.app_spec import AppSpec
 from korral.model.node import NodeSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
+from korral.records import frozen
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
     from korral.callback import ResourceManagerCallback
-
-_T = TypeVar("_T")
-
-
-# attrs.frozen(slots=True, kw_only=True), short; dataclass_transform tells type checkers what it makes
-@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(attrs.field,))
-def frozen(cls: type[_T]) -> type[_T]:
-    return attrs.frozen(slots=True, kw_only=True)(cls)
 
 
 # ---- specs: what an owner tells others about its objects --------------------------------------------
@@ -439,14 +432,14 @@ class Deliver:
         return f"Deliver(method={self.method!r}, argument={self.argument!r}, then={self.then!r})"
 
 
-@attrs.frozen(slots=True)
+@frozen
 class RecoveredGone:
     """Application -> partition: these recovered allocations are no longer live (their uuids are free)."""
 
     uuids: tuple[str, ...]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class AppBackoffs:
     """Scheduler -> partition: the backoff deadline (epoch seconds) each of these applications got
     (YUNIKORN-3115), kept by the partition for application snapshots as node reservations are."""
@@ -454,7 +447,7 @@ class AppBackoffs:
     deadlines: tuple[tuple[str, float], ...]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class NodeReservations:
     """Scheduler -> partition: the asks holding a reservation on each of these nodes (several
     only when each requires the node; () = none).
@@ -467,12 +460,12 @@ class NodeReservations:
     reservations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class SchedulerDone:
     """Scheduler -> a removed application: nothing more will come from the scheduler."""
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Retire:
     """Partition -> a removed actor: stop once nothing more can reach you (see ``RetiringActor``)."""
 

@@ -64,9 +64,10 @@ from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 from korral.model.queue import ROOT
+from korral.records import frozen
 
 
-@attrs.frozen(slots=True)
+@frozen
 class CleanupQueues:
     """Timer -> partition: remove empty dynamic queues and empty draining queues."""
 
@@ -78,12 +79,12 @@ def _kinds(message: Any) -> list[type]:
     return [type(message.message if type(message) is Periodic else message)]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class RetireTombstones:
     """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
 
 
-@attrs.frozen(slots=True)
+@frozen
 class PublishQueueTree:
     """Partition -> itself: publish the queue tree's structure on the board, once per burst of changes."""
 

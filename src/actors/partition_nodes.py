@@ -215,7 +215,10 @@ class PartitionNodes:
                 self.scheduler.tell(NodeAdded(spec=unschedulable))
                 for app_id, allocations in recovered.items():
                     self.scheduler.tell(
-                        ViewOps(application_id=app_id, ops=tuple(AdoptRecovered(a) for a in allocations))
+                        ViewOps(
+                            application_id=app_id,
+                            ops=tuple(AdoptRecovered(allocation=a) for a in allocations),
+                        )
                     )
                 if schedulable:
                     self.scheduler.tell(NodeChanged(spec=spec))

@@ -46,10 +46,11 @@ from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import CapacityError, KorralError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager
+from korral.records import frozen
 from korral.si.validate import Checked
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Register:
     request: si.RegisterResourceManagerRequest
     callback: ResourceManagerCallback
@@ -60,7 +61,7 @@ class Register:
     build_here: bool = True
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Unregister:
     """Caller -> proxy: the RM leaves. Answered None once its partitions are stopped (``build_here``),
     else with them, for the caller to stop."""
@@ -69,7 +70,7 @@ class Unregister:
     build_here: bool = True
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Install:
     """Caller -> proxy: the partitions it started for a ``AwaitingInstall`` registration."""
 
@@ -78,14 +79,14 @@ class Install:
     queue_boards: dict[str, QueueBoard]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Abort:
     """Caller -> proxy: a ``AwaitingInstall`` registration whose partitions could not be started."""
 
     rm: Any  # RegisteredRM
 
 
-@attrs.frozen(slots=True)
+@frozen
 class UpdateConfiguration:
     request: si.UpdateConfigurationRequest
     # parsed, validated and with each partition's placement rules built by the caller
@@ -95,7 +96,7 @@ class UpdateConfiguration:
     build_here: bool = True
 
 
-@attrs.frozen(slots=True)
+@frozen
 class Route:
     """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
 
@@ -103,14 +104,14 @@ class Route:
     checked: Checked | None = None
 
 
-@attrs.frozen(slots=True)
+@frozen
 class FindPartitions:
     """Core -> proxy: the partitions' handles (all, or one by name)."""
 
     name: str = ""
 
 
-@attrs.frozen(slots=True)
+@frozen
 class StopAll:
     pass
 
@@ -131,7 +132,7 @@ class RegisteredRM:
     build_info: Mapping[str, str] = attrs.Factory(dict)
 
 
-@attrs.frozen(slots=True)
+@frozen
 class AwaitingInstall:
     """Proxy -> caller: the RM's requests are held until the caller has stopped ``retired`` (the
     partitions the registration or update replaces or drops) and started ``start`` (all of a
@@ -544,7 +545,7 @@ def complete_registration(
         with contextlib.suppress(Exception):  # a stopped core has removed the RM already
             # an update keeps what it could start (the RM is served); a registration is undone
             if pending.update:
-                call(Install(pending.rm, started, boards))
+                call(Install(rm=pending.rm, partitions=started, queue_boards=boards))
                 installed = True
             else:
                 call(Abort(rm=pending.rm))

@@ -223,7 +223,7 @@ class ApplicationOwner:
                 self._transition(ApplicationEvent.RUN, now, effects)
         self._ask_seq = seq
         if specs:
-            effects.view_ops.append(PutAsks(tuple(specs)))
+            effects.view_ops.append(PutAsks(asks=tuple(specs)))
         return effects
 
     def remove_asks(
@@ -241,7 +241,7 @@ class ApplicationOwner:
             ask = self.app.remove_ask(key)
             if ask is None:
                 continue
-            effects.view_ops.append(DropAsk(key, ask.generation))
+            effects.view_ops.append(DropAsk(allocation_key=key, generation=ask.generation))
         if complete:
             self._maybe_complete(now, effects)
         return effects
@@ -267,7 +267,7 @@ class ApplicationOwner:
                 or ask.spec.generation != allocation.ask_generation
                 or ask.pending <= 0
             ):
-                effects.view_ops.append(RollBack(allocation))
+                effects.view_ops.append(RollBack(allocation=allocation))
                 continue
             app.book(ask, allocation)
             confirmed(allocation)
@@ -300,7 +300,7 @@ class ApplicationOwner:
             or real.replaces in app.releasing
             or not res.fits_in(real.resource, placeholder.resource)
         ):
-            effects.view_ops.append(UndoReplacement(real))
+            effects.view_ops.append(UndoReplacement(allocation=real))
             return effects
         app.take_pending(ask)
         app.begin_replacement(placeholder, real)
@@ -327,13 +327,13 @@ class ApplicationOwner:
                 effects.recovered_gone.append(allocation.uuid)
                 if allocation.uuid not in app.allocations:
                     # the partition adopted it in the scheduler's view with its node: undo that
-                    effects.view_ops.append(Forget(allocation))
+                    effects.view_ops.append(Forget(allocation=allocation))
                 continue
             app.add_allocation(allocation)
             if allocation.placeholder:
                 app.after_booking(allocation, 0, now)
             effects.new_allocations.append(allocation)
-            effects.view_ops.append(AdoptRecovered(allocation))
+            effects.view_ops.append(AdoptRecovered(allocation=allocation))
             recovered += 1
         if recovered:
             advance_for_recovery(app, lambda: self._transition(ApplicationEvent.RUN, now, effects))
@@ -358,7 +358,7 @@ class ApplicationOwner:
             effects.recovered_gone.append(uuid)
         if report:
             effects.released.append((allocation, termination, message))
-        effects.view_ops.append(Forget(allocation))  # the view undoes a waiting replacement itself
+        effects.view_ops.append(Forget(allocation=allocation))  # the view undoes a waiting replacement itself
         real = app.drop_replacement(uuid) if app.replacements else None
         if real is not None:
             # the placeholder went another way than its replacement: the real ask waits again
@@ -373,7 +373,7 @@ class ApplicationOwner:
         placeholder = app.swap_in(placeholder_uuid, real, now, ask.execution_timeout_ms if ask else 0)
         if placeholder is None:
             return
-        effects.view_ops.append(Swap(placeholder_uuid, real))
+        effects.view_ops.append(Swap(placeholder_uuid=placeholder_uuid, real=real))
         effects.new_allocations.append(real)
         if app.state is ApplicationState.ACCEPTED or app.state is ApplicationState.STARTING:
             advance_after_allocation(app, False, lambda: self._transition(ApplicationEvent.RUN, now, effects))
@@ -419,7 +419,9 @@ class ApplicationOwner:
         for allocation in plan.release:
             if app.mark_releasing(allocation.uuid, si.TerminationType.TIMEOUT) is not None:
                 effects.released.append((allocation, si.TerminationType.TIMEOUT, plan.reason))
-                effects.view_ops.append(MarkReleasing(allocation.uuid, int(si.TerminationType.TIMEOUT)))
+                effects.view_ops.append(
+                    MarkReleasing(uuid=allocation.uuid, termination=int(si.TerminationType.TIMEOUT))
+                )
         removed = [key for key in plan.remove_asks if key in app.asks]
         for key in removed:  # pending placeholders removed at the timeout count as timed out
             ask = app.asks[key]
@@ -446,7 +448,7 @@ class ApplicationOwner:
         for uuid in uuids:
             allocation = None if self.removed else app.mark_releasing(uuid, termination)
             if allocation is None:
-                effects.view_ops.append(Unpreempt(uuid))
+                effects.view_ops.append(Unpreempt(uuid=uuid))
                 continue
             effects.released.append((allocation, termination, message))
         return effects

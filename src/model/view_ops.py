@@ -8,19 +8,8 @@ builds them.
 
 from __future__ import annotations
 
-from typing import TypeVar, dataclass_transform
-
-import attrs
-
 from korral.model.allocation import Allocation, AskSpec
-
-_T = TypeVar("_T")
-
-
-# attrs.frozen(slots=True), short; dataclass_transform tells type checkers what it makes
-@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
-def frozen(cls: type[_T]) -> type[_T]:
-    return attrs.frozen(slots=True)(cls)
+from korral.records import frozen
 
 
 @frozen

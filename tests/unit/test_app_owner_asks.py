@@ -423,7 +423,7 @@ def test_confirm_refused_is_rolled_back_and_never_reaches_its_node(meanwhile):
     effects = owner.confirm([allocation], 2.0)
 
     # the view booked it on its node: its rollback frees it there
-    assert effects.view_ops == [RollBack(allocation)]
+    assert effects.view_ops == [RollBack(allocation=allocation)]
     assert effects.new_allocations == [] and effects.state_changes == []
     assert owner.app.allocated == allocated_before
     assert owner.app.allocations == allocations_before and owner.app.pending == pending_before

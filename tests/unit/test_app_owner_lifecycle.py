@@ -342,7 +342,7 @@ def test_view_ops_recover_then_release_keep_their_order():
     recovered = existing("r1")
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
-    assert effects.view_ops == [AdoptRecovered(recovered), Forget(recovered)]
+    assert effects.view_ops == [AdoptRecovered(allocation=recovered), Forget(allocation=recovered)]
     assert pruned(owner.app.allocated) == {}
     assert [s for s, _ in effects.state_changes] == ["Accepted", "Starting", "Running", "Completing"]
 

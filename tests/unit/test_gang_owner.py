@@ -104,7 +104,8 @@ def test_the_owner_swaps_on_confirmation_once() -> None:
     echo = si.AllocationRelease(uuid="u1", application_id="g", termination_type=T.PLACEHOLDER_REPLACED)
     effects = owner.release([echo], 2.0)
     assert effects.new_allocations == [real] and effects.released == []
-    assert effects.view_ops == [Swap("u1", real)]  # the view swaps it on the placeholder's node
+    # the view swaps it on the placeholder's node
+    assert effects.view_ops == [Swap(placeholder_uuid="u1", real=real)]
     assert owner.app.placeholder_allocated == {} and owner.app.allocated == {"memory": 40}
     again = owner.release([echo], 3.0)
     assert again.new_allocations == [] and again.view_ops == []

@@ -259,11 +259,11 @@ def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None
         ["u1", "unknown"], "preempting allocations to free up resources to run ask: x", 1.0
     )
     assert [(a.uuid, kind) for a, kind, _ in effects.released] == [("u1", T.PREEMPTED_BY_SCHEDULER)]
-    assert effects.view_ops == [Unpreempt("unknown")]
+    assert effects.view_ops == [Unpreempt(uuid="unknown")]
     assert owner.app.releasing == {"u1": T.PREEMPTED_BY_SCHEDULER}
     # still booked until the RM confirms; a second preemption of it changes nothing
     assert "u1" in owner.app.allocations
-    assert owner.preempt(["u1"], "again", 2.0).view_ops == [Unpreempt("u1")]
+    assert owner.preempt(["u1"], "again", 2.0).view_ops == [Unpreempt(uuid="u1")]
     confirmed = owner.release(
         [si.AllocationRelease(application_id="app", uuid="u1", termination_type=T.PREEMPTED_BY_SCHEDULER)],
         3.0,

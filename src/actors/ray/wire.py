@@ -19,6 +19,7 @@ import attrs
 
 from korral import si
 from korral.actors.messages import Deliver, RouteAllocationRequest
+from korral.records import frozen
 
 
 class Records:
@@ -55,7 +56,7 @@ ASKS = Records(si.AllocationAsk)
 ALLOCATIONS = Records(si.Allocation)
 
 
-@attrs.frozen(slots=True)
+@frozen
 class AsksAsRecords:
     """A ``RouteAllocationRequest`` on the wire: the request without its asks, and the asks' records."""
 
@@ -63,7 +64,7 @@ class AsksAsRecords:
     asks: list[tuple[Any, ...]]
 
 
-@attrs.frozen(slots=True)
+@frozen
 class NewAsRecords:
     """An ``update_allocation`` callback on the wire: the response without its new allocations, and
     their records."""
