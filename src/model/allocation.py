@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from korral import resource as res
+from korral import si
 from korral.resource import Resource
 
 _force = msgspec.structs.force_setattr
@@ -266,3 +267,18 @@ def recovery_rejection(allocation: Allocation, *, issued_prefix: str, live_recov
     if uuid in live_recovered:
         return f"allocation {key}: uuid {uuid} is already live in the partition"
     return ""
+
+
+def release_withdraws_ask(
+    uuid: str, allocation_key: str, termination: si.TerminationType, ask: Ask | None
+) -> bool:
+    """Whether an RM's allocation release also withdraws the pending ask of its key: YuniKorn's release
+    names a key alone (today's SI) and withdraws the ask unless it confirms a timeout; the seed's release
+    by uuid leaves the ask's other repeats pending."""
+    return (
+        bool(allocation_key)
+        and not uuid
+        and termination is not si.TerminationType.TIMEOUT
+        and ask is not None
+        and ask.pending > 0
+    )

@@ -17,7 +17,7 @@ import attrs
 
 from korral import resource as res
 from korral import si
-from korral.model.allocation import Allocation, Ask, AskSpec, tag_allows_preemption
+from korral.model.allocation import Allocation, Ask, AskSpec, release_withdraws_ask, tag_allows_preemption
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import (
     Application,
@@ -381,7 +381,8 @@ class ApplicationOwner:
     def release(
         self, releases: Iterable[si.AllocationRelease], now: float, effects: AppEffects | None = None
     ) -> AppEffects:
-        """RM releases: by uuid, else every allocation of the key, else all of the application's."""
+        """RM releases: by uuid, else every allocation of the key (and its pending ask), else all of the
+        application's."""
         effects = effects if effects is not None else AppEffects()
         app = self.app
         for release in releases:
@@ -402,6 +403,9 @@ class ApplicationOwner:
                         self._release(uuid, termination, release.message, effects, report=False)
                     continue
                 self._release(uuid, termination, release.message, effects)
+            key = release.allocation_key
+            if release_withdraws_ask(release.uuid, key, termination, app.asks.get(key)):
+                self.remove_asks((key,), now, effects, complete=False)
         self._maybe_complete(now, effects)
         return effects
 

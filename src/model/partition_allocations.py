@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable
 
 from korral import resource as res
 from korral import si
-from korral.model.allocation import UNKNOWN_INSTANCE_TYPE, Allocation, Ask, AskSpec, recovery_rejection
+from korral.model.allocation import (
+    UNKNOWN_INSTANCE_TYPE,
+    Allocation,
+    Ask,
+    AskSpec,
+    recovery_rejection,
+    release_withdraws_ask,
+)
 from korral.model.application import (
     Application,
     ApplicationEvent,
@@ -193,7 +200,8 @@ class PartitionAllocations:
         allocation_key: str = "",
         termination: si.TerminationType = si.TerminationType.STOPPED_BY_RM,
     ) -> list[Allocation]:
-        """RM releases by uuid, else every allocation of the key, else all of the application's.
+        """RM releases by uuid, else every allocation of the key (and its pending ask:
+        ``release_withdraws_ask``), else all of the application's.
 
         A release of an allocation the core is releasing, with the same termination type, is the RM's
         confirmation: the allocation goes (and a waiting replacement comes in) but is not returned, as
@@ -216,6 +224,8 @@ class PartitionAllocations:
             done = self.release_allocation(application_id, target, complete=False)
             if done is not None:
                 released.append(done)
+        if release_withdraws_ask(uuid, allocation_key, termination, app.asks.get(allocation_key)):
+            self.apps.remove_ask(application_id, allocation_key, complete=False)
         if application_id in self.applications:
             self.apps.maybe_complete(app)
         return released

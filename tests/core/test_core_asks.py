@@ -363,3 +363,24 @@ def test_duplicate_releases_are_carried_out_and_reported_once():
         assert [u for u, _, _ in rm.release_reasons()] == [uuid]
         assert len(core.application(P, "app1").allocations) == 1
         check_invariants(core, P, rm)
+
+
+def test_a_release_by_key_alone_withdraws_the_pending_ask_and_one_by_uuid_does_not():
+    """Today's SI releases by key, and YuniKorn then drops the pending ask of that key as well; the seed's
+    release by uuid frees one allocation and leaves the ask's other repeats pending."""
+    with running(SINGLE_LEAF) as (core, rm):
+        add_nodes(core, rm, ["node-1"], capacity={"memory": 20 * MB, "vcore": 20_000})
+        add_apps(core, rm, {"app-1": LEAF})
+        core.update_allocation(_ask("by-uuid", "app-1", max_allocations=4))
+        core.wait_until_idle()
+        first = core.application(P, "app-1").allocations[0]
+        core.update_allocation(t.release("rm", "app-1", uuid=first.uuid))
+        core.wait_until_idle()
+        app = core.application(P, "app-1")
+        assert [a.allocation_key for a in app.allocations] == ["by-uuid", "by-uuid"], "a repeat took its room"
+        core.update_allocation(_ask("by-key", "app-1"))
+        core.update_allocation(t.release("rm", "app-1", allocation_key="by-uuid"))
+        core.wait_until_idle()
+        app = core.application(P, "app-1")
+        assert [a.allocation_key for a in app.allocations] == ["by-key"]
+        assert app.pending == {} and app.pending_asks == [], "the key's pending repeat is withdrawn"
