@@ -194,16 +194,17 @@ class RunCycle:
 
 
 @frozen
-class PreemptionDue:
-    """Timer -> scheduler: a waiting ask's ``preemption.delay`` runs out now (``due``, on the core's
-    clock), so it may preempt without waiting for the next tick."""
+class DeadlineDue:
+    """Timer -> scheduler: a deadline of the scheduling view's runs out now (``due``, on the core's
+    clock): a preemption or quota preemption delay, a backoff, a reservation delay or wait."""
 
     due: float
 
 
 @frozen
 class Tick:
-    """Timer -> scheduler / partition: time has passed (reservation delay, cleanup, timeouts)."""
+    """Timer -> scheduler, every ``scheduling_interval``: report outstanding asks, and a safety net
+    for what time changes (every deadline also has its own ``DeadlineDue``)."""
 
 
 @frozen

@@ -6,7 +6,7 @@ YuniKorn), then sends one ``Placed`` per application. The view is the one writer
 room: what it decides is booked on its node there and then, and no second check follows. Owners
 confirm what their asks still want (and report it to the RM) or give it back (``RollBack``),
 which the view undoes. Any change told to the scheduler wakes it at once; a timer tick every
-``scheduling_interval`` covers what only time changes (reservation delay).
+``scheduling_interval`` reports outstanding asks; each deadline of the view arms its own wake-up.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from korral.actors.messages import (
     AppBackoffs,
     AppGone,
     ApplyConfig,
+    DeadlineDue,
     Deliver,
     NodeAdded,
     NodeChanged,
@@ -31,7 +32,6 @@ from korral.actors.messages import (
     NodesAdded,
     Placed,
     Preempt,
-    PreemptionDue,
     QueueCreated,
     QueuesRemoved,
     Replace,
@@ -133,9 +133,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._runnable_changes: list[RunnableChange] = []
         self._backoffs: dict[str, float] = {}
         self.partition = partition
-        # wakes this actor when a waiting ask's preemption.delay runs out (None: only ticks wake it)
+        # wakes this actor when a deadline of the view's runs out (None: only ticks wake it)
         self.timer = timer
-        self._preemption_wake: float | None = None
+        self._timed_wake: float | None = None
         self.metrics = metrics  # the core's metrics: each batch of cycles is timed
         self.callback = callback
         self.callback_closed = callback_closed
@@ -206,7 +206,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         if not effects:
             return []
         if effects.wake_at is not None:
-            self._wake_for_preemption(effects.wake_at)
+            self._wake_at(effects.wake_at)
         releases: list[CoreRelease] = []
         if effects.core_releases:
             if send_releases:
@@ -423,18 +423,19 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
                     )
                 )
 
-    def _wake_for_preemption(self, due: float) -> None:
-        """Run a cycle when the earliest waiting preemptor's delay runs out: the ask should not wait for
-        the next tick (up to ``scheduling_interval`` more) once it may preempt."""
-        pending = self._preemption_wake
+    def _wake_at(self, due: float) -> None:
+        """Run a cycle at the earliest moment time alone changes what the view decides (a preemption
+        or quota preemption delay, a backoff, a reservation delay running out). Only the earliest is
+        armed: the cycle it runs meets every later one again and asks for it then."""
+        pending = self._timed_wake
         if self.timer is None or (pending is not None and pending <= due):
             return
-        self._preemption_wake = due
-        self.timer.once(max(0.0, due - self.clock()), self.handle, PreemptionDue(due=due))
+        self._timed_wake = due
+        self.timer.once(max(0.0, due - self.clock()), self.handle, DeadlineDue(due=due))
 
-    def on_PreemptionDue(self, message: PreemptionDue) -> None:
-        if self._preemption_wake == message.due:
-            self._preemption_wake = None
+    def on_DeadlineDue(self, message: DeadlineDue) -> None:
+        if self._timed_wake == message.due:
+            self._timed_wake = None
         self._wake()
 
     def on_RunCycle(self, message: RunCycle) -> None:

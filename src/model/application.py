@@ -59,6 +59,7 @@ from korral.model.app_state import (
 from korral.model.app_state import (
     settle_event as settle_event,
 )
+from korral.model.deadlines import reached
 from korral.model.order import IncrementalOrder
 from korral.model.ugm import AppTracking
 from korral.resource import Resource
@@ -541,7 +542,7 @@ class Application:
         events: list[ApplicationEvent] = []
         reasons: list[str] = []
         state = self.state
-        if self.placeholder_deadline is not None and now >= self.placeholder_deadline - 1e-9:
+        if self.placeholder_deadline is not None and reached(now, self.placeholder_deadline):
             self.placeholder_deadline = None
             unused = [a for group in self.placeholders.values() for a in group.values()]
             # asks with nothing left to place stay: their allocations tell the rest of the story
@@ -561,7 +562,7 @@ class Application:
                         events.append(ApplicationEvent.RUN)  # on as a normal application
             if release or remove or events:
                 reasons.append(f"placeholder timeout of application {self.application_id}")
-        if self.run_deadline is not None and now >= self.run_deadline - 1e-9:
+        if self.run_deadline is not None and reached(now, self.run_deadline):
             self.run_deadline = None
             if state in RUNNING_STATES:
                 for uuid, allocation in self.allocations.items():
@@ -572,7 +573,7 @@ class Application:
                 reasons.append(f"execution timeout of application {self.application_id}")
         if self.allocation_deadlines:
             for uuid, deadline in list(self.allocation_deadlines.items()):
-                if now >= deadline - 1e-9:
+                if reached(now, deadline):
                     del self.allocation_deadlines[uuid]
                     expiring = self.allocations.get(uuid)
                     if expiring is not None and uuid not in self.releasing:

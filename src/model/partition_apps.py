@@ -22,6 +22,7 @@ from korral.model.app_owner import ask_rejection, build_ask
 from korral.model.app_spec import AppSpec
 from korral.model.app_state import RUN_ON_ASK, settle_event
 from korral.model.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
+from korral.model.deadlines import reached
 from korral.model.partition_effects import EffectsRecorder
 from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
 from korral.model.queue import Queue, QueueState
@@ -442,7 +443,7 @@ class PartitionApplications:
         now = self.clock()
         for app in list(self.applications.values()):
             deadline = app.next_deadline()
-            if deadline is None or now < deadline - 1e-9:
+            if deadline is None or not reached(now, deadline):
                 continue
             plan = app.due_timeouts(now)
             for allocation in plan.release:

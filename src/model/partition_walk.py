@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from korral import resource as res
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import RUNNING_STATES, Application, ApplicationState
+from korral.model.deadlines import reached
 from korral.model.node import Node
 from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
@@ -199,8 +200,10 @@ class SchedulingWalk:
                     continue  # blocked until one of its user's or group's applications ends (epoch)
                 if not app.runnable_by_quota:
                     self._runnable(app, True, "quota")
-                if app.backoff_deadline is not None and now < app.backoff_deadline:
-                    all_blocked = False  # backing off (YUNIKORN-3115): time alone ends it
+                if app.backoff_deadline is not None and not reached(now, app.backoff_deadline):
+                    # backing off (YUNIKORN-3115): time alone ends it, so the driver wakes then
+                    self.effects.wake_by(app.backoff_deadline)
+                    all_blocked = False
                     continue
                 allocation = self._try_app(app, queue, now)
                 if allocation is not None:
@@ -309,8 +312,11 @@ class SchedulingWalk:
                 return self.allocations.commit(app, queue, ask, node, now)
             if ask.allow_preempt_other and try_preempt(self.partition, app, queue, ask, now):
                 continue  # its node is reserved for it until the victims are gone
-            if now - self._mark_unschedulable(app, ask, now) >= self.reservation_delay:
+            reservable_at = self._mark_unschedulable(app, ask, now) + self.reservation_delay
+            if reached(now, reservable_at):
                 self._try_reserve(app, ask, now)
+            else:
+                self.effects.wake_by(reservable_at)  # time alone makes it reservable
             if ask.allocation_key not in app.reservations:
                 unschedulable += 1
         if only_quota_blocked:
@@ -322,6 +328,7 @@ class SchedulingWalk:
         application is not scheduled again until its queue's backoff delay has passed."""
         app.backoff_deadline = now + queue.unsched_backoff_delay
         self.effects.backoff(app.application_id, app.backoff_deadline)
+        self.effects.wake_by(app.backoff_deadline)
 
     def _runnable(self, app: Application, runnable: bool, by: str) -> None:
         """Whether the application may run under its queues' (``by`` "queue") or its user's and

@@ -24,6 +24,7 @@ from korral import resource as res
 from korral import si
 from korral.model.allocation import TAG_REQUIRED_NODE, Allocation, Ask, tag_allows_preemption
 from korral.model.application import Application
+from korral.model.deadlines import reached
 from korral.model.node import Node
 from korral.model.queue import Queue
 from korral.model.reservations import clear_for_required_node, free_for_preemptor
@@ -67,7 +68,7 @@ def _may_attempt(model: PartitionModel, ask: Ask, now: float) -> bool:
     if ask.preempt_victims and waiting_on_victims(model, ask):
         return False
     checked = ask.preempt_checked_at
-    if checked is not None and now - checked < PREEMPT_ATTEMPT_INTERVAL - 1e-9:
+    if checked is not None and not reached(now, checked + PREEMPT_ATTEMPT_INTERVAL):
         model.effects.wake_by(checked + PREEMPT_ATTEMPT_INTERVAL)
         return False
     ask.preempt_checked_at = now
@@ -222,7 +223,7 @@ def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask
     if not ask.allow_preempt_other or ask.required_node or not model.config.preemption.enabled:
         return False
     due = ask.create_time + queue.preemption_delay
-    if now < due - 1e-9:
+    if not reached(now, due):
         model.effects.wake_by(due)
         return False
     if model.preempt_attempts.get(queue.path, 0) >= PREEMPT_ATTEMPTS_PER_QUEUE or not _may_attempt(

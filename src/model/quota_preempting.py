@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from korral import resource as res
 from korral import si
 from korral.model.allocation import TAG_REQUIRED_NODE
+from korral.model.deadlines import reached
 from korral.model.preempting import allocation_age, queue_facts, victim_flags
 from korral.model.queue import Queue, QueueState
 from korral.policies import quota_preemption as policy
@@ -146,7 +147,7 @@ def step(model: PartitionModel, now: float) -> None:
         if not _still_releasing(model, victims):
             del model.quota_running[path]
     due = sorted(
-        (path for path, at in model.quota_timers.items() if at <= now + 1e-9), key=lambda p: p.count(".")
+        (path for path, at in model.quota_timers.items() if reached(now, at)), key=lambda p: p.count(".")
     )
     for path in due:
         if any(running == path or path.startswith(running + ".") for running in model.quota_running):
@@ -156,7 +157,7 @@ def step(model: PartitionModel, now: float) -> None:
         if queue is not None:
             _run(model, queue)
     if model.quota_timers:
-        upcoming = [at for at in model.quota_timers.values() if at > now + 1e-9]
+        upcoming = [at for at in model.quota_timers.values() if not reached(now, at)]
         if upcoming:
             _note_due(model, min(upcoming))
 

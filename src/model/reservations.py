@@ -42,6 +42,8 @@ def wait_expired(model: PartitionModel, application_id: str, allocation_key: str
     """Cancel the reservation if it has waited past the timeout on a short headroom; True if it did."""
     key = (application_id, allocation_key)
     reserved_at = model.reserved_at.get(key)
+    # time alone ends the wait (once past it, as YuniKorn): the scheduler's tick runs a cycle while
+    # any reservation is held
     if reserved_at is None or now - reserved_at <= model.reservation_wait_timeout:
         return False
     model.unreserve(application_id, allocation_key)
