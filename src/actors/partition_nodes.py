@@ -38,6 +38,7 @@ from korral.model.events import Wanted
 from korral.model.node import NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.view_ops import AdoptRecovered
+from korral.records import frozen
 
 if TYPE_CHECKING:
     from korral.actors.partition import PartitionSettings
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 _NONE: tuple[dict[str, list[Allocation]], list[tuple[str, str, str]]] = ({}, [])
 
 
-@attrs.frozen(slots=True)
+@frozen
 class StartNodeActors:
     """Partition -> itself: start the actors of the nodes registered so far, a step at a time."""
 

@@ -31,13 +31,14 @@ from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
+from korral.records import frozen
 
 log = log_text.logger("korral.ray")
 
 PREDICATES_TIMEOUT = 30.0  # a predicates call the driver has not answered by then refuses its nodes
 
 
-@attrs.frozen(slots=True)
+@frozen
 class PredicatesCall:
     """Host -> driver: the RM's ``predicates`` on the candidate nodes of one scheduling decision, in
     order (with ``first``: up to the first accepted); answered through ``PartitionHost.answer``."""

@@ -17,7 +17,6 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
@@ -30,6 +29,7 @@ from korral.actors.ray.predicates import answer_predicates
 from korral.actors.ray.wire import decode_callbacks, encode_tells
 from korral.actors.tracker import Tracker
 from korral.errors import SchedulerError
+from korral.records import frozen
 
 if TYPE_CHECKING:
     from korral.actors.ray.engine import RayEngine
@@ -42,7 +42,7 @@ CALL_TIMEOUT = 60.0  # a call for information (where, cpu_seconds)
 WAIT_SLICE = 5.0  # a call's answer is waited for in slices, so that a stop is noticed
 
 
-@attrs.frozen(slots=True)
+@frozen
 class _Ask:
     message: Any
     timeout: float
