@@ -394,8 +394,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._wake()
 
     def on_QueueCreated(self, message: QueueCreated) -> None:
-        if message.path not in self.view.queues:
-            self.view.create_queue(message.path, leaf=message.leaf)
+        self.view.queue_created(message.path, leaf=message.leaf)
 
     def on_QueuesRemoved(self, message: QueuesRemoved) -> None:
         for path in message.paths:

@@ -57,6 +57,17 @@ class SchedulingView(PartitionModel):
         for queue in self.queues.values():  # queues created later inherit the set from their parent
             queue.usage_changed = self.usage_changed
 
+    def queue_created(self, path: str, *, leaf: bool) -> None:
+        """The partition created a queue of this kind (parents are announced first). A queue the
+        partition removed may linger here while the view still held work in it; empty, it gives way to
+        the partition's new one, so the two trees agree again."""
+        queue = self.queues.get(path)
+        if queue is not None and queue.is_leaf != leaf and queue.is_empty():
+            self.remove_queue(queue)
+            queue = None
+        if queue is None:
+            self.create_queue(path, leaf=leaf)
+
     def insert_application(self, spec: AppSpec, *, limit_group: str | None = None) -> Application:
         """Add an application the partition actor already placed (no placement rules here), tracked
         against the group the partition resolved (``limit_group``, "" for none; None: resolve here)."""
