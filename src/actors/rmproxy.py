@@ -80,7 +80,7 @@ class Install:
 
 
 @frozen
-class Abort:
+class AbortInstall:
     """Caller -> proxy: a ``AwaitingInstall`` registration whose partitions could not be started."""
 
     rm: Any  # RegisteredRM
@@ -274,7 +274,7 @@ class RMProxyActor(ThreadedActor):
             self.on_Route(route)
         return si.RegisterResourceManagerResponse()
 
-    def on_Abort(self, message: Abort) -> None:
+    def on_AbortInstall(self, message: AbortInstall) -> None:
         rm_id: str = message.rm.rm_id
         if self.rms.get(rm_id) is message.rm:
             self._remove_rm(rm_id)
@@ -548,7 +548,7 @@ def complete_registration(
                 call(Install(rm=pending.rm, partitions=started, queue_boards=boards))
                 installed = True
             else:
-                call(Abort(rm=pending.rm))
+                call(AbortInstall(rm=pending.rm))
         if not installed:
             for handle in started.values():
                 stop_partition(handle, Rank.OUTSIDE)
@@ -563,7 +563,7 @@ def complete_registration(
 
 __all__ = [
     "STOP_TIMEOUT",
-    "Abort",
+    "AbortInstall",
     "AwaitingInstall",
     "FindPartitions",
     "Install",

@@ -117,7 +117,7 @@ def _add(total: dict[str, float], resource: dict[str, int] | dict[str, float]) -
 
 
 @attrs.define
-class QueueState:
+class QueueSample:
     """One queue at one sample: what korral reports for it, its usage summed from its applications."""
 
     guaranteed: dict[str, int]
@@ -172,7 +172,7 @@ class SimulateRun:
         self._leaves = [q for q in self._leaf_queues() if q != "root.batch"]
         # the samples: the latest one (the live view), the sums over all of them (the summary), and
         # every sample's usage per queue (the chart)
-        self.latest: dict[str, QueueState] = {}
+        self.latest: dict[str, QueueSample] = {}
         self.totals: dict[str, QueueTotals] = {}
         self.history: list[tuple[float, dict[str, dict[str, float]]]] = []
         self.first_seen: dict[str, int] = {}  # display order: a parent before its children
@@ -430,9 +430,9 @@ class SimulateRun:
         is exactly the sum of its children; the queues' own reports give the structure, guarantees
         and maxes.
         """
-        states: dict[str, QueueState] = {}
+        states: dict[str, QueueSample] = {}
         for info in self._queues(core):
-            states[info.path] = QueueState(guaranteed=info.guaranteed, max=info.max, is_leaf=info.is_leaf)
+            states[info.path] = QueueSample(guaranteed=info.guaranteed, max=info.max, is_leaf=info.is_leaf)
             self.first_seen.setdefault(info.path, len(self.first_seen))
         for app in core.applications(self.partition):
             for path in _ancestors(app.queue):
@@ -464,7 +464,7 @@ class SimulateRun:
 
     # ---- display -----------------------------------------------------------------------------------
 
-    def _bar(self, state: QueueState, width: int = 24) -> Text:
+    def _bar(self, state: QueueSample, width: int = 24) -> Text:
         """Used against the queue's max (or the cluster): filled cells, the guarantee as a mark."""
         scale = state.max or self.cluster
         used = min(1.0, share(state.allocated, scale))

@@ -178,7 +178,7 @@ PER_CYCLES = 10_000  # slopes are per this many cycles
 
 
 @attrs.frozen(kw_only=True)
-class Limit:
+class GrowthLimit:
     """How fast a measure may grow after warm-up: ``slope`` per 10,000 cycles. A run fails only if the
     fitted line also rises by more than ``allowance`` (plus ``relative`` times the value at the end of
     warm-up) over the judged cycles: a short run's noise is not a trend."""
@@ -201,10 +201,10 @@ class Limit:
 # Threads are a fixed set (12). Live actors are counted at an instant, the busy RM's work in flight
 # included (tens to ~1,300 up and down); before removed actors retired themselves they grew by ~45,000
 # per 10,000 cycles.
-LIMITS: tuple[Limit, ...] = (
-    Limit(name="RSS", unit=" MB", slope=2.0, allowance=0.0, relative=0.2),
-    Limit(name="threads", unit="", slope=0.5, allowance=2.0),
-    Limit(name="live actors", unit="", slope=200.0, allowance=2_000.0),
+LIMITS: tuple[GrowthLimit, ...] = (
+    GrowthLimit(name="RSS", unit=" MB", slope=2.0, allowance=0.0, relative=0.2),
+    GrowthLimit(name="threads", unit="", slope=0.5, allowance=2.0),
+    GrowthLimit(name="live actors", unit="", slope=200.0, allowance=2_000.0),
 )
 
 
@@ -212,7 +212,7 @@ LIMITS: tuple[Limit, ...] = (
 class Growth:
     """One measure after warm-up: the fitted slope and what it adds up to over the judged cycles."""
 
-    limit: Limit
+    limit: GrowthLimit
     at_warmup: float
     at_end: float
     slope: float  # per PER_CYCLES cycles, least squares over the judged samples
@@ -260,7 +260,7 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
 
 
-def soak_verdict(samples: Sequence[SoakSample], limits: Sequence[Limit] = LIMITS) -> SoakVerdict:
+def soak_verdict(samples: Sequence[SoakSample], limits: Sequence[GrowthLimit] = LIMITS) -> SoakVerdict:
     """Whether RSS, threads or live actors grow after warm-up faster than ``limits`` allow."""
     if not samples:
         return SoakVerdict(warmup=None, judged=0, missing="no sample was taken")

@@ -168,9 +168,9 @@ def _run(model: PartitionModel, queue: Queue) -> None:
     if not amount:
         _event(model, queue.path, f"quota preemption of queue {queue.path}: usage within max, nothing to do")
         return
-    usages: dict[str, policy.QueueUsage] = {}
+    usages: dict[str, policy.QuotaQueue] = {}
     for below in queue.walk():
-        usages[below.path] = policy.QueueUsage(
+        usages[below.path] = policy.QuotaQueue(
             below.path,
             below.guaranteed,
             facts[below.path].allocated,

@@ -33,7 +33,7 @@ class QuotaCandidate(NamedTuple):
     age: int = 0
 
 
-class QueueUsage(NamedTuple):
+class QuotaQueue(NamedTuple):
     """A queue below (or at) the one whose max was lowered: its guarantee and usage (what is being
     released already left out), and its children's paths."""
 
@@ -54,7 +54,7 @@ def preemptable(maximum: Mapping[str, int] | None, allocated: Mapping[str, int])
     }
 
 
-def above_guarantee(queue: QueueUsage) -> Resource:
+def above_guarantee(queue: QuotaQueue) -> Resource:
     """What a queue uses above its guarantee (all its usage when it has none); {} when nothing."""
     allocated = {name: quantity for name, quantity in queue.allocated.items() if quantity > 0}
     if not allocated:
@@ -68,7 +68,7 @@ def above_guarantee(queue: QueueUsage) -> Resource:
     return {name: abs(quantity - allocated.get(name, 0)) for name, quantity in guaranteed.items()}
 
 
-def distribute(path: str, amount: Mapping[str, int], queues: Mapping[str, QueueUsage]) -> dict[str, Resource]:
+def distribute(path: str, amount: Mapping[str, int], queues: Mapping[str, QuotaQueue]) -> dict[str, Resource]:
     """Each leaf below ``path`` (itself when a leaf) and the share of ``amount`` it must free."""
     queue = queues[path]
     if not queue.children:
@@ -112,7 +112,7 @@ def choose_quota_victims(
     leaf: str,
     target: Mapping[str, int],
     candidates: Iterable[QuotaCandidate],
-    floors: Sequence[QueueUsage],
+    floors: Sequence[QuotaQueue],
 ) -> list[QuotaCandidate]:
     """The victims in ``leaf`` that free ``target``; ``floors`` are the queues from the leaf up to
     the one whose max was lowered (none may end below its guarantee)."""

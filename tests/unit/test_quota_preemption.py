@@ -10,8 +10,8 @@ from korral import si
 from korral import testing as t
 from korral.harness.reference import ReferenceScheduler
 from korral.policies.quota_preemption import (
-    QueueUsage,
     QuotaCandidate,
+    QuotaQueue,
     choose_quota_victims,
     distribute,
     preemptable,
@@ -285,10 +285,10 @@ def test_preemptable_resources_as_the_design_table(maximum, usage, expected) -> 
 
 def test_distribution_to_leaves() -> None:
     queues = {
-        "root.p": QueueUsage("root.p", None, {"M": 1000}, ("root.p.x", "root.p.y", "root.p.z")),
-        "root.p.x": QueueUsage("root.p.x", {"M": 200}, {"M": 600}),  # 400 above its guarantee
-        "root.p.y": QueueUsage("root.p.y", None, {"M": 400}),  # no guarantee: all 400
-        "root.p.z": QueueUsage("root.p.z", {"M": 500}, {"M": 0}),  # within: nothing
+        "root.p": QuotaQueue("root.p", None, {"M": 1000}, ("root.p.x", "root.p.y", "root.p.z")),
+        "root.p.x": QuotaQueue("root.p.x", {"M": 200}, {"M": 600}),  # 400 above its guarantee
+        "root.p.y": QuotaQueue("root.p.y", None, {"M": 400}),  # no guarantee: all 400
+        "root.p.z": QuotaQueue("root.p.z", {"M": 500}, {"M": 0}),  # within: nothing
     }
     assert distribute("root.p", {"M": 200}, queues) == {"root.p.x": {"M": 100}, "root.p.y": {"M": 100}}
 
@@ -314,15 +314,15 @@ def cand(uuid: str, memory: int = 100, **fields: object) -> QuotaCandidate:
     ],
 )
 def test_quota_victim_order(candidates, target: int, expected: list[str]) -> None:
-    floors = [QueueUsage("root.q", None, {"memory": 1000})]
+    floors = [QuotaQueue("root.q", None, {"memory": 1000})]
     chosen = choose_quota_victims("root.q", {"memory": target}, candidates, floors)
     assert [c.uuid for c in chosen] == expected
 
 
 def test_quota_victims_keep_every_queue_up_to_the_trigger_at_its_guarantee() -> None:
     floors = [
-        QueueUsage("root.p.q", None, {"memory": 500}),
-        QueueUsage("root.p", {"memory": 300}, {"memory": 500}),
+        QuotaQueue("root.p.q", None, {"memory": 500}),
+        QuotaQueue("root.p", {"memory": 300}, {"memory": 500}),
     ]
     chosen = choose_quota_victims(
         "root.p.q", {"memory": 400}, [cand(f"c{i}", age=i) for i in range(5)], floors
