@@ -3,18 +3,21 @@
 When a queue's max is lowered below its usage, ``preemptable`` is how far the usage is over the new
 max, per type (only the types over it). A leaf queue frees that itself; a parent hands it down to its
 children in proportion to what each uses above its guarantee (all of its usage when it has none;
-children at or within their guarantee give nothing), and so on to the leaves.
+children at or within their guarantee give nothing), each share rounded down, and so on to the
+leaves.
 
 In a leaf the candidates are its allocations that use some preemptable type, are not being released
 and are not daemon-set (required-node) allocations, in the order of ``victim_key``: non-originators,
 allocations that allow preemption, and those using mostly preemptable types first; then the lowest
-priority, the newest, the smallest. Each is taken when it is no larger than the preemptable amount
-(in its types), while the victims so far free less than that amount, and when it leaves every queue
-from the leaf up to the queue whose max was lowered at or above its guarantee.
+priority, the newest, the smallest. Each is taken when, with the victims so far, it frees no more
+than the preemptable amount (in its types), and when it leaves every queue from the leaf up to the
+queue whose max was lowered at or above its guarantee. So usage never ends below the new max; the
+rounding down may leave it a little above, as in YuniKorn.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -82,8 +85,9 @@ def distribute(path: str, amount: Mapping[str, int], queues: Mapping[str, QuotaQ
             res.add_into(total, above)
     result: dict[str, Resource] = {}
     for child, above in shares.items():
+        # YuniKorn's share, rounded down: the children together never free more than the parent must
         part = {
-            name: round(quantity / total[name] * amount[name])
+            name: math.floor(quantity / total[name] * amount[name])
             for name, quantity in above.items()
             if name in amount and total.get(name)
         }
@@ -127,8 +131,11 @@ def choose_quota_victims(
     for candidate in pool:
         if not any(freed.get(name, 0) < quantity for name, quantity in target.items()):
             break
-        if any(candidate.resource.get(name, 0) > quantity for name, quantity in target.items()):
-            continue  # larger than what must go
+        if any(
+            freed.get(name, 0) + candidate.resource.get(name, 0) > quantity
+            for name, quantity in target.items()
+        ):
+            continue  # would free more than what must go: usage would end below the max
         after = {path: res.sub(used, candidate.resource) for path, used in usage.items()}
         if any(
             queue.guaranteed

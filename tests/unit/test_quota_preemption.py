@@ -109,8 +109,9 @@ def model(scheduler: ReferenceScheduler):
 @pytest.mark.parametrize(
     ("new", "expected"),
     [
-        # lowered below the usage (1000): due after the delay
-        (config(team_max=800), 2),
+        # lowered below the usage (1000): due after the delay; a (600) frees its share of 200
+        # rounded down (120: one allocation), b (400) 80 (none): never more than the amount
+        (config(team_max=800), 1),
         # lowered, but not below the usage: nothing to do
         (config(team_max=1200, delay="60s"), 0),
         # a delay of 0 (or none): never
@@ -135,9 +136,9 @@ def test_no_pending_ask_is_needed_and_the_usage_comes_down_to_the_max() -> None:
     scheduler, clock = build(config(team_max=2000))
     scheduler.update_configuration(config(team_max=700))
     victims = run(scheduler, clock, 61.0)
-    # 300 over: a (600) is to free 180, b (400) 120; each takes victims while it has freed less
-    # (YuniKorn's quota preemptor may free a little more than the amount, never less when it can)
-    assert sorted(r.application_id for r in victims) == ["app-a", "app-a", "app-b", "app-b"]
+    # 300 over: a (600) is to free 180, b (400) 120; each takes victims while they free no more
+    # than its share (YuniKorn's quota preemptor: never below the max, a little above it may stay)
+    assert sorted(r.application_id for r in victims) == ["app-a", "app-b"]
     partition = model(scheduler)
     assert set(partition.quota_running) == {"root.team"}
     # the victims stay booked until the RM confirms; then the queue is within its new max
@@ -146,7 +147,7 @@ def test_no_pending_ask_is_needed_and_the_usage_comes_down_to_the_max() -> None:
             rm_id="rm", releases=si.AllocationReleasesRequest(allocations_to_release=victims)
         )
     )
-    assert partition.queues["root.team"].allocated == {"memory": 600}
+    assert partition.queues["root.team"].allocated == {"memory": 800}
     assert run(scheduler, clock, 120.0) == []
     assert partition.quota_running == {} and partition.quota_timers == {}
 
@@ -191,9 +192,9 @@ def test_top_down_a_child_waits_for_its_parents_run() -> None:
     partition = model(scheduler)
     assert set(partition.quota_timers) == {"root.team", "root.team.a"}
     victims = run(scheduler, clock, 61.0)
-    # the parent runs first (200 over: a is to free 120, b's 80 is less than one allocation); its
-    # child waits until those victims are gone
-    assert [(r.application_id, r.message) for r in victims] == [("app-a", MESSAGE + "root.team")] * 2
+    # the parent runs first (200 over: a is to free 120, one allocation; b's 80 is less than one);
+    # its child waits until that victim is gone
+    assert [(r.application_id, r.message) for r in victims] == [("app-a", MESSAGE + "root.team")]
     assert "root.team.a" in partition.quota_timers
     assert run(scheduler, clock, 1.0) == []
     scheduler.update_allocation(
@@ -202,8 +203,8 @@ def test_top_down_a_child_waits_for_its_parents_run() -> None:
         )
     )
     child = run(scheduler, clock, 1.0)
-    # the child is at 400, its max 300: one more
-    assert [(r.application_id, r.message) for r in child] == [("app-a", MESSAGE + "root.team.a")]
+    # the child is at 500, its max 300: two more
+    assert [(r.application_id, r.message) for r in child] == [("app-a", MESSAGE + "root.team.a")] * 2
     assert partition.quota_timers == {}
 
 
@@ -309,8 +310,10 @@ def cand(uuid: str, memory: int = 100, **fields: object) -> QuotaCandidate:
         ([cand("kept", allow_preempt_self=False, age=9), cand("plain", age=1)], 100, ["plain"]),
         # larger than what must go: skipped
         ([cand("big", memory=300, age=9), cand("small", age=1)], 100, ["small"]),
-        # until enough is freed
-        ([cand(f"c{i}", age=i) for i in range(5)], 250, ["c4", "c3", "c2"]),
+        # while they free no more than the amount
+        ([cand(f"c{i}", age=i) for i in range(5)], 250, ["c4", "c3"]),
+        # one too large for what is left is skipped, a smaller one after it still taken
+        ([cand("a", 200, age=3), cand("b", 100, age=2), cand("c", 50, age=1)], 250, ["a", "c"]),
     ],
 )
 def test_quota_victim_order(candidates, target: int, expected: list[str]) -> None:
