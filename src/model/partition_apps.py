@@ -27,7 +27,14 @@ from korral.model.partition_effects import EffectsRecorder
 from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
 from korral.model.queue import Queue, QueueState
 from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
-from korral.policies.placement import Placement, PlacementError, PlacementRequest
+from korral.policies.placement import (
+    RECOVERY_QUEUE_PATH,
+    Placement,
+    PlacementError,
+    PlacementRequest,
+    is_create_forced,
+    tag_value,
+)
 from korral.policies.sorting import SORT_FIFO
 from korral.policies.usergroups import UserGroupError
 from korral.resource import Resource
@@ -97,7 +104,7 @@ class PartitionApplications:
         if application_id in self.applications:
             raise ModelError(f"application {application_id} already exists in partition {self.name}")
         tags = dict(tags or {})
-        forced = tags.get(TAG_CREATE_FORCE, "").lower() == "true"
+        forced = is_create_forced(tags)
         if not user:
             if not forced:
                 raise ModelError(f"application {application_id} rejected: empty user cannot resolve")
@@ -213,17 +220,19 @@ class PartitionApplications:
         )
 
     def apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
-        """Quota tags on an application set limits on its queue when that queue is dynamic."""
-        quota = _parse_resource_tag(tags.get(TAG_RESOURCE_QUOTA))
-        guaranteed = _parse_resource_tag(tags.get(TAG_RESOURCE_GUARANTEED))
-        if quota:
+        """Quota tags on an application set limits on its queue when that queue is dynamic (not the
+        recovery queue), as YuniKorn's AddApplication: a max applications tag sets that; a quota or a
+        guarantee tag sets both, the one not given cleared."""
+        if queue.path == RECOVERY_QUEUE_PATH:
+            return
+        quota = _parse_resource_tag(tag_value(tags, TAG_RESOURCE_QUOTA))
+        guaranteed = _parse_resource_tag(tag_value(tags, TAG_RESOURCE_GUARANTEED))
+        max_apps = _parse_uint64(tag_value(tags, TAG_RESOURCE_MAX_APPS))
+        if max_apps:
+            queue.max_applications = max_apps
+        if quota is not None or guaranteed is not None:
             queue.max = quota
-        if guaranteed:
             queue.guaranteed = guaranteed
-        max_apps = tags.get(TAG_RESOURCE_MAX_APPS)
-        if max_apps and max_apps.isdigit():
-            queue.max_applications = int(max_apps)
-        if quota or guaranteed:
             self.registry.limits_dirty = True
 
     def application(self, application_id: str) -> Application:
@@ -458,14 +467,44 @@ class PartitionApplications:
             self.maybe_complete(app)
 
 
-def _parse_resource_tag(value: str | None) -> Resource | None:
-    """Tag values are JSON si.Resource: {"resources": {"memory": {"value": 1000}}}; bad JSON is ignored."""
+def _parse_resource_tag(value: str) -> Resource | None:
+    """A quota tag as YuniKorn reads it: a JSON si.Resource, {"resources": {"memory": {"value": 1000}}},
+    with at least one positive quantity and none negative; anything else is ignored (None)."""
     if not value:
         return None
     try:
         data = json.loads(value)
-        quantities = data.get("resources", data)
-        parsed = {name: int(q["value"] if isinstance(q, dict) else q) for name, q in quantities.items()}
-    except (ValueError, TypeError, AttributeError, KeyError):
+    except ValueError:
         return None
-    return res.prune(parsed) or None
+    quantities = _json_field(data, "resources")
+    if not isinstance(quantities, dict):
+        return None
+    parsed: Resource = {}
+    for name, quantity in quantities.items():
+        if quantity is not None and not isinstance(quantity, dict):
+            return None  # not a Quantity: Go's json.Unmarshal fails on the whole tag
+        amount = _json_field(quantity, "value")
+        if amount is None:
+            amount = 0
+        if type(amount) is not int or not -(1 << 63) <= amount < 1 << 63:
+            return None  # Go's int64 does not take it: the whole tag fails to parse
+        parsed[name] = amount
+    if any(amount < 0 for amount in parsed.values()) or not any(parsed.values()):
+        return None
+    return res.prune(parsed)
+
+
+def _json_field(data: object, name: str) -> object:
+    """A field of a JSON object as Go's json.Unmarshal finds it: the exact name, else any case."""
+    if not isinstance(data, dict):
+        return None
+    if name in data:
+        return data[name]
+    return next((value for key, value in data.items() if key.lower() == name), None)
+
+
+def _parse_uint64(text: str) -> int:
+    """Go's strconv.ParseUint(text, 10, 64), 0 when it fails."""
+    if not text.isascii() or not text.isdigit() or int(text) >= 1 << 64:
+        return 0
+    return int(text)

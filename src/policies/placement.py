@@ -226,14 +226,16 @@ def _is_recovery_path(path: str) -> bool:
     return path == RECOVERY_QUEUE_PATH or path.startswith(RECOVERY_QUEUE_PATH + DOT)
 
 
-def _is_create_forced(tags: Mapping[str, str]) -> bool:
+def is_create_forced(tags: Mapping[str, str]) -> bool:
+    """YuniKorn's IsAppCreationForced: the tag's key in any case, its value a Go ParseBool true."""
     value = tags.get(CREATE_FORCE_TAG)
     if value is None:
         value = next((val for key, val in tags.items() if key.lower() == CREATE_FORCE_TAG), "")
     return value in _TRUE_VALUES
 
 
-def _tag_value(tags: Mapping[str, str], tag_name: str) -> str:
+def tag_value(tags: Mapping[str, str], tag_name: str) -> str:
+    """An application's tag as YuniKorn's GetTag reads it: the key in any case (``tag_name`` lower case)."""
     value = tags.get(tag_name)
     if value is not None:
         return value
@@ -300,7 +302,7 @@ class _Rule:
             return request.user
         if self.name == RULE_FIXED:
             return self.value
-        return _tag_value(request.tags, self.value)
+        return tag_value(request.tags, self.value)
 
     def generate(self, request: PlacementRequest, queues: QueueLookup) -> str | None:
         """The rule's fully qualified queue path, or None when the rule does not match.
@@ -368,7 +370,7 @@ class PlacementManager:
             placement = _accept(path, rule.name, request, queues)
             if placement is not None:
                 return placement
-        if _is_create_forced(request.tags):
+        if is_create_forced(request.tags):
             exists = queues.get_queue(RECOVERY_QUEUE_PATH) is not None
             return Placement(queue_path=RECOVERY_QUEUE_PATH, create=not exists, rule=RULE_RECOVERY)
         default = queues.get_queue(DEFAULT_QUEUE_PATH)

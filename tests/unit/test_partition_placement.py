@@ -242,6 +242,61 @@ def test_namespace_quota_tags_apply_to_dynamic_queues_only(make_partition):
     assert dev.allocated == {"memory": 30}
 
 
+def test_quota_tags_set_both_limits_as_yunikorn(make_partition):
+    """YuniKorn's AddApplication sets max and guaranteed together from an application's tags (the one
+    not given is cleared), reads the tag keys in any case, and keeps the queue's max applications unless
+    the tag is an unsigned 64-bit integer."""
+    p = make_partition(PLACEMENT)
+    quota = {
+        "namespace": "dev",
+        "Namespace.ResourceQuota": _quota(memory=30),
+        "namespace.resourcemaxapps": "4",
+    }
+    p.add_application("app-1", queue_name="", user="carol", tags=quota)
+    dev = p.queues["root.ns.dev"]
+    assert (dev.max, dev.guaranteed, dev.max_applications) == ({"memory": 30}, None, 4)
+    guarantee = {"namespace": "dev", "namespace.resourceguaranteed": _quota(memory=10)}
+    p.add_application("app-2", queue_name="", user="carol", tags=guarantee)
+    assert (dev.max, dev.guaranteed, dev.max_applications) == (None, {"memory": 10}, 4)
+    for index, max_apps in enumerate(["\u00b2", "1" * 30, "-1", "+3", "x"]):
+        p.add_application(
+            f"app-x{index}",
+            queue_name="",
+            user="carol",
+            tags={"namespace": "dev", "namespace.resourcemaxapps": max_apps},
+        )
+    assert dev.max_applications == 4, "not an unsigned 64-bit integer: ignored"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _quota(memory=-1, vcore=5),
+        _quota(memory=0),
+        json.dumps({"resources": {"memory": {"value": 1.5}}}),
+        json.dumps({"resources": {"memory": {"value": 1 << 63}}}),
+        json.dumps({"resources": {"memory": 5}}),
+        json.dumps({"memory": {"value": 5}}),
+    ],
+    ids=["negative", "zero", "float", "over-int64", "not-a-quantity", "no-resources"],
+)
+def test_a_quota_tag_yunikorn_cannot_read_is_ignored(make_partition, value):
+    p = make_partition(PLACEMENT)
+    p.add_application(
+        "app-1", queue_name="", user="u", tags={"namespace": "x", "namespace.resourcequota": value}
+    )
+    assert p.queues["root.ns.x"].max is None
+
+
+@pytest.mark.parametrize("force", ["1", "t", "TRUE"])
+def test_forced_creation_reads_the_tag_as_go_parses_a_bool(make_partition, force):
+    p = make_partition(conf("- name: default", root=""))
+    app = p.add_application(
+        "app-1", queue_name="root.default", user="", tags={"Application.Create.Force": force}
+    )
+    assert (app.user, app.queue_path) == ("nobody", "root.@recovery@")
+
+
 def test_broken_quota_tag_is_ignored(make_partition):
     p = make_partition(PLACEMENT)
     p.add_application(
