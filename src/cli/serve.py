@@ -11,7 +11,8 @@ import click
 
 from korral.cli.config_input import naming, read_config, source_name
 from korral.cli.group import fail, main
-from korral.cli.options import address_option, config_option, input_file_option, pem_option
+from korral.cli.options import address_option, config_option, count_option, input_file_option, pem_option
+from korral.core import KORRAL_LIMITS
 from korral.errors import ConfigError
 
 if TYPE_CHECKING:  # grpc is imported when serving, not for every command's --help
@@ -47,6 +48,16 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     "--grpc-token-file",
     "YAML/JSON rmID -> secret: every gRPC call for an RM must carry 'authorization: Bearer <secret>'",
 )
+@count_option(
+    "--max-rms",
+    "resource managers registered at once; one more is refused with RESOURCE_EXHAUSTED",
+    default=KORRAL_LIMITS["max_rms"],
+)
+@count_option(
+    "--max-partitions",
+    "partitions over all RMs (3 threads each); a registration or config update past it is refused",
+    default=KORRAL_LIMITS["max_partitions"],
+)
 def serve(
     config: Path | None,
     grpc_address: str,
@@ -59,6 +70,8 @@ def serve(
     grpc_tls_key: Path | None = None,
     grpc_tls_client_ca: Path | None = None,
     grpc_token_file: Path | None = None,
+    max_rms: int = KORRAL_LIMITS["max_rms"],
+    max_partitions: int = KORRAL_LIMITS["max_partitions"],
 ) -> None:
     """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
     import contextlib
@@ -99,7 +112,9 @@ def serve(
         signal.signal(signum, lambda *_: stop.set())
     # the process is korral's alone: tune the collector for a long-lived core and, while REST serves,
     # hand the GIL to its event loop sooner (docs/architecture.md, "Process-wide settings")
-    core = serve_log.logging_registrations(korral.start(tune_gc=True))
+    core = serve_log.logging_registrations(
+        korral.start(tune_gc=True, max_rms=max_rms, max_partitions=max_partitions)
+    )
     try:
         bound = core.serve_grpc(grpc_address, default_config=default_config, tls=tls, tokens=tokens)
         click.echo(f"korral: gRPC SI listening on {bound}")

@@ -190,3 +190,22 @@ def test_the_documented_remote_rm_example_runs_against_a_served_core() -> None:
         assert finished.stdout.count("allocated task-") == 4
         core.wait_until_idle()
         assert core.application("[demo]default", "app-1").allocated["vcore"] == 4_000
+
+
+def test_serve_max_rms_and_max_partitions_bound_what_remote_rms_register(serve) -> None:
+    _, address = serve("--max-rms", "2", "--max-partitions", "3", "--log-level", "WARNING")
+    two = TWO_LEAVES + TWO_LEAVES.replace("partitions:\n", "").replace("name: default", "name: other")
+    with korral.connect(address) as remote:
+        remote.register_resource_manager(t.register("rm1", two), t.RecordingRM("rm1"))
+        with pytest.raises(korral.SchedulerError, match=r"RESOURCE_EXHAUSTED.*max_partitions"):
+            remote.register_resource_manager(t.register("rm2", two), t.RecordingRM("rm2"))
+        remote.register_resource_manager(t.register("rm2", TWO_LEAVES), t.RecordingRM("rm2"))
+        with pytest.raises(korral.SchedulerError, match=r"RESOURCE_EXHAUSTED.*max_rms"):
+            remote.register_resource_manager(t.register("rm3", ""), t.RecordingRM("rm3"))
+
+
+def test_serve_refuses_a_bound_below_one() -> None:
+    for flag in ("--max-rms", "--max-partitions"):
+        refused = subprocess.run([*KORRAL, "serve", flag, "0"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert f"Invalid value for '{flag}': 0 is not in the range" in refused.stderr
