@@ -17,7 +17,8 @@ Decisions where YuniKorn is ambiguous or quirky (see the module tests for each):
   that ancestor is a leaf or draining, creating the queue fails and the application is rejected (it does
   not fall through to the next rule).
 * The recovery queue `root.@recovery@` is reserved: `@` is a valid queue name character, so a normal rule can
-  generate that path, but such a candidate is always refused (YuniKorn: "ACL check on it always fails").
+  generate that path, but such a candidate is always refused (YuniKorn's ACL check on it always fails
+  once it exists; while it does not, YuniKorn checks the root's ACL and creates it: not copied, api.md).
   Only the recovery rule places there, and it bypasses the ACL, leaf and draining checks.
 * A provided queue or tag value is fully qualified only when it starts with `root.` as given (case
   included): `root` alone, or `Root.x`, is a short name placed below the parent (`root.root`,

@@ -34,11 +34,26 @@ def _accepted_and_placed_in_prod(_: Outcome) -> Outcome:
     ]
 
 
+def _rejected_by_placement(_: Outcome) -> Outcome:
+    return [
+        {
+            "apps": {},
+            "rejected_apps": {"app-1": "application rejected: no placement rule matched"},
+            "rejected_asks": {},
+            "queues": {"root": {"allocated": {}, "leaf": False, "managed": True}},
+        }
+    ]
+
+
 # scenario name -> (the words of docs/api.md that document the deviation, korral's outcome from YuniKorn's)
 DEVIATIONS: dict[str, tuple[str, Callable[[Outcome], Outcome]]] = {
     "c5-placement-check-matches-queue-names-case-sensitively": (
         "**Placement rule paths in the config check: any case.**",
         _accepted_and_placed_in_prod,
+    ),
+    "c8-provided-names-the-recovery-queue": (
+        "**The recovery queue is reserved.**",
+        _rejected_by_placement,
     ),
 }
 
