@@ -14,9 +14,11 @@ from korral import si
 from korral.actors.base import Handle, Rank, RetiringActor
 from korral.actors.messages import (
     AddAsks,
+    AppFinished,
     AppGone,
     CompletingTimeout,
     Deliver,
+    FlushOut,
     NodeRemoved,
     Placed,
     Preempt,
@@ -43,7 +45,6 @@ from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocations, to_si_release
 from korral.model.view_ops import DropAsk, PutAsks
-from korral.records import frozen
 
 # once in one of these an application no longer counts anywhere (its board entry goes)
 TERMINAL_STATES = frozenset(
@@ -55,20 +56,6 @@ TERMINAL_STATES = frozenset(
         ApplicationState.EXPIRED,
     )
 )
-
-
-@frozen
-class FlushOut:
-    """Application -> itself: send what the last burst of messages produced."""
-
-
-@frozen
-class AppFinished:
-    """Application -> partition: the application completed and leaves the partition."""
-
-    application_id: str
-    state: str
-    info: ApplicationInfo
 
 
 class ApplicationActor(RetiringActor):

@@ -1,4 +1,8 @@
-"""Messages between korral's actors. All immutable: frozen slotted attrs classes, tuples, plain values.
+"""The protocol of the partition's actors: every message a partition, its scheduler, applications and
+nodes send or are sent, their timers' and self-kicks included (the RMProxy's own protocol, with the
+caller and the core, is korral.actors.rmproxy's). All are ``korral.records.frozen`` records holding
+values, tuples and the records of the model, but a ``Handle`` (an actor's address) and a partition's
+``PlacementManager``.
 
 Resource dicts inside messages are never mutated by anyone after the message is built (the model's
 arithmetic always builds new dicts for what it hands out).
@@ -239,6 +243,43 @@ class ViewOps:
     ops: tuple[ViewOp, ...]
     # the incarnation they are about (an id removed and added again is a new one); None: the current
     app: Handle | None = None
+
+
+# ---- an actor's own: timers and self-kicks -------------------------------------------------------------
+
+
+@frozen
+class CleanupQueues:
+    """Timer -> partition: remove empty dynamic queues and empty draining queues."""
+
+
+@frozen
+class RetireTombstones:
+    """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
+
+
+@frozen
+class PublishQueueTree:
+    """Partition -> itself: publish the queue tree's structure on the board, once per burst of changes."""
+
+
+@frozen
+class StartNodeActors:
+    """Partition -> itself: start the actors of the nodes registered so far, a step at a time."""
+
+
+@frozen
+class FlushOut:
+    """Application -> itself: send what the last burst of messages produced."""
+
+
+@frozen
+class AppFinished:
+    """Application -> partition: the application completed and leaves the partition."""
+
+    application_id: str
+    state: str
+    info: ApplicationInfo
 
 
 # ---- queries --------------------------------------------------------------------------------------------

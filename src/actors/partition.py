@@ -20,18 +20,20 @@ import attrs
 
 from korral import resource as res
 from korral import si
-from korral.actors.application import AppFinished
 from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, tell_all
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
     AppBackoffs,
+    AppFinished,
     ApplyConfig,
     CallbackArgument,
+    CleanupQueues,
     Deliver,
     NodeAdded,
     NodeReservations,
     PartitionQuery,
+    PublishQueueTree,
     QueueCreated,
     QueuesRemoved,
     RecoveredGone,
@@ -39,14 +41,16 @@ from korral.actors.messages import (
     RemoveApplication,
     RemoveAsks,
     Retire,
+    RetireTombstones,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
+    StartNodeActors,
     StopPartition,
     Tick,
 )
 from korral.actors.node_board import NodeBoard
-from korral.actors.partition_nodes import PartitionNodes, StartNodeActors
+from korral.actors.partition_nodes import PartitionNodes
 from korral.actors.partition_queries import PartitionQueries
 from korral.actors.queue import QueueActor
 from korral.actors.queue_board import QueueBoard
@@ -64,12 +68,6 @@ from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition import ModelError, UnscheduledPartition
 from korral.model.queue import ROOT
-from korral.records import frozen
-
-
-@frozen
-class CleanupQueues:
-    """Timer -> partition: remove empty dynamic queues and empty draining queues."""
 
 
 def _kinds(message: Any) -> list[type]:
@@ -77,16 +75,6 @@ def _kinds(message: Any) -> list[type]:
     if type(message) is Bundle:
         return [type(inner) for inner in message.messages]
     return [type(message.message if type(message) is Periodic else message)]
-
-
-@frozen
-class RetireTombstones:
-    """Timer -> partition: ask removed actors that have not stopped yet to retire again."""
-
-
-@frozen
-class PublishQueueTree:
-    """Partition -> itself: publish the queue tree's structure on the board, once per burst of changes."""
 
 
 # messages that never change the queue tree (what a queue is, its limits, its applications): no new

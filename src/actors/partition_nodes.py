@@ -26,6 +26,7 @@ from korral.actors.messages import (
     RecoverAllocations,
     RouteNodeRequest,
     SetNodeSchedulable,
+    StartNodeActors,
     UpdateNode,
     ViewOps,
 )
@@ -38,7 +39,6 @@ from korral.model.events import Wanted
 from korral.model.node import NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.view_ops import AdoptRecovered
-from korral.records import frozen
 
 if TYPE_CHECKING:
     from korral.actors.partition import PartitionSettings
@@ -46,11 +46,6 @@ if TYPE_CHECKING:
 
 # a new node's recovered allocations and rejected asks when it brings no existing allocations
 _NONE: tuple[dict[str, list[Allocation]], list[tuple[str, str, str]]] = ({}, [])
-
-
-@frozen
-class StartNodeActors:
-    """Partition -> itself: start the actors of the nodes registered so far, a step at a time."""
 
 
 class PartitionNodes:
