@@ -12,18 +12,13 @@ about it too, since a misspelt key is the same silent no-op.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from korral import log_text
-from korral.config.quantity import parse_go_duration
+from korral.config.quantity import parse_go_duration, parse_go_int32, parse_go_uint64
 from korral.config.schema import ChildTemplateConfig, QueueConfig, SchedulerConfig
 
 log = log_text.logger("korral.config")
-
-_INT32 = (-(2**31), 2**31 - 1)
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
-_UINT64_MAX = 2**64 - 1
 
 
 def _sort_policy(value: str) -> str | None:
@@ -48,8 +43,7 @@ def _priority_policy(value: str) -> str | None:
 
 
 def _priority_offset(value: str) -> str | None:
-    # Go's ParseInt(value, 10, 32): an optional sign and ASCII digits only
-    if _INT_TEXT.fullmatch(value) is not None and _INT32[0] <= int(value) <= _INT32[1]:
+    if parse_go_int32(value) is not None:  # Go's ParseInt(value, 10, 32)
         return None
     return "not a 32-bit integer: the offset is 0"
 
@@ -65,16 +59,15 @@ def _delay(default: str) -> Callable[[str], str | None]:
         delay = parse_go_duration(value)
         if delay is not None and delay > 0:
             return None
-        return f"not a positive duration (such as 30s or 1m): it is {default}"
+        return f"not a positive Go duration up to 2562047h (such as 30s or 1m): it is {default}"
 
     return check
 
 
 def _backoff(value: str) -> str | None:
-    # Go's ParseUint(value, 10, 64): digits only
-    if re.fullmatch(r"[0-9]+", value) is not None and int(value) <= _UINT64_MAX:
+    if parse_go_uint64(value) is not None:  # Go's ParseUint(value, 10, 64)
         return None
-    return "not an unsigned integer: no backoff"
+    return "not a 64-bit unsigned integer: no backoff"
 
 
 # the properties YuniKorn reads, and what makes a value one it silently replaces

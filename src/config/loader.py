@@ -30,7 +30,7 @@ from korral.config.schema import (
     SchedulerConfig,
 )
 from korral.config.validator import validate_config
-from korral.config.yaml_reader import read_yaml
+from korral.config.yaml_reader import LongInteger, read_yaml
 from korral.errors import ConfigError, ConfigLimitError
 
 # YuniKorn's configs.DefaultSchedulerConfig, used when a resource manager registers without a config.
@@ -165,6 +165,8 @@ def _as_bool(value: object, key: str, where: str, default: bool) -> bool:
 def _as_uint(value: object, key: str, where: str) -> int:
     if value is None:
         return 0
+    if isinstance(value, LongInteger):
+        raise ConfigError(f"{where}: '{key}' is too large: an integer of {len(value):,} characters")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where}: '{key}' must be a non-negative integer, got {_type_name(value)}")
     if value < 0:

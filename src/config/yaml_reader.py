@@ -206,6 +206,33 @@ class _BoundedLoader(_BoundedComposer, _Parser, SafeConstructor, Resolver):
         return not choices or _is(event, *choices)
 
 
-_BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+class LongInteger(str):
+    """A YAML integer too long for any of YuniKorn's Go integer types (over ``LONG_INTEGER_DIGITS``
+    digits), kept as its text: Go reads it into a string field as that text (a queue property, a
+    quantity, which then judge it) and refuses it for an integer field. Never converted, so its length
+    costs nothing (Python refuses to convert more than 4,300 digits at all)."""
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_NESTING_DEPTH", "MAX_YAML_NODES", "read_yaml", "too_large"]
+
+LONG_INTEGER_DIGITS = 40
+
+
+def _construct_int(loader: Any, node: yaml.ScalarNode) -> int | LongInteger:
+    text = str(loader.construct_scalar(node))
+    if len(text.replace("_", "").lstrip("+-")) > LONG_INTEGER_DIGITS:
+        return LongInteger(text)
+    value: int = loader.construct_yaml_int(node)
+    return value
+
+
+_BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+__all__ = [
+    "LONG_INTEGER_DIGITS",
+    "MAX_CONFIG_BYTES",
+    "MAX_NESTING_DEPTH",
+    "MAX_YAML_NODES",
+    "LongInteger",
+    "read_yaml",
+    "too_large",
+]

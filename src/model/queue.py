@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Iterator
 from time import perf_counter
 from typing import Any, cast
 
 from korral import resource as res
-from korral.config.quantity import parse_go_duration
+from korral.config.quantity import parse_go_duration, parse_go_int32, parse_go_uint64
 from korral.config.schema import ChildTemplateConfig, QueueConfig
 from korral.model.allocation import Ask
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
@@ -37,7 +36,6 @@ DEFAULT_PREEMPTION_DELAY = 30.0
 UNSCHED_ASKS_BACKOFF = "application.unschedasks.backoff"
 UNSCHED_ASKS_BACKOFF_DELAY = "application.unschedasks.backoff.delay"
 DEFAULT_BACKOFF_DELAY = 30.0
-_UINT_TEXT = re.compile(r"[0-9]+")
 
 
 class QueueState(enum.StrEnum):
@@ -70,22 +68,16 @@ def _clamp_priority(value: int) -> int:
     return max(MIN_PRIORITY, min(MAX_PRIORITY, value))
 
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
-
-
-def _parse_priority_offset(text: str) -> int:
+def parse_priority_offset(text: str) -> int:
     """``priority.offset`` as YuniKorn reads it (strconv.ParseInt(value, 10, 32)): 0 unless an int32."""
-    if _INT_TEXT.fullmatch(text) is None:
-        return 0
-    value = int(text)
-    return value if MIN_PRIORITY <= value <= MAX_PRIORITY else 0
+    value = parse_go_int32(text)
+    return 0 if value is None else value
 
 
 def _parse_backoff(text: str | None) -> int:
     """``application.unschedasks.backoff`` as YuniKorn reads it (ParseUint): 0 unless an unsigned int."""
-    if text is None or _UINT_TEXT.fullmatch(text) is None or int(text) >= 1 << 64:
-        return 0
-    return int(text)
+    value = parse_go_uint64(text) if text is not None else None
+    return 0 if value is None else value
 
 
 def _parse_positive_delay(text: str | None, default: float) -> float:
@@ -94,7 +86,7 @@ def _parse_positive_delay(text: str | None, default: float) -> float:
     return delay if delay is not None and delay > 0 else default
 
 
-def _parse_preemption_delay(text: str | None) -> float:
+def parse_preemption_delay(text: str | None) -> float:
     """``preemption.delay`` as YuniKorn reads it: a positive Go duration, else the default (30 s)."""
     if text is None:
         return DEFAULT_PREEMPTION_DELAY
@@ -271,10 +263,10 @@ class Queue:
             self.properties.get(APPLICATION_SORT_PRIORITY, "enabled").lower() != "disabled"
         )
         self.priority_fence = self.properties.get(PRIORITY_POLICY, "default").lower() == "fence"
-        self.priority_offset = _parse_priority_offset(self.properties.get(PRIORITY_OFFSET, "0"))
+        self.priority_offset = parse_priority_offset(self.properties.get(PRIORITY_OFFSET, "0"))
         policy = self.properties.get(PREEMPTION_POLICY, "default").lower()
         self.preemption_policy = policy if policy in ("fence", "disabled") else "default"
-        self.preemption_delay = _parse_preemption_delay(self.properties.get(PREEMPTION_DELAY))
+        self.preemption_delay = parse_preemption_delay(self.properties.get(PREEMPTION_DELAY))
         self.unsched_backoff = _parse_backoff(self.properties.get(UNSCHED_ASKS_BACKOFF))
         self.unsched_backoff_delay = _parse_positive_delay(
             self.properties.get(UNSCHED_ASKS_BACKOFF_DELAY), DEFAULT_BACKOFF_DELAY

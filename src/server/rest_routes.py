@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
-from korral.config.quantity import parse_go_duration
 from korral.info import NodeInfo, QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.model.queue import (
-    DEFAULT_PREEMPTION_DELAY,
     PREEMPTION_DELAY,
     PRIORITY_OFFSET,
     PRIORITY_POLICY,
+    parse_preemption_delay,
+    parse_priority_offset,
 )
 from korral.server.history import HistoryRecord
 
@@ -236,17 +235,13 @@ def priority_fields(properties: Mapping[str, str]) -> JSON:
     """``isPriorityFence``, ``priorityOffset`` and ``preemptionDelay`` from the queue's properties, as
     yunikorn-core reads them (an offset outside int32 or not a number is 0; a delay that is not a
     positive Go duration is the default 30 s)."""
-    offset_text = properties.get(PRIORITY_OFFSET, "0").strip()
-    offset = int(offset_text) if re.fullmatch(r"[+-]?[0-9]+", offset_text) else 0
-    if not -(2**31) <= offset < 2**31:
-        offset = 0
-    delay = parse_go_duration(properties.get(PREEMPTION_DELAY, ""))
+    # the model's own reading of them, so that every reader sees what the scheduler runs with
+    offset = parse_priority_offset(properties.get(PRIORITY_OFFSET, "0"))
+    delay = parse_preemption_delay(properties.get(PREEMPTION_DELAY))
     return {
         "isPriorityFence": properties.get(PRIORITY_POLICY, "").lower() == "fence",
         "priorityOffset": offset,
-        "preemptionDelay": go_duration(
-            delay if delay is not None and delay > 0 else DEFAULT_PREEMPTION_DELAY
-        ),
+        "preemptionDelay": go_duration(delay),
     }
 
 
