@@ -1,6 +1,7 @@
 """korral: Apache YuniKorn's scheduler core rebuilt in Python as an actor system."""
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from korral import si
 from korral.callback import ResourceManagerCallback
@@ -27,7 +28,9 @@ from korral.info import (
     QueueInfo,
     UserUsageInfo,
 )
-from korral.server.client import RemoteCore, ResyncRequired, connect
+
+if TYPE_CHECKING:
+    from korral.server.client import RemoteCore, ResyncRequired, connect
 
 try:
     # one source for the version: pyproject.toml, as installed
@@ -62,3 +65,14 @@ __all__ = [
     "si",
     "start",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The gRPC client (``connect``, ``RemoteCore``, ``ResyncRequired``), imported on first use: ``import
+    korral`` does not import grpc, so that the command line can quiet gRPC's own C-core log lines (set
+    before grpc is imported: korral.cli) and a program that never connects does not pay for it."""
+    if name in ("RemoteCore", "ResyncRequired", "connect"):
+        from korral.server import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'korral' has no attribute {name!r}")

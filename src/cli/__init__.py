@@ -7,8 +7,22 @@ imports this package (tests/unit/test_layering.py); ``korral.__main__`` and the 
 
 from __future__ import annotations
 
+import os
+
+# gRPC's C core logs its own errors (a port in use: an "E1129 ... add_port.cc" line) on stderr, before
+# korral's one-line message that says the same; it reads this once, when grpc is imported, which
+# `import korral` does not do. GRPC_VERBOSITY=debug in the environment still shows them.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+# the imports below come after the environment above
 from korral.cli import bench, serve, simulate, stress, validate
-from korral.cli.config_input import CONFIGMAP_KEY, naming, read_config, source_name, unwrap_configmap
+from korral.cli.config_input import (
+    CONFIGMAP_KEY,
+    naming,
+    read_config,
+    source_name,
+    unwrap_configmap,
+)
 from korral.cli.group import fail, main, plural
 
 __all__ = [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +21,9 @@ from korral.cli.options import (
     seed_option,
 )
 from korral.errors import ConfigError
+
+if TYPE_CHECKING:
+    from korral.harness.simulate_report import RunFigures
 
 
 @main.command(short_help="Watch korral schedule a small simulated cluster.")
@@ -48,10 +53,27 @@ def simulate(
     """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job).
 
     Deterministic: the core runs on the simulated runtime and the workload on its virtual clock, so the
-    same --seed gives the same summary. On a terminal the run plays at the wall clock's pace.
+    same --seed gives the same summary. On a terminal the run plays at the wall clock's pace. Ctrl-C
+    stops it with the summary of the part that ran (exit 130).
     """
-    from korral.harness.simulate import compare as run_compare
-    from korral.harness.simulate import simulate as run
+    try:
+        run_simulate(config, nodes, duration, seed, arrival_rate, compare, plot)
+    except KeyboardInterrupt:  # before the run's own loop took it: no partial figures to show
+        click.echo("korral simulate: interrupted", err=True)
+        sys.exit(130)
+
+
+def run_simulate(
+    config: Path | None,
+    nodes: int,
+    duration: float,
+    seed: int,
+    arrival_rate: float,
+    compare: tuple[Path, Path] | None,
+    plot: Path | None,
+) -> None:
+    from korral.harness.simulate_runs import compare as run_compare
+    from korral.harness.simulate_runs import simulate as run
 
     if compare is not None and config is not None:
         raise click.UsageError("--config does not apply with --compare A B (the two configs compared)")
@@ -67,13 +89,20 @@ def simulate(
                 message = naming(error, name)
                 fail(f"invalid configuration: {message if name in message else f'{name}: {message}'}")
             texts.append((source, text))
-        run_compare(texts, nodes, duration, seed, arrival_rate, chart)
+        stopped(run_compare(texts, nodes, duration, seed, arrival_rate, chart))
         return
     source = source_name(config) if config is not None else "the bundled example"
     try:
         given = None
         if config is not None:
             given, source = read_config(config)
-        run(given, nodes, duration, seed, arrival_rate, chart)
+        figures = run(given, nodes, duration, seed, arrival_rate, chart)
     except ConfigError as error:
         fail(f"invalid configuration: {naming(error, source)}")
+    stopped(figures)
+
+
+def stopped(figures: RunFigures) -> None:
+    """Exit 130 after a run Ctrl-C stopped (its partial summary printed), as a shell expects of SIGINT."""
+    if figures.interrupted:
+        sys.exit(130)

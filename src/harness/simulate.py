@@ -20,6 +20,7 @@ import math
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -37,8 +38,6 @@ from korral.harness.simulate_report import (
     RunFigures,
     fmt,
     percent,
-    print_comparison,
-    print_summary,
     share,
 )
 from korral.model.naming import normalize_partition_name
@@ -167,6 +166,8 @@ class SimulateRun:
         self.released = 0
         self.completed_apps = 0
         self.scheduler_errors = 0
+        self.interrupted = False
+        self.stop_requested = False
         self._seq = 0
         self._finish_seq = 0
         self._leaves = [q for q in self._leaf_queues() if q != "root.batch"]
@@ -177,7 +178,25 @@ class SimulateRun:
         self.history: list[tuple[float, dict[str, dict[str, float]]]] = []
         self.first_seen: dict[str, int] = {}  # display order: a parent before its children
         self.sample_count = 0
-        self.cluster = {name: quantity * nodes for name, quantity in NODE_RESOURCE.items()}
+        self.cluster: dict[str, int] = {}
+        for _, resource in self.node_list():
+            for name, quantity in resource.items():
+                self.cluster[name] = self.cluster.get(name, 0) + quantity
+
+    def node_list(self) -> list[tuple[str, dict[str, int]]]:
+        """The cluster's nodes: (id, schedulable resource)."""
+        return [(f"node-{index:03d}", dict(NODE_RESOURCE)) for index in range(self.node_count)]
+
+    def _acl_hint(self) -> str:
+        """Why a rejection may be the config's ACLs: without a submitacl or adminacl on any queue,
+        YuniKorn (and korral) deny every submission."""
+        stack = [self.config.partitions[0].root]
+        while stack:
+            queue = stack.pop()
+            if getattr(queue, "submit_acl", "") or getattr(queue, "admin_acl", ""):
+                return ""
+            stack.extend(getattr(queue, "queues", ()))
+        return " (no queue has a submitacl or adminacl: YuniKorn denies every submission by default)"
 
     def _leaf_queues(self) -> list[str]:
         leaves: list[str] = []
@@ -218,6 +237,13 @@ class SimulateRun:
             submitted=now,
         )
 
+    def _arrive(self, core: korral.Core, elapsed: float, due: float) -> float:
+        """Submit what arrives by ``elapsed`` (the next arrival was ``due``); the next arrival's time."""
+        while due <= elapsed:
+            self._submit(core, self._new_app(elapsed), elapsed)
+            due += self.rng.expovariate(self.arrival_rate)
+        return due
+
     def _submit(self, core: korral.Core, app: SimApp, now: float) -> None:
         self.apps[app.app_id] = app
         core.update_application(
@@ -252,6 +278,13 @@ class SimulateRun:
 
     def run(self, console: Console | None) -> None:
         """The whole run on the virtual clock; live on ``console`` (None: quietly, for a comparison)."""
+        try:
+            self._run(console)
+        except KeyboardInterrupt:  # Ctrl-C outside the events' loop (which takes its own): starting, stopping
+            if not self.interrupted:
+                self.interrupted, self.duration = True, SAMPLE_INTERVAL  # before the first event: nothing ran
+
+    def _run(self, console: Console | None) -> None:
         with korral.start(
             runtime="simulated", seed=self.seed, completing_timeout=1.0, queue_cleanup_interval=2.0
         ) as core:
@@ -266,11 +299,9 @@ class SimulateRun:
                     rm_id=RM_ID,
                     nodes=[
                         si.NodeInfo(
-                            node_id=f"node-{index:03d}",
-                            action=si.NodeAction.CREATE,
-                            schedulable_resource=dict(NODE_RESOURCE),
+                            node_id=node_id, action=si.NodeAction.CREATE, schedulable_resource=resource
                         )
-                        for index in range(self.node_count)
+                        for node_id, resource in self.node_list()
                     ],
                 )
             )
@@ -292,9 +323,35 @@ class SimulateRun:
         assert simulation is not None
         paced = console is not None and console.is_terminal  # watchable: virtual time at the wall's pace
         wall_start = time.monotonic()
+        try:
+            self._events(core, start, console, live, paced, wall_start)
+        except KeyboardInterrupt:  # Ctrl-C: the figures cover the part that ran (korral simulate: exit 130)
+            self.interrupted = True
+            self.duration = max(SAMPLE_INTERVAL, simulation.now - start)
+        # what korral still had in hand when the arrivals stopped counts, nothing after
+        core.wait_until_idle()
+        self._collect(start)
+        self._learn_queues(core)
+        self._sample(core, self.duration)
+        if live is not None and console is not None:
+            live.update(self._render(console, self.duration))
+
+    def _events(
+        self,
+        core: korral.Core,
+        start: float,
+        console: Console | None,
+        live: Live | None,
+        paced: bool,
+        wall: float,
+    ) -> None:
+        simulation = core.simulation
+        assert simulation is not None
         next_arrival = 0.0
         next_sample = 0.0
         while True:
+            if self.stop_requested:  # Ctrl-C (simulate_runs): between two events, never inside an actor
+                raise KeyboardInterrupt
             elapsed = simulation.now - start
             due = min(next_arrival, next_sample, self.duration)
             if self.finishing:
@@ -304,9 +361,7 @@ class SimulateRun:
             self._collect(start)
             if elapsed >= self.duration:
                 break
-            while next_arrival <= elapsed:
-                self._submit(core, self._new_app(elapsed), elapsed)
-                next_arrival += self.rng.expovariate(self.arrival_rate)
+            next_arrival = self._arrive(core, elapsed, next_arrival)
             self._release_finished(core, elapsed + start)
             core.wait_until_idle()
             self._collect(start)
@@ -318,14 +373,7 @@ class SimulateRun:
                 while next_sample <= elapsed:
                     next_sample += SAMPLE_INTERVAL
             if paced:
-                time.sleep(max(0.0, wall_start + elapsed - time.monotonic()))
-        # what korral still had in hand when the arrivals stopped counts, nothing after
-        core.wait_until_idle()
-        self._collect(start)
-        self._learn_queues(core)
-        self._sample(core, self.duration)
-        if live is not None and console is not None:
-            live.update(self._render(console, self.duration))
+                time.sleep(max(0.0, wall + elapsed - time.monotonic()))
 
     def _learn_queues(self, core: korral.Core) -> None:
         """Where the applications submitted since the last call were placed (the rules may choose)."""
@@ -545,58 +593,9 @@ class SimulateRun:
             waits=tuple(sorted(wait for _, wait in every)),
             allocated_waits=tuple(sorted(wait for _, wait in self.waits)),
             scheduler_errors=self.scheduler_errors,
+            rejections=tuple(
+                (reason + self._acl_hint(), count)
+                for reason, count in Counter(self.rm.rejected_apps.values()).most_common()
+            ),
+            interrupted=self.interrupted,
         )
-
-
-def simulate(
-    config: str | None,
-    nodes: int,
-    duration: float,
-    seed: int,
-    arrival_rate: float,
-    plot: str | None = None,
-    console: Console | None = None,
-) -> RunFigures:
-    """Run the simulation on a queues.yaml text (None: the bundled example), live, then its summary."""
-    console = console or Console()
-    text = config if config is not None else bundled_config()
-    simulation = SimulateRun(text, nodes, duration, seed, arrival_rate)
-    simulation.run(console)
-    figures = simulation.figures()
-    print_summary(console, figures, SAMPLE_INTERVAL)
-    if plot is not None:
-        from korral.harness.simulate_plot import plot_usage
-
-        plot_usage(plot, [simulation])
-        console.print(f"chart: {plot}")
-    return figures
-
-
-def compare(
-    configs: list[tuple[str, str]],
-    nodes: int,
-    duration: float,
-    seed: int,
-    arrival_rate: float,
-    plot: str | None = None,
-    console: Console | None = None,
-) -> tuple[RunFigures, RunFigures]:
-    """The same workload on two configs ((label, queues.yaml text) each), summaries side by side."""
-    console = console or Console()
-    (label_a, text_a), (label_b, text_b) = configs
-    runs = [
-        SimulateRun(text_a, nodes, duration, seed, arrival_rate, label=label_a),
-        SimulateRun(text_b, nodes, duration, seed, arrival_rate, label=label_b),
-    ]
-    for simulation in runs:
-        console.print(f"simulating {simulation.label} ({duration:g}s of virtual time, seed {seed})")
-        simulation.run(None)
-    console.print()
-    a, b = runs[0].figures(), runs[1].figures()
-    print_comparison(console, a, b)
-    if plot is not None:
-        from korral.harness.simulate_plot import plot_usage
-
-        plot_usage(plot, runs)
-        console.print(f"chart: {plot}")
-    return a, b

@@ -102,6 +102,9 @@ class RunFigures:
     waits: tuple[float, ...]  # every ask, sorted
     allocated_waits: tuple[float, ...]  # allocated asks only, sorted
     scheduler_errors: int
+    # why applications were rejected: (reason, how many), most frequent first
+    rejections: tuple[tuple[str, int], ...] = ()
+    interrupted: bool = False  # Ctrl-C: the figures cover the part of the run before it
 
     def children(self, path: str) -> list[str]:
         return [p for p in self.queues if p.rsplit(".", 1)[0] == path and p != path]
@@ -193,7 +196,7 @@ def _totals(run: RunFigures) -> list[tuple[str, str]]:
         )
         or "- (no parent has two children with a guarantee)"
     )
-    return [
+    rows = [
         ("applications:", f"{submitted:,} submitted, {completed:,} completed, {rejected:,} rejected"),
         (
             "asks:",
@@ -207,16 +210,17 @@ def _totals(run: RunFigures) -> list[tuple[str, str]]:
         ),
         (
             "wait:",
-            "ask submitted -> allocated, every ask: "
-            f"p50 {_ms(percentile(run.waits, 0.5))}, p99 {_ms(percentile(run.waits, 0.99))}; the "
-            f"{pending:,} ask{'' if pending == 1 else 's'} still pending at the end count with their "
-            "wait so far, so the true figures are at least "
+            "ask submitted -> allocated"
             + (
-                f"these (allocated asks only: p50 {_ms(percentile(run.allocated_waits, 0.5))}, "
-                f"p99 {_ms(percentile(run.allocated_waits, 0.99))})"
+                f", allocated asks: p50 {_ms(percentile(run.allocated_waits, 0.5))}, "
+                f"p99 {_ms(percentile(run.allocated_waits, 0.99))}"
                 if run.allocated_waits
-                else "these (no ask was allocated)"
-            ),
+                else " (no ask was allocated)"
+            )
+            + f"; every ask, the {pending:,} still pending at the end counted with their wait so far: "
+            f"p50 {_ms(percentile(run.waits, 0.5))}, p99 {_ms(percentile(run.waits, 0.99))} (an ask "
+            "submitted just before the end has waited little so far: these can be below the allocated "
+            "asks' figures)",
         ),
         (
             "fairness:",
@@ -225,6 +229,12 @@ def _totals(run: RunFigures) -> list[tuple[str, str]]:
         ),
         ("scheduler errors:", f"{run.scheduler_errors}"),
     ]
+    if run.rejections:
+        # why, beside how many: a config that denies every submission (YuniKorn denies by default when
+        # no queue has a submitacl) otherwise shows only zeros
+        reasons = "; ".join(f"{count:,} x {reason}" for reason, count in run.rejections)
+        rows.insert(1, ("rejected because:", reasons))
+    return rows
 
 
 def print_comparison(console: Console, a: RunFigures, b: RunFigures) -> None:
@@ -272,11 +282,11 @@ def print_comparison(console: Console, a: RunFigures, b: RunFigures) -> None:
         )
     for table in (usage, shares, waits):
         console.print(table)
-    totals_a, totals_b = _totals(a), _totals(b)
+    totals_a, totals_b = dict(_totals(a)), dict(_totals(b))
     rows = [("", "A", "B")]
-    for (term, value_a), (_, value_b) in zip(totals_a, totals_b, strict=True):
-        if term in ("applications:", "asks:", "scheduler errors:"):
-            rows.append((term, value_a, value_b))
+    for term in ("applications:", "rejected because:", "asks:", "scheduler errors:"):
+        if term in totals_a or term in totals_b:
+            rows.append((term, totals_a.get(term, "-"), totals_b.get(term, "-")))
     rows.append(
         (
             "wait (every ask):",

@@ -79,7 +79,8 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes | None:
 
 def _json(body: Any, status: int = 200, *, encoded: str | None = None) -> web.Response:
     return web.Response(
-        text=encoded if encoded is not None else json.dumps(body),
+        # a newline after the document, as YuniKorn's JSON encoder writes (curl outputs do not run together)
+        text=(encoded if encoded is not None else json.dumps(body)) + "\n",
         status=status,
         content_type="application/json",
         charset="UTF-8",

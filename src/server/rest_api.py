@@ -251,7 +251,7 @@ class RestApi:
         """``/ws/v1/config``: (body, content type); YAML unless the client accepts exactly JSON."""
         configs = self.core.configurations()
         if accept_json:
-            return json.dumps(dao.config(configs, yaml_keys=False)), "application/json"
+            return json.dumps(dao.config(configs, yaml_keys=False)) + "\n", "application/json"
         text = yaml.safe_dump(dao.config(configs, yaml_keys=True), sort_keys=False)
         return text, "application/x-yaml"
 

@@ -92,6 +92,8 @@ def test_serve_refuses_an_invalid_config_and_a_busy_address(tmp_path: Path) -> N
             [*KORRAL, "serve", "--grpc", busy], capture_output=True, text=True, timeout=60
         )
     assert refused.returncode == 1 and "cannot listen" in refused.stderr
+    # korral's one line only: gRPC's C core logs nothing of its own before it (its "E1129 ... add_port.cc")
+    assert refused.stderr.count("\n") == 1 and failed.stderr.count("\n") == 1, (refused.stderr, failed.stderr)
 
 
 def test_serve_with_rest_answers_curl_for_what_a_remote_rm_did(serve) -> None:

@@ -302,3 +302,26 @@ def test_validate_conf_answers_allowed_and_reason(served) -> None:
     with urllib.request.urlopen(request, timeout=30) as response:
         garbage = json.loads(response.read())
     assert garbage["allowed"] is False and "UTF-8" in garbage["reason"]
+
+
+@pytest.mark.parametrize(
+    ("path", "accept"),
+    [
+        ("/ws/v1/partitions", None),
+        ("/ws/v1/partition/default/queues", None),
+        ("/ws/v1/partition/default/nodes", None),
+        ("/ws/v1/partition/nope/queues", None),  # an error's body too
+        ("/ws/v1/config", "application/json"),
+    ],
+)
+def test_every_json_answer_ends_with_a_newline_as_yunikorns_encoder_writes(served, path, accept) -> None:
+    # Go's json.Encoder ends each document with "\n": `curl a; curl b` prints them on lines of their own
+    _core, _rm, url = served
+    request = urllib.request.Request(url + path, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        body = error.read()
+    assert body.endswith(b"}\n") or body.endswith(b"]\n"), body[-40:]
+    json.loads(body)

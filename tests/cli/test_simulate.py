@@ -143,3 +143,56 @@ def test_compare_fits_80_columns_without_cutting_a_cell(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert all(len(line) <= 80 for line in result.output.splitlines())
     assert "…" not in result.output  # rich's mark of a cell cut short
+
+
+def test_a_config_that_denies_every_submission_says_why_in_the_summary(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # no submitacl anywhere: YuniKorn denies every submission by default, and so does korral
+    config = write_config(
+        tmp_path,
+        "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
+        "          - name: a\n",
+    )
+    result = runner.invoke(main, ["simulate", "--config", str(config), "--duration", "3"])
+    assert result.exit_code == 0, result.output
+    out = flat(result.output)
+    rejected = re.search(r"applications: (\d+) submitted, 0 completed, (\d+) rejected", out)
+    assert rejected and rejected.group(1) == rejected.group(2) != "0", out
+    assert f"rejected because: {rejected.group(2)} x application rejected" in out, out
+    assert "no queue has a submitacl or adminacl: YuniKorn denies every submission by default" in out, out
+
+
+def test_ctrl_c_prints_the_summary_of_the_part_that_ran_and_exits_130(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    # a run far longer than the test: interrupted once it has started simulating (its first line)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from korral.cli import main; main()",
+            "simulate",
+            "--duration",
+            "1000000",
+            "--compare",
+            str(BUNDLED_EXAMPLE),
+            str(BUNDLED_EXAMPLE),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert first.startswith("simulating "), first
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, (out, err)
+    assert "Aborted!" not in out + err and "Traceback" not in err, err
+    assert "summary: every queue over the same" in out and "interrupted (Ctrl-C) after " in out, out
+    assert re.search(r"applications: +\d+ submitted", flat(out)), out
