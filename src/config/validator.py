@@ -305,7 +305,9 @@ class _PartitionChecker:
             # rejects every application; korral refuses the config instead (docs/api.md)
             raise self.error(
                 f"{where}: unknown placement rule name '{rule.name}', "
-                f"known rules are {', '.join(KNOWN_RULES)}"
+                f"known rules are {', '.join(KNOWN_RULES)} (korral is stricter than YuniKorn here: "
+                "YuniKorn accepts this config and then runs the partition without placement rules, "
+                "rejecting every application)"
             )
         if rule.parent is not None:
             self._rule(rule.parent, f"{where}: parent rule ({rule.parent.name})")

@@ -199,11 +199,17 @@ def test_bench_reference_only_measures_the_sequential_scheduler_alone(
     assert "converting the allocations for the RM and handing them over" in text
 
 
-def test_bench_json_goes_into_a_directory_it_creates(runner: CliRunner, tmp_path: Path) -> None:
-    out = tmp_path / "not" / "yet" / "there.json"
+def test_bench_json_is_written_where_named_and_never_makes_a_folder(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "there.json"
     result = runner.invoke(main, ["bench", "--nodes", "2", "--asks", "10", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["korral"]["allocations"] == 10
+    missing = tmp_path / "not" / "yet" / "there.json"
+    refused = runner.invoke(main, ["bench", "--nodes", "2", "--asks", "10", "--json", str(missing)])
+    assert refused.exit_code == 1 and "does not exist" in refused.stderr, refused.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["there.json"]
 
 
 def test_bench_without_json_only_prints(

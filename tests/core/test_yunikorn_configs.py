@@ -51,8 +51,10 @@ def test_the_validator_accepts_what_yunikorn_accepts(path: Path) -> None:
 def test_an_unknown_placement_rule_is_refused_where_yunikorn_would_reject_every_application(
     path: Path,
 ) -> None:
-    with pytest.raises(korral.ConfigError, match="unknown placement rule name 'primarygroup'"):
+    with pytest.raises(korral.ConfigError, match="unknown placement rule name 'primarygroup'") as refused:
         load_config(path.read_text())
+    # the refusal says it is korral's, stricter than YuniKorn, and what YuniKorn would do instead
+    assert "korral is stricter than YuniKorn here: YuniKorn accepts this config" in str(refused.value)
 
 
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
