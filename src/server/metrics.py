@@ -59,6 +59,11 @@ QUEUE_APP_LABELS = ("partition", "queue", "state")
 QUEUE_RESOURCE_LABELS = ("partition", "queue", "state", "resource")
 
 
+def label_value(value: str) -> str:
+    """A label value as the text format writes it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def metric_name(name: str) -> str:
     """yunikorn-core's formatMetricName: every byte not allowed in a metric name becomes ``_``."""
     return re.sub(r"[^a-zA-Z0-9_:]", "_", name)
@@ -85,6 +90,54 @@ class _TerminalApps:
         for labels, value in counts:
             family.add_metric(list(labels), value)
         yield family
+
+
+class _QueueContainers:
+    """Writes ``yunikorn_<queue>_queue_container{partition, state}``, one family per queue path's
+    metric name. YuniKorn's Go client writes a counter under the name it was given, which has no
+    ``_total``; prometheus_client adds one to every counter family it writes, so these are written
+    as text by ``CoreMetrics.exposition``."""
+
+    def __init__(self) -> None:
+        # metric name of the queue path -> (partition, state) -> allocations made or released
+        self.counts: dict[str, dict[tuple[str, str], int]] = {}
+        self.lock = threading.Lock()
+
+    def add(self, subsystem: str, partition: str, state: str, count: int) -> None:
+        with self.lock:
+            counts = self.counts.setdefault(subsystem, {})
+            counts[partition, state] = counts.get((partition, state), 0) + count
+
+    def forget(self, partition: str, subsystems: Iterable[str]) -> None:
+        """A partition's series of these names leave; a family no partition counts in leaves too."""
+        with self.lock:
+            for subsystem in subsystems:
+                counts = self.counts.get(subsystem)
+                if counts is None:
+                    continue
+                for key in [key for key in counts if key[0] == partition]:
+                    del counts[key]
+                if not counts:
+                    del self.counts[subsystem]
+
+    def text(self) -> str:
+        with self.lock:
+            families = sorted(
+                (subsystem, sorted(counts.items())) for subsystem, counts in self.counts.items()
+            )
+        lines = []
+        for subsystem, counts in families:
+            name = f"{NAMESPACE}_{subsystem}_queue_container"
+            lines.append(
+                f"# HELP {name} Queue container metrics. "
+                "State of the attempt includes `allocated`, `released`.\n"
+                f"# TYPE {name} counter\n"
+            )
+            for (partition, state), value in counts:
+                lines.append(
+                    f'{name}{{partition="{label_value(partition)}",state="{state}"}} {float(value)}\n'
+                )
+        return "".join(lines)
 
 
 class _NodeUsage:
@@ -220,11 +273,11 @@ class CoreMetrics:
         self.events_read = False
         # korral setting log_events: False keeps events to the RMs that take them, served or not
         self.log_events = True
-        # yunikorn_<queue>_queue_container_total{partition, state}, one family per queue path as
+        # yunikorn_<queue>_queue_container{partition, state}, one family per queue path as
         # YuniKorn names it, made on first use; and <resource>_node_usage_total{range}, one per resource
         # some node has. Names that map to one metric name (root.a-b and root.a_b, gpu-x and gpu_x)
         # share its family: their counts are added up (docs/api.md, "Metrics")
-        self._queue_containers: dict[str, Counter] = {}
+        self._queue_containers = _QueueContainers()
         self._node_usage = _NodeUsage()
         registry.register(self._node_usage)
         self.queue_resource = Gauge(
@@ -310,26 +363,13 @@ class CoreMetrics:
         return self.app_states(partition, queue, previous, states)
 
     def queue_containers(self, partition: str, queue: str, allocated: int, released: int) -> None:
-        """``yunikorn_<queue>_queue_container_total{state}``: a queue's allocations made and released
+        """``yunikorn_<queue>_queue_container{state}``: a queue's allocations made and released
         (its applications' actors, once per burst)."""
         subsystem = metric_name(queue)
-        counter = self._queue_containers.get(subsystem)
-        if counter is None:
-            with self._lock:
-                counter = self._queue_containers.get(subsystem)
-                if counter is None:
-                    counter = self._queue_containers[subsystem] = Counter(
-                        "queue_container",
-                        "Queue container metrics. State of the attempt includes `allocated`, `released`.",
-                        ["partition", "state"],
-                        namespace=NAMESPACE,
-                        subsystem=subsystem,
-                        registry=self.registry,
-                    )
         if allocated:
-            counter.labels(partition, "allocated").inc(allocated)
+            self._queue_containers.add(subsystem, partition, "allocated", allocated)
         if released:
-            counter.labels(partition, "released").inc(released)
+            self._queue_containers.add(subsystem, partition, "released", released)
 
     # ---- nodes (the partition, on each lifecycle change) -----------------------------------------
 
@@ -397,16 +437,7 @@ class CoreMetrics:
         with self._lock:
             for key in [key for key in self.queue_app_total if key[0] == partition and key[1] in gone]:
                 del self.queue_app_total[key]
-            for subsystem in {metric_name(path) for path in gone}:
-                counter = self._queue_containers.get(subsystem)
-                if counter is None:
-                    continue
-                for state in ("allocated", "released"):
-                    with contextlib.suppress(KeyError):
-                        counter.remove(partition, state)
-                if not any(family.samples for family in counter.collect()):
-                    self.registry.unregister(counter)  # no partition's queue of that name is left
-                    del self._queue_containers[subsystem]
+        self._queue_containers.forget(partition, {metric_name(path) for path in gone})
 
     def queue_usage(
         self, partition: str, queue: str, allocated: Mapping[str, int], pending: Mapping[str, int]
@@ -487,7 +518,7 @@ class CoreMetrics:
             f"{NAMESPACE}_event_total_{stage} {float(count)}\n"
             for stage, count in stages
         )
-        return generate_latest(self.registry) + events.encode()
+        return generate_latest(self.registry) + (self._queue_containers.text() + events).encode()
 
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """A sample's current value (0 if never set): for the health check."""

@@ -65,8 +65,12 @@ def test_families_values_and_a_removal_followed() -> None:
         assert value(samples, "yunikorn_queue_app_total", state="completed", **queue) == 1
         assert "# TYPE yunikorn_queue_app_total counter\n" in text
 
-        # per-queue containers, named after the queue as YuniKorn names them
-        containers = "yunikorn_root_a_queue_container_total"
+        # per-queue containers, named after the queue as YuniKorn names them: its Go client writes a
+        # counter under the name it was given, with no _total added
+        assert "# TYPE yunikorn_root_a_queue_container counter\n" in text
+        assert '\nyunikorn_root_a_queue_container{partition="[rm]default",state="allocated"} 2.0\n' in text
+        assert "queue_container_total" not in text
+        containers = "yunikorn_root_a_queue_container_total"  # prometheus_client's parser adds _total
         assert value(samples, containers, partition=part(), state="allocated") == 2
         assert (
             value(samples, containers, partition=part(), state="released") == 2

@@ -106,7 +106,7 @@ def test_queue_paths_sharing_a_metric_name_are_added_up_and_scrapes_stay_200() -
         remote.update_allocation(t.asks("rm", "app2", 3, SMALL))
         assert rm.wait_for_allocations(5)
         key = (
-            "yunikorn_root_a_b_queue_container_total",
+            "yunikorn_root_a_b_queue_container_total",  # the parser adds _total
             (("partition", "[rm]default"), ("state", "allocated")),
         )
         eventually(lambda: scrape(url)[1].get(key) == 5, timeout=60)
