@@ -66,6 +66,23 @@ class ApplyConfig:
 
 
 @frozen
+class DrainPartition:
+    """RMProxy -> partition: a reload left it out (YuniKorn marks it for deletion). It takes no new
+    application, keeps booking what runs until the RM releases it, and tells ``proxy``
+    ``PartitionDrained`` once it holds no application. A later ``ApplyConfig`` makes it active again."""
+
+    rm_proxy: Handle
+
+
+@frozen
+class PartitionDrained:
+    """Partition -> RMProxy: a draining partition holds no application any more: remove it."""
+
+    rm_id: str
+    name: str
+
+
+@frozen
 class StopPartition:
     """The partition goes away (RM re-registered, or removed from the config)."""
 

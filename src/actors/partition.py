@@ -30,8 +30,10 @@ from korral.actors.messages import (
     CallbackArgument,
     CleanupQueues,
     Deliver,
+    DrainPartition,
     NodeAdded,
     NodeReservations,
+    PartitionDrained,
     PartitionQuery,
     PublishQueueTree,
     QueueCreated,
@@ -185,6 +187,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # application -> its backoff deadline (epoch seconds), as the scheduler last told
         self.app_backoffs: dict[str, float] = {}
         self.tombstones: list[Handle] = []
+        # set while draining (a reload left the partition out): the RMProxy, told once it is empty
+        self.drain_proxy: Handle | None = None
+        self._drained_told = False
         self._actor_seq = itertools.count(1)
         self._first_configuration(self._sync_queue_actors(announce=False))
         self._publish_queue_tree()
@@ -244,6 +249,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         try:
             return super().on_receive(message)
         finally:
+            if self.drain_proxy is not None and not self.apps and not self._drained_told:
+                self._drained_told = True
+                self.drain_proxy.tell(PartitionDrained(rm_id=self.rm_id, name=self.name))
             if self.queue_board.capacity != self.registry.capacity:
                 self._publish_root_max()
             # whatever may have changed the queue tree is published once its burst has been handled
@@ -303,6 +311,10 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         rejected: list[si.RejectedApplication] = []
         for add in message.request.new:
             try:
+                if self.drain_proxy is not None:  # YuniKorn's words for a partition marked for deletion
+                    raise ModelError(
+                        f"partition {self.name} is stopped cannot add a new application {add.application_id}"
+                    )
                 app = self.registry.add_si_application(add)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
@@ -419,7 +431,19 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
 
     # ---- configuration and housekeeping -----------------------------------------------------------
 
+    def on_DrainPartition(self, message: DrainPartition) -> None:
+        if self.drain_proxy is None:
+            self.drain_proxy, self._drained_told = message.rm_proxy, False
+            self._draining_metric(True)
+
+    def _draining_metric(self, draining: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.partition_draining(self.name, draining)
+
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
+        if self.drain_proxy is not None:  # in the configuration again: active
+            self.drain_proxy = None
+            self._draining_metric(False)
         before = self._queue_limits() if self.events else {}
         limits_before = events.limits_of(self.registry.config) if self.events else {}
         self.registry.apply_config(message.config, placement=message.placement)
@@ -462,6 +486,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.tombstones = alive
 
     def on_StopPartition(self, message: StopPartition) -> None:
+        if self.drain_proxy is not None:
+            self._draining_metric(False)
         for node in self.registry.nodes.values():
             self._node_metric(self._node_state(node.schedulable), None)
         for handle in [*self.apps.values(), *self.nodes.values(), *self.queues.values(), *self.tombstones]:

@@ -59,6 +59,7 @@ class PartitionQueries:
     _tree_publish_queued: bool
     node_reservations: dict[str, tuple[tuple[str, str], ...]]
     app_backoffs: dict[str, float]
+    drain_proxy: Handle | None
 
     if TYPE_CHECKING:  # KorralActor's
 
@@ -162,7 +163,7 @@ class PartitionQueries:
         return PartitionInfo(
             name=self.name,
             rm_id=self.rm_id,
-            state="Active",
+            state="Draining" if self.drain_proxy is not None else "Active",
             capacity=res.prune(self.registry.capacity),
             allocated=allocated,
             node_sort_policy=self.registry.node_sort_policy,

@@ -25,6 +25,8 @@ from korral.actors.dispatcher import CallbackDispatcher
 from korral.actors.messages import (
     ApplyConfig,
     Deliver,
+    DrainPartition,
+    PartitionDrained,
     RouteAllocationRequest,
     RouteApplicationRequest,
     RouteNodeRequest,
@@ -348,9 +350,13 @@ class RMProxyActor(ThreadedActor):
             return refusal
         wanted = {normalize_partition_name(p.name, rm.rm_id): p for p in config.partitions}
         retired: list[Handle] = []
-        for name, stopping in list(rm.partitions.items()):
-            if name not in wanted:
-                retired.append(stopping)
+        for name, leaving in list(rm.partitions.items()):
+            if name in wanted:
+                continue
+            if self.engine is None:  # it drains, and goes once empty (on_PartitionDrained)
+                leaving.tell(DrainPartition(rm_proxy=self.handle))
+            else:  # engine="ray": a partition process cannot report back here; it goes at once
+                retired.append(leaving)
                 del rm.partitions[name]
                 rm.queue_boards.pop(name, None)
         start: list[PartitionConfig] = []
@@ -376,6 +382,18 @@ class RMProxyActor(ThreadedActor):
             return AwaitingInstall(rm=rm, retired=retired, start=tuple(start), update=True)
         self._publish()
         return None
+
+    def on_PartitionDrained(self, message: PartitionDrained) -> None:
+        rm = self.rms.get(message.rm_id)
+        if rm is None or any(
+            normalize_partition_name(p.name, rm.rm_id) == message.name for p in rm.config.partitions
+        ):
+            return  # the RM left (its partitions stopped with it), or a reload took the partition back
+        handle = rm.partitions.pop(message.name, None)
+        rm.queue_boards.pop(message.name, None)
+        if handle is not None:
+            self._stop_partition(handle)
+            self._publish()
 
     # ---- routing -----------------------------------------------------------------------------------
 

@@ -280,6 +280,14 @@ class CoreMetrics:
         self._queue_containers = _QueueContainers()
         self._node_usage = _NodeUsage()
         registry.register(self._node_usage)
+        # korral's own: 1 while a partition drains (a reload left it out; it goes once empty)
+        self.partition_draining_gauge = Gauge(
+            "korral_partition_draining",
+            "1 while the partition drains: a configuration update left it out, it takes no new "
+            "application and is removed once it holds none.",
+            ["partition"],
+            registry=registry,
+        )
         self.queue_resource = Gauge(
             "queue_resource",
             "Queue resource metrics. State of the resource includes `guaranteed`, `max`, `allocated`, "
@@ -412,6 +420,14 @@ class CoreMetrics:
                 del known[name]
                 with contextlib.suppress(KeyError):
                     self.queue_resource.remove(partition, queue, state, name)
+
+    def partition_draining(self, partition: str, draining: bool) -> None:
+        """The partition started draining (``True``), or became active again or went (``False``)."""
+        if draining:
+            self.partition_draining_gauge.labels(partition).set(1)
+        else:
+            with contextlib.suppress(KeyError):
+                self.partition_draining_gauge.remove(partition)
 
     def forget_queues(self, partition: str, paths: Iterable[str], *, with_apps: bool = False) -> None:
         """Queues that are gone (removed, or their partition stopped) leave no series behind;
