@@ -61,6 +61,7 @@ class PartitionNodes:
     apps: dict[str, Handle]
     nodes: dict[str, Handle]
     node_reservations: dict[str, tuple[tuple[str, str], ...]]
+    drain_proxy: Handle | None  # set while the partition drains (a reload left it out)
     metrics: Any
     _node_metric_deltas: dict[str, int] | None
     _nodes_added: list[NodeAdded]
@@ -167,6 +168,8 @@ class PartitionNodes:
         if action != si.NodeAction.CREATE or info.existing_allocations:
             self._flush_nodes_added()
         if action in (si.NodeAction.CREATE, si.NodeAction.CREATE_DRAIN):
+            if self.drain_proxy is not None:  # YuniKorn's words for a partition marked for deletion
+                raise ModelError(f"partition {self.name} is stopped cannot add a new node {node_id}")
             schedulable = action == si.NodeAction.CREATE
             node = self.registry.add_node(
                 node_id,

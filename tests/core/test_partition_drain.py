@@ -72,6 +72,10 @@ def test_a_partition_a_reload_drops_drains_and_goes_once_empty() -> None:
         core.update_application(t.applications("rm", {"late": "root.q"}, partition="p2"))
         core.wait_until_idle()
         assert rm.rejected_apps["late"] == f"partition {P2} is stopped cannot add a new application late"
+        # nor a new node
+        core.update_node(t.nodes("rm", ["n2"], {"memory": 1000}, partition="p2"))
+        core.wait_until_idle()
+        assert rm.rejected_nodes["n2"] == f"partition {P2} is stopped cannot add a new node n2"
         # each release is booked and confirmed
         uuids = sorted(rm.live)
         core.update_allocation(t.release("rm", "app", uuid=uuids[0], partition="p2"))
