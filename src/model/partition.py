@@ -348,7 +348,7 @@ class PartitionModel:
     @property
     def latencies(self) -> list[tuple[str, float]] | None:
         """(kind, seconds) of the latencies YuniKorn's metrics time, while a reader wants them (None:
-        not timed): "trynode", "trypreemption", "sort_queue", "sort_app"."""
+        not timed): "trynode", "trynode_evaluation", "trypreemption", "sort_queue", "sort_app"."""
         return self._latencies
 
     @latencies.setter

@@ -357,7 +357,17 @@ class SchedulingWalk:
         return since
 
     def _find_node(self, ask: Ask) -> Node | None:
-        """First node in policy order with room for the ask that the RM's predicates accept."""
+        """First node in policy order with room for the ask that the RM's predicates accept; while a
+        reader wants latencies, the whole evaluation is timed too (YuniKorn's trynode_evaluation)."""
+        latencies = self.predicates.latencies
+        if latencies is None:
+            return self._walk_nodes(ask)
+        started = time.perf_counter()
+        node = self._walk_nodes(ask)
+        latencies.append(("trynode_evaluation", time.perf_counter() - started))
+        return node
+
+    def _walk_nodes(self, ask: Ask) -> Node | None:
         spec = ask.spec
         shape = spec.shape
         unfit = self.unfit_shapes

@@ -250,6 +250,14 @@ class CoreMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self.try_node_evaluation = Histogram(
+            "trynode_evaluation_milliseconds",
+            "Time taken to evaluate nodes for a pod, in seconds.",
+            namespace=NAMESPACE,
+            subsystem="scheduler",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         self.try_preemption_latency = Histogram(
             "trypreemption_latency_milliseconds",
             "Latency of preemption condition checks for container allocations, in seconds.",
@@ -466,11 +474,14 @@ class CoreMetrics:
     def observe_latencies(self, records: Iterable[tuple[str, float]]) -> None:
         """Latencies the scheduling model timed during a batch of cycles, each (kind, seconds):
         "trynode" (a node tried for an ask: the RM's predicates on it, or without them the walk to the
-        node that takes the ask), "trypreemption" (a preemption attempt),
+        node that takes the ask), "trynode_evaluation" (every node walk for an ask, whatever its
+        outcome), "trypreemption" (a preemption attempt),
         "sort_queue" / "sort_app" (a queue's children or applications re-sorted)."""
         for kind, seconds in records:
             if kind == "trynode":
                 self.try_node_latency.observe(seconds)
+            elif kind == "trynode_evaluation":
+                self.try_node_evaluation.observe(seconds)
             elif kind == "trypreemption":
                 self.try_preemption_latency.observe(seconds)
             else:

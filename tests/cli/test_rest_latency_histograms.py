@@ -69,6 +69,26 @@ def test_each_node_the_rms_predicates_check_is_a_try_node_latency() -> None:
         assert value(samples, PREFIX + "trypreemption_latency_milliseconds_count") == 0
 
 
+@pytest.mark.parametrize("with_predicates", [False, True])
+def test_every_node_walk_for_an_ask_is_a_try_node_evaluation(with_predicates: bool) -> None:
+    # yunikorn-core times each ask's walk over the nodes (tryNodes), allocated or not
+    predicate = (lambda args: args.node_id != "n1") if with_predicates else None
+    rm = t.RecordingRM("rm", predicate=predicate)
+    with running(TWO_LEAVES, rm=rm) as (core, rm):
+        url = core.serve_rest("127.0.0.1:0")
+        add_nodes(core, rm, ["n1", "n2"])
+        add_apps(core, rm, {"app": "root.a"})
+        core.update_allocation(t.asks("rm", "app", 3, SMALL))
+        assert rm.wait_for_allocations(3)
+        core.wait_until_idle()
+        name = PREFIX + "trynode_evaluation_milliseconds"
+        samples, types = eventually(
+            lambda: (s := scrape(url)) and (value(s[0], name + "_count") or 0) >= 3 and s
+        )
+        assert types[name] == "histogram" and buckets(samples, name) == BUCKETS
+        assert value(samples, name + "_bucket", le="+Inf") == value(samples, name + "_count")
+
+
 PREEMPT = """
 partitions:
   - name: default
