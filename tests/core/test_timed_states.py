@@ -309,3 +309,23 @@ def test_the_threaded_runtime_wakes_a_backed_off_application_on_its_clock() -> N
         clock.now += 2.5
         core.poke_timers()
         assert rm.wait_for_allocations(1)
+
+
+def test_a_preemptor_tries_again_15_seconds_after_an_attempt_that_failed() -> None:
+    refused = {"urgent-0"}  # the RM's predicates refuse the preemptor anywhere, for now
+    rm = t.RecordingRM("rm", predicate=lambda args: args.allocation_key not in refused)
+    with korral.start(runtime="simulated", seed=7, **QUIET) as core:
+        core.register_resource_manager(t.register("rm", PREEMPTION), rm)
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 1000}))
+        core.update_application(t.applications("rm", {"low-app": "root.low", "hi": "root.high"}))
+        core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}, prefix="low-"))
+        core.wait_until_idle()
+        core.update_allocation(preemptor("hi", "urgent-", {"memory": 300}))
+        core.wait_until_idle()
+        core.advance(10.5)  # its delay is over: the attempt finds no node the RM accepts
+        assert released(rm, T.PREEMPTED_BY_SCHEDULER) == []
+        refused.clear()  # the RM's mind changes; it says nothing to the core
+        core.advance(14.0)
+        assert released(rm, T.PREEMPTED_BY_SCHEDULER) == []
+        core.advance(1.0)  # 15 s after the attempt
+        assert len(released(rm, T.PREEMPTED_BY_SCHEDULER)) == 3
