@@ -358,7 +358,13 @@ class ApplicationActor(RetiringActor):
         for op in effects.view_ops:
             if type(op) is PutAsks:
                 records.extend(
-                    events.request(app.application_id, ask.allocation_key, events.Change.ADD, "ask added")
+                    events.request(
+                        app.application_id,
+                        ask.allocation_key,
+                        events.Change.ADD,
+                        "ask added",
+                        resource=dict(ask.resource),
+                    )
                     for ask in op.asks
                 )
             elif type(op) is DropAsk:

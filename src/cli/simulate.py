@@ -41,7 +41,17 @@ if TYPE_CHECKING:
     help="run the same workload on two configs and print their summaries side by side",
 )
 @output_file_option("--plot", "write a PNG of each guaranteed queue's usage against its guarantee over time")
+@click.option(
+    "--replay",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="the workload a cluster recorded (YuniKorn's /ws/v1/events/stream JSON lines, or a .csv; "
+    "docs/api.md) instead of a generated one: what-if against --config or --compare A B",
+)
+@click.pass_context
 def simulate(
+    ctx: click.Context,
     config: Path | None,
     nodes: int,
     duration: float,
@@ -49,6 +59,7 @@ def simulate(
     arrival_rate: float,
     compare: tuple[Path, Path] | None,
     plot: Path | None,
+    replay: Path | None,
 ) -> None:
     """Watch korral schedule a small cluster: applications arrive, run and finish (the README's main job).
 
@@ -56,8 +67,19 @@ def simulate(
     same --seed gives the same summary. On a terminal the run plays at the wall clock's pace. Ctrl-C
     stops it with the summary of the part that ran (exit 130).
     """
+    if replay is not None:
+        given = [
+            name
+            for name in ("duration", "arrival_rate")
+            if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+        ]
+        if given:
+            options = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise click.UsageError(
+                f"{options} do(es) not apply with --replay: the recording sets the workload"
+            )
     try:
-        run_simulate(config, nodes, duration, seed, arrival_rate, compare, plot)
+        run_simulate(config, nodes, duration, seed, arrival_rate, compare, plot, replay)
     except KeyboardInterrupt:  # before the run's own loop took it: no partial figures to show
         click.echo("korral simulate: interrupted", err=True)
         sys.exit(130)
@@ -71,6 +93,7 @@ def run_simulate(
     arrival_rate: float,
     compare: tuple[Path, Path] | None,
     plot: Path | None,
+    replay: Path | None = None,
 ) -> None:
     from korral.harness.simulate_runs import compare as run_compare
     from korral.harness.simulate_runs import simulate as run
@@ -89,6 +112,9 @@ def run_simulate(
                 message = naming(error, name)
                 fail(f"invalid configuration: {message if name in message else f'{name}: {message}'}")
             texts.append((source, text))
+        if replay is not None:
+            stopped(run_replay(replay, texts, nodes, seed, chart))
+            return
         stopped(run_compare(texts, nodes, duration, seed, arrival_rate, chart))
         return
     source = source_name(config) if config is not None else "the bundled example"
@@ -96,10 +122,30 @@ def run_simulate(
         given = None
         if config is not None:
             given, source = read_config(config)
-        figures = run(given, nodes, duration, seed, arrival_rate, chart)
+        if replay is not None:
+            from korral.harness.simulate import bundled_config
+
+            korral.load_config(given or bundled_config())
+            figures = run_replay(replay, [(source, given or bundled_config())], nodes, seed, chart)
+        else:
+            figures = run(given, nodes, duration, seed, arrival_rate, chart)
     except ConfigError as error:
         fail(f"invalid configuration: {naming(error, source)}")
     stopped(figures)
+
+
+def run_replay(
+    path: Path, configs: list[tuple[str, str]], nodes: int, seed: int, chart: str | None
+) -> RunFigures:
+    """``--replay FILE``: the recording read (one line on a bad one), then replayed."""
+    from korral.harness.simulate_history import HistoryError, read_history
+    from korral.harness.simulate_runs import replay
+
+    try:
+        history = read_history(path)
+    except HistoryError as error:
+        fail(f"cannot replay: {error}")
+    return replay(history, configs, nodes, seed, chart)
 
 
 def stopped(figures: RunFigures) -> None:

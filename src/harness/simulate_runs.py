@@ -12,6 +12,7 @@ import threading
 from rich.console import Console
 
 from korral.harness.simulate import SAMPLE_INTERVAL, SimulateRun, bundled_config
+from korral.harness.simulate_history import History, HistoryRun
 from korral.harness.simulate_report import RunFigures, print_comparison, print_summary
 
 
@@ -103,3 +104,23 @@ def show(console: Console, runs: list[SimulateRun], plot: str | None) -> RunFigu
         plot_usage(plot, runs)
         console.print(f"chart: {plot}")
     return figures[-1]
+
+
+def replay(
+    history: History,
+    configs: list[tuple[str, str]],
+    nodes: int,
+    seed: int,
+    plot: str | None = None,
+    console: Console | None = None,
+) -> RunFigures:
+    """A recorded history replayed against one config or two ((label, queues.yaml text) each)."""
+    console = console or Console()
+    runs: list[SimulateRun] = [HistoryRun(text, history, nodes, seed, label=label) for label, text in configs]
+    cluster = runs[0].node_list()
+    console.print(
+        f"replaying {history.source}: {len(history.apps):,} applications, {history.ask_count:,} asks over "
+        f"{history.span:,.1f}s, on {len(cluster):,} nodes"
+        + (f" ({history.skipped:,} asks without a recorded resource left out)" if history.skipped else "")
+    )
+    return show(console, runs, plot)

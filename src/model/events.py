@@ -149,10 +149,15 @@ def request(
     change: si.EventChangeType,
     message: str,
     detail: si.EventChangeDetail | None = None,
+    resource: dict[str, int] | None = None,
 ) -> si.EventRecord:
+    """An ask's record; an added ask carries its resource, as YuniKorn's APP_REQUEST does (what a
+    recorded history needs to replay an ask that was never allocated: korral simulate --replay)."""
     if detail is None:
         detail = Detail.APP_REQUEST if change == Change.ADD else Detail.REQUEST_CANCEL
-    return record(Kind.REQUEST, allocation_key, message, change, detail, group_id=application_id)
+    return record(
+        Kind.REQUEST, allocation_key, message, change, detail, group_id=application_id, resource=resource
+    )
 
 
 def node(

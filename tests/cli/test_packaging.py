@@ -67,6 +67,7 @@ def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Pat
             "korral.harness.simulate_report",
             "korral.harness.simulate_plot",
             "korral.harness.simulate_runs",
+            "korral.harness.simulate_history",
             "korral.__main__",
             "korral.cli",
             "korral.cli_simulated",
