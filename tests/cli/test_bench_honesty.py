@@ -87,8 +87,8 @@ def test_sweep_honours_the_sizes_and_writes_where_out_says(
     points = json.loads((default / "sweep.json").read_text())
     assert [(p["nodes"], p["asks"]) for p in points] == [(20, 200)]
     text = " ".join(result.output.split())
-    assert "YuniKorn's figures: published measurements (yunikorn-core be3bb487" in text
-    assert "November 2026), not measured by this sweep" in text
+    # YuniKorn never published a figure for 20 nodes and 200 asks: none is announced, none drawn
+    assert "YuniKorn published no figures for these sizes" in text and "be3bb487" not in text
     elsewhere = tmp_path / "there"
     again = runner.invoke(
         main, ["bench", "--sweep", "--nodes", "10", "--asks", "100", "--out", str(elsewhere)]
@@ -135,3 +135,11 @@ def test_out_without_a_sweep_is_a_usage_error(runner: CliRunner, tmp_path: Path)
     assert result.exit_code == 2, result.output
     assert "--out applies to --sweep and --plot-only only" in result.output
     assert not (tmp_path / "x").exists()
+
+
+def test_yunikorns_figures_are_announced_only_for_the_sizes_it_published() -> None:
+    from korral.harness.benchmark import sweep
+
+    results = [{"nodes": 1000, "asks": 10_000}, {"nodes": 20, "asks": 200}, {"nodes": 1000, "asks": 50_000}]
+    assert sweep.yunikorn_sizes(results) == [(1000, 10_000), (1000, 50_000)]
+    assert sweep.yunikorn_sizes([{"nodes": 20, "asks": 200}]) == []

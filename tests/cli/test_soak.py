@@ -79,3 +79,24 @@ def test_too_few_samples_after_warm_up_give_no_verdict_and_fail() -> None:
     assert verdict.missing.startswith("3 sample(s) after warm-up, at least 4") and not verdict.ok
     assert soak_verdict([]).missing == "no sample was taken"
     assert soak_verdict(samples(count=6)).ok
+
+
+def test_a_slope_over_its_limit_within_the_allowance_is_called_noise_beside_the_ok(monkeypatch) -> None:
+    """The verdict never says OK beside a figure over its limit without saying why: live actors whose
+    fitted slope is past +200 per 10,000 cycles but whose rise stays within the 2,000 allowed."""
+    from korral.harness import soak
+
+    noisy = [
+        SoakSample(
+            cycles=c, seconds=c / 300, rss_mb=80.0, threads=12, live_actors=300 + c // 8, busy_rounds=c
+        )
+        for c in range(250, 2_250, 250)
+    ]
+    monkeypatch.setattr(soak, "soak", lambda *_, **__: noisy)
+    printed: list[str] = []
+    assert soak.run_soak(printed.append, cycles=2_000, duration=60.0, every=250)
+    actors = next(line for line in printed if line.lstrip().split()[1:3] == ["live", "actors"])
+    assert actors.split()[0] == "noise", printed
+    assert printed[-1].startswith(
+        "OK: no measure grew past its limit after warm-up (live actors: a slope over"
+    )
