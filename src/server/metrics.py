@@ -23,6 +23,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     disable_created_metrics,
     generate_latest,
 )
@@ -170,6 +171,9 @@ class CoreMetrics:
         self.events = EventLog(event_capacity)
         self._lock = threading.Lock()
         registry = self.registry
+        # YuniKorn registers on the Go client's default registry, which also serves the process's own
+        # process_* series (CPU, resident memory, open files, start time): so does korral's
+        ProcessCollector(registry=registry)
         self.container_allocation = Counter(
             "container_allocation_attempt",
             "Total number of attempts to allocate containers. State of the attempt includes "

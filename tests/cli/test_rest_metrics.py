@@ -5,6 +5,7 @@ two; application totals that follow a removal; no ``*_created`` series."""
 from __future__ import annotations
 
 import json
+import sys
 import urllib.request
 from typing import Any
 
@@ -152,3 +153,15 @@ def test_two_rms_queue_containers_apart() -> None:
         # node usage covers every partition: a1 at 10 % memory, b1 at 30 %
         assert value(samples, "yunikorn_scheduler_memory_node_usage_total", range="[0,10%]") == 1
         assert value(samples, "yunikorn_scheduler_memory_node_usage_total", range="(20%,30%]") == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process metrics are read from /proc")
+def test_the_process_series_yunikorns_default_registry_serves_are_there() -> None:
+    # YuniKorn's /ws/v1/metrics is the Go client's default registry: process_* beside yunikorn_*
+    with running(TWO_LEAVES) as (core, _):
+        _, samples, types = scrape(core.serve_rest("127.0.0.1:0"))
+        assert types["process_resident_memory_bytes"] == "gauge"
+        assert (value(samples, "process_resident_memory_bytes") or 0) > 1_000_000
+        assert (value(samples, "process_open_fds") or 0) > 0
+        assert types["process_cpu_seconds"] == "counter"
+        assert value(samples, "process_start_time_seconds")
