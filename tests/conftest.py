@@ -8,9 +8,17 @@ also proves the books still balance afterwards.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
+
+# Ray on a loaded machine (make test-ray beside CPU hogs): a worker process may take more than Ray's
+# default 60 s to start and register, and the GCS to answer; Ray reads these from the environment, in
+# this process and in the Ray processes it starts, the test scripts' subprocesses too. (The raylet's
+# own 30 s to register is fixed in Ray; make test-ray runs these tests alone so nothing competes.)
+os.environ.setdefault("RAY_worker_register_timeout_seconds", "300")
+os.environ.setdefault("RAY_gcs_server_request_timeout_seconds", "300")
 
 try:
     import coverage

@@ -154,6 +154,7 @@ def test_rm_b_is_served_while_rm_a_registers_20000_queues() -> None:
         assert "[a]default" in core.partition_names()
 
 
+@pytest.mark.slow
 def test_requests_of_an_rm_that_registers_again_wait_for_its_new_partitions() -> None:
     # re-registration: the RM's own requests sent meanwhile go to its new partitions, none lost
     with korral.start() as core:  # default timings: 20,000 queues swept every 0.2 s would keep it busy
@@ -212,6 +213,7 @@ def test_rm_b_is_served_while_rm_a_reloads_a_config_that_adds_a_20000_queue_part
         assert rm_a.wait_for(lambda r: r.accepted_nodes == ["a1"])
 
 
+@pytest.mark.slow
 def test_two_registrations_of_one_rm_at_once_leave_one_set_of_partitions() -> None:
     # the later registration wins; the earlier one, overtaken while it started its partitions, raises
     # SchedulerError and stops what it started: nothing is left running, nothing logged

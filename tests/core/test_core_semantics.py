@@ -135,6 +135,7 @@ def _reserving_core(core: korral.Core, rm: t.RecordingRM) -> None:
     assert rm.allocated_total == 2
 
 
+@pytest.mark.slow
 def test_a_reservation_on_a_short_headroom_is_cancelled_after_the_wait_time() -> None:
     rm = t.RecordingRM("rm")
     with korral.start(runtime="simulated", seed=1) as core:
@@ -172,6 +173,7 @@ def test_several_required_node_asks_hold_one_node_through_the_core() -> None:
         assert core.node(part(), "n1").reservations == []
 
 
+@pytest.mark.slow
 def test_a_stale_lower_priority_reservation_gives_way_to_a_preemptor() -> None:
     rm = t.RecordingRM("rm")
     with korral.start(runtime="simulated", seed=3) as core:

@@ -138,6 +138,7 @@ def test_a_scheduler_that_queues_no_cycle_after_a_cut_batch_is_found_only_with_c
     assert without.run_seed(found.seed).violations == ()
 
 
+@pytest.mark.slow
 def test_a_core_restart_recovers_what_each_rm_believes_live_and_replays() -> None:
     harness = SimulatedStress(rms=2, operations=30, env_faults=frozenset({"restarts"}))
     recovered = replayed_seeds = 0
