@@ -52,6 +52,8 @@ def stress_simulated(
     schedule_seed: int | None = None,
     explore: str = "uniform",
     env_faults: str = "all",
+    jobs: int = 1,
+    show_coverage: bool = False,
 ) -> None:
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
     ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
@@ -62,6 +64,7 @@ def stress_simulated(
 
     from korral.harness import repro, simulated_faults
     from korral.harness.repro import pytest_case, seed_pytest_case
+    from korral.harness.simulated_jobs import search_range
     from korral.harness.stress_simulated import SimulatedStress
 
     try:
@@ -103,7 +106,7 @@ def stress_simulated(
         f"korral stress --simulated: {what} ({limit}), {rms} RM(s), {operations} operations each"
         + (f", injected fault {fault!r}" if fault else "")
     )
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
     last = [started]
 
     def progress(count: int, steps: int) -> None:
@@ -112,20 +115,31 @@ def stress_simulated(
             last[0] = now
             console.print(f"  {count:,} seeds, {steps:,} steps")
 
-    found, count, steps = harness.search(runs, budget=duration, progress=progress)
+    settings = {
+        "rms": rms,
+        "operations": operations,
+        "fault": fault,
+        "perturb": perturb,
+        "explore": explore,
+        "env_faults": kinds,
+    }
+    result = search_range(settings, list(runs), jobs=jobs, budget=duration, progress=progress)
+    found, count, steps = result.found, result.count, result.steps
     elapsed = max(time.perf_counter() - started, 1e-9)
-    cpu = max(time.process_time() - cpu_started, 1e-9)  # the simulation is single-threaded
-    ran = f"{varying[0]}..{varying[count - 1]}" if count else "none"
+    cpu = max(result.cpu_seconds, 1e-9)  # process time of the seeds: this process's or the workers'
     console.print(
-        f"{count:,} seeds ({ran}) in {elapsed:.1f}s ({count / elapsed * 60:,.0f} "
-        f"seeds/minute, {steps / elapsed:,.0f} simulated steps/s; per CPU-second of this process: "
-        f"{count / cpu * 60:,.0f} seeds/minute, {steps / cpu:,.0f} steps/s)"
+        f"{count:,} seeds in {elapsed:.1f}s on {jobs:,} process{'' if jobs == 1 else 'es'} "
+        f"({count / elapsed * 60:,.0f} seeds/minute, {steps / elapsed:,.0f} simulated steps/s); "
+        f"per CPU-minute: {count / cpu * 60:,.0f} seeds ({steps / cpu:,.0f} steps per CPU-second)"
     )
+    if result.coverage is not None:
+        for line in result.coverage.report(counts=show_coverage):
+            console.print(line, markup=False, highlight=False)
     if found is None and count < seeds:
         console.print(
-            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for (seeds "
-            f"{varying[count]}..{varying[-1]} did not run): --duration {duration:g}s was reached. "
-            "No violation in the seeds that ran; --seeds N without --duration runs all N.",
+            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for: --duration "
+            f"{duration:g}s was reached. No violation in the seeds that ran; --seeds N without "
+            "--duration runs all N.",
         )
         return
     if found is None:

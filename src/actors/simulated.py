@@ -282,6 +282,8 @@ class Simulation:
         # harness controls, all off by default
         self.chooser: Chooser | None = None
         self.on_deliver: Callable[[str, Any], None] | None = None
+        # counts what is delivered (korral.harness.simulated_coverage.Coverage: ``delivered``)
+        self.coverage: Any = None
         self.delay_probability = 0.0  # chance that a mailbox becomes ready only some steps later
         self.max_delay = 0  # in steps
         self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
@@ -397,6 +399,8 @@ class Simulation:
                 self._fire_due()
         if self.on_deliver is not None:
             self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
+        if self.coverage is not None:
+            self.coverage.delivered(actor, envelope.message)
         inbox.busy = True
         outer, self.running = self.running, actor
         try:

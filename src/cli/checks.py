@@ -55,6 +55,8 @@ STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
                 "schedule_seed",
                 "explore",
                 "env_faults",
+                "jobs",
+                "coverage",
             }
         ),
     ),

@@ -71,6 +71,18 @@ if TYPE_CHECKING:  # rich is imported when a command runs, not for --help
     "after a reconnect), handlers (actor handlers that raise), cutoffs (scheduling batches cut short), "
     "restarts (core restarts with recovery)",
 )
+@count_option(
+    "--jobs",
+    "with --simulated: processes the seed range is spread over (the same report: the first violating "
+    "seed, the seeds, steps and CPU time summed, the coverage)",
+    default=1,
+    maximum=64,
+)
+@flag_option(
+    "--coverage",
+    "with --simulated: the coverage report with how often each message kind, state and SI operation "
+    "was reached (without it: only what was never reached)",
+)
 @flag_option(
     "--preemption",
     "instead: guaranteed queues, borrowers, urgent and required-node asks that preempt; the "
@@ -96,6 +108,8 @@ def stress(
     preemption: bool = False,
     explore: str = "uniform",
     env_faults: str = "all",
+    jobs: int = 1,
+    coverage: bool = False,
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -134,6 +148,8 @@ def stress(
             schedule_seed,
             explore,
             env_faults,
+            jobs,
+            coverage,
         )
         return
     _stress_threads(console, rms, duration, seed, checkpoint, fault)

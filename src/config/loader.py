@@ -80,10 +80,27 @@ MAX_QUEUES = 200_000
 _CHECKSUM_LINE = re.compile(r"^checksum:[^\n]*(?:\n|\Z)", re.MULTILINE)
 
 
+# the same text parses to the same immutable config: the last few small texts are kept (RMs
+# re-register and reload with the text they sent before), at most this many of at most this size
+_CACHED_CONFIGS = 32
+_CACHED_TEXT_CHARS = 64 * 1024
+
+
 def load_config(text: str) -> SchedulerConfig:
     """Parse, normalise and validate a queues.yaml document; empty text means YuniKorn's default config."""
     if not isinstance(text, str):
         raise ConfigError(f"configuration must be text, got {type(text).__name__}")
+    if len(text) <= _CACHED_TEXT_CHARS:
+        return _load_cached(text)
+    return _load(text)
+
+
+@functools.lru_cache(maxsize=_CACHED_CONFIGS)
+def _load_cached(text: str) -> SchedulerConfig:
+    return _load(text)  # a ConfigError is raised again on every call: only successes are kept
+
+
+def _load(text: str) -> SchedulerConfig:
     if not text.strip():
         text = DEFAULT_CONFIG_TEXT
     data = read_yaml(text)  # bounded: size, nesting, aliases (korral.config.yaml_reader)

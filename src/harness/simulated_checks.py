@@ -18,8 +18,10 @@ queue (a check's own traffic was most of a seed's deliveries).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
 
 from korral.actors.messages import (
     ApplicationsQuery,
@@ -36,7 +38,8 @@ from korral.actors.partition import PartitionActor
 from korral.core import Core
 from korral.harness import invariants, simulated_books
 from korral.harness.stress import LIMITED_GROUPS, USERS
-from korral.info import GroupUsageInfo, UserUsageInfo
+from korral.info import GroupUsageInfo, LimitUsageInfo, UserUsageInfo
+from korral.resource import fits_in_max
 
 RECOVERED_MARK = "-recovered-"  # in the uuid of every allocation a ScenarioDriver recovers
 
@@ -102,15 +105,38 @@ def recovered_queues(state: invariants.PartitionState) -> set[str]:
     return {app.queue for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
 
 
-def check_user_limits(core: Core, state: invariants.PartitionState) -> list[str]:
-    """``invariants.check_user_limits`` with the owners of recovered allocations exempt."""
+def check_user_limits(state: invariants.PartitionState, usage: Usage) -> list[str]:
+    """No user (of an application in the partition) and no limited group is above a
+    ``maxresources`` or ``maxapplications`` that applies to it, unless recovered allocations put it
+    there (as ``invariants.check_user_limits``, from the usage already read)."""
     groups_of = dict(USERS)
-    users = {app.user for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
-    groups = {group for user in users for group in groups_of.get(user, ())}
-    reader: Any = DirectUsage(core)  # what check_user_limits reads of a core
-    return invariants.check_user_limits(
-        cast(Core, reader), state, LIMITED_GROUPS, recovered_users=users, recovered_groups=groups
-    )
+    recovered = {
+        app.user for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)
+    }
+    exempt = {("user", user) for user in recovered}
+    exempt |= {("group", group) for user in recovered for group in groups_of.get(user, ())}
+    users = {app.user for app in state.applications}
+    owners: list[tuple[str, str, list[LimitUsageInfo]]] = [
+        ("user", info.user, info.queues) for info in usage.users if info.user in users
+    ]
+    owners += [("group", info.group, info.queues) for info in usage.groups if info.group in LIMITED_GROUPS]
+    problems = []
+    name = state.info.name
+    for kind, owner, rows in sorted(owners, key=lambda entry: (entry[0], entry[1])):
+        if (kind, owner) in exempt:
+            continue
+        for row in rows:
+            if row.max_resources and not fits_in_max(row.resource, row.max_resources):
+                problems.append(
+                    f"{name} {kind} {owner} at {row.queue_path}: uses {row.resource} above its "
+                    f"maxresources {row.max_resources}"
+                )
+            if row.max_applications and len(row.running_applications) > row.max_applications:
+                problems.append(
+                    f"{name} {kind} {owner} at {row.queue_path}: runs {len(row.running_applications)} "
+                    f"applications, above its maxapplications {row.max_applications}"
+                )
+    return problems
 
 
 def check_view_against_owners(core: Core, state: invariants.PartitionState) -> list[str]:
@@ -152,30 +178,42 @@ def check_view_against_owners(core: Core, state: invariants.PartitionState) -> l
     return problems
 
 
-def check_books(core: Core, state: invariants.PartitionState, rm: Any) -> list[str]:
-    """``simulated_books.check_books`` for one RM's partition: its published books (every user's and
-    group's usage, read in one query each) and its scheduler's trackers against what the RM knows
-    is booked."""
-    name = state.info.name
-    actor = _partition_actor(core, name)
+@attrs.frozen
+class Usage:
+    """Every user's and every group's usage of one partition, as published (one query each)."""
+
+    users: list[UserUsageInfo]
+    groups: list[GroupUsageInfo]
+
+
+def read_usage(core: Core, partition: str) -> Usage:
+    actor = _partition_actor(core, partition)
     if actor is not None:
-        users: list[UserUsageInfo] = actor.on_UsersUsageQuery(UsersUsageQuery())
-        groups: list[GroupUsageInfo] = actor.on_GroupsUsageQuery(GroupsUsageQuery())
-    else:
-        users, groups = core.users_usage(name), core.groups_usage(name)
+        return Usage(
+            actor.on_UsersUsageQuery(UsersUsageQuery()), actor.on_GroupsUsageQuery(GroupsUsageQuery())
+        )
+    return Usage(core.users_usage(partition), core.groups_usage(partition))
+
+
+def check_books(core: Core, state: invariants.PartitionState, rm: Any, usage: Usage) -> list[str]:
+    """``simulated_books.check_books`` for one RM's partition: its published books (``usage``) and
+    its scheduler's trackers against what the RM knows is booked."""
+    name = state.info.name
     simulation = core.simulation
     scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
     view = scheduler.view if scheduler is not None and not scheduler.actor_stopped.is_set() else None
-    return simulated_books.check_books(state, rm, users, groups, view)
+    return simulated_books.check_books(state, rm, usage.users, usage.groups, view)
 
 
-def check_all(core: Core, states: Iterable[invariants.PartitionState]) -> list[str]:
-    """The checks above over every RM's partition."""
+def check_all(
+    core: Core, states: Iterable[invariants.PartitionState], usages: Mapping[str, Usage]
+) -> list[str]:
+    """The checks above over every RM's partition (``usages``: each one's, by partition name)."""
     states = list(states)
     problems = invariants.check_unique_uuids(states)
     for state in states:
         problems.extend(check_reservation_holders(state))
-        problems.extend(check_user_limits(core, state))
+        problems.extend(check_user_limits(state, usages[state.info.name]))
         problems.extend(check_view_against_owners(core, state))
     return problems
 

@@ -31,10 +31,10 @@ from korral.harness import (
     simulated_pct,
     simulated_restart,
 )
+from korral.harness.simulated_coverage import Coverage
 from korral.harness.simulated_injected import Injector, setup_with_injection
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.stress import (
-    SIMULATED_SETTLE,
     Driver,
     Op,
     StressRun,
@@ -151,6 +151,8 @@ class SimulatedStress:
         self.explore = explore  # the delivery order: uniform among ready mailboxes, or PCT
         self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
         self._clean_at: tuple[Any, int] | None = None  # (simulation, steps) of the last clean check
+        # what the seeds run so far reached (``simulated_coverage``), when asked for (None: not counted)
+        self.coverage: Coverage | None = None
 
     def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
         options = setup_with_injection(faults.start_options(), self.env_faults)
@@ -164,6 +166,7 @@ class SimulatedStress:
             core.simulation.perturb()
         if full_trace:
             core.record_full_trace()
+        core.simulation.coverage = self.coverage
         return core
 
     def run_seed(
@@ -211,15 +214,33 @@ class SimulatedStress:
                         break
                 if not violations:
                     violations = self._settle(cores.core, drivers)
+                if self.coverage is not None:
+                    self._count(ops)
                 return self._outcome(cores, seed, schedule, ops, violations, drivers)
             finally:
                 cores.stop()
 
+    def _count(self, ops: Sequence[Op]) -> None:
+        """A seed's operations in the coverage (an RM's registration after its first: again)."""
+        coverage = self.coverage
+        assert coverage is not None
+        coverage.seeds += 1
+        registered: set[int] = set()
+        for op in ops:
+            if op.kind == "register" and op.rm in registered:
+                coverage.operations["register again"] += 1
+                continue
+            if op.kind == "register":
+                registered.add(op.rm)
+            coverage.operation(op.kind, op.request, op.description)
+
     def _settle(self, core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
-        """The end of a run: settle (``SIMULATED_SETTLE`` virtual seconds), check, and then look for
+        """The end of a run: settle (past the delays scheduling ticks serve, then the clock jumps past
+        every pending deadline), check, quiet the RMs (``_quiet_past_deadlines``), and then look for
         stuck work (``simulated_checks.check_stuck_work``)."""
         rms: list[t.RecordingRM] = [driver.rm for driver in drivers]
-        violations = self._run_and_check(core, ("advance", SIMULATED_SETTLE), rms, drivers)
+        settle = ("settle", self._tick_served_delay(drivers))
+        violations = self._run_and_check(core, settle, rms, drivers)
         if violations:
             return violations
         violations = self._quiet_past_deadlines(core, rms, drivers)
@@ -237,24 +258,24 @@ class SimulatedStress:
         now, and no application is in a state time should have ended."""
         simulation = core.simulation
         assert simulation is not None
-        longest = self._longest_timeout(drivers)
-        for round_ in range(8):
-            confirmations = [(d, d.rm.take_confirmations()) for d in drivers]
-            sent = [(d, request) for d, request in confirmations if request is not None]
-            if round_ and not sent:
-                break
+        ticks_served = self._tick_served_delay(drivers)
+        for _ in range(8):
+            sent = [(d, request) for d in drivers if (request := d.rm.take_confirmations()) is not None]
             for driver, request in sent:
                 try:
                     core.update_allocation(request)
                 except Exception as error:
                     return [f"{driver.rm_id}: final confirmation: {type(error).__name__}: {error}"]
             try:
-                # past every timer's deadline, and past each timeout a periodic sweep serves
                 simulated_liveness.advance_past_deadlines(core)
-                simulation.advance(longest)
-                simulated_liveness.advance_past_deadlines(core)
+                if not sent:
+                    # past the delays the scheduling ticks serve (reservations), then quiet again
+                    simulation.advance(ticks_served)
+                    simulated_liveness.advance_past_deadlines(core)
             except SimulationError as error:
                 return [f"livelock: {error}"]
+            if not sent and not any(d.rm.to_confirm for d in drivers):
+                break
         violations = self._check(core, rms, drivers)
         if violations:
             return violations
@@ -274,13 +295,11 @@ class SimulatedStress:
         return violations
 
     @staticmethod
-    def _longest_timeout(drivers: Sequence[ScenarioDriver]) -> float:
-        """Past every timeout a seed sets (placeholders, completing, cleanup) and a little more."""
+    def _tick_served_delay(drivers: Sequence[ScenarioDriver]) -> float:
+        """Past the delays a seed sets that scheduling ticks serve (no timer stands for them: the
+        reservation delay), and a few ticks more."""
         settings = drivers[0].settings if drivers else SeedSettings()
-        return (
-            max(settings.placeholder_timeout, settings.completing_timeout, settings.queue_cleanup_interval)
-            + 0.1
-        )
+        return settings.reservation_delay + 3 * settings.scheduling_interval
 
     def _restart(
         self, cores: Cores, drivers: Sequence[ScenarioDriver], record: Callable[[Op], None]
@@ -322,7 +341,10 @@ class SimulatedStress:
                 if not simulation.step():
                     return True
             return False
-        if kind == "jump":
+        if kind == "settle":
+            core.advance(amount)
+            simulated_liveness.advance_past_deadlines(core)
+        elif kind == "jump":
             simulation.jump(amount)
         elif kind == "advance":
             core.advance(amount)
@@ -359,17 +381,21 @@ class SimulatedStress:
     ) -> list[str]:
         problems: list[str] = []
         states = []
+        usages = {}
         for index, rm in enumerate(rms):
             state = simulated_checks.collect_direct(core, normalize_partition_name("default", f"rm{index}"))
             if state is not None:
                 states.append(state)
+                if self.coverage is not None:
+                    self.coverage.queues_seen(queue.state for queue in state.queues.values())
+                usage = usages[state.info.name] = simulated_checks.read_usage(core, state.info.name)
                 recovered = simulated_checks.recovered_queues(state)
                 problems.extend(invariants.check_partition(state, recovered_queues=recovered))
                 problems.extend(invariants.check_rm_view(rm, [state]))
-                problems.extend(simulated_checks.check_books(core, state, rm))
+                problems.extend(simulated_checks.check_books(core, state, rm, usage))
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
-        problems.extend(simulated_checks.check_all(core, states))
+        problems.extend(simulated_checks.check_all(core, states, usages))
         injector: Injector | None = core.simulation.injector if core.simulation is not None else None
         errors = core.tracker.errors - (injector.raised if injector is not None else 0)
         if errors:
