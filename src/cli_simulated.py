@@ -19,6 +19,7 @@ def rerun_command(
     perturb: bool,
     explore: str = "uniform",
     env_faults: frozenset[str] | None = None,
+    deep_queues: bool = False,
 ) -> str:
     """The command line that runs the same scenario again (without its seeds)."""
     from korral.harness.simulated_faults import ENV_FAULTS
@@ -31,7 +32,13 @@ def rerun_command(
         + ("" if explore == "uniform" else f" --explore {explore}")
         + ("" if kinds == frozenset(ENV_FAULTS) else f" --env-faults {listed}")
         + (f" --inject-fault {fault}" if fault else "")
+        + (" --deep-queues" if deep_queues else "")
     )
+
+
+def listed_name(run: int | tuple[int, int]) -> str:
+    """A run of a range as the report names it: its varying seed (the schedule seed of a pair)."""
+    return str(run[1] if isinstance(run, tuple) else run)
 
 
 def replay_command(again: str, seed: int, schedule_seed: int) -> str:
@@ -54,6 +61,7 @@ def stress_simulated(
     env_faults: str = "all",
     jobs: int = 1,
     show_coverage: bool = False,
+    deep_queues: bool = False,
 ) -> None:
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
     ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.
@@ -65,17 +73,25 @@ def stress_simulated(
     from korral.harness import repro, simulated_faults
     from korral.harness.repro import pytest_case, seed_pytest_case
     from korral.harness.simulated_jobs import search_range
+    from korral.harness.simulated_workloads import Workloads
     from korral.harness.stress_simulated import SimulatedStress
 
     try:
         kinds = simulated_faults.parse(env_faults)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--env-faults") from None
+    workloads = Workloads(deep_queues=deep_queues)
     harness = SimulatedStress(
-        rms=rms, operations=operations, fault=fault, perturb=perturb, explore=explore, env_faults=kinds
+        rms=rms,
+        operations=operations,
+        fault=fault,
+        perturb=perturb,
+        explore=explore,
+        env_faults=kinds,
+        workloads=workloads,
     )
     first = seed if seed is not None else 1
-    again = rerun_command(rms, operations, fault, perturb, explore, kinds)
+    again = rerun_command(rms, operations, fault, perturb, explore, kinds, deep_queues)
     logging.getLogger("korral").setLevel(logging.CRITICAL)  # violations are reported below
     if replay:
         if seed is None:
@@ -122,13 +138,17 @@ def stress_simulated(
         "perturb": perturb,
         "explore": explore,
         "env_faults": kinds,
+        "workloads": workloads,
     }
-    result = search_range(settings, list(runs), jobs=jobs, budget=duration, progress=progress)
+    runs_list = list(runs)
+    result = search_range(settings, runs_list, jobs=jobs, budget=duration, progress=progress)
     found, count, steps = result.found, result.count, result.steps
     elapsed = max(time.perf_counter() - started, 1e-9)
     cpu = max(result.cpu_seconds, 1e-9)  # process time of the seeds: this process's or the workers'
+    listed = runs_list
+    ran = f" ({listed_name(listed[0])}..{listed_name(listed[count - 1])})" if count and jobs == 1 else ""
     console.print(
-        f"{count:,} seeds in {elapsed:.1f}s on {jobs:,} process{'' if jobs == 1 else 'es'} "
+        f"{count:,} seeds{ran} in {elapsed:.1f}s on {jobs:,} process{'' if jobs == 1 else 'es'} "
         f"({count / elapsed * 60:,.0f} seeds/minute, {steps / elapsed:,.0f} simulated steps/s); "
         f"per CPU-minute: {count / cpu * 60:,.0f} seeds ({steps / cpu:,.0f} steps per CPU-second)"
     )
@@ -136,10 +156,11 @@ def stress_simulated(
         for line in result.coverage.report(counts=show_coverage):
             console.print(line, markup=False, highlight=False)
     if found is None and count < seeds:
+        left = f" (seeds {varying[count]}..{varying[-1]} did not run)" if jobs == 1 else ""
         console.print(
-            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for: --duration "
-            f"{duration:g}s was reached. No violation in the seeds that ran; --seeds N without "
-            "--duration runs all N.",
+            f"[yellow]STOPPED EARLY[/yellow]: ran {count:,} of the {seeds:,} seeds asked for{left}: "
+            f"--duration {duration:g}s was reached. No violation in the seeds that ran; --seeds N "
+            "without --duration runs all N.",
         )
         return
     if found is None:
@@ -171,6 +192,7 @@ def stress_simulated(
             violation=violation,
             explore=explore,
             env_faults=kinds,
+            deep_queues=deep_queues,
         )
         console.print("the shortest sequence as a pytest case (it fails while the violation shows):")
     else:
@@ -195,6 +217,7 @@ def stress_simulated(
             violation=violation,
             explore=explore,
             env_faults=kinds,
+            deep_queues=deep_queues,
         )
         console.print("the seed as a pytest case (run again just now: it fails while the violation shows):")
     console.print("# ---- 8< ----", markup=False)

@@ -55,7 +55,7 @@ def _run_share(
     found: SimulatedOutcome | None = None
     position = NONE_FOUND
     for index in range(start, len(runs), stride):
-        if index > first.value or (deadline is not None and time.monotonic() >= deadline):
+        if index > first.value:
             break
         run = runs[index]
         workload, schedule = run if isinstance(run, tuple) else (run, run)
@@ -71,6 +71,8 @@ def _run_share(
                     first.value = min(first.value, index)
             else:
                 first.value = min(first.value, index)
+            break
+        if deadline is not None and time.monotonic() >= deadline:
             break
     return RangeResult(
         found=found,

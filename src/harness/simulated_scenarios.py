@@ -29,9 +29,10 @@ import attrs
 from korral import si
 from korral import testing as t
 from korral.core import Core
-from korral.harness import invariants, simulated_restart
+from korral.harness import invariants, simulated_restart, simulated_workloads
 from korral.harness.simulated_ask_rules import AskRules
 from korral.harness.simulated_faults import CALLBACK_FAILURE, FailingCallbackRM
+from korral.harness.simulated_workloads import ALL_WORKLOADS, Workloads
 from korral.harness.stress import USERS, Driver, Op, StressRM, rm_config
 
 PREEMPTOR_QUEUE = "root.p"
@@ -78,12 +79,22 @@ class SeedSettings:
 
 
 def scenario_config(
-    variant: int, *, extra_queue: bool = False, binpacking: bool = False, guarantee: int = 20
+    variant: int,
+    *,
+    extra_queue: bool = False,
+    binpacking: bool = False,
+    guarantee: int = 20,
+    deep_queues: bool = False,
 ) -> str:
     """The threaded stress's configuration (limits, placement rules, a child template) plus the
-    preemptor queue: guaranteed memory, a short preemption delay."""
+    preemptor queue: guaranteed memory, a short preemption delay; with ``deep_queues``, placement
+    rules that also create queues three levels deep (``simulated_workloads.placement_rules``)."""
+    text = rm_config(variant, extra_queue=extra_queue, binpacking=binpacking, guarantee=guarantee)
+    if deep_queues:
+        start, end = text.index("    placementrules:\n"), text.index("    queues:\n")
+        text = text[:start] + simulated_workloads.placement_rules() + text[end:]
     return (
-        rm_config(variant, extra_queue=extra_queue, binpacking=binpacking, guarantee=guarantee)
+        text
         + """          - name: p
             resources:
               guaranteed: {memory: 16000}
@@ -105,15 +116,22 @@ class ScenarioDriver(Driver):
         settings: SeedSettings | None = None,
         env_faults: frozenset[str] = frozenset(),
         rm_seed: int | None = None,
+        workloads: Workloads = ALL_WORKLOADS,
     ) -> None:
         super().__init__(index, seed, record, misbehave)
         self.env_faults = env_faults
+        self.workloads = workloads
+        # ids the RM let go, for a reuse (simulated_workloads): application -> its asks' keys; nodes
+        self.removed_apps: dict[str, tuple[str, ...]] = {}
+        self.removed_nodes: set[str] = set()
         self.rm_seed = seed if rm_seed is None else rm_seed
         self.raised_before = 0  # RM callback failures of the callback objects a restart replaced
         self.fresh_rm()
         self.sent: deque[tuple[str, Any, str]] = deque(maxlen=3)  # the last requests, for a resend
         self.settings = settings if settings is not None else SeedSettings()
-        self.config = scenario_config(index, binpacking=self.settings.binpacking)
+        self.config = scenario_config(
+            index, binpacking=self.settings.binpacking, deep_queues=workloads.deep_queues
+        )
         self.preemptor_app: str | None = None
         self.borrowers: dict[str, str] = {}  # application -> queue, of the borrowers' applications
         self.recovered_seq = 0
@@ -154,6 +172,14 @@ class ScenarioDriver(Driver):
         ]
         if "duplicates" in self.env_faults:
             choices.append((1.5, self._resend_after_reconnect))
+        if self.workloads.reuse_ids:
+            choices += [
+                (2, lambda core: simulated_workloads.readd_removed_app(self, core)),
+                (2, lambda core: simulated_workloads.resend_released_ask(self, core)),
+                (1.5, lambda core: simulated_workloads.recreate_node(self, core)),
+            ]
+        if self.workloads.deep_queues:
+            choices.append((3, lambda core: simulated_workloads.add_placed_app(self, core)))
         self.leaving, self.just_recovered = self.just_recovered, None
         if self.leaving is not None and self.leaving in self.nodes:
             choices.append((40, self._decommission_recovered))
@@ -170,6 +196,13 @@ class ScenarioDriver(Driver):
         self._create_nodes(core)  # an RM registers, then reports its nodes
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
+        if isinstance(request, si.ApplicationRequest):
+            for removed in request.remove:
+                simulated_workloads.remember_removed(self, removed.application_id)
+        elif isinstance(request, si.NodeRequest):
+            self.removed_nodes.update(
+                info.node_id for info in request.nodes if info.action is si.NodeAction.DECOMISSION
+            )
         self.sent.append((kind, request, description))
         simulated_restart.remember(self, kind, request)
         super()._send(core, kind, request, description)
@@ -185,7 +218,9 @@ class ScenarioDriver(Driver):
             simulated_restart.remember(self, kind, request)
             super()._send(core, kind, request, f"resend after reconnect: {description}")
 
-    make_config = staticmethod(scenario_config)
+    def make_config(self, variant: int, **settings: Any) -> str:
+        """A reload's configuration: the scenario's, with the placement rules of its workloads."""
+        return scenario_config(variant, deep_queues=self.workloads.deep_queues, **settings)
 
     def _node_batch_limit(self) -> int:
         return min(3, max(1, self.settings.max_nodes - len(self.nodes)))

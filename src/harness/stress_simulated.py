@@ -34,6 +34,7 @@ from korral.harness import (
 from korral.harness.simulated_coverage import Coverage
 from korral.harness.simulated_injected import Injector, setup_with_injection
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
+from korral.harness.simulated_workloads import ALL_WORKLOADS, Workloads
 from korral.harness.stress import (
     Driver,
     Op,
@@ -141,6 +142,7 @@ class SimulatedStress:
         perturb: bool = True,
         explore: str = "uniform",
         env_faults: frozenset[str] = frozenset(simulated_faults.ENV_FAULTS),
+        workloads: Workloads = ALL_WORKLOADS,
     ) -> None:
         if explore not in simulated_pct.EXPLORERS:
             raise ValueError(f"unknown exploration {explore!r}: one of {', '.join(simulated_pct.EXPLORERS)}")
@@ -150,6 +152,7 @@ class SimulatedStress:
         self.perturb = perturb
         self.explore = explore  # the delivery order: uniform among ready mailboxes, or PCT
         self.env_faults = env_faults  # the environment's faults in the mix (simulated_faults)
+        self.workloads = workloads  # the operations of simulated_workloads in the mix
         self._clean_at: tuple[Any, int] | None = None  # (simulation, steps) of the last clean check
         # what the seeds run so far reached (``simulated_coverage``), when asked for (None: not counted)
         self.coverage: Coverage | None = None
@@ -183,7 +186,9 @@ class SimulatedStress:
         rng = random.Random(seed)
         settings = SeedSettings.of(seed)
         drivers = [
-            ScenarioDriver(index, seed, record, settings=settings, env_faults=self.env_faults)
+            ScenarioDriver(
+                index, seed, record, settings=settings, env_faults=self.env_faults, workloads=self.workloads
+            )
             for index in range(self.rm_count)
         ]
         with self._faults():
@@ -458,7 +463,13 @@ class SimulatedStress:
         settings = SeedSettings.of(seed)
         ledgers = [
             ScenarioDriver(
-                index, 0, lambda op: None, settings=settings, env_faults=self.env_faults, rm_seed=seed
+                index,
+                0,
+                lambda op: None,
+                settings=settings,
+                env_faults=self.env_faults,
+                rm_seed=seed,
+                workloads=self.workloads,
             )
             for index in range(self.rm_count)
         ]
@@ -469,7 +480,9 @@ class SimulatedStress:
                 registered = {op.rm for op in ops if op.seq in initial_registrations(ops)}
                 for index, ledger in enumerate(ledgers):
                     if index not in registered:
-                        config = scenario_config(index, binpacking=settings.binpacking)
+                        config = scenario_config(
+                            index, binpacking=settings.binpacking, deep_queues=self.workloads.deep_queues
+                        )
                         cores.core.register_resource_manager(t.register(ledger.rm_id, config), ledger.rm)
                 violations: list[str] = []
                 for op in ops:

@@ -87,14 +87,17 @@ class SteppingClock:
         self.now += 10.0
         return self.now
 
+    def process_time(self) -> float:
+        return self.now
+
 
 def stress(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     from click.testing import CliRunner
 
     from korral.cli import main
-    from korral.harness import stress_simulated
+    from korral.harness import simulated_jobs
 
-    monkeypatch.setattr(stress_simulated, "time", SteppingClock())
+    monkeypatch.setattr(simulated_jobs, "time", SteppingClock())
     result = CliRunner().invoke(main, ["stress", "--simulated", "--rms", "1", "--operations", "5", *args])
     assert result.exit_code == 0, result.output
     return result.output

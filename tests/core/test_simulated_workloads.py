@@ -1,0 +1,48 @@
+"""``korral stress --simulated``'s workload reaches ids reused after removal, and (behind a flag) queues
+placement rules create three levels deep. All on the virtual clock."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from korral.harness import faults
+from korral.harness.simulated_workloads import Workloads
+from korral.harness.stress_simulated import SimulatedStress
+
+
+@pytest.fixture(autouse=True)
+def _quiet_and_clean() -> Iterator[None]:
+    level = logging.getLogger("korral").level
+    logging.getLogger("korral").setLevel(logging.CRITICAL)
+    yield
+    logging.getLogger("korral").setLevel(level)
+    faults.disable_all()
+
+
+def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:
+    found = []
+    for seed in seeds:
+        outcome = harness.run_seed(seed)
+        assert outcome.violations == (), (seed, outcome.violations)
+        found += [op.description for op in outcome.ops]
+    return found
+
+
+def test_the_default_mix_reuses_application_ask_and_node_ids_after_removal() -> None:
+    seen = descriptions(SimulatedStress(rms=2, operations=30), range(1, 41))
+    assert any("again (its id reused)" in d and d.startswith("add application") for d in seen)
+    assert any(d.startswith("asks of") and "again under their old keys" in d for d in seen)
+    assert any("again after its release (key reused)" in d for d in seen)
+    assert any(d.startswith("create") and "again (its id reused)" in d for d in seen)
+    assert not any("placed in root.c." in d for d in seen)  # deep queues: behind their flag
+
+
+def test_deep_queues_put_applications_two_and_three_levels_below_root() -> None:
+    harness = SimulatedStress(rms=2, operations=30, workloads=Workloads(deep_queues=True))
+    ops = [op.description for seed in range(1, 21) for op in harness.run_seed(seed).ops]
+    placed = [d for d in ops if "placed in root.c." in d]
+    assert any(d.count(".") == 3 for d in placed)  # root.c.<team>.<namespace>
+    assert any(d.count(".") == 2 for d in placed)  # root.c.<namespace>
