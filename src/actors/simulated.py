@@ -85,7 +85,18 @@ class SimulatedInbox:
     def put(self, envelope: Any, /) -> None:
         reply_to = envelope.reply_to
         if reply_to is not None and isinstance(reply_to, SimulatedFuture):
-            reply_to.simulation = self.simulation
+            simulation = reply_to.simulation = self.simulation
+            if (
+                simulation is not None
+                and simulation._frozen
+                and self.started
+                and not self.busy
+                and not self.messages
+                and self._index == -1
+            ):
+                # an observer's read while nothing else may run: answered now, as the next step would
+                simulation.deliver_now(self, envelope)
+                return
         self.messages.append(envelope)
         if self.started and not self.busy and self._index == -1 and self.simulation is not None:
             self.simulation._make_ready(self)
@@ -413,6 +424,29 @@ class Simulation:
         elif inbox.messages and inbox._index == -1:
             self._make_ready(inbox)
         return True
+
+    def deliver_now(self, inbox: SimulatedInbox, envelope: Any) -> None:
+        """Deliver an ask to an idle actor with an empty mailbox at once (the clock frozen: an
+        observer reads). The same delivery a step would make, without choosing among ready mailboxes:
+        this one is the only message it could take, and nothing else runs meanwhile."""
+        actor = inbox.actor
+        assert actor is not None
+        self.steps += 1
+        if self.on_deliver is not None:
+            self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
+        if self.coverage is not None:
+            self.coverage.delivered(actor, envelope.message)
+        inbox.busy = True
+        outer, self.running = self.running, actor
+        try:
+            actor._simulated_receive(envelope)
+        finally:
+            inbox.busy = False
+            self.running = outer
+        if actor.actor_stopped.is_set():
+            actor._simulated_teardown()
+        elif inbox.messages and inbox._index == -1:
+            self._make_ready(inbox)
 
     def queued(self) -> list[Pending]:
         """Every message waiting in a mailbox, actor by actor (a harness's peek)."""

@@ -218,6 +218,20 @@ def check_all(
     return problems
 
 
+def check_partitions_gone(core: Core, expected: set[str]) -> list[str]:
+    """Nothing runs for a partition that is gone: the only live partition actors are the RMs'
+    partitions now (a re-registration or a reload stops the one it replaces)."""
+    simulation = core.simulation
+    if simulation is None:
+        return []
+    live = sorted(
+        name
+        for name, actor in simulation.actors.items()
+        if isinstance(actor, PartitionActor) and not actor.actor_stopped.is_set()
+    )
+    return [f"partition {name}: still live, no RM's partition" for name in live if name not in expected]
+
+
 def check_stuck_work(core: Core, partitions: Iterable[str]) -> list[str]:
     """After the final settle (quiescent, no fault pending): nothing the scheduler would place now is
     left unplaced. Asks stay pending for the scheduler's own reasons (no node with room, a queue's or

@@ -401,6 +401,8 @@ class SimulatedStress:
             if drivers is not None:
                 problems.extend(p for p in drivers[index].check(state) if p not in problems)
         problems.extend(simulated_checks.check_all(core, states, usages))
+        expected = {normalize_partition_name("default", f"rm{index}") for index in range(len(rms))}
+        problems.extend(simulated_checks.check_partitions_gone(core, expected))
         injector: Injector | None = core.simulation.injector if core.simulation is not None else None
         errors = core.tracker.errors - (injector.raised if injector is not None else 0)
         if errors:

@@ -71,6 +71,7 @@ def test_seven_planted_bugs_of_different_kinds_are_known_faults() -> None:
 
 
 @pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
+@pytest.mark.timeout(900)  # up to SEEDS seeds and a replay: minutes beside CPU hogs, not a hang
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_the_simulated_stress_finds_each_planted_bug_and_its_replay_shows_it_again(name: str) -> None:
     harness = SimulatedStress(rms=RMS, operations=OPERATIONS, fault=name)
