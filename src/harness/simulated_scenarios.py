@@ -87,14 +87,15 @@ def scenario_config(
     deep_queues: bool = False,
 ) -> str:
     """The threaded stress's configuration (limits, placement rules, a child template) plus the
-    preemptor queue: guaranteed memory, a short preemption delay; with ``deep_queues``, placement
+    preemptor queue: guaranteed memory, a short preemption delay; root.b's applications back off
+    (``simulated_workloads.with_backoff``); with ``deep_queues``, placement
     rules that also create queues three levels deep (``simulated_workloads.placement_rules``)."""
     text = rm_config(variant, extra_queue=extra_queue, binpacking=binpacking, guarantee=guarantee)
     if deep_queues:
         start, end = text.index("    placementrules:\n"), text.index("    queues:\n")
         text = text[:start] + simulated_workloads.placement_rules() + text[end:]
     return (
-        text
+        simulated_workloads.with_backoff(text)
         + """          - name: p
             resources:
               guaranteed: {memory: 16000}
@@ -178,6 +179,7 @@ class ScenarioDriver(Driver):
                 (2, lambda core: simulated_workloads.resend_released_ask(self, core)),
                 (1.5, lambda core: simulated_workloads.recreate_node(self, core)),
             ]
+        choices.append((1, lambda core: simulated_workloads.create_drained_node(self, core)))
         if self.workloads.deep_queues:
             choices.append((3, lambda core: simulated_workloads.add_placed_app(self, core)))
         self.leaving, self.just_recovered = self.just_recovered, None
@@ -219,8 +221,12 @@ class ScenarioDriver(Driver):
             super()._send(core, kind, request, f"resend after reconnect: {description}")
 
     def make_config(self, variant: int, **settings: Any) -> str:
-        """A reload's configuration: the scenario's, with the placement rules of its workloads."""
-        return scenario_config(variant, deep_queues=self.workloads.deep_queues, **settings)
+        """A reload's configuration: the scenario's, with the placement rules of its workloads; now and
+        then without queue root.b (``Workloads.drop_queues``)."""
+        config = scenario_config(variant, deep_queues=self.workloads.deep_queues, **settings)
+        if self.workloads.drop_queues and self.rng.random() < 0.3:
+            return simulated_workloads.without_queue_b(config)
+        return config
 
     def _node_batch_limit(self) -> int:
         return min(3, max(1, self.settings.max_nodes - len(self.nodes)))

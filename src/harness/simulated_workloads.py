@@ -3,6 +3,8 @@
 - **ids reused after removal**: an application removed and added again under the same id (with asks
   under the keys it had), an ask released and sent again under its key, a node decommissioned and
   created again under its id;
+- **nodes that join drained** (``CREATE_DRAIN``), and **reloads that drop a queue** holding work
+  (``root.b`` drains) and later bring it back;
 - **queues placement rules create two and three levels deep**: applications with no queue and the
   tags the scenario's rules place by (``namespace``, and ``team`` for a third level), under ``root.c``.
 
@@ -37,6 +39,7 @@ class Workloads:
 
     reuse_ids: bool = True
     deep_queues: bool = False
+    drop_queues: bool = True  # reloads that drop queue root.b (it drains) and bring it back
 
 
 ALL_WORKLOADS = Workloads()
@@ -64,6 +67,44 @@ def placement_rules() -> str:
           name: fixed
           value: root.c
 """
+
+
+QUEUE_B = """          - name: b
+            properties:
+              application.sort.policy: fair
+"""
+# root.b's applications back off (YUNIKORN-3115) once two asks in a row fit no node: a timed state
+BACKOFF_DELAY = 0.2
+QUEUE_B_BACKING_OFF = (
+    QUEUE_B
+    + f"""              application.unschedasks.backoff: "2"
+              application.unschedasks.backoff.delay: {int(BACKOFF_DELAY * 1000)}ms
+"""
+)
+
+
+def with_backoff(config: str) -> str:
+    """The scenario's configuration with root.b's applications backing off (``QUEUE_B_BACKING_OFF``)."""
+    assert QUEUE_B in config
+    return config.replace(QUEUE_B, QUEUE_B_BACKING_OFF)
+
+
+def without_queue_b(config: str) -> str:
+    """The scenario's configuration without queue ``root.b``: a reload with it drains the queue."""
+    assert QUEUE_B_BACKING_OFF in config
+    return config.replace(QUEUE_B_BACKING_OFF, "")
+
+
+def create_drained_node(driver: ScenarioDriver, core: Core) -> None:
+    """A node that joins unschedulable (``CREATE_DRAIN``); a later drain toggle may open it."""
+    if len(driver.nodes) >= driver.settings.max_nodes:
+        return
+    driver.node_seq += 1
+    node_id = f"{driver.rm_id}-node-{driver.node_seq}"
+    driver.nodes[node_id] = False
+    capacity = {"memory": driver.rng.choice(driver.settings.node_memory), "vcore": 8000}
+    request = t.nodes(driver.rm_id, [node_id], capacity, action=si.NodeAction.CREATE_DRAIN)
+    driver.send_request(core, "nodes", request, f"create {node_id} drained")
 
 
 def remember_removed(driver: ScenarioDriver, app_id: str) -> None:

@@ -34,7 +34,7 @@ from korral.harness import (
 from korral.harness.simulated_coverage import Coverage
 from korral.harness.simulated_injected import Injector, setup_with_injection
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
-from korral.harness.simulated_workloads import ALL_WORKLOADS, Workloads
+from korral.harness.simulated_workloads import ALL_WORKLOADS, BACKOFF_DELAY, Workloads
 from korral.harness.stress import (
     Driver,
     Op,
@@ -251,16 +251,17 @@ class SimulatedStress:
         violations = self._quiet_past_deadlines(core, rms, drivers)
         if violations:
             return violations
+        # from the published state; then the scheduler's own belief and one more of its cycles
+        # (which changes the state: last)
         partitions = [driver.partition for driver in drivers]
-        return simulated_checks.check_stuck_work(core, partitions)
+        return self._liveness(core, drivers) + simulated_checks.check_stuck_work(core, partitions)
 
     def _quiet_past_deadlines(
         self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[ScenarioDriver]
     ) -> list[str]:
         """The RMs confirm every release the core made (as a shim does once the containers stopped)
         and send nothing else; the clock moves past every deadline (``simulated_liveness``), and
-        the books are checked again. Then, from the published state alone: nothing could be placed
-        now, and no application is in a state time should have ended."""
+        the books are checked again."""
         simulation = core.simulation
         assert simulation is not None
         ticks_served = self._tick_served_delay(drivers)
@@ -281,9 +282,15 @@ class SimulatedStress:
                 return [f"livelock: {error}"]
             if not sent and not any(d.rm.to_confirm for d in drivers):
                 break
-        violations = self._check(core, rms, drivers)
-        if violations:
-            return violations
+        return self._check(core, rms, drivers)
+
+    @staticmethod
+    def _liveness(core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
+        """With the RMs quiet and every deadline past, from the published state alone: nothing could
+        be placed now, and no application is in a state time should have ended."""
+        simulation = core.simulation
+        assert simulation is not None
+        violations: list[str] = []
         settings = drivers[0].settings if drivers else SeedSettings()
         timeouts = {"completing": settings.completing_timeout, "placeholder": settings.placeholder_timeout}
         with simulation.frozen():
@@ -302,9 +309,9 @@ class SimulatedStress:
     @staticmethod
     def _tick_served_delay(drivers: Sequence[ScenarioDriver]) -> float:
         """Past the delays a seed sets that scheduling ticks serve (no timer stands for them: the
-        reservation delay), and a few ticks more."""
+        reservation delay, root.b's backoff), and a few ticks more."""
         settings = drivers[0].settings if drivers else SeedSettings()
-        return settings.reservation_delay + 3 * settings.scheduling_interval
+        return max(settings.reservation_delay, BACKOFF_DELAY) + 3 * settings.scheduling_interval
 
     def _restart(
         self, cores: Cores, drivers: Sequence[ScenarioDriver], record: Callable[[Op], None]

@@ -128,7 +128,7 @@ def test_a_scheduler_that_queues_no_cycle_after_a_cut_batch_is_found_only_with_c
     harness = SimulatedStress(rms=1, operations=30, fault="cut-batch-drops-rest")
     found, _, _ = harness.search(range(1, 41), budget=None)
     assert found is not None
-    assert any("stuck work after the final settle" in v for v in found.violations), found.violations
+    assert any("stuck work" in v for v in found.violations), found.violations
     without = SimulatedStress(
         rms=1,
         operations=30,
