@@ -17,7 +17,6 @@ from typing import Any
 import attrs
 
 import korral
-from korral import si
 from korral import testing as t
 from korral.actors.simulated import SimulationError
 from korral.core import Core
@@ -33,6 +32,7 @@ from korral.harness import (
 )
 from korral.harness.simulated_coverage import Coverage
 from korral.harness.simulated_injected import Injector, setup_with_injection
+from korral.harness.simulated_runs import Cores, initial_registrations, learn
 from korral.harness.simulated_scenarios import ScenarioDriver, SeedSettings, scenario_config
 from korral.harness.simulated_workloads import ALL_WORKLOADS, BACKOFF_DELAY, Workloads
 from korral.harness.stress import (
@@ -74,52 +74,6 @@ class ShrunkCase:
     ops: tuple[Op, ...]
     reproduced: bool
     replayed: tuple[str, ...]
-
-
-class Cores:
-    """The cores of one seed's run, one after the other (a restart stops one and starts the next),
-    and what the stopped ones did: deliveries, traces, injected failures."""
-
-    def __init__(
-        self, harness: SimulatedStress, schedule: int, full_trace: bool, settings: SeedSettings
-    ) -> None:
-        self.harness = harness
-        self.schedule = schedule
-        self.full_trace = full_trace
-        self.settings = settings
-        self.restarts = 0
-        self.steps = 0
-        self.callbacks: list[str] = []
-        self.trace: list[str] = []
-        self.raised = self.cut = 0
-        self.core = harness._start(schedule, full_trace, settings)
-
-    def restart(self) -> None:
-        """Stop the core (what is queued is delivered, as stopping does) and start a new one with the
-        same settings on a schedule seed of its own: its partitions take fresh uuid tokens."""
-        old = self.core
-        old.stop()
-        self._keep(old)
-        self.restarts += 1
-        marker = f"---- core restart {self.restarts} ----"
-        self.callbacks.append(marker)
-        self.trace.append(marker)
-        seed = self.schedule + 1_000_003 * self.restarts
-        self.core = self.harness._start(seed, self.full_trace, self.settings)
-
-    def _keep(self, core: Core) -> None:
-        simulation = core.simulation
-        assert simulation is not None
-        self.steps += simulation.steps
-        self.callbacks += core.trace()
-        self.trace += core.trace(full=True)
-        injector: Injector | None = simulation.injector
-        if injector is not None:
-            self.raised += injector.raised
-            self.cut += injector.cut
-
-    def stop(self) -> None:
-        self.core.stop()
 
 
 class SimulatedStress:
@@ -502,7 +456,7 @@ class SimulatedStress:
                         cores.restart()
                     else:
                         if op.kind != "register":
-                            _learn(ledgers[op.rm], op)
+                            learn(ledgers[op.rm], op)
                         try:
                             if op.kind == "recover":  # a fresh callback object (_learn): it keeps live
                                 cores.core.register_resource_manager(op.request, ledgers[op.rm].rm)
@@ -512,7 +466,7 @@ class SimulatedStress:
                             if not op.expect_error:
                                 violations = [f"{op.description}: {type(error).__name__}: {error}"]
                         if op.kind == "register":
-                            _learn(ledgers[op.rm], op)
+                            learn(ledgers[op.rm], op)
                     if violations:
                         break
                 if not violations:
@@ -601,51 +555,3 @@ class SimulatedStress:
             if deadline is not None and time.monotonic() >= deadline:
                 break
         return None, count, steps
-
-
-def initial_registrations(ops: Sequence[Op]) -> set[int]:
-    """The sequence numbers of each RM's initial registration: its first operation, a register."""
-    first: dict[int, Op] = {}
-    for op in ops:
-        first.setdefault(op.rm, op)
-    return {op.seq for op in first.values() if op.kind == "register"}
-
-
-def _learn(ledger: Driver, op: Op) -> None:
-    """What the RM that issued ``op`` knows after it, as its ``Driver`` keeps it: the asks it must
-    account for, those it released, its gangs' real asks; a registration starts afresh."""
-    request = op.request
-    if isinstance(ledger, ScenarioDriver):
-        if op.kind == "recover":
-            simulated_restart.forget_for_restart(ledger, believed={})
-            return
-        if op.kind == "nodes" and op.description.startswith("recover:"):
-            simulated_restart.believe(ledger, request)
-        if op.kind == "register":
-            ledger.app_requests.clear()
-            ledger.node_capacity.clear()
-            ledger.ask_requests.clear()
-            ledger.ask_rules.reset()
-        simulated_restart.remember(ledger, op.kind, request)
-    if op.kind == "register":
-        ledger.asks.clear()
-        ledger.asks_released.clear()
-        ledger.gang_asks.clear()
-        with ledger.rm.lock:
-            ledger.rm.live.clear()
-            ledger.rm.to_confirm.clear()
-    elif isinstance(request, si.ApplicationRequest):
-        removed = {remove.application_id for remove in request.remove}
-        ledger.asks = {key: app for key, app in ledger.asks.items() if app not in removed}
-    elif isinstance(request, si.AllocationRequest):
-        for ask in request.asks:
-            ledger.asks[ask.allocation_key] = ask.application_id
-            if ask.task_group_name and not ask.placeholder:
-                ledger.gang_asks.add(ask.allocation_key)
-        if request.releases is not None:
-            ledger.asks_released.update(r.allocation_key for r in request.releases.allocation_asks_to_release)
-            # a confirmation of the core's own releases, as ``take_confirmations`` sends it: confirmed
-            confirmed = {r.uuid for r in request.releases.allocations_to_release}
-            if confirmed:
-                with ledger.rm.lock:
-                    ledger.rm.to_confirm = [r for r in ledger.rm.to_confirm if r.uuid not in confirmed]
