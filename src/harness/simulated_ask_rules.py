@@ -42,8 +42,14 @@ class AskRules:
         # uuids recovered since (told again by the new core: counted once)
         self.told_earlier: Counter[str] = Counter()
         self.recovered: set[str] = set()
+        # uuids told of before the RM's latest registration (its earlier partition's)
+        self.before_registration: set[str] = set()
 
-    def reset(self) -> None:
+    def reset(self, rm: StressRM | None = None) -> None:
+        """Afresh (a registration): what ``rm`` was told of before is no longer this RM's business."""
+        if rm is not None:
+            with rm.lock:
+                self.before_registration = set(rm.keys_of)
         self.max_allocations.clear()
         self.sends.clear()
         self.released_unsettled.clear()
@@ -56,16 +62,16 @@ class AskRules:
     def restarted(self, rm: StressRM, recovered: set[str]) -> None:
         """A core restart: ``rm`` (the callback object being replaced) was told of what it was told;
         ``recovered`` is told again by the new core as it recovers them."""
+        skipped = self.recovered | self.before_registration
         with rm.lock:
-            self.told_earlier.update(
-                key for uuid, (_, key) in rm.keys_of.items() if uuid not in self.recovered
-            )
+            self.told_earlier.update(key for uuid, (_, key) in rm.keys_of.items() if uuid not in skipped)
         self.recovered = set(recovered)
+        self.before_registration = set()  # the new callback object has been told nothing yet
 
     def _told(self, rm: StressRM) -> Counter[str]:
-        recovered = self.recovered
+        skipped = self.recovered | self.before_registration
         with rm.lock:
-            told = Counter(key for uuid, (_, key) in rm.keys_of.items() if uuid not in recovered)
+            told = Counter(key for uuid, (_, key) in rm.keys_of.items() if uuid not in skipped)
         told.update(self.told_earlier)
         return told
 

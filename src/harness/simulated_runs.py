@@ -89,7 +89,7 @@ def learn(ledger: Driver, op: Op) -> None:
             ledger.app_requests.clear()
             ledger.node_capacity.clear()
             ledger.ask_requests.clear()
-            ledger.ask_rules.reset()
+            ledger.ask_rules.reset(ledger.rm)
         simulated_restart.remember(ledger, op.kind, request)
     if op.kind == "register":
         ledger.asks.clear()

@@ -194,7 +194,7 @@ class ScenarioDriver(Driver):
         self.app_requests.clear()
         self.node_capacity.clear()
         self.ask_requests.clear()
-        self.ask_rules.reset()
+        self.ask_rules.reset(self.rm)
         self._create_nodes(core)  # an RM registers, then reports its nodes
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:

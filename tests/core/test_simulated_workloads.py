@@ -46,3 +46,12 @@ def test_deep_queues_put_applications_two_and_three_levels_below_root() -> None:
     placed = [d for d in ops if "placed in root.c." in d]
     assert any(d.count(".") == 3 for d in placed)  # root.c.<team>.<namespace>
     assert any(d.count(".") == 2 for d in placed)  # root.c.<namespace>
+
+
+def test_an_ask_resent_after_a_re_registration_is_judged_by_that_registrations_allocations() -> None:
+    """Seed 544: rm0's ask (maxAllocations 1) was sent twice and allocated twice, rm0 registered
+    again, and the ask was resent once into the new partition. The per-ask rule counted the earlier
+    partition's two allocations against the one new send (a false violation): a registration now
+    starts the rule afresh, as a core restart does."""
+    outcome = SimulatedStress(rms=2, operations=30).run_seed(544)
+    assert not any("sent once) was told of" in v for v in outcome.violations), outcome.violations
