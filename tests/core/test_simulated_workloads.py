@@ -32,7 +32,7 @@ def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:
 
 
 def test_the_default_mix_reuses_application_ask_and_node_ids_after_removal() -> None:
-    seen = descriptions(SimulatedStress(rms=2, operations=30), range(1, 41))
+    seen = descriptions(SimulatedStress(rms=2, operations=30), range(1, 81))
     assert any("again (its id reused)" in d and d.startswith("add application") for d in seen)
     assert any(d.startswith("asks of") and "again under their old keys" in d for d in seen)
     assert any("again after its release (key reused)" in d for d in seen)
