@@ -11,7 +11,16 @@ class ConfigError(KorralError):
 
 class ConfigLimitError(ConfigError):
     """A configuration refused before it was judged: past one of the bounds of docs/api.md ("Bounds of a
-    configuration": size, nesting, alias expansion, queues); the message names the bound."""
+    configuration": size, nesting, alias expansion, queues); the message names the bound, and says it
+    is korral's: YuniKorn's validator has no such check."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message if message.endswith(KORRAL_BOUND) else message + KORRAL_BOUND)
+
+
+# what every refusal past one of korral's own bounds ends with (a config refused before it reaches a
+# ConfigLimitError, as REST's validate-conf does for a body too large, too)
+KORRAL_BOUND = " (a bound of korral's, stricter than YuniKorn's validator)"
 
 
 class SchedulerError(KorralError):

@@ -28,7 +28,7 @@ from yaml.constructor import SafeConstructor
 from yaml.events import AliasEvent, CollectionStartEvent
 from yaml.resolver import Resolver
 
-from korral.errors import ConfigError, ConfigLimitError
+from korral.errors import KORRAL_BOUND, ConfigError, ConfigLimitError
 
 MAX_CONFIG_BYTES = 10 * 1024 * 1024
 MAX_NESTING_DEPTH = 100
@@ -38,7 +38,10 @@ MAX_YAML_NODES = 3_000_000
 def too_large(size: int | None) -> str:
     """Why a config of ``size`` bytes (None: of unknown size, known to be over) is refused."""
     shown = "more" if size is None else f"{size:,}"
-    return f"configuration too large: {shown} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
+    return (
+        f"configuration too large: {shown} bytes, over the limit of {MAX_CONFIG_BYTES:,} bytes (10 MiB)"
+        + KORRAL_BOUND
+    )
 
 
 def read_yaml(text: str) -> Any:

@@ -243,3 +243,11 @@ def test_two_registrations_of_one_rm_at_once_leave_one_set_of_partitions() -> No
         core.update_node(t.nodes("a", ["n1"], NODE))
         assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
         assert core.tracker.errors == 0 and errors.messages() == []
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_refusal_past_one_of_korrals_bounds_says_it_is_korrals(name: str) -> None:
+    # stricter than YuniKorn, whose validator has no such check: the refusal says so
+    with pytest.raises(korral.ConfigLimitError) as refused:
+        load_config(HOSTILE[name]())
+    assert str(refused.value).endswith("(a bound of korral's, stricter than YuniKorn's validator)")
