@@ -300,9 +300,9 @@ def print_comparison(console: Console, a: RunFigures, b: RunFigures) -> None:
             [
                 (
                     "same workload:",
-                    "both configs got the same applications at the same virtual times (same --seed, "
-                    "--nodes, --duration, --arrival-rate) on the deterministic simulated runtime, and a "
-                    "run repeated gives the same figures: a difference above is the configs' doing",
+                    "both configs got the same applications at the same virtual times (the same "
+                    "options, or the same --replay recording) on the deterministic simulated runtime, "
+                    "and a run repeated gives the same figures: a difference above is the configs' doing",
                 ),
                 (
                     "waits:",
