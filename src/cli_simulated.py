@@ -19,7 +19,7 @@ def rerun_command(
     perturb: bool,
     explore: str = "uniform",
     env_faults: frozenset[str] | None = None,
-    deep_queues: bool = False,
+    deep_queues: bool = True,
 ) -> str:
     """The command line that runs the same scenario again (without its seeds)."""
     from korral.harness.simulated_faults import ENV_FAULTS
@@ -32,7 +32,7 @@ def rerun_command(
         + ("" if explore == "uniform" else f" --explore {explore}")
         + ("" if kinds == frozenset(ENV_FAULTS) else f" --env-faults {listed}")
         + (f" --inject-fault {fault}" if fault else "")
-        + (" --deep-queues" if deep_queues else "")
+        + ("" if deep_queues else " --no-deep-queues")
     )
 
 
@@ -61,7 +61,7 @@ def stress_simulated(
     env_faults: str = "all",
     jobs: int = 1,
     show_coverage: bool = False,
-    deep_queues: bool = False,
+    deep_queues: bool = True,
 ) -> None:
     """``korral stress --simulated``: seeds from ``--seed`` (default 1) on, each its own schedule; with
     ``--schedule-seed X``: the workload ``--seed`` under schedule seeds X on; ``--replay``: one run.

@@ -57,7 +57,7 @@ STRESS_MODES: dict[str, tuple[str, frozenset[str]]] = {
                 "env_faults",
                 "jobs",
                 "coverage",
-                "deep_queues",
+                "no_deep_queues",
             }
         ),
     ),

@@ -84,9 +84,9 @@ if TYPE_CHECKING:  # rich is imported when a command runs, not for --help
     "was reached (without it: only what was never reached)",
 )
 @flag_option(
-    "--deep-queues",
-    "with --simulated: applications the placement rules put three levels deep (root.c.TEAM.NS) in the "
-    "workload mix (off by default: the scheduler refuses such a queue today)",
+    "--no-deep-queues",
+    "with --simulated: leave out of the workload mix the applications the placement rules put three "
+    "levels deep (root.c.TEAM.NS)",
 )
 @flag_option(
     "--preemption",
@@ -115,7 +115,7 @@ def stress(
     env_faults: str = "all",
     jobs: int = 1,
     coverage: bool = False,
-    deep_queues: bool = False,
+    no_deep_queues: bool = False,
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
@@ -156,7 +156,7 @@ def stress(
             env_faults,
             jobs,
             coverage,
-            deep_queues,
+            not no_deep_queues,
         )
         return
     _stress_threads(console, rms, duration, seed, checkpoint, fault)

@@ -72,7 +72,7 @@ def pytest_case(
     violation: str,
     explore: str = "uniform",
     env_faults: frozenset[str] | None = None,
-    deep_queues: bool = False,
+    deep_queues: bool = True,
 ) -> str:
     """A test module replaying ``ops`` with the schedule seed: it fails while ``violation`` shows."""
     lines = [
@@ -103,7 +103,7 @@ def pytest_case(
         f"perturb={perturb!r}"
         + ("" if explore == "uniform" else f", explore={explore!r}")
         + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
-        + (", workloads=Workloads(deep_queues=True)" if deep_queues else "")
+        + ("" if deep_queues else ", workloads=Workloads(deep_queues=False)")
         + ")",
         f"    outcome = harness.replay({seed}, OPS, schedule_seed={schedule_seed})",
         f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",
@@ -127,7 +127,7 @@ def seed_pytest_case(
     violation: str,
     explore: str = "uniform",
     env_faults: frozenset[str] | None = None,
-    deep_queues: bool = False,
+    deep_queues: bool = True,
 ) -> str:
     """A test module that runs the seed itself (its workload and schedule seeds): it fails while
     ``violation`` shows. For a violation its recorded operations replayed do not show."""
@@ -147,7 +147,7 @@ def seed_pytest_case(
             f"perturb={perturb!r}"
             + ("" if explore == "uniform" else f", explore={explore!r}")
             + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
-            + (", workloads=Workloads(deep_queues=True)" if deep_queues else "")
+            + ("" if deep_queues else ", workloads=Workloads(deep_queues=False)")
             + ")",
             f"    outcome = harness.run_seed({seed}, schedule_seed={schedule_seed})",
             f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",

@@ -68,7 +68,9 @@ def load_reference(
     partition = reference.partition()
     assert partition is not None
     problems: list[str] = []
-    for path in sorted(state.queues, key=lambda p: p.count(".")):
+    # the published leaves the configuration does not have (placement rules made them), each with
+    # its parents: a parent created on its own would be a leaf
+    for path in sorted(path for path, queue in state.queues.items() if queue.is_leaf):
         if path not in partition.queues:
             try:
                 partition.create_queue(path)

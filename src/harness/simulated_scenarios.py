@@ -84,7 +84,7 @@ def scenario_config(
     extra_queue: bool = False,
     binpacking: bool = False,
     guarantee: int = 20,
-    deep_queues: bool = False,
+    deep_queues: bool = True,
 ) -> str:
     """The threaded stress's configuration (limits, placement rules, a child template) plus the
     preemptor queue: guaranteed memory, a short preemption delay; root.b's applications back off

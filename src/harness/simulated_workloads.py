@@ -32,13 +32,11 @@ TEAMS = ("red", "blue")
 
 @attrs.frozen(kw_only=True)
 class Workloads:
-    """Which of this module's operations are in the mix. ``deep_queues`` is off by default: a queue
-    the rules create two levels below ``root.c`` (``root.c.<team>.<namespace>``) is created by the
-    partition, but the scheduler's view refuses it (its parent made a leaf), so the application is
-    never scheduled; on with ``korral stress --simulated --deep-queues``."""
+    """Which of this module's operations are in the mix (all by default; ``korral stress --simulated
+    --no-deep-queues`` leaves the three-level placement queues out)."""
 
     reuse_ids: bool = True
-    deep_queues: bool = False
+    deep_queues: bool = True
     drop_queues: bool = True  # reloads that drop queue root.b (it drains) and bring it back
 
 

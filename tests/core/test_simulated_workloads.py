@@ -1,5 +1,5 @@
-"""``korral stress --simulated``'s workload reaches ids reused after removal, and (behind a flag) queues
-placement rules create three levels deep. All on the virtual clock."""
+"""``korral stress --simulated``'s workload reaches ids reused after removal, and queues placement rules
+create two and three levels deep. All on the virtual clock."""
 
 from __future__ import annotations
 
@@ -37,12 +37,15 @@ def test_the_default_mix_reuses_application_ask_and_node_ids_after_removal() -> 
     assert any(d.startswith("asks of") and "again under their old keys" in d for d in seen)
     assert any("again after its release (key reused)" in d for d in seen)
     assert any(d.startswith("create") and "again (its id reused)" in d for d in seen)
-    assert not any("placed in root.c." in d for d in seen)  # deep queues: behind their flag
 
 
-def test_deep_queues_put_applications_two_and_three_levels_below_root() -> None:
-    harness = SimulatedStress(rms=2, operations=30, workloads=Workloads(deep_queues=True))
-    ops = [op.description for seed in range(1, 21) for op in harness.run_seed(seed).ops]
+def test_without_deep_queues_no_application_is_placed_below_root_c_by_team() -> None:
+    harness = SimulatedStress(rms=2, operations=30, workloads=Workloads(deep_queues=False))
+    assert not any("placed in root.c." in d for d in descriptions(harness, range(1, 11)))
+
+
+def test_deep_queues_put_applications_two_and_three_levels_below_root_and_they_run() -> None:
+    ops = descriptions(SimulatedStress(rms=2, operations=30), range(1, 21))
     placed = [d for d in ops if "placed in root.c." in d]
     assert any(d.count(".") == 3 for d in placed)  # root.c.<team>.<namespace>
     assert any(d.count(".") == 2 for d in placed)  # root.c.<namespace>
@@ -53,5 +56,6 @@ def test_an_ask_resent_after_a_re_registration_is_judged_by_that_registrations_a
     again, and the ask was resent once into the new partition. The per-ask rule counted the earlier
     partition's two allocations against the one new send (a false violation): a registration now
     starts the rule afresh, as a core restart does."""
-    outcome = SimulatedStress(rms=2, operations=30).run_seed(544)
+    workloads = Workloads(deep_queues=False)  # the mix seed 544 ran in
+    outcome = SimulatedStress(rms=2, operations=30, workloads=workloads).run_seed(544)
     assert not any("sent once) was told of" in v for v in outcome.violations), outcome.violations
