@@ -318,7 +318,7 @@ def test_stage_costs_split_an_allocation_by_stage_and_leave_the_rest_to_plumbing
 def test_validate_config_warns_once_per_value_yunikorn_silently_defaults(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    """Issue 26: `application.sort.policy: fiar` was OK with no word, and then ran as fifo."""
+    """`application.sort.policy: fiar` must not be OK with no word and then run as fifo."""
     text = (
         "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n"
         "          - name: a\n            properties:\n              application.sort.policy: fiar\n"
@@ -332,5 +332,5 @@ def test_validate_config_warns_once_per_value_yunikorn_silently_defaults(
         f"warning: {path}: partition default: queue root.a: application.sort.policy 'fiar' is not a sort "
         "policy YuniKorn knows (fifo, fair, stateaware): the queue sorts fifo",
         f"warning: {path}: partition default: queue root.a: preemption.delay '10' is not a positive "
-        "duration (such as 30s or 1m): it is 30s",
+        "Go duration up to 2562047h (such as 30s or 1m): it is 30s",
     ]
