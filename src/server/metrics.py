@@ -411,8 +411,9 @@ class CoreMetrics:
         # only a changed value is set (``labels()`` builds and looks up the series under a lock, ~5 µs).
         key = (partition, queue, state)
         known = self._published.get(key)
-        if known is None:
-            known = self._published[key] = {}
+        if known is None:  # a new key, under the lock forget_queues reads the keys under (other threads)
+            with self._lock:
+                known = self._published.setdefault(key, {})
         for name, value in resource.items():
             series = known.get(name)
             if series is None:
@@ -460,9 +461,9 @@ class CoreMetrics:
                     if series.labels["partition"] == partition and series.labels["queue"] in gone:
                         with contextlib.suppress(KeyError):
                             metric.remove(*(series.labels[name] for name in names))
-        for key in [key for key in self._published if key[0] == partition and key[1] in gone]:
-            self._published.pop(key, None)
-        with self._lock:
+        with self._lock:  # other partitions' actors add keys meanwhile
+            for key in [key for key in self._published if key[0] == partition and key[1] in gone]:
+                del self._published[key]
             for key in [key for key in self.queue_app_total if key[0] == partition and key[1] in gone]:
                 del self.queue_app_total[key]
         self._queue_containers.forget(partition, {metric_name(path) for path in gone})
