@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import re
 import threading
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 import attrs
 import pykka
 
-from korral import si
+from korral import extras, si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
 from korral.actors.clocks import Clocks
@@ -65,7 +64,6 @@ from korral.errors import (
     CallTimeoutError,
     InvalidRequestError,
     KorralError,
-    MissingExtraError,
     SchedulerError,
 )
 from korral.info import (
@@ -167,7 +165,7 @@ class Core:
         self.engine = engine
         self._ray: Any = None
         if engine == "ray":
-            self._ray = _start_ray_engine(ray_address, self.tracker)
+            self._ray = extras.ray_engine(ray_address, self.tracker)
         # the partitions as the RMProxy last published them: partition_names() and queues() read it
         self._board = PartitionBoard()
         self._proxy: Handle = start_actor(
@@ -426,26 +424,21 @@ class Core:
             raise SchedulerError("scheduler_stats cannot be read from inside the predicates callback")
         return self._snapshot(partition, SchedulerStatsQuery())
 
-    # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
     def user_usage(self, partition: str, user: str) -> UserUsageInfo | None:
         """What is tracked for the user under user/group limits, per queue path; None if unknown."""
         return self._snapshot(partition, UserUsageQuery(user=user))
 
-    # ---- serving -----------------------------------------------------------------------------------
+    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
+        """What is tracked for the group under user/group limits, per queue path; None if untracked."""
+        return self._snapshot(partition, GroupUsageQuery(group=group))
 
-    def serve_grpc(self, address: str = "127.0.0.1:0", **options: Any) -> str:
-        """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
-        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, default_config
-        (korral.server.grpc_server.GrpcServer). Stopped by stop()."""
-        from korral.server.grpc_server import GrpcServer
+    def users_usage(self, partition: str) -> list[UserUsageInfo]:
+        """``user_usage`` of every user with an application in the partition, by name."""
+        return self._snapshot(partition, UsersUsageQuery()) or []
 
-        if self._stopped:
-            raise SchedulerError("the core is stopped")
-        server = GrpcServer(self, address, **options)
-        bound = server.start()
-        with self._lock:
-            self._servers.append(server)
-        return bound
+    def groups_usage(self, partition: str) -> list[GroupUsageInfo]:
+        """``group_usage`` of every group tracked in the partition (a group limit applies), by name."""
+        return self._snapshot(partition, GroupsUsageQuery()) or []
 
     def partition_names(self) -> list[str]:
         """The core's names of every partition (``[rm1]default``), sorted, as of the last registration or
@@ -495,12 +488,26 @@ class Core:
 
     # ---- serving -----------------------------------------------------------------------------------
 
+    def serve_grpc(self, address: str = "127.0.0.1:0", **options: Any) -> str:
+        """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
+        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, default_config
+        (korral.server.grpc_server.GrpcServer). Stopped by stop()."""
+        from korral.server.grpc_server import GrpcServer
+
+        if self._stopped:
+            raise SchedulerError("the core is stopped")
+        server = GrpcServer(self, address, **options)
+        bound = server.start()
+        with self._lock:
+            self._servers.append(server)
+        return bound
+
     def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
         returns the base URL. Needs the ``serve`` extra (aiohttp). options: tls, switch_interval and
         the bounds (korral.server.rest_limits.RestLimits; docs/api.md). Stopped by ``stop()``.
         Raises MissingExtraError, naming the pip install, when aiohttp is not installed."""
-        require_serve_extra()
+        extras.require_serve_extra()
         from korral.server.rest import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:
@@ -516,17 +523,7 @@ class Core:
             raise SchedulerError("the core is stopped")
         return url
 
-    def group_usage(self, partition: str, group: str) -> GroupUsageInfo | None:
-        """What is tracked for the group under user/group limits, per queue path; None if untracked."""
-        return self._snapshot(partition, GroupUsageQuery(group=group))
-
-    def users_usage(self, partition: str) -> list[UserUsageInfo]:
-        """``user_usage`` of every user with an application in the partition, by name."""
-        return self._snapshot(partition, UsersUsageQuery()) or []
-
-    def groups_usage(self, partition: str) -> list[GroupUsageInfo]:
-        """``group_usage`` of every group tracked in the partition (a group limit applies), by name."""
-        return self._snapshot(partition, GroupsUsageQuery()) or []
+    # ---- the runtime: threads (the default) or a deterministic simulation --------------------------
 
     def _start_runtime(
         self, runtime: str, seed: int, clock: Callable[[], float] | None
@@ -578,27 +575,6 @@ class Core:
         """Simulated: from now on record every delivery, not only callbacks (slower: a replay)."""
         self._simulated()
         self._full_trace = []
-
-
-def _start_ray_engine(ray_address: str | None, tracker: Tracker) -> Any:
-    try:
-        from korral.actors.ray.engine import RayEngine
-    except ImportError as error:
-        raise SchedulerError(f'engine="ray" needs Ray: pip install "korral[ray]" ({error})') from error
-    return RayEngine(ray_address, tracker)
-
-
-def require_serve_extra() -> None:
-    """MissingExtraError unless the ``serve`` extra (aiohttp) can be imported: one sentence saying
-    what to install, where the import deep inside the REST server would give a traceback."""
-    try:
-        found = importlib.util.find_spec("aiohttp") is not None
-    except ImportError:  # a finder that refuses the name, or a broken install
-        found = False
-    if not found:
-        raise MissingExtraError(
-            "serving the REST API needs aiohttp, which is not installed: pip install 'korral[serve]'"
-        )
 
 
 def start(

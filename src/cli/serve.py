@@ -99,7 +99,7 @@ def serve(
         except ConfigError as error:
             fail(f"invalid configuration: {naming(error, source_name(config))}")
     if rest_address is not None:
-        from korral.core import require_serve_extra
+        from korral.extras import require_serve_extra
         from korral.errors import MissingExtraError
 
         try:  # before anything listens: the user learns what to install, not a traceback

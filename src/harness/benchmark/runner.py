@@ -367,7 +367,7 @@ def reference_with_asks(workload: Workload) -> tuple[ReferenceScheduler, float]:
 # The reference hands its allocations to the RM every this many cycles: korral's applications answer
 # their RM in responses of 1,000-2,300 allocations each on YuniKorn's shape (10,000-100,000 asks), and
 # the reference's delivery costs least per allocation in batches of 100-1,000 (bench/results/
-# history-2026-11.md, "Issue 23: the reference delivers to its RM").
+# history-2026-11.md, the section on the reference that delivers to its RM).
 REFERENCE_DELIVERY_BATCH = 1_000
 
 
