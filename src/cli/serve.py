@@ -99,8 +99,8 @@ def serve(
         except ConfigError as error:
             fail(f"invalid configuration: {naming(error, source_name(config))}")
     if rest_address is not None:
-        from korral.extras import require_serve_extra
         from korral.errors import MissingExtraError
+        from korral.extras import require_serve_extra
 
         try:  # before anything listens: the user learns what to install, not a traceback
             require_serve_extra()
