@@ -43,9 +43,15 @@ def load(path: Path) -> dict[str, Any]:
     return scenario
 
 
+def clock_driven(scenario: dict[str, Any]) -> bool:
+    """Whether a step moves the clock: such a scenario runs on the simulated runtime's virtual clock."""
+    return any(step["op"] == "advance" for step in scenario["scenario"].get("steps", []))
+
+
 @contextmanager
-def started() -> Iterator[korral.Core]:
-    with korral.start(**SETTINGS) as core:
+def started(*, simulated: bool = False) -> Iterator[korral.Core]:
+    settings = dict(SETTINGS, runtime="simulated", seed=1) if simulated else SETTINGS
+    with korral.start(**settings) as core:
         yield core
 
 
@@ -96,6 +102,9 @@ def _apply(core: korral.Core, rm: t.RecordingRM, step: dict[str, Any], send_ask_
                         partition_name="default",
                         ugi=si.UserGroupInformation(user=app["user"], groups=list(app["groups"])),
                         tags=dict(app.get("tags") or {}),
+                        execution_timeout_milliseconds=app.get("placeholder_timeout_ms", 0),
+                        placeholder_ask=app.get("placeholder_ask") or {},
+                        gang_scheduling_style=app.get("gang_style", ""),
                     )
                     for app in step["apps"]
                 ],
@@ -113,6 +122,8 @@ def _apply(core: korral.Core, rm: t.RecordingRM, step: dict[str, Any], send_ask_
                         resource_ask=ask["res"],
                         max_allocations=1,
                         priority=ask.get("priority", 0),
+                        task_group_name=ask.get("task_group", ""),
+                        placeholder=ask.get("placeholder", False),
                     )
                     for ask in step["asks"]
                 ],
@@ -127,6 +138,8 @@ def _apply(core: korral.Core, rm: t.RecordingRM, step: dict[str, Any], send_ask_
                 core.update_allocation(
                     t.release_asks(RM_ID, release["app"], release["key"], partition="default")
                 )
+    elif op == "advance":
+        core.advance(step["seconds"])
     elif op == "remove":
         core.update_application(t.remove_applications(RM_ID, step["remove"], partition="default"))
     else:

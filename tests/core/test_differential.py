@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from differential_helpers import compare, load, replay, scenario_files, started
+from differential_helpers import clock_driven, compare, load, replay, scenario_files, started
 
 API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
@@ -77,7 +77,7 @@ def test_korral_gives_yunikorns_outcome(path: Path) -> None:
         documented, korral_outcome = deviation
         assert documented in API_MD.read_text(), f"docs/api.md does not document: {documented}"
         expected = korral_outcome(expected)
-    with started() as core:
+    with started(simulated=clock_driven(scenario)) as core:
         actual = replay(core, scenario)
     differences = compare(expected, actual)
     assert not differences, "\n".join([scenario.get("difference") or scenario["name"], *differences])
