@@ -138,6 +138,10 @@ def _apply(core: korral.Core, rm: t.RecordingRM, step: dict[str, Any], send_ask_
                 core.update_allocation(
                     t.release_asks(RM_ID, release["app"], release["key"], partition="default")
                 )
+    elif op == "confirm":
+        confirmations = rm.take_confirmations()
+        if confirmations is not None:
+            core.update_allocation(confirmations)
     elif op == "advance":
         core.advance(step["seconds"])
     elif op == "remove":
