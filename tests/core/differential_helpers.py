@@ -127,6 +127,9 @@ def _apply(core: korral.Core, rm: t.RecordingRM, step: dict[str, Any], send_ask_
                         priority=ask.get("priority", 0),
                         task_group_name=ask.get("task_group", ""),
                         placeholder=ask.get("placeholder", False),
+                        preemption_policy=si.PreemptionPolicy(allow_preempt_other=True)
+                        if ask.get("preempt_other")
+                        else None,
                     )
                     for ask in step["asks"]
                 ],
