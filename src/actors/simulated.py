@@ -408,21 +408,7 @@ class Simulation:
             self.now += self.rng.uniform(0.0, self.step_time)
             if self._timers and self._timers[0][0] <= self.now:
                 self._fire_due()
-        if self.on_deliver is not None:
-            self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
-        if self.coverage is not None:
-            self.coverage.delivered(actor, envelope.message)
-        inbox.busy = True
-        outer, self.running = self.running, actor
-        try:
-            actor._simulated_receive(envelope)
-        finally:
-            inbox.busy = False
-            self.running = outer
-        if actor.actor_stopped.is_set():
-            actor._simulated_teardown()
-        elif inbox.messages and inbox._index == -1:
-            self._make_ready(inbox)
+        self._deliver(inbox, actor, envelope)
         return True
 
     def deliver_now(self, inbox: SimulatedInbox, envelope: Any) -> None:
@@ -432,8 +418,13 @@ class Simulation:
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
+        self._deliver(inbox, actor, envelope)
+
+    def _deliver(self, inbox: SimulatedInbox, actor: Any, envelope: Any) -> None:
+        """Hand ``envelope`` to ``actor`` (the step's and ``deliver_now``'s delivery): traced, counted
+        for coverage, the actor marked running, then torn down if it stopped or made ready again."""
         if self.on_deliver is not None:
-            self.on_deliver(actor.name, envelope.message)  # type: ignore[attr-defined]
+            self.on_deliver(actor.name, envelope.message)
         if self.coverage is not None:
             self.coverage.delivered(actor, envelope.message)
         inbox.busy = True

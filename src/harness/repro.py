@@ -99,17 +99,32 @@ def pytest_case(
         "",
         "",
         f"def test_stress_simulated_seed_{_name(seed)}_schedule_{_name(schedule_seed)}() -> None:",
-        f"    harness = SimulatedStress(rms={rms}, operations={operations}, fault={fault!r}, "
-        f"perturb={perturb!r}"
-        + ("" if explore == "uniform" else f", explore={explore!r}")
-        + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
-        + ("" if deep_queues else ", workloads=Workloads(deep_queues=False)")
-        + ")",
+        _harness_line(rms, operations, fault, perturb, explore, env_faults, deep_queues),
         f"    outcome = harness.replay({seed}, OPS, schedule_seed={schedule_seed})",
         f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",
         "",
     ]
     return "\n".join(lines)
+
+
+def _harness_line(
+    rms: int,
+    operations: int,
+    fault: str | None,
+    perturb: bool,
+    explore: str,
+    env_faults: frozenset[str] | None,
+    deep_queues: bool,
+) -> str:
+    """The printed case's ``SimulatedStress(...)``: the settings that differ from its defaults."""
+    return (
+        f"    harness = SimulatedStress(rms={rms}, operations={operations}, fault={fault!r}, "
+        f"perturb={perturb!r}"
+        + ("" if explore == "uniform" else f", explore={explore!r}")
+        + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
+        + ("" if deep_queues else ", workloads=Workloads(deep_queues=False)")
+        + ")"
+    )
 
 
 def _name(seed: int) -> str:
@@ -143,12 +158,7 @@ def seed_pytest_case(
             "",
             "",
             f"def test_stress_simulated_seed_{_name(seed)}_schedule_{_name(schedule_seed)}() -> None:",
-            f"    harness = SimulatedStress(rms={rms}, operations={operations}, fault={fault!r}, "
-            f"perturb={perturb!r}"
-            + ("" if explore == "uniform" else f", explore={explore!r}")
-            + ("" if env_faults is None else f", env_faults=frozenset({sorted(env_faults)!r})")
-            + ("" if deep_queues else ", workloads=Workloads(deep_queues=False)")
-            + ")",
+            _harness_line(rms, operations, fault, perturb, explore, env_faults, deep_queues),
             f"    outcome = harness.run_seed({seed}, schedule_seed={schedule_seed})",
             f"    assert not repro.shows(outcome.violations, {violation!r}), outcome.violations",
             "",
