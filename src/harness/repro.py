@@ -88,12 +88,7 @@ def pytest_case(
         "",
         "OPS = [",
     ]
-    for op in ops:
-        expect = ", expect_error=True" if op.expect_error else ""
-        lines.append(
-            f"    Op(seq={op.seq}, rm={op.rm}, kind={op.kind!r}, request={python(op.request)}, "
-            f"description={op.description!r}{expect}),"
-        )
+    lines += _op_lines(ops)
     lines += [
         "]",
         "",
@@ -105,6 +100,18 @@ def pytest_case(
         "",
     ]
     return "\n".join(lines)
+
+
+def _op_lines(ops: Iterable[Op]) -> list[str]:
+    """Each recorded operation as a line of the printed case's ``OPS`` list."""
+    lines = []
+    for op in ops:
+        expect = ", expect_error=True" if op.expect_error else ""
+        lines.append(
+            f"    Op(seq={op.seq}, rm={op.rm}, kind={op.kind!r}, request={python(op.request)}, "
+            f"description={op.description!r}{expect}),"
+        )
+    return lines
 
 
 def _harness_line(
@@ -193,12 +200,7 @@ def threaded_pytest_case(
         f"RECORDED_KEYS = {python(keys)}  # uuid -> (application, allocation key), as the run told them",
         "OPS = [",
     ]
-    for op in ops:
-        expect = ", expect_error=True" if op.expect_error else ""
-        lines.append(
-            f"    Op(seq={op.seq}, rm={op.rm}, kind={op.kind!r}, request={python(op.request)}, "
-            f"description={op.description!r}{expect}),"
-        )
+    lines += _op_lines(ops)
     lines += [
         "]",
         "",
