@@ -35,16 +35,16 @@ from korral.model.node import Node
 from korral.model.node_order import NodeOrder
 from korral.model.order import IncrementalOrder
 from korral.model.partition_allocations import PartitionAllocations
-from korral.model.partition_apps import (
-    TAG_CREATE_FORCE,
-    TAG_RESOURCE_GUARANTEED,
-    TAG_RESOURCE_MAX_APPS,
-    TAG_RESOURCE_QUOTA,
-    PartitionApplications,
-)
+from korral.model.partition_apps import TAG_CREATE_FORCE, PartitionApplications
 from korral.model.partition_effects import EffectsRecorder, PartitionEffects, StateChange
 from korral.model.partition_registry import ModelError, PartitionRegistry, UnschedulableAsk
 from korral.model.partition_walk import SchedulingWalk
+from korral.model.queue_spec import (
+    TAG_RESOURCE_GUARANTEED,
+    TAG_RESOURCE_MAX_APPS,
+    TAG_RESOURCE_QUOTA,
+    QueueSpecWriter,
+)
 from korral.model.quota_preempting import QuotaPreemption
 from korral.model.reservations import RESERVATION_WAIT_TIMEOUT, Reservations
 from korral.model.rm_predicates import NodesPredicate, Predicate, RMPredicates
@@ -126,9 +126,11 @@ class PartitionModel:
         uuid_token: str | None = None,
         node_order: Callable[[Mapping[str, Node]], NodeOrder] | None = NodeOrder,
         quota_preemption: Callable[[], QuotaPreemption] | None = QuotaPreemption,
+        queue_specs: QueueSpecWriter | None = None,
     ) -> None:
         """``node_order`` and ``quota_preemption`` make those parts; None leaves them (and the walk,
-        which needs a node order) out: a partition that is never scheduled."""
+        which needs a node order) out: a partition that is never scheduled. ``queue_specs`` makes each
+        queue's next configuration and state (None: the rules, applied here)."""
         self.name = name
         self.rm_id = rm_id
         self.clock = clock
@@ -141,7 +143,9 @@ class PartitionModel:
         # user and group usage and limits (YuniKorn's user/group manager)
         self.ugm = UserGroupTracker(config)
         self.quota_preemption = quota_preemption() if quota_preemption is not None else None
-        self.registry = registry = PartitionRegistry(name, config, clock=clock, node_order=node_order)
+        self.registry = registry = PartitionRegistry(
+            name, config, clock=clock, node_order=node_order, queue_specs=queue_specs
+        )
         self.node_ordering = registry.node_ordering
         self.apps = apps = PartitionApplications(
             registry, self.ugm, self.effects, clock=clock, placeholder_timeout=placeholder_timeout

@@ -10,7 +10,6 @@ part and drops its asks' reservations through the reservations part, both wired 
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -28,12 +27,10 @@ from korral.model.partition_registry import ModelError, PartitionRegistry, Unsch
 from korral.model.queue import Queue, QueueState
 from korral.model.ugm import AppUsage, QueueUsage, UserGroupTracker
 from korral.policies.placement import (
-    RECOVERY_QUEUE_PATH,
     Placement,
     PlacementError,
     PlacementRequest,
     is_create_forced,
-    tag_value,
 )
 from korral.policies.sorting import SORT_FIFO
 from korral.policies.usergroups import UserGroupError
@@ -43,9 +40,6 @@ if TYPE_CHECKING:
     from korral.model.partition_allocations import PartitionAllocations
     from korral.model.reservations import Reservations
 
-TAG_RESOURCE_QUOTA = "namespace.resourcequota"
-TAG_RESOURCE_GUARANTEED = "namespace.resourceguaranteed"
-TAG_RESOURCE_MAX_APPS = "namespace.resourcemaxapps"
 TAG_CREATE_FORCE = "application.create.force"
 
 
@@ -221,18 +215,13 @@ class PartitionApplications:
 
     def apply_namespace_tags(self, queue: Queue, tags: Mapping[str, str]) -> None:
         """Quota tags on an application set limits on its queue when that queue is dynamic (not the
-        recovery queue), as YuniKorn's AddApplication: a max applications tag sets that; a quota or a
-        guarantee tag sets both, the one not given cleared."""
-        if queue.path == RECOVERY_QUEUE_PATH:
+        recovery queue): the queue's next spec (``queue_spec.tagged``), made by its writer."""
+        spec = self.registry.queue_specs.tag(queue.spec, tags)
+        if spec is queue.spec:
             return
-        quota = _parse_resource_tag(tag_value(tags, TAG_RESOURCE_QUOTA))
-        guaranteed = _parse_resource_tag(tag_value(tags, TAG_RESOURCE_GUARANTEED))
-        max_apps = _parse_uint64(tag_value(tags, TAG_RESOURCE_MAX_APPS))
-        if max_apps:
-            queue.max_applications = max_apps
-        if quota is not None or guaranteed is not None:
-            queue.max = quota
-            queue.guaranteed = guaranteed
+        limits_changed = (spec.max, spec.guaranteed) != (queue.spec.max, queue.spec.guaranteed)
+        queue.apply_spec(spec)
+        if limits_changed:
             self.registry.limits_dirty = True
 
     def application(self, application_id: str) -> Application:
@@ -465,46 +454,3 @@ class PartitionApplications:
             for event in plan.events:
                 self.transition(app, event, plan.reason)
             self.maybe_complete(app)
-
-
-def _parse_resource_tag(value: str) -> Resource | None:
-    """A quota tag as YuniKorn reads it: a JSON si.Resource, {"resources": {"memory": {"value": 1000}}},
-    with at least one positive quantity and none negative; anything else is ignored (None)."""
-    if not value:
-        return None
-    try:
-        data = json.loads(value)
-    except ValueError:
-        return None
-    quantities = _json_field(data, "resources")
-    if not isinstance(quantities, dict):
-        return None
-    parsed: Resource = {}
-    for name, quantity in quantities.items():
-        if quantity is not None and not isinstance(quantity, dict):
-            return None  # not a Quantity: Go's json.Unmarshal fails on the whole tag
-        amount = _json_field(quantity, "value")
-        if amount is None:
-            amount = 0
-        if type(amount) is not int or not -(1 << 63) <= amount < 1 << 63:
-            return None  # Go's int64 does not take it: the whole tag fails to parse
-        parsed[name] = amount
-    if any(amount < 0 for amount in parsed.values()) or not any(parsed.values()):
-        return None
-    return res.prune(parsed)
-
-
-def _json_field(data: object, name: str) -> object:
-    """A field of a JSON object as Go's json.Unmarshal finds it: the exact name, else any case."""
-    if not isinstance(data, dict):
-        return None
-    if name in data:
-        return data[name]
-    return next((value for key, value in data.items() if key.lower() == name), None)
-
-
-def _parse_uint64(text: str) -> int:
-    """Go's strconv.ParseUint(text, 10, 64), 0 when it fails."""
-    if not text.isascii() or not text.isdigit() or int(text) >= 1 << 64:
-        return 0
-    return int(text)

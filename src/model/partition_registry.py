@@ -20,6 +20,7 @@ from korral.config.schema import PartitionConfig, QueueConfig
 from korral.model.node import Node, NodeChange
 from korral.model.node_order import NodeOrder
 from korral.model.queue import ROOT, Queue, QueueState
+from korral.model.queue_spec import LocalQueueSpecs, QueueSpecWriter, templated, unconfigured
 from korral.policies.placement import PlacementManager
 from korral.policies.usergroups import UserGroupCache
 from korral.resource import Resource
@@ -47,9 +48,12 @@ class PartitionRegistry:
         *,
         clock: Callable[[], float] = time.monotonic,
         node_order: Callable[[Mapping[str, Node]], NodeOrder] | None,
+        queue_specs: QueueSpecWriter | None = None,
     ) -> None:
-        """``node_order`` makes the node order the walk takes nodes from (None: nothing walks here)."""
+        """``node_order`` makes the node order the walk takes nodes from (None: nothing walks here);
+        ``queue_specs`` makes each queue's next configuration and state (None: the rules, here)."""
         self.name = name
+        self.queue_specs: QueueSpecWriter = queue_specs if queue_specs is not None else LocalQueueSpecs()
         self.clock = clock
         self.config = config
         self.placement = PlacementManager.build(())
@@ -85,7 +89,7 @@ class PartitionRegistry:
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
             if path not in seen and queue.is_managed and queue.state is not QueueState.DRAINING:
-                queue.state = QueueState.DRAINING
+                queue.apply_spec(self.queue_specs.drain(queue.spec))
         self.limits_dirty = True
         if self.node_ordering is not None:
             policy = config.node_sort_policy
@@ -96,7 +100,7 @@ class PartitionRegistry:
         return self.config.node_sort_policy.type or "fair"
 
     def _apply_queue_config(self, queue: Queue, config: QueueConfig, seen: set[str]) -> None:
-        queue.apply_config(config)
+        queue.apply_spec(self.queue_specs.configure(queue.path, config, queue.spec))
         seen.add(queue.path)
         for child_config in config.queues:
             name = child_config.name.lower()
@@ -127,9 +131,10 @@ class PartitionRegistry:
                 if queue.state is QueueState.DRAINING:
                     raise ModelError(f"cannot create queue {path}: {queue.path} is draining")
                 child = Queue(part, queue, leaf=last and leaf, managed=False)
-                template = queue.child_template()
-                if child.is_leaf and template is not None:
-                    child.apply_template(template)
+                if child.is_leaf:
+                    child.apply_spec(templated(child.path, queue.child_template()))
+                else:
+                    child.apply_spec(unconfigured(child.path, leaf=False))
                 queue.children[part] = child
                 self.queues[child.path] = child
                 child.refresh_limits()

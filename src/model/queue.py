@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from time import perf_counter
 from typing import Any, cast
 
 from korral import resource as res
 from korral.config.quantity import parse_go_duration, parse_go_int32, parse_go_uint64
-from korral.config.schema import ChildTemplateConfig, QueueConfig
+from korral.config.schema import ChildTemplateConfig
 from korral.model.allocation import Ask
 from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
 from korral.model.order import INSERTED, UNCHANGED, IncrementalOrder
+from korral.model.queue_spec import ROOT as ROOT
+from korral.model.queue_spec import QueueSpec, unconfigured
+from korral.model.queue_spec import QueueState as QueueState
 from korral.policies import sorting
-from korral.policies.acl import ACL
 from korral.policies.sorting import SORT_FAIR, SORT_FIFO, SORT_STATE_AWARE
 from korral.resource import Resource
-
-ROOT = "root"
 
 APPLICATION_SORT_POLICY = "application.sort.policy"
 APPLICATION_SORT_PRIORITY = "application.sort.priority"
@@ -36,12 +35,6 @@ DEFAULT_PREEMPTION_DELAY = 30.0
 UNSCHED_ASKS_BACKOFF = "application.unschedasks.backoff"
 UNSCHED_ASKS_BACKOFF_DELAY = "application.unschedasks.backoff.delay"
 DEFAULT_BACKOFF_DELAY = 30.0
-
-
-class QueueState(enum.StrEnum):
-    ACTIVE = "Active"
-    DRAINING = "Draining"
-    STOPPED = "Stopped"
 
 
 def inherited_properties(parent_properties: dict[str, str]) -> dict[str, str]:
@@ -100,12 +93,6 @@ def _parse_quota_preemption_delay(text: str | None) -> float:
     return delay if delay is not None and delay > 0 else 0.0
 
 
-def _configured_resource(resource: Resource) -> Resource | None:
-    """A configured max or guaranteed as YuniKorn's setResources takes it: as given, explicit zeros
-    included, when strictly greater than zero (at least one positive type, no negative); else not set."""
-    return dict(resource) if res.strictly_greater_than_zero(resource) else None
-
-
 # read once per allocation (refresh_up): a module global is several times cheaper than Enum.MEMBER
 _STOPPED = QueueState.STOPPED
 
@@ -124,16 +111,19 @@ class Queue:
         self.path: str = self.name if parent is None else f"{parent.path}.{self.name}"
         self.is_leaf = leaf
         self.is_managed = managed
-        self.state = QueueState.ACTIVE
         self.children: dict[str, Queue] = {}
         self.applications: dict[str, Application] = {}
-        self.own_properties: dict[str, str] = {}
+        # what the queue is (configuration, state): one immutable value, its owner's (in the actor
+        # system the queue's actor); the fields below are read from it by reference (``apply_spec``)
+        self.spec: QueueSpec = unconfigured(self.path, leaf=leaf)
+        self.state = self.spec.state
+        self.own_properties: Mapping[str, str] = self.spec.properties
         self.properties: dict[str, str] = {}
         self.guaranteed: Resource | None = None
         self.max: Resource | None = None
         self.max_applications = 0
-        self.submit_acl = ACL.nobody()
-        self.admin_acl = ACL.nobody()
+        self.submit_acl = self.spec.submit_acl
+        self.admin_acl = self.spec.admin_acl
         self.own_child_template: ChildTemplateConfig | None = None
         self.allocated: Resource = {}
         self.pending: Resource = {}
@@ -208,35 +198,27 @@ class Queue:
 
     # ---- configuration -----------------------------------------------------------------------------
 
-    def apply_config(self, config: QueueConfig) -> None:
-        """Apply a managed queue's configuration (on creation and on every reload)."""
-        self.is_managed = True
+    def apply_spec(self, spec: QueueSpec) -> None:
+        """Take the queue's configuration and state from ``spec`` (on creation, on every reload, when
+        namespace tags change a dynamic queue). The fields below read the spec's values by reference;
+        only this sets them. A queue with children stays a parent whatever its spec says."""
+        self.spec = spec
+        self.is_managed = spec.managed
         if not self.children:
-            self.is_leaf = not config.is_parent
-        # An explicit 0 in max means "none of this type" (YuniKorn), so zeros are kept, not pruned;
-        # an all-zero (or negative) map is not set, as in YuniKorn's setResources.
-        self.guaranteed = _configured_resource(config.resources.guaranteed)
-        if not self.is_root:
-            self.max = _configured_resource(config.resources.max)
-        self.max_applications = config.max_applications
-        self.submit_acl = ACL.parse(config.submit_acl)
-        self.admin_acl = ACL.parse(config.admin_acl)
-        self.own_child_template = config.child_template
-        self.own_properties = dict(config.properties)
-        self.quota_preemption_delay = _parse_quota_preemption_delay(
-            config.properties.get(QUOTA_PREEMPTION_DELAY)
-        )
-        self._refresh_share_base()
-        self.refresh_properties()
-        if self.state is QueueState.DRAINING:
-            self.state = QueueState.ACTIVE
-
-    def apply_template(self, template: ChildTemplateConfig) -> None:
-        """Settings a dynamic leaf takes from its parent's child template."""
-        self.guaranteed = _configured_resource(template.resources.guaranteed)
-        self.max = _configured_resource(template.resources.max)
-        self.max_applications = template.max_applications
-        self.own_properties = dict(template.properties)
+            self.is_leaf = spec.leaf
+        self.state = spec.state
+        # An explicit 0 in max means "none of this type" (YuniKorn), so zeros are kept, not pruned.
+        self.guaranteed = spec.guaranteed
+        if not self.is_root:  # the root's max is the partition's capacity (``refresh_limits``)
+            self.max = spec.max
+        self.max_applications = spec.max_applications
+        self.submit_acl = spec.submit_acl
+        self.admin_acl = spec.admin_acl
+        self.own_child_template = spec.child_template
+        self.own_properties = spec.properties
+        # an own property of a configured queue, never inherited nor templated
+        delay = spec.properties.get(QUOTA_PREEMPTION_DELAY) if spec.managed else None
+        self.quota_preemption_delay = _parse_quota_preemption_delay(delay)
         self._refresh_share_base()
         self.refresh_properties()
 

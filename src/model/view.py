@@ -23,6 +23,7 @@ from korral.model.application import Application
 from korral.model.node import NodeChange, NodeSpec
 from korral.model.partition import ModelError, PartitionModel
 from korral.model.queue import Queue
+from korral.model.queue_spec import GivenQueueSpecs, QueueSpec
 from korral.policies.placement import PlacementManager
 from korral.resource import Resource
 
@@ -32,14 +33,28 @@ _NO_PLACEMENT = PlacementManager.build(())
 
 class SchedulingView(PartitionModel):
     def apply_config(
-        self, config: PartitionConfig, *, initial: bool = False, placement: PlacementManager | None = None
+        self,
+        config: PartitionConfig,
+        *,
+        initial: bool = False,
+        placement: PlacementManager | None = None,
+        queues: tuple[QueueSpec, ...] | None = None,
     ) -> None:
-        """The partition's config as the partition actor applied it; the view places nothing, so it
-        builds no placement rules (they are the partition's)."""
-        super().apply_config(config, initial=initial, placement=_NO_PLACEMENT)
+        """The partition's config as the partition actor applied it, each queue's spec the one its
+        actor made (``queues``, by reference; None: those already offered); the view places nothing,
+        so it builds no placement rules (they are the partition's)."""
+        if queues is not None:
+            self.given_specs.offer(queues)
+        try:
+            super().apply_config(config, initial=initial, placement=_NO_PLACEMENT)
+        finally:
+            self.given_specs.offer(())
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, queues: tuple[QueueSpec, ...] = (), **kwargs: Any) -> None:
+        """``queues``: the specs of the queues the first configuration makes (their actors')."""
+        # the queue actors' specs, by reference: the view makes none of its own
+        self.given_specs = GivenQueueSpecs(queues)
+        super().__init__(*args, queue_specs=self.given_specs, **kwargs)
         # uuid -> application of allocations released here because their node left. Some were still
         # proposals: their rollback (the node or the application refuses them) comes after the node
         # removal and must still give the ask its repeat back. See ``discard_node`` and ``rollback``.
@@ -57,25 +72,41 @@ class SchedulingView(PartitionModel):
         for queue in self.queues.values():  # queues created later inherit the set from their parent
             queue.usage_changed = self.usage_changed
 
-    def queue_created(self, path: str, *, leaf: bool) -> None:
-        """The partition created a queue of this kind (parents are announced first). A queue the
-        partition removed may linger here while the view still held work in it; empty, it gives way to
-        the partition's new one, so the two trees agree again."""
+    def queue_created(self, path: str, *, leaf: bool, spec: QueueSpec | None = None) -> None:
+        """The partition created a queue of this kind (parents are announced first), ``spec`` its
+        actor's. A queue the partition removed may linger here while the view still held work in it;
+        empty, it gives way to the partition's new one, so the two trees agree again."""
         queue = self.queues.get(path)
         if queue is not None and queue.is_leaf != leaf and queue.is_empty():
             self.remove_queue(queue)
             queue = None
         if queue is None:
-            self.create_queue(path, leaf=leaf)
+            queue = self.create_queue(path, leaf=leaf)
+        if spec is not None:
+            self._take_spec(queue, spec)
 
-    def insert_application(self, spec: AppSpec, *, limit_group: str | None = None) -> Application:
+    def _take_spec(self, queue: Queue, spec: QueueSpec) -> None:
+        """The queue's spec as its actor made it, by reference."""
+        if queue.spec is not spec:
+            limits_changed = (spec.max, spec.guaranteed) != (queue.spec.max, queue.spec.guaranteed)
+            queue.apply_spec(spec)
+            if limits_changed:
+                self.registry.limits_dirty = True
+
+    def insert_application(
+        self, spec: AppSpec, *, limit_group: str | None = None, queue_spec: QueueSpec | None = None
+    ) -> Application:
         """Add an application the partition actor already placed (no placement rules here), tracked
-        against the group the partition resolved (``limit_group``, "" for none; None: resolve here)."""
+        against the group the partition resolved (``limit_group``, "" for none; None: resolve here).
+        ``queue_spec``: its queue's spec once the application's namespace tags applied (its actor's);
+        None: the tags applied here."""
         application_id = spec.application_id
         if application_id in self.applications:
             return self.applications[application_id]
         queue = self.queues.get(spec.queue_path) or self.create_queue(spec.queue_path)
-        if not queue.is_managed:
+        if queue_spec is not None and queue_spec.path == queue.path:
+            self._take_spec(queue, queue_spec)
+        elif not queue.is_managed:
             self.apps.apply_namespace_tags(queue, spec.tags)
         if spec.queue_path != queue.path or spec.partition != self.name:
             spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 
-from korral.config.schema import QueueConfig, ResourcesConfig
+from korral.config.schema import ChildTemplateConfig, QueueConfig, ResourcesConfig
 from korral.model.allocation import Allocation, Ask
 from korral.model.application import Application
 from korral.model.queue import Queue
+from korral.model.queue_spec import configured, templated
 
 SORT_POLICY = "application.sort.policy"
 SORT_PRIORITY = "application.sort.priority"
@@ -24,6 +25,16 @@ def q(name: str, *children: QueueConfig, parent: bool | None = None, **kwargs) -
     return QueueConfig(name=name, parent=is_parent, queues=children, resources=resources, **kwargs)
 
 
+def configure(queue: Queue, config: QueueConfig) -> None:
+    """Configure ``queue`` as a partition does (its next spec made by the rules)."""
+    queue.apply_spec(configured(queue.path, config, queue.spec))
+
+
+def apply_template(queue: Queue, template: ChildTemplateConfig | None) -> None:
+    """Make ``queue`` a dynamic leaf from ``template`` as placement does."""
+    queue.apply_spec(templated(queue.path, template))
+
+
 def build(*children: QueueConfig, capacity: dict[str, int] | None = None, **root_kwargs) -> dict[str, Queue]:
     """Build a managed tree under root the way a partition does; returns the queues by path."""
     queues: dict[str, Queue] = {}
@@ -32,7 +43,7 @@ def build(*children: QueueConfig, capacity: dict[str, int] | None = None, **root
         queue = Queue(config.name, parent, leaf=not config.is_parent, managed=True)
         if parent is not None:
             parent.children[queue.name] = queue
-        queue.apply_config(config)
+        configure(queue, config)
         queues[queue.path] = queue
         for child in config.queues:
             make(child, queue)

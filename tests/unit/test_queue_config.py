@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from queue_helpers import (
     PRIORITY_OFFSET,
@@ -9,7 +10,9 @@ from queue_helpers import (
     SORT_POLICY,
     SORT_PRIORITY,
     allocate,
+    apply_template,
     build,
+    configure,
     order_of,
     q,
     submit,
@@ -84,9 +87,9 @@ def test_properties_cascade_on_reconfiguration():
     queues = build(q("parent", q("leaf"), properties={SORT_POLICY: "fair"}))
     parent, leaf = queues["root.parent"], queues["root.parent.leaf"]
     assert leaf.sort_policy == SORT_FAIR
-    parent.apply_config(q("parent", q("leaf"), properties={SORT_POLICY: "stateaware"}))
+    configure(parent, q("parent", q("leaf"), properties={SORT_POLICY: "stateaware"}))
     assert leaf.sort_policy == SORT_STATE_AWARE
-    parent.apply_config(q("parent", q("leaf")))
+    configure(parent, q("parent", q("leaf")))
     assert leaf.sort_policy == SORT_FIFO and SORT_POLICY not in leaf.properties
 
 
@@ -99,7 +102,7 @@ def test_dynamic_child_does_not_inherit_its_parents_properties():
     assert not child.priority_fence
     assert not child.is_managed and child.is_leaf
     queues["root.parent"].children["dyn"] = child
-    queues["root.parent"].apply_config(q("parent", parent=True, properties={SORT_POLICY: "fair"}))
+    configure(queues["root.parent"], q("parent", parent=True, properties={SORT_POLICY: "fair"}))
     assert child.properties == {}, "a reload of the parent leaves a dynamic child's properties alone"
 
 
@@ -229,7 +232,7 @@ def test_explicit_zero_guarantee_is_a_full_share_when_used():
 def test_apply_config_on_root_keeps_cluster_max():
     queues = build(q("leaf"), capacity={"memory": 100})
     root = queues["root"]
-    root.apply_config(q("root", q("leaf"), parent=True))
+    configure(root, q("root", q("leaf"), parent=True))
     assert root.max == {"memory": 100}, "root max is the cluster capacity, never configured"
 
 
@@ -248,7 +251,7 @@ def test_apply_config_leaf_flag(config, is_leaf):
 def test_apply_config_keeps_a_queue_with_children_a_parent():
     queues = build(q("parent", q("leaf")))
     parent = queues["root.parent"]
-    parent.apply_config(q("parent"))
+    configure(parent, q("parent"))
     assert not parent.is_leaf
 
 
@@ -262,9 +265,9 @@ def test_apply_config_keeps_a_queue_with_children_a_parent():
 )
 def test_apply_config_state(state, after):
     leaf = build(q("leaf"))["root.leaf"]
-    leaf.state = state
+    leaf.apply_spec(attrs.evolve(leaf.spec, state=state))
     assert leaf.is_draining is (state is QueueState.DRAINING)
-    leaf.apply_config(q("leaf"))
+    configure(leaf, q("leaf"))
     assert leaf.state is after
 
 
@@ -276,7 +279,7 @@ def test_apply_template():
         properties={SORT_PRIORITY: "disabled"},
         resources=ResourcesConfig(guaranteed={"memory": 5, "vcore": 0}, max={"memory": 50}),
     )
-    child.apply_template(template)
+    apply_template(child, template)
     assert child.guaranteed == {"memory": 5, "vcore": 0}
     assert child.max == {"memory": 50}
     assert child.max_applications == 2
@@ -288,7 +291,7 @@ def test_apply_template():
 def test_apply_empty_template_sets_no_limits():
     queues = build(q("parent", parent=True))
     child = Queue("dyn", queues["root.parent"], leaf=True, managed=False)
-    child.apply_template(ChildTemplateConfig())
+    apply_template(child, ChildTemplateConfig())
     assert child.guaranteed is None and child.max is None and child.max_applications == 0
 
 

@@ -11,6 +11,7 @@ from queue_helpers import (
     add_ask,
     allocate,
     build,
+    configure,
     order_of,
     q,
     submit,
@@ -152,11 +153,11 @@ def test_changing_sort_policy_rekeys_apps():
     submit(leaf, {"memory": 1}, seq=2, app_id="b")
     allocate(leaf, a, {"memory": 50})
     assert order_of(leaf) == ["a", "b"], "fifo"
-    leaf.apply_config(q("leaf", guaranteed={"memory": 100}, properties={SORT_POLICY: "fair"}))
+    configure(leaf, q("leaf", guaranteed={"memory": 100}, properties={SORT_POLICY: "fair"}))
     assert order_of(leaf) == ["b", "a"], "fair right after the reload"
     add_ask(leaf, a, {"memory": 1})  # re-keying after the change must work on a consistent order
     assert order_of(leaf) == ["b", "a"]
-    leaf.apply_config(q("leaf", properties={SORT_POLICY: "fair", SORT_PRIORITY: "disabled"}))
+    configure(leaf, q("leaf", properties={SORT_POLICY: "fair", SORT_PRIORITY: "disabled"}))
     add_ask(leaf, a, {"memory": 1}, priority=4)
     assert sorted(order_of(leaf)) == ["a", "b"]
 
