@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 from collections.abc import Callable
@@ -35,22 +34,9 @@ from korral.actors.messages import (
     UserUsageQuery,
 )
 from korral.actors.partition import PartitionSettings
-from korral.actors.registration import stop_partition
-from korral.actors.rmproxy import (
-    STOP_TIMEOUT,
-    AwaitingInstall,
-    FindPartitions,
-    PartitionBoard,
-    Register,
-    RMProxyActor,
-    Route,
-    StopAll,
-    Unregister,
-    UpdateConfiguration,
-    build_placements,
-    complete_registration,
-    stop_and_wait,
-)
+from korral.actors.registrar import Register, Registrar, Unregister, UpdateConfiguration
+from korral.actors.registration import STOP_TIMEOUT, build_placements, stop_and_wait
+from korral.actors.rmproxy import FindPartitions, PartitionBoard, RMProxyActor, Route, StopAll
 from korral.actors.setup import ActorSetup
 from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.starting import start_actor
@@ -178,6 +164,10 @@ class Core:
             engine=self._ray,
             **limits,
         )
+        # registers, updates and unregisters RMs, one at a time, off the RMProxy and the caller
+        self._registrar: Handle = start_actor(
+            Registrar, self.tracker, "registrar", self._proxy, self._timer, self.settings, engine=self._ray
+        )
         self._lock = threading.Lock()
         self._stopped = False
         self._servers: list[Any] = []  # network servers in front of this core (each has close())
@@ -195,10 +185,12 @@ class Core:
         for server in servers:  # no new requests while the actors stop
             with contextlib.suppress(Exception):
                 server.close()
-        # stopping must finish whatever state the actors are in
+        # stopping must finish whatever state the actors are in: a registration under way finds the
+        # RMProxy stopped, and stops what it started
         with contextlib.suppress(Exception):
             self._proxy.ask(StopAll(), caller=Rank.OUTSIDE, timeout=REGISTRATION_TIMEOUT)
         stop_and_wait(self._proxy)
+        stop_and_wait(self._registrar)
         self.tracker.join_threads(STOP_TIMEOUT)
         self._timer.stop()
         self.metrics.close()
@@ -212,11 +204,12 @@ class Core:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _call(self, message: Any, timeout: float) -> Any:
+    def _call(self, message: Any, timeout: float, *, to: Handle | None = None) -> Any:
+        """Ask the RMProxy (or ``to``) and return its answer; what it answers as a failure is raised."""
         if self._stopped:
             raise SchedulerError("the core is stopped")
         try:
-            result = self._proxy.ask(message, caller=Rank.OUTSIDE, timeout=timeout)
+            result = (to or self._proxy).ask(message, caller=Rank.OUTSIDE, timeout=timeout)
         except pykka.Timeout:
             raise CallTimeoutError(
                 f"the core did not answer {type(message).__name__} within {timeout:g}s "
@@ -242,15 +235,15 @@ class Core:
             raise SchedulerError("RegisterResourceManagerRequest: rm_id and config must be strings")
         if not request.rm_id:
             raise InvalidRequestError("RegisterResourceManagerRequest needs an rmID: it is empty")
-        # parsed and its partitions started on this thread, never on the RMProxy (it routes every RM)
+        # parsed on this thread, its partitions started by the registrar: never on the RMProxy (it
+        # routes every RM)
         config = load_config(request.config)
         callback = callback or ResourceManagerCallback()
-        # the RMProxy's answer to a Register (an error is raised by _call)
-        response: si.RegisterResourceManagerResponse = self._complete(
-            self._call(
-                Register(request=request, callback=callback, config=config, build_here=self._build_here),
-                self._starting_timeout(config),
-            )
+        # the registrar's answer once the partitions run (an error is raised by _call)
+        response: si.RegisterResourceManagerResponse = self._call(
+            Register(request=request, callback=callback, config=config),
+            self._starting_timeout(config),
+            to=self._registrar,
         )
         log_defaulted_values(config, request.rm_id)
         return response
@@ -260,9 +253,7 @@ class Core:
         called no more; it may register again later. ``SchedulerError`` if it is not registered."""
         if type(rm_id) is not str:
             raise TypeError(f"rm_id must be a string, got {type(rm_id).__name__}")
-        retired = self._call(Unregister(rm_id=rm_id, build_here=self._build_here), REGISTRATION_TIMEOUT)
-        for handle in retired or ():  # stopped here, never on the actor that routes every RM
-            stop_partition(handle, Rank.OUTSIDE)
+        self._call(Unregister(rm_id=rm_id), REGISTRATION_TIMEOUT, to=self._registrar)
 
     def _route(self, checked: Checked, kind: str) -> None:
         """Send a checked request on: its bad items are rejected through the RM's callback."""
@@ -300,10 +291,8 @@ class Core:
             )
         config = load_config(request.config)  # on this thread, as for a registration
         placements = build_placements(config, request.rm_id)
-        update = UpdateConfiguration(
-            request=request, config=config, placements=placements, build_here=self._build_here
-        )
-        self._complete(self._call(update, self._starting_timeout(config)))
+        update = UpdateConfiguration(request=request, config=config, placements=placements)
+        self._call(update, self._starting_timeout(config), to=self._registrar)
         log_defaulted_values(config, request.rm_id)
 
     def _registered(self, rm_id: object) -> bool:
@@ -311,7 +300,7 @@ class Core:
         return type(rm_id) is str and rm_id in self._board.configs
 
     def _starting_timeout(self, config: SchedulerConfig) -> float:
-        """How long a registration or update of ``config`` may take: with engine="ray" the RMProxy
+        """How long a registration or update of ``config`` may take: with engine="ray" the registrar
         starts each partition's process itself, waiting up to the engine's ``start_timeout`` for
         each, so the caller waits that much longer per partition rather than give up on work that
         goes on."""
@@ -319,20 +308,6 @@ class Core:
             return REGISTRATION_TIMEOUT
         per_partition: float = self._ray.start_timeout
         return REGISTRATION_TIMEOUT + per_partition * len(config.partitions)
-
-    @property
-    def _build_here(self) -> bool:
-        """Whether the RMProxy starts partitions itself (simulated runtime, engine="ray")."""
-        return self.simulation is not None or self._ray is not None
-
-    def _complete(self, answer: Any) -> Any:
-        """The caller's half of a registration or update the RMProxy answered ``AwaitingInstall``."""
-        if not isinstance(answer, AwaitingInstall):
-            return answer
-        call = functools.partial(self._call, timeout=REGISTRATION_TIMEOUT)
-        return complete_registration(
-            answer, call, tracker=self.tracker, timer=self._timer, settings=self.settings
-        )
 
     # ---- waiting and reading state -----------------------------------------------------------------
 

@@ -37,6 +37,7 @@ class Rank(enum.IntEnum):
     """Higher ranks may block on lower ranks, never the reverse."""
 
     OUTSIDE = 100  # the caller's own thread (korral.Core): not an actor
+    REGISTRAR = 70  # starts and stops an RM's partitions (korral.actors.registrar)
     RM_PROXY = 60
     PARTITION = 50
     SCHEDULER = 40

@@ -1,6 +1,6 @@
 """Starting and stopping an RM's partitions, and building its placement rules: the work of a registration
-or configuration update that costs in proportion to the configuration, so callable from the caller's
-thread (korral.actors.rmproxy says why) as well as from the RMProxy."""
+or configuration update that costs in proportion to the configuration, done by the ``Registrar``
+(korral.actors.registrar) and, for the placement rules, by the caller, never by the RMProxy."""
 
 from __future__ import annotations
 

@@ -1,19 +1,19 @@
-"""The RMProxy actor: registers RMs, routes SI requests to partitions.
+"""The RMProxy actor: admits RMs, routes SI requests to partitions.
 
 It routes every RM's requests, so nothing that costs in proportion to one RM's configuration runs on it:
-the caller parses and validates a configuration (``load_config``, on its own thread) and sends the
-result; a registration started on the threads runtime comes back ``AwaitingInstall`` and the caller
-starts the RM's partitions (100,000 queues: seconds) before it ``Install``s them here, while this actor
-goes on routing the other RMs' requests (the RM's own are held and routed in order once installed).
+the caller parses and validates a configuration (``load_config``, on its own thread), and the
+``Registrar`` (korral.actors.registrar) starts and stops the RM's partitions (100,000 queues:
+seconds). The registrar asks this actor to admit the RM (``Admit``: bounds checked, the RM's requests
+held from then on), starts the partitions, and ``Install``s them here, where the held requests are
+routed in order; meanwhile this actor goes on routing the other RMs' requests.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -33,19 +33,13 @@ from korral.actors.messages import (
 )
 from korral.actors.partition import PartitionSettings
 from korral.actors.queue_board import QueueBoard
-from korral.actors.registration import (
-    STOP_TIMEOUT,
-    build_placements,
-    start_partition,
-    stop_and_wait,
-    stop_partition,
-)
+from korral.actors.registration import STOP_TIMEOUT, stop_and_wait, stop_partition
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
-from korral.errors import CapacityError, KorralError, SchedulerError
+from korral.errors import CapacityError, SchedulerError
 from korral.model.naming import normalize_partition_name
 from korral.policies.placement import PlacementManager
 from korral.records import frozen
@@ -53,49 +47,46 @@ from korral.si.validate import Checked
 
 
 @frozen
-class Register:
+class Admit:
+    """Registrar -> proxy: an RM registers (again). Answered ``Admitted`` or the refusal."""
+
     request: si.RegisterResourceManagerRequest
     callback: ResourceManagerCallback
-    # the request's config, parsed and validated by the caller (never on this actor)
     config: SchedulerConfig = attrs.field(repr=False)
-    # True: start the partitions here and answer the registration (the simulated runtime, engine="ray");
-    # False: answer ``AwaitingInstall``, the caller starts them and sends ``Install``
-    build_here: bool = True
 
 
 @frozen
-class Unregister:
-    """Caller -> proxy: the RM leaves. Answered None once its partitions are stopped (``build_here``),
-    else with them, for the caller to stop."""
+class Reconfigure:
+    """Registrar -> proxy: an RM's new configuration, parsed, validated and with each partition's
+    placement rules built by the caller. Answered None (nothing to start or stop), ``Admitted`` (the
+    partitions to stop and to start) or the refusal."""
+
+    request: si.UpdateConfigurationRequest
+    config: SchedulerConfig = attrs.field(repr=False)
+    placements: dict[str, PlacementManager] = attrs.field(repr=False)
+
+
+@frozen
+class Detach:
+    """Registrar -> proxy: the RM leaves. Answered with its partitions (the registrar stops them)."""
 
     rm_id: str
-    build_here: bool = True
 
 
 @frozen
 class Install:
-    """Caller -> proxy: the partitions it started for a ``AwaitingInstall`` registration."""
+    """Registrar -> proxy: the partitions it started for an ``Admitted`` registration or update."""
 
-    rm: Any  # RegisteredRM, the pending one (by identity)
+    rm: Any  # RegisteredRM, the admitted one (by identity)
     partitions: dict[str, Handle]
     queue_boards: dict[str, QueueBoard]
 
 
 @frozen
-class AbortInstall:
-    """Caller -> proxy: a ``AwaitingInstall`` registration whose partitions could not be started."""
+class Withdraw:
+    """Registrar -> proxy: an ``Admitted`` registration whose partitions could not be started."""
 
     rm: Any  # RegisteredRM
-
-
-@frozen
-class UpdateConfiguration:
-    request: si.UpdateConfigurationRequest
-    # parsed, validated and with each partition's placement rules built by the caller
-    config: SchedulerConfig = attrs.field(repr=False)
-    placements: dict[str, PlacementManager] = attrs.field(repr=False)
-    # as Register's: False answers ``AwaitingInstall`` when partitions are to be stopped or started
-    build_here: bool = True
 
 
 @frozen
@@ -135,8 +126,8 @@ class RegisteredRM:
 
 
 @frozen
-class AwaitingInstall:
-    """Proxy -> caller: the RM's requests are held until the caller has stopped ``retired`` (the
+class Admitted:
+    """Proxy -> registrar: the RM's requests are held until the registrar has stopped ``retired`` (the
     partitions the registration or update replaces or drops) and started ``start`` (all of a
     registration's, those an update adds) and ``Install``ed them."""
 
@@ -214,7 +205,7 @@ class RMProxyActor(ThreadedActor):
             )
         return None
 
-    def on_Register(self, message: Register) -> Any:
+    def on_Admit(self, message: Admit) -> Any:
         request = message.request
         if not request.rm_id:
             return SchedulerError("RegisterResourceManagerRequest needs an rm_id")
@@ -228,10 +219,7 @@ class RMProxyActor(ThreadedActor):
         retired: list[Handle] = []
         if request.rm_id in self.rms:
             # registered again: never published as unregistered meanwhile (Core reads the board)
-            if message.build_here:
-                self._remove_rm(request.rm_id, publish=False)
-            else:
-                retired = self._detach_rm(request.rm_id, publish=False)
+            retired = self._detach_rm(request.rm_id, publish=False)
         closed = threading.Event()
         metrics = self.settings.metrics
         dispatcher = start_actor(
@@ -250,15 +238,10 @@ class RMProxyActor(ThreadedActor):
             closed=closed,
             build_info=MappingProxyType(dict(request.build_info)),
         )
+        rm.pending = []
         self.rms[request.rm_id] = rm
-        if not message.build_here:
-            rm.pending = []
-            self._publish()
-            return AwaitingInstall(rm=rm, retired=retired, start=config.partitions)
-        for partition_config in config.partitions:
-            self._start_partition(rm, partition_config)
         self._publish()
-        return si.RegisterResourceManagerResponse()
+        return Admitted(rm=rm, retired=retired, start=config.partitions)
 
     def on_Install(self, message: Install) -> Any:
         rm: RegisteredRM = message.rm
@@ -276,33 +259,17 @@ class RMProxyActor(ThreadedActor):
             self.on_Route(route)
         return si.RegisterResourceManagerResponse()
 
-    def on_AbortInstall(self, message: AbortInstall) -> None:
+    def on_Withdraw(self, message: Withdraw) -> None:
         rm_id: str = message.rm.rm_id
         if self.rms.get(rm_id) is message.rm:
             self._remove_rm(rm_id)
 
-    def _start_partition(self, rm: RegisteredRM, partition_config: PartitionConfig) -> None:
-        name, handle, queue_board = start_partition(
-            rm,
-            partition_config,
-            tracker=self.tracker,
-            timer=self.timer,
-            settings=self.settings,
-            engine=self.engine,
-        )
-        rm.partitions[name] = handle
-        if queue_board is not None:
-            rm.queue_boards[name] = queue_board
-
-    def on_Unregister(self, message: Unregister) -> Any:
+    def on_Detach(self, message: Detach) -> Any:
         rm = self.rms.get(message.rm_id)
         if rm is None:
             return SchedulerError(f'RmID="{log_text.escaped(message.rm_id)}" not registered')
         if rm.pending is not None:
             return SchedulerError(f'RmID="{message.rm_id}" is still registering or reloading: leave after')
-        if message.build_here:
-            self._remove_rm(message.rm_id)
-            return None
         return self._detach_rm(message.rm_id)
 
     def _stop_partition(self, handle: Handle) -> None:
@@ -330,7 +297,7 @@ class RMProxyActor(ThreadedActor):
             self.tracker.forget(rm.dispatcher.actor_id)
         return list(rm.partitions.values())
 
-    def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
+    def on_Reconfigure(self, message: Reconfigure) -> Any:
         request = message.request
         rm = self.rms.get(request.rm_id)
         if rm is None:
@@ -370,17 +337,11 @@ class RMProxyActor(ThreadedActor):
                 # leave the reload half done (partitions changed, rm.config not).
                 handle.tell(ApplyConfig(config=partition_config, placement=placements[name]))
         rm.config = config
-        if message.build_here:
-            for stopping in retired:
-                self._stop_partition(stopping)
-            for partition_config in start:
-                self._start_partition(rm, partition_config)
-        elif retired or start:
-            # the caller stops and starts them; the RM's requests wait for the partitions they name
-            rm.pending = [] if start else None
-            self._publish()
-            return AwaitingInstall(rm=rm, retired=retired, start=tuple(start), update=True)
         self._publish()
+        if retired or start:
+            # the registrar stops and starts them; the RM's requests wait for the partitions they name
+            rm.pending = [] if start else None
+            return Admitted(rm=rm, retired=retired, start=tuple(start), update=True)
         return None
 
     def on_PartitionDrained(self, message: PartitionDrained) -> None:
@@ -533,68 +494,19 @@ class RMProxyActor(ThreadedActor):
             self._remove_rm(rm_id)
 
 
-def complete_registration(
-    pending: AwaitingInstall,
-    call: Callable[[Any], Any],
-    *,
-    tracker: Tracker,
-    timer: Any,
-    settings: PartitionSettings,
-) -> Any:
-    """The caller's half of a ``AwaitingInstall`` registration or update, on the caller's thread: stop the
-    partitions it drops, start the new ones, install them (``call`` asks the proxy and raises what it
-    answers)."""
-    for handle in pending.retired:
-        stop_partition(handle, Rank.OUTSIDE)
-    if pending.update and not pending.start:
-        return None
-    started: dict[str, Handle] = {}
-    boards: dict[str, QueueBoard] = {}
-    try:
-        for partition_config in pending.start:
-            name, handle, board = start_partition(
-                pending.rm, partition_config, tracker=tracker, timer=timer, settings=settings
-            )
-            started[name] = handle
-            if board is not None:
-                boards[name] = board
-    except BaseException:
-        installed = False
-        with contextlib.suppress(Exception):  # a stopped core has removed the RM already
-            # an update keeps what it could start (the RM is served); a registration is undone
-            if pending.update:
-                call(Install(rm=pending.rm, partitions=started, queue_boards=boards))
-                installed = True
-            else:
-                call(AbortInstall(rm=pending.rm))
-        if not installed:
-            for handle in started.values():
-                stop_partition(handle, Rank.OUTSIDE)
-        raise
-    try:
-        return call(Install(rm=pending.rm, partitions=started, queue_boards=boards))
-    except BaseException:
-        for handle in started.values():
-            stop_partition(handle, Rank.OUTSIDE)
-        raise
-
-
 __all__ = [
     "STOP_TIMEOUT",
-    "AbortInstall",
-    "AwaitingInstall",
+    "Admit",
+    "Admitted",
+    "Detach",
     "FindPartitions",
     "Install",
-    "KorralError",
     "PartitionBoard",
     "RMProxyActor",
-    "Register",
+    "Reconfigure",
+    "RegisteredRM",
     "Route",
     "StopAll",
-    "UpdateConfiguration",
-    "build_placements",
-    "complete_registration",
-    "start_partition",
+    "Withdraw",
     "stop_and_wait",
-    "stop_partition",
 ]

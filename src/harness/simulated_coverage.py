@@ -31,6 +31,7 @@ from korral.actors.messages import Deliver
 from korral.actors.node import NodeActor
 from korral.actors.partition import PartitionActor
 from korral.actors.queue import QueueActor
+from korral.actors.registrar import Registrar
 from korral.actors.rmproxy import RMProxyActor
 from korral.actors.scheduler import SchedulerActor
 from korral.model.app_state import ApplicationState
@@ -38,6 +39,7 @@ from korral.model.queue import QueueState
 
 # the product's actor classes a simulated core runs, by the name the report gives them
 ACTOR_KINDS: tuple[tuple[str, type], ...] = (
+    ("registrar", Registrar),
     ("rmproxy", RMProxyActor),
     ("partition", PartitionActor),
     ("scheduler", SchedulerActor),

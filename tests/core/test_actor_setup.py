@@ -127,17 +127,17 @@ def test_registration_is_recorded_once_by_the_rmproxy() -> None:
 
 
 def test_an_rm_whose_registration_again_failed_is_not_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the RMProxy undoes a registration whose partitions could not start; Core once kept its own set
-    # of registered RMs, still held the RM, and its requests were accepted and silently dropped
-    from korral.actors import rmproxy
+    # the registrar undoes a registration whose partitions could not start; the RM is not left
+    # registered with its requests accepted and silently dropped
+    from korral.actors import registrar
 
     with running(SINGLE_LEAF, allow_errors=True) as (core, _rm):
 
         def broken(*_args: Any, **_kwargs: Any) -> Any:
             raise RuntimeError("partition start failed")
 
-        monkeypatch.setattr(rmproxy, "start_partition", broken)
-        with pytest.raises(RuntimeError, match="partition start failed"):
+        monkeypatch.setattr(registrar, "start_partition", broken)
+        with pytest.raises(korral.SchedulerError, match="partition start failed"):
             core.register_resource_manager(t.register("rm", SINGLE_LEAF), t.RecordingRM("rm"))
         assert core.configurations() == {}
         with pytest.raises(korral.SchedulerError, match='RmID="rm" not registered'):

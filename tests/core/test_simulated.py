@@ -251,7 +251,7 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
     assert all(result.exit_code == 1 for result in outputs), outputs[0].output
     assert "is on no node" in outputs[0].output
     assert outputs[0].output == outputs[1].output, "a replay printed a different trace"
-    assert "rmproxy <- Register(" in outputs[0].output  # the full trace: every delivery
+    assert "registrar <- Register(" in outputs[0].output  # the full trace: every delivery
 
 
 REPLAY_IN_A_PROCESS = """

@@ -1,0 +1,171 @@
+"""The Registrar actor: registrations, configuration updates and departures of RMs, one at a time.
+
+``korral.Core`` asks it and waits for its one answer; everything it does goes down the ranks from there.
+It asks the RMProxy to admit the RM (``Admit``: bounds checked, the RM's requests held from then on),
+stops the partitions a registration replaces, starts the new ones on its own thread (the work that
+costs in proportion to a configuration: 100,000 queues take seconds, and the RMProxy, which routes
+every RM's requests, never does it), and ``Install``s them in the RMProxy, which routes the held
+requests in order. A partition that cannot start undoes the registration (``Withdraw``) and stops
+what had started: nothing is left behind. One registrar serves the core, so two registrations of one
+RM never overlap: the later one replaces the earlier one once that has finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import attrs
+
+from korral import si
+from korral.actors.base import Handle, Rank, ThreadedActor
+from korral.actors.partition import PartitionSettings
+from korral.actors.queue_board import QueueBoard
+from korral.actors.registration import start_partition, stop_partition
+from korral.actors.rmproxy import Admit, Admitted, Detach, Install, Reconfigure, Withdraw
+from korral.actors.tracker import Tracker
+from korral.callback import ResourceManagerCallback
+from korral.config.schema import SchedulerConfig
+from korral.errors import KorralError
+from korral.policies.placement import PlacementManager
+from korral.records import frozen
+
+# how long the registrar waits on the RMProxy: it answers at once (it never starts a partition)
+PROXY_TIMEOUT = 60.0
+
+
+@frozen
+class Register:
+    """Core -> registrar: answered with the RM's response once its partitions run, or the refusal."""
+
+    request: si.RegisterResourceManagerRequest
+    callback: ResourceManagerCallback
+    # the request's config, parsed and validated by the caller
+    config: SchedulerConfig = attrs.field(repr=False)
+
+
+@frozen
+class UpdateConfiguration:
+    """Core -> registrar: answered None once the partitions the update adds run, or the refusal."""
+
+    request: si.UpdateConfigurationRequest
+    # parsed, validated and with each partition's placement rules built by the caller
+    config: SchedulerConfig = attrs.field(repr=False)
+    placements: dict[str, PlacementManager] = attrs.field(repr=False)
+
+
+@frozen
+class Unregister:
+    """Core -> registrar: the RM leaves; answered None once its partitions have stopped."""
+
+    rm_id: str
+
+
+class Registrar(ThreadedActor):
+    rank = Rank.REGISTRAR
+
+    def __init__(
+        self,
+        tracker: Tracker,
+        name: str,
+        proxy: Handle,
+        timer: Any,
+        settings: PartitionSettings,
+        engine: Any = None,
+    ) -> None:
+        super().__init__(tracker, name)
+        self.rm_proxy = proxy
+        self.timer = timer
+        self.settings = settings
+        # engine="ray": a ``RayEngine`` that starts each partition in a Ray actor process (None: threads)
+        self.engine = engine
+
+    def _ask_proxy(self, message: Any) -> Any:
+        answer = self.ask(self.rm_proxy, message, timeout=PROXY_TIMEOUT)
+        if isinstance(answer, KorralError):
+            raise answer
+        return answer
+
+    def _stop_partition(self, handle: Handle) -> None:
+        stop_partition(handle, self.rank, ray=self.engine is not None)
+
+    def on_Register(self, message: Register) -> Any:
+        admitted = self.ask(
+            self.rm_proxy,
+            Admit(request=message.request, callback=message.callback, config=message.config),
+            timeout=PROXY_TIMEOUT,
+        )
+        if not isinstance(admitted, Admitted):
+            return admitted  # the refusal, for the caller to raise
+        try:
+            self._build(admitted)
+        except KorralError as refused:  # overtaken by the core's stop
+            return refused
+        return si.RegisterResourceManagerResponse()
+
+    def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
+        admitted = self.ask(
+            self.rm_proxy,
+            Reconfigure(request=message.request, config=message.config, placements=message.placements),
+            timeout=PROXY_TIMEOUT,
+        )
+        if isinstance(admitted, Admitted):
+            try:
+                self._build(admitted)
+            except KorralError as refused:
+                return refused
+            return None
+        return admitted  # None (applied by the proxy alone) or the refusal
+
+    def on_Unregister(self, message: Unregister) -> Any:
+        retired = self.ask(self.rm_proxy, Detach(rm_id=message.rm_id), timeout=PROXY_TIMEOUT)
+        if not isinstance(retired, list):
+            return retired  # the refusal
+        for handle in retired:
+            self._stop_partition(handle)
+        return None
+
+    def _build(self, admitted: Admitted) -> None:
+        """Stop what the registration or update drops, start what it adds, install those. A failure is
+        raised (the caller gets it) once nothing it started is left running."""
+        for handle in admitted.retired:
+            self._stop_partition(handle)
+        if admitted.update and not admitted.start:
+            return
+        started: dict[str, Handle] = {}
+        boards: dict[str, QueueBoard] = {}
+        installed = False
+        try:
+            for partition_config in admitted.start:
+                name, handle, board = start_partition(
+                    admitted.rm,
+                    partition_config,
+                    tracker=self.tracker,
+                    timer=self.timer,
+                    settings=self.settings,
+                    engine=self.engine,
+                )
+                started[name] = handle
+                if board is not None:
+                    boards[name] = board
+        except BaseException:
+            with contextlib.suppress(Exception):  # a stopped core has removed the RM already
+                # an update keeps what it could start (the RM is served); a registration is undone
+                if admitted.update:
+                    self._ask_proxy(Install(rm=admitted.rm, partitions=started, queue_boards=boards))
+                    installed = True
+                else:
+                    self._ask_proxy(Withdraw(rm=admitted.rm))
+            if not installed:
+                for handle in started.values():
+                    self._stop_partition(handle)
+            raise
+        try:
+            self._ask_proxy(Install(rm=admitted.rm, partitions=started, queue_boards=boards))
+        except BaseException:
+            for handle in started.values():
+                self._stop_partition(handle)
+            raise
+
+
+__all__ = ["PROXY_TIMEOUT", "Register", "Registrar", "Unregister", "UpdateConfiguration"]
