@@ -38,7 +38,7 @@ from korral.actors.registrar import Register, Registrar, Unregister, UpdateConfi
 from korral.actors.registration import STOP_TIMEOUT, build_placements, stop_and_wait
 from korral.actors.rmproxy import FindPartitions, PartitionBoard, RMProxyActor, Route, StopAll
 from korral.actors.setup import ActorSetup
-from korral.actors.simulated import SimulatedTimer, Simulation
+from korral.actors.simulated import SimulatedTimer, SimulatedTracker, Simulation
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
@@ -147,7 +147,8 @@ class Core:
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
-            self.metrics.start_history(self.tracker.clocks.wall_clock_ns)
+            # (a simulated core runs no thread beside its simulation: its history is its first record)
+            self.metrics.start_history(self.tracker.clocks.wall_clock_ns, sampler=runtime == "threads")
         self.engine = engine
         self._ray: Any = None
         if engine == "ray":
@@ -512,18 +513,17 @@ class Core:
         if clock is not None:
             raise ValueError("the simulated runtime runs on its own virtual clock: no clock setting")
         simulation = self.simulation = Simulation(seed)
-        self._trace: list[str] = []
+        # each RM callback as (step, virtual time, dispatcher, method, argument), written out when read
+        self._trace: list[tuple[int, float, str, str, Any]] = []
         self._full_trace: list[str] | None = None
         simulation.on_deliver = self._traced
-        return Tracker(Clocks.simulated(simulation)), SimulatedTimer(simulation)
+        return SimulatedTracker(Clocks.simulated(simulation)), SimulatedTimer(simulation)
 
     def _traced(self, actor: str, message: Any) -> None:
         simulation = self.simulation
         assert simulation is not None
-        if type(message) is Deliver:
-            self._trace.append(
-                f"{simulation.steps} {simulation.now:.6f} {actor} {message.method} {message.argument!r}"
-            )
+        if type(message) is Deliver:  # (SI values are immutable: written out when read, the same)
+            self._trace.append((simulation.steps, simulation.now, actor, message.method, message.argument))
         if self._full_trace is not None:
             # without memory addresses (an RM callback's default repr): the same in every process
             text = _ADDRESS.sub("", repr(message))
@@ -544,7 +544,7 @@ class Core:
         self._simulated()
         if full:
             return list(self._full_trace or [])
-        return list(self._trace)
+        return [f"{step} {now:.6f} {actor} {method} {arg!r}" for step, now, actor, method, arg in self._trace]
 
     def record_full_trace(self) -> None:
         """Simulated: from now on record every delivery, not only callbacks (slower: a replay)."""

@@ -36,6 +36,7 @@ from korral import log_text
 from korral.actors.base import Periodic, PeriodicEntry
 from korral.actors.loop import OwnLoop, receive_envelope
 from korral.actors.runtime import PooledActor
+from korral.actors.tracker import Tracker
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
@@ -119,10 +120,8 @@ class SimulatedFuture(pykka.Future[Any]):
         self._done = False
 
     def get(self, *, timeout: float | None = None) -> Any:
-        try:
+        if self._get_hook is not None:
             return super().get(timeout=timeout)  # a get hook (ActorRef.stop's converter)
-        except NotImplementedError:
-            pass
         if not self._done:
             if self.simulation is None:
                 raise Timeout(f"{timeout} seconds (the message was never sent)")
@@ -196,6 +195,26 @@ class SimulatedActor(OwnLoop):
         # would take a mailbox with nothing in it
         if inbox._index >= 0 and inbox.simulation is not None:
             inbox.simulation._take(inbox._index)
+
+
+class SimulatedTracker(Tracker):
+    """The ``Tracker`` of a simulated core: the same counts, kept without locks, since every actor of
+    the core runs on the simulation's one thread (``Simulation`` refuses any other)."""
+
+    def sent(self, actor_id: int) -> None:
+        counts = self._counts
+        counts[actor_id] = counts.get(actor_id, 0) + 1
+        self._total += 1
+        self.sent_total += 1
+
+    def done(self, actor_id: int, messages: int = 1) -> None:
+        counts = self._counts
+        count = counts.get(actor_id, 0)
+        if count <= 0:
+            return
+        messages = min(messages, count)
+        counts[actor_id] = count - messages
+        self._total -= messages
 
 
 _simulated_classes: dict[type, type] = {}
@@ -305,6 +324,11 @@ class Simulation:
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
         self._frozen = False  # see frozen()
+        # message kinds that only read their actor: while frozen, an answer may be given again
+        # (deliver_now); ``_changes`` counts every other delivery, ``_answers`` the answers given
+        self.repeatable_reads: frozenset[type] = frozenset()
+        self._changes = 0
+        self._answers: dict[SimulatedInbox, tuple[int, Any]] = {}
         # deliveries without quiescence before a run is declared a livelock (a harness may lower it)
         self.max_steps_per_run = MAX_STEPS_PER_RUN
 
@@ -338,6 +362,7 @@ class Simulation:
             yield
         finally:
             self._frozen = False
+            self._answers.clear()
             self.rng.setstate(state)
 
     # ---- clocks ------------------------------------------------------------------------------------
@@ -414,15 +439,32 @@ class Simulation:
     def deliver_now(self, inbox: SimulatedInbox, envelope: Any) -> None:
         """Deliver an ask to an idle actor with an empty mailbox at once (the clock frozen: an
         observer reads). The same delivery a step would make, without choosing among ready mailboxes:
-        this one is the only message it could take, and nothing else runs meanwhile."""
+        this one is the only message it could take, and nothing else runs meanwhile.
+
+        A read (``repeatable_reads``) the actor already answered in this frozen spell, with nothing
+        but reads delivered since, is answered again with that answer: nothing it reads has changed.
+        It counts as a step all the same, so that how a check reads never shifts the schedule."""
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
+        read = type(envelope.message) in self.repeatable_reads
+        if read:
+            answered = self._answers.get(inbox)
+            if answered is not None and answered[0] == self._changes:
+                known: Any = actor  # a KorralActor: its tracker counted the ask sent
+                known.tracker.done(known.handle.actor_id)
+                envelope.reply_to.set(answered[1])
+                return
         self._deliver(inbox, actor, envelope)
+        reply = envelope.reply_to
+        if read and reply._done and reply._exc_info is None:
+            self._answers[inbox] = (self._changes, reply._value)
 
     def _deliver(self, inbox: SimulatedInbox, actor: Any, envelope: Any) -> None:
         """Hand ``envelope`` to ``actor`` (the step's and ``deliver_now``'s delivery): traced, counted
         for coverage, the actor marked running, then torn down if it stopped or made ready again."""
+        if type(envelope.message) not in self.repeatable_reads:
+            self._changes += 1
         if self.on_deliver is not None:
             self.on_deliver(actor.name, envelope.message)
         if self.coverage is not None:

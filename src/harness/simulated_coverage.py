@@ -88,11 +88,16 @@ SI_OPERATIONS: tuple[str, ...] = (
 )
 
 
+_kinds: dict[type, str] = {}  # an actor class's kind, found once
+_names: dict[tuple[type, type], str] = {}  # "actor kind: Message" of an actor class and a message class
+
+
 def _actor_kind(actor: Any) -> str:
-    for name, actor_class in ACTOR_KINDS:
-        if isinstance(actor, actor_class):
-            return name
-    return type(actor).__name__
+    kind = _kinds.get(type(actor))
+    if kind is None:
+        found = (name for name, actor_class in ACTOR_KINDS if isinstance(actor, actor_class))
+        kind = _kinds[type(actor)] = next(found, type(actor).__name__)
+    return kind
 
 
 @attrs.define
@@ -122,7 +127,11 @@ class Coverage:
             message = message.message
         elif type(message) is Stop:
             return  # pykka's, every actor's
-        self.messages[f"{_actor_kind(actor)}: {type(message).__name__}"] += 1
+        key = (type(actor), type(message))
+        name = _names.get(key)
+        if name is None:
+            name = _names[key] = f"{_actor_kind(actor)}: {type(message).__name__}"
+        self.messages[name] += 1
         if type(message) is Deliver and isinstance(message.argument, si.ApplicationResponse):
             for updated in message.argument.updated:
                 self.app_states[updated.state] += 1

@@ -18,6 +18,7 @@ import attrs
 
 import korral
 from korral import testing as t
+from korral.actors.messages import Snapshot
 from korral.actors.simulated import SimulationError
 from korral.core import Core
 from korral.harness import (
@@ -118,6 +119,8 @@ class SimulatedStress:
         core.simulation.max_steps_per_run = LIVELOCK_STEPS
         if self.env_faults & {"handlers", "cutoffs"}:
             core.simulation.injector = Injector(seed, self.env_faults)
+        # a check reads each application three times (its state, its user's and group's usage)
+        core.simulation.repeatable_reads = frozenset({Snapshot})
         simulated_pct.install(core.simulation, self.explore, seed)
         if self.perturb:
             core.simulation.perturb()

@@ -528,11 +528,17 @@ class CoreMetrics:
         )
         return running, containers
 
-    def start_history(self, wall_clock_ns: Callable[[], int], **options: Any) -> MetricsHistory:
-        """Sample ``totals()`` into a bounded ring on a period (options: size, period)."""
+    def start_history(
+        self, wall_clock_ns: Callable[[], int], *, sampler: bool = True, **options: Any
+    ) -> MetricsHistory:
+        """Sample ``totals()`` into a bounded ring on a period (options: size, period); ``sampler``
+        False: the first sample only, no thread (a simulated core's clock is virtual)."""
         if self.history is None:
             self.history = MetricsHistory(self.totals, wall_clock_ns, **options)
-            self.history.start()
+            if sampler:
+                self.history.start()
+            else:
+                self.history.sample()
         return self.history
 
     def close(self) -> None:
