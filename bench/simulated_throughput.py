@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from korral.core import Core
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
 
 CHECK_TYPES = ("Snapshot", "FindPartitions")  # and every *Query
 

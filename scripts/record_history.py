@@ -20,7 +20,7 @@ from pathlib import Path
 
 import korral
 from korral import si
-from korral.harness.simulate import GiB, bundled_config
+from korral.harness.simulate.cluster import GiB, bundled_config
 
 ROOT = Path(__file__).resolve().parent.parent
 # the configured leaves only: the stream names the queue an application was placed in, not the tags a

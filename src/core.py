@@ -33,7 +33,7 @@ from korral.actors.messages import (
     UsersUsageQuery,
     UserUsageQuery,
 )
-from korral.actors.partition import PartitionSettings
+from korral.actors.partition.actor import PartitionSettings
 from korral.actors.registrar import Register, Registrar, Unregister, UpdateConfiguration
 from korral.actors.registration import STOP_TIMEOUT, build_placements, stop_and_wait
 from korral.actors.rmproxy import FindPartitions, PartitionBoard, RMProxyActor, Route, StopAll
@@ -481,10 +481,10 @@ class Core:
     def serve_rest(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve YuniKorn's REST API (read-only) and metrics at ``host:port`` (port 0 picks one);
         returns the base URL. Needs the ``serve`` extra (aiohttp). options: tls, switch_interval and
-        the bounds (korral.server.rest_limits.RestLimits; docs/api.md). Stopped by ``stop()``.
+        the bounds (korral.server.rest.limits.RestLimits; docs/api.md). Stopped by ``stop()``.
         Raises MissingExtraError, naming the pip install, when aiohttp is not installed."""
         extras.require_serve_extra()
-        from korral.server.rest import RestServer  # the serve extra: imported only when serving
+        from korral.server.rest.server import RestServer  # the serve extra: imported only when serving
 
         if self._stopped:
             raise SchedulerError("the core is stopped")

@@ -28,8 +28,8 @@ except ImportError:  # pytest without pytest-cov: nothing measures
 from korral import resource as res
 from korral.config import load_config
 from korral.harness.reference import ReferenceScheduler
-from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
-from korral.model.partition import PartitionModel
+from korral.model.app.application import MAX_PRIORITY, MIN_PRIORITY, RUNNING_STATES
+from korral.model.partition.composed import PartitionModel
 from korral.model.queue import Queue, QueueState
 from korral.policies.sorting import node_usage_score
 

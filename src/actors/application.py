@@ -38,9 +38,9 @@ from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.info import AllocationInfo, ApplicationInfo, AskInfo, PlaceholderDataInfo
 from korral.model import events
-from korral.model.app_owner import AppEffects, ApplicationOwner
-from korral.model.app_summary import log_summary, rm_of, track_released
-from korral.model.application import Application, ApplicationState
+from korral.model.app.application import Application, ApplicationState
+from korral.model.app.owner import AppEffects, ApplicationOwner
+from korral.model.app.summary import log_summary, rm_of, track_released
 from korral.model.events import Wanted
 from korral.model.naming import partition_without_rm
 from korral.model.si_convert import to_si_allocations, to_si_release

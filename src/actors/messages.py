@@ -26,7 +26,7 @@ from korral.info import (
     UserUsageInfo,
 )
 from korral.model.allocation import Allocation
-from korral.model.app_spec import AppSpec
+from korral.model.app.spec import AppSpec
 from korral.model.node import NodeSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
@@ -183,7 +183,7 @@ class NodeGone:
 
 @frozen
 class AppAdded:
-    spec: AppSpec  # the partition's, shared (korral.model.app_spec)
+    spec: AppSpec  # the partition's, shared (korral.model.app.spec)
     app: Handle
     # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
     limit_group: str = ""

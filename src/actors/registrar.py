@@ -19,7 +19,7 @@ import attrs
 
 from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor
-from korral.actors.partition import PartitionSettings
+from korral.actors.partition.actor import PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.registration import start_partition, stop_partition
 from korral.actors.rmproxy import Admit, Admitted, Detach, Install, Reconfigure, Withdraw

@@ -9,7 +9,7 @@ from typing import Any
 
 from korral.actors.base import Handle, Rank
 from korral.actors.messages import StopPartition
-from korral.actors.partition import PartitionActor, PartitionSettings
+from korral.actors.partition.actor import PartitionActor, PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.starting import start_actor
 from korral.actors.tracker import Tracker

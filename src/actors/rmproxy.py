@@ -31,7 +31,7 @@ from korral.actors.messages import (
     RouteApplicationRequest,
     RouteNodeRequest,
 )
-from korral.actors.partition import PartitionSettings
+from korral.actors.partition.actor import PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.registration import STOP_TIMEOUT, stop_and_wait, stop_partition
 from korral.actors.starting import start_actor

@@ -14,7 +14,7 @@ import attrs
 
 from korral.actors.application import ApplicationActor
 from korral.actors.node import NodeActor
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 
 # node actors a partition starts per step once it has answered a node request (StartNodeActors)
 DEFAULT_NODE_ACTOR_WARMUP = 500

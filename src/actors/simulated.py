@@ -312,13 +312,13 @@ class Simulation:
         # harness controls, all off by default
         self.chooser: Chooser | None = None
         self.on_deliver: Callable[[str, Any], None] | None = None
-        # counts what is delivered (korral.harness.simulated_coverage.Coverage: ``delivered``)
+        # counts what is delivered (korral.harness.simulated.coverage.Coverage: ``delivered``)
         self.coverage: Any = None
         self.delay_probability = 0.0  # chance that a mailbox becomes ready only some steps later
         self.max_delay = 0  # in steps
         self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
         self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
-        # the faults a harness injects into this core's actors (korral.harness.simulated_injected): the
+        # the faults a harness injects into this core's actors (korral.harness.simulated.injected): the
         # test-only actor classes the harness hands the core through ActorSetup read it; product never
         self.injector: Any = None
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []

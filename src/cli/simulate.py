@@ -23,7 +23,7 @@ from korral.cli.options import (
 from korral.errors import ConfigError
 
 if TYPE_CHECKING:
-    from korral.harness.simulate_report import RunFigures
+    from korral.harness.simulate.report import RunFigures
 
 
 @main.command(short_help="Watch korral schedule a small simulated cluster.")
@@ -95,8 +95,8 @@ def run_simulate(
     plot: Path | None,
     replay: Path | None = None,
 ) -> None:
-    from korral.harness.simulate_runs import compare as run_compare
-    from korral.harness.simulate_runs import simulate as run
+    from korral.harness.simulate.runs import compare as run_compare
+    from korral.harness.simulate.runs import simulate as run
 
     if compare is not None and config is not None:
         raise click.UsageError("--config does not apply with --compare A B (the two configs compared)")
@@ -123,7 +123,7 @@ def run_simulate(
         if config is not None:
             given, source = read_config(config)
         if replay is not None:
-            from korral.harness.simulate import bundled_config
+            from korral.harness.simulate.cluster import bundled_config
 
             korral.load_config(given or bundled_config())
             figures = run_replay(replay, [(source, given or bundled_config())], nodes, seed, chart)
@@ -138,8 +138,8 @@ def run_replay(
     path: Path, configs: list[tuple[str, str]], nodes: int, seed: int, chart: str | None
 ) -> RunFigures:
     """``--replay FILE``: the recording read (one line on a bad one), then replayed."""
-    from korral.harness.simulate_history import HistoryError, read_history
-    from korral.harness.simulate_runs import replay
+    from korral.harness.simulate.history import HistoryError, read_history
+    from korral.harness.simulate.runs import replay
 
     try:
         history = read_history(path)

@@ -1,5 +1,5 @@
 """``korral stress``: random SI operations from several RMs with the invariants checked; its modes
-(threads, ``--soak``, ``--preemption``; ``--simulated`` is ``korral.cli_simulated``'s)."""
+(threads, ``--soak``, ``--preemption``; ``--simulated`` is ``korral.cli.simulated``'s)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def stress(
         _stress_preemption(console, rms, duration, seed, checkpoint, simulated, seeds, operations)
         return
     if simulated or replay:
-        from korral.cli_simulated import stress_simulated
+        from korral.cli.simulated import stress_simulated
 
         # --seeds N without --duration runs all N seeds: no default time limit cuts them short
         only_seeds = ctx.get_parameter_source("duration") is click.core.ParameterSource.DEFAULT and (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from korral.actors.messages import ViewOps
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 from korral.actors.setup import ActorSetup
 from korral.harness.faults_planted import CLASSES, PLANTED
 from korral.model.view_ops import Forget

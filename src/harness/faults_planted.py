@@ -20,7 +20,7 @@ from korral.actors.messages import (
     TimeoutsDue,
     ViewOps,
 )
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 from korral.model.view_ops import AdoptRecovered, DropAsk, Forget
 
 PLANTED = {

@@ -18,7 +18,7 @@ from korral.config.schema import SchedulerConfig
 from korral.model.allocation import Allocation
 from korral.model.naming import normalize_partition_name, partition_without_rm
 from korral.model.node import removal_reason
-from korral.model.partition import ModelError, PartitionModel, Predicate
+from korral.model.partition.composed import ModelError, PartitionModel, Predicate
 from korral.model.si_convert import (
     from_si_allocation,
     to_si_allocation,

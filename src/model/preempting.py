@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from korral import resource as res
 from korral import si
 from korral.model.allocation import TAG_REQUIRED_NODE, Allocation, Ask, tag_allows_preemption
-from korral.model.application import Application
+from korral.model.app.application import Application
 from korral.model.deadlines import reached
 from korral.model.node import Node
 from korral.model.queue import Queue
@@ -31,7 +31,7 @@ from korral.model.reservations import clear_for_required_node, free_for_preempto
 from korral.policies import preemption as policy
 
 if TYPE_CHECKING:
-    from korral.model.partition import PartitionModel
+    from korral.model.partition.composed import PartitionModel
 
 # YuniKorn: an ask re-attempts preemption at most every 15 s, and at most 10 asks of a queue attempt
 # it in one scheduling cycle (so a crowd of asks due at once cannot stall a cycle)

@@ -10,7 +10,7 @@ from korral import resource as res
 from korral.config.quantity import parse_go_duration, parse_go_int32, parse_go_uint64
 from korral.config.schema import ChildTemplateConfig
 from korral.model.allocation import Ask
-from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
+from korral.model.app.application import MAX_PRIORITY, MIN_PRIORITY, Application, ApplicationState
 from korral.model.order import INSERTED, UNCHANGED, IncrementalOrder
 from korral.model.queue_spec import ROOT as ROOT
 from korral.model.queue_spec import QueueSpec, unconfigured

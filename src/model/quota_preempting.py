@@ -35,7 +35,7 @@ from korral.policies import quota_preemption as policy
 from korral.resource import Resource
 
 if TYPE_CHECKING:
-    from korral.model.partition import PartitionModel
+    from korral.model.partition.composed import PartitionModel
 
 QUOTA_MESSAGE = "preempting allocations to enforce new max quota for queue : "
 _PREEMPTED = si.TerminationType.PREEMPTED_BY_SCHEDULER

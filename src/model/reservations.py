@@ -25,14 +25,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from korral.model.partition_effects import EffectsRecorder
-from korral.model.partition_registry import PartitionRegistry
+from korral.model.partition.effects import EffectsRecorder
+from korral.model.partition.registry import PartitionRegistry
 
 if TYPE_CHECKING:
     from korral.model.allocation import Ask
-    from korral.model.application import Application
+    from korral.model.app.application import Application
     from korral.model.node import Node
-    from korral.model.partition import PartitionModel
+    from korral.model.partition.composed import PartitionModel
 
 # YuniKorn's reservationWaitTimeout (objects/application.go)
 RESERVATION_WAIT_TIMEOUT = 3600.0

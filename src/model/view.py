@@ -18,10 +18,10 @@ from korral import resource as res
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation, Ask, AskSpec
-from korral.model.app_spec import AppSpec
-from korral.model.application import Application
+from korral.model.app.application import Application
+from korral.model.app.spec import AppSpec
 from korral.model.node import NodeChange, NodeSpec
-from korral.model.partition import ModelError, PartitionModel
+from korral.model.partition.composed import ModelError, PartitionModel
 from korral.model.queue import Queue
 from korral.model.queue_spec import GivenQueueSpecs, QueueSpec
 from korral.policies.placement import PlacementManager

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from korral import resource as res
 
 if TYPE_CHECKING:
-    from korral.model.application import Application
+    from korral.model.app.application import Application
     from korral.model.node import Node
     from korral.model.queue import Queue
 

@@ -17,7 +17,7 @@ from korral.cli import main
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any simulation or benchmark started fails the test: the path must be refused before."""
     from korral.cli import bench_runs
-    from korral.harness import simulate_runs as simulate
+    from korral.harness.simulate import runs as simulate
 
     def started(*_: object, **__: object) -> None:
         raise AssertionError("the command started its work before checking where it writes")

@@ -63,14 +63,14 @@ def test_the_core_schedules_without_the_command_lines_dependencies(tmp_path: Pat
 
         # every module of the product and of the harness, except the command line's own
         command_line = {
-            "korral.harness.simulate",
-            "korral.harness.simulate_report",
-            "korral.harness.simulate_plot",
-            "korral.harness.simulate_runs",
-            "korral.harness.simulate_history",
+            "korral.harness.simulate.cluster",
+            "korral.harness.simulate.report",
+            "korral.harness.simulate.plot",
+            "korral.harness.simulate.runs",
+            "korral.harness.simulate.history",
             "korral.__main__",
             "korral.cli",
-            "korral.cli_simulated",
+            "korral.cli.simulated",
         }
         for module in pkgutil.walk_packages(korral.__path__, "korral."):
             # the korral.cli package, every module of it, is the command line's

@@ -17,7 +17,8 @@ from core_helpers import NODE, SMALL, TWO_LEAVES, add_apps, add_nodes, part, run
 from rest_helpers import get, ok
 
 from korral import testing as t
-from korral.server import dao, rest
+from korral.server.rest import dao
+from korral.server.rest import server as rest
 
 pytest.importorskip("aiohttp")
 

@@ -450,9 +450,9 @@ def test_a_reader_leaving_while_the_server_waits_on_it_is_one_line(caplog: pytes
 )
 def test_the_stream_writes_each_event_as_the_batch_route_does(fields: dict[str, Any]) -> None:
     from korral import si
-    from korral.server import dao
-    from korral.server.rest_stream import _PACK, event_line
-    from korral.server.stream_worker import batch_lines
+    from korral.server.rest import dao
+    from korral.server.rest.stream import _PACK, event_line
+    from korral.server.rest.stream_worker import batch_lines
 
     for kind in si.EventRecordType:
         for change in si.EventChangeType:

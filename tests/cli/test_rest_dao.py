@@ -18,7 +18,7 @@ from core_helpers import SMALL, add_apps, add_nodes, eventually, part, running
 import korral
 from korral import testing as t
 from korral.info import ApplicationInfo
-from korral.server import dao, rest_routes
+from korral.server.rest import dao, routes
 
 pytest.importorskip("aiohttp")
 
@@ -169,7 +169,7 @@ def test_usage_resources_are_flat_maps(scenario) -> None:
     ],
 )
 def test_go_duration_strings(seconds: float, text: str) -> None:
-    assert rest_routes.go_duration(seconds) == text
+    assert routes.go_duration(seconds) == text
 
 
 def test_application_dao_from_a_snapshot() -> None:

@@ -17,8 +17,8 @@ from rest_helpers import get, ok
 
 import korral
 from korral.info import AllocationInfo, ApplicationInfo, NodeInfo, PartitionInfo
-from korral.server import dao
-from korral.server.dao import utilization
+from korral.server.rest import dao
+from korral.server.rest.dao import utilization
 
 pytest.importorskip("aiohttp")
 

@@ -25,8 +25,8 @@ pytest.importorskip("aiohttp")
 
 # after the skip: the REST server needs aiohttp
 from korral.server.events import EventLog
-from korral.server.rest_limits import RestLimits
-from korral.server.rest_stream import EventFanout, Reader
+from korral.server.rest.limits import RestLimits
+from korral.server.rest.stream import EventFanout, Reader
 
 WAIT = 30.0
 

@@ -23,7 +23,7 @@ from core_helpers import NODE, SMALL, TWO_LEAVES
 import korral
 from korral import testing as t
 from korral.cli import main
-from korral.harness.simulate_history import UNKNOWN_USER, read_history
+from korral.harness.simulate.history import UNKNOWN_USER, read_history
 
 EXAMPLES = BUNDLED_EXAMPLE.parent
 HISTORY = EXAMPLES / "history.jsonl"

@@ -16,7 +16,7 @@ from korral import testing as t
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import Placed
 from korral.actors.node import NodeActor
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 from korral.actors.setup import ActorSetup
 from korral.actors.tracker import Tracker
 from korral.harness import faults

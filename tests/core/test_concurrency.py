@@ -30,7 +30,7 @@ from korral import si
 from korral import testing as t
 from korral.actors.base import Handle, Rank
 from korral.actors.dispatch import handler_table
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 
 SETTINGS = {"completing_timeout": 0.2, "queue_cleanup_interval": 0.2, "scheduling_interval": 0.02}
 

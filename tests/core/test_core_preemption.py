@@ -437,7 +437,7 @@ def test_victims_are_reported_as_preempted_events() -> None:
 
 
 def test_snapshots_and_rest_documents_show_the_preemption_settings() -> None:
-    from korral.server import dao
+    from korral.server.rest import dao
 
     props = "            properties:\n              preemption.policy: disabled"
     switch = "    preemption:\n      enabled: false"

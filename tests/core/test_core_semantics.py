@@ -212,7 +212,7 @@ partitions:
 
 
 def test_an_application_backs_off_and_its_deadline_is_in_its_snapshot_and_rest() -> None:
-    from korral.server import dao
+    from korral.server.rest import dao
 
     rm = t.RecordingRM("rm")
     with korral.start(runtime="simulated", seed=4) as core:

@@ -14,8 +14,8 @@ from korral.actors.base import HandlerError, Rank, ThreadedActor
 from korral.actors.dispatch import HandlerTableError, handler_table
 from korral.actors.messages import AddAsks, Retire, SchedulerDone
 from korral.actors.node import NodeActor
-from korral.actors.partition import PartitionActor
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.partition.actor import PartitionActor
+from korral.actors.scheduler.actor import SchedulerActor
 from korral.actors.starting import start_actor
 from korral.actors.tracker import Tracker
 

@@ -31,12 +31,12 @@ from click.testing import CliRunner
 import korral
 from korral.actors.application import ApplicationActor
 from korral.actors.node import NodeActor
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.scheduler.actor import SchedulerActor
 from korral.cli import main
-from korral.cli_simulated import replay_command, rerun_command
+from korral.cli.simulated import replay_command, rerun_command
 from korral.harness import faults, repro
 from korral.harness.faults_planted import PLANTED
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
 
 # each planted bug must be found within this many seeds (seeds 1..SEEDS, RMS RMs, OPERATIONS each)
 SEEDS = 2000

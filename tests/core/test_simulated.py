@@ -19,7 +19,7 @@ from korral.actors.base import Rank
 from korral.actors.simulated import Pending
 from korral.errors import SchedulerError
 from korral.harness import faults
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
 
 RM = "rm"
 PARTITION = "[rm]default"
@@ -257,7 +257,7 @@ def test_the_command_line_runs_seeds_and_replays_one_with_its_full_trace() -> No
 REPLAY_IN_A_PROCESS = """
 import hashlib, logging
 logging.disable(logging.CRITICAL)
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
 harness = SimulatedStress(rms=1, operations=30, fault="recovery-onto-leaving-node")
 for seed in (3, 9, 21):
     outcome = harness.run_seed(seed, full_trace=True)
@@ -328,7 +328,7 @@ def test_a_stopped_simulated_core_leaves_no_actor_behind() -> None:
 def test_an_actor_stopping_with_its_mailbox_ready_leaves_no_empty_mailbox_to_deliver() -> None:
     """Seed 777 (one RM) once stopped an actor whose mailbox was on the ready list: its messages were
     answered as dead, the emptied mailbox stayed on the list, and the next step popped an empty deque."""
-    from korral.harness.stress_simulated import SimulatedStress
+    from korral.harness.simulated.stress import SimulatedStress
 
     outcome = SimulatedStress(rms=1, operations=30).run_seed(777)
     assert outcome.violations == ()

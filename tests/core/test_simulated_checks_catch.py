@@ -17,9 +17,11 @@ import pytest
 from korral import resource as res
 from korral.actors.application import ApplicationActor
 from korral.actors.messages import CompletingTimeout, RunCycle, ViewOps
-from korral.actors.scheduler import SchedulerActor
-from korral.harness import faults, faults_planted, simulated_books, simulated_liveness
-from korral.harness.stress_simulated import SimulatedStress
+from korral.actors.scheduler.actor import SchedulerActor
+from korral.harness import faults, faults_planted
+from korral.harness.simulated import books as simulated_books
+from korral.harness.simulated import liveness as simulated_liveness
+from korral.harness.simulated.stress import SimulatedStress
 from korral.model.view_ops import Forget
 
 SEEDS = 200

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from korral.actors.simulated import Simulation
 from korral.cli import main
-from korral.cli_simulated import rerun_command
+from korral.cli.simulated import rerun_command
 from korral.harness import faults
-from korral.harness.simulated_pct import PCTChooser
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.pct import PCTChooser
+from korral.harness.simulated.stress import SimulatedStress
 
 
 @pytest.fixture(autouse=True)
@@ -117,8 +117,9 @@ def test_the_command_line_names_the_flags_a_rerun_needs_and_refuses_an_unknown_f
 def test_a_direct_read_of_a_partition_is_what_the_core_s_queries_say() -> None:
     import korral
     from korral import testing as t
-    from korral.harness import invariants, simulated_checks
-    from korral.harness.simulated_scenarios import scenario_config
+    from korral.harness import invariants
+    from korral.harness.simulated import checks as simulated_checks
+    from korral.harness.simulated.scenarios import scenario_config
 
     rm = t.RecordingRM("rm0")
     with korral.start(runtime="simulated", seed=3) as core:
@@ -142,8 +143,8 @@ def test_the_scheduler_s_view_holds_what_the_owners_hold_after_seed_67() -> None
     """Found by check_view_against_owners (seed 67): the partition adopts a new node's recovered
     allocations in the scheduler's view on their owners' behalf, and an owner that refused one (its
     application no longer live) left it there for good. The owner now tells the view to forget it."""
-    from korral.harness import simulated_checks
-    from korral.harness.stress_simulated import SimulatedStress as Harness
+    from korral.harness.simulated import checks as simulated_checks
+    from korral.harness.simulated.stress import SimulatedStress as Harness
 
     found: list[str] = []
     check = Harness._check_frozen
@@ -169,6 +170,6 @@ def test_a_replacement_refused_after_its_placeholder_left_with_the_node_returns_
     node and replaced them at once; the node left before the owner confirmed the placeholders, so the
     owner refused the replacements (UndoReplacement), but the view had moved them aside with the node
     and dropped the refusal: three asks pending at their owner stayed at 0 in the view, never placed."""
-    from korral.harness.stress_simulated import SimulatedStress as Harness
+    from korral.harness.simulated.stress import SimulatedStress as Harness
 
     assert Harness(rms=1, operations=30).run_seed(280).violations == ()

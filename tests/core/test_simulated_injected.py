@@ -17,13 +17,15 @@ import korral
 from korral import si
 from korral import testing as t
 from korral.actors.messages import Placed, RunCycle
-from korral.actors.scheduler import SchedulerActor
-from korral.harness import faults, simulated_injected, simulated_restart
-from korral.harness.simulated_ask_rules import AskRules
-from korral.harness.simulated_injected import Injector, setup_with_injection
-from korral.harness.simulated_scenarios import ScenarioDriver, scenario_config
+from korral.actors.scheduler.actor import SchedulerActor
+from korral.harness import faults
+from korral.harness.simulated import injected as simulated_injected
+from korral.harness.simulated import restart as simulated_restart
+from korral.harness.simulated.ask_rules import AskRules
+from korral.harness.simulated.injected import Injector, setup_with_injection
+from korral.harness.simulated.scenarios import ScenarioDriver, scenario_config
+from korral.harness.simulated.stress import SimulatedStress
 from korral.harness.stress import StressRM
-from korral.harness.stress_simulated import SimulatedStress
 
 
 @pytest.fixture(autouse=True)

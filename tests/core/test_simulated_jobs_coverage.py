@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from korral.cli import main
 from korral.harness import faults
-from korral.harness.simulated_coverage import SI_OPERATIONS, Coverage
-from korral.harness.simulated_jobs import search_range
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.coverage import SI_OPERATIONS, Coverage
+from korral.harness.simulated.jobs import search_range
+from korral.harness.simulated.stress import SimulatedStress
 
 FAULT = "release-after-release-counted"  # found at seed 12 of the default scenario
 

@@ -21,8 +21,8 @@ import pytest
 
 from korral import testing as t
 from korral.harness import faults
+from korral.harness.simulated.stress import SimulatedOutcome, SimulatedStress
 from korral.harness.stress import Op
-from korral.harness.stress_simulated import SimulatedOutcome, SimulatedStress
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ import logging, sys
 logging.disable(logging.CRITICAL)
 from click.testing import CliRunner
 from korral.cli import main
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
 harness = SimulatedStress(rms=1, operations=60, fault="node-keeps-released")
 seed = next(s for s in range(1, 400) if len(harness.run_seed(s).violations) >= 3)
 print(seed)
@@ -95,7 +95,7 @@ def stress(monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     from click.testing import CliRunner
 
     from korral.cli import main
-    from korral.harness import simulated_jobs
+    from korral.harness.simulated import jobs as simulated_jobs
 
     monkeypatch.setattr(simulated_jobs, "time", SteppingClock())
     result = CliRunner().invoke(main, ["stress", "--simulated", "--rms", "1", "--operations", "5", *args])
@@ -128,8 +128,8 @@ def test_a_check_never_lets_virtual_time_pass_so_no_timer_fires_between_its_read
     fell due between the read of the application and the RM's callback, and the check saw the ask gone
     from the core before the RM had heard of it. A check now reads with the clock frozen."""
     from korral.core import Core
+    from korral.harness.simulated.stress import SimulatedStress
     from korral.harness.stress import Driver
-    from korral.harness.stress_simulated import SimulatedStress
     from korral.testing import RecordingRM
 
     moved: list[tuple[float, float]] = []
@@ -196,7 +196,7 @@ FAULT = "recovery-onto-leaving-node"  # a node leaving before its recovered allo
 @functools.cache
 def fault_found() -> SimulatedOutcome:
     """The first seed of 101..300 whose run shows the fault (few do)."""
-    from korral.harness.stress_simulated import SimulatedStress
+    from korral.harness.simulated.stress import SimulatedStress
 
     found, count, _ = SimulatedStress(rms=1, operations=30, fault=FAULT).search(range(101, 301), budget=None)
     assert found is not None, f"the fault did not show in {count} seeds"
@@ -204,7 +204,7 @@ def fault_found() -> SimulatedOutcome:
 
 
 def test_the_schedule_seed_is_the_seed_unless_given_and_drives_only_the_delivery_order() -> None:
-    from korral.harness.stress_simulated import SimulatedStress
+    from korral.harness.simulated.stress import SimulatedStress
 
     harness = SimulatedStress(rms=2, operations=30)
     default = harness.run_seed(77, full_trace=True)
@@ -224,7 +224,7 @@ def test_a_failing_workload_reruns_under_other_schedules_and_the_replay_names_bo
     from click.testing import CliRunner
 
     from korral.cli import main
-    from korral.harness.stress_simulated import SimulatedStress
+    from korral.harness.simulated.stress import SimulatedStress
 
     harness = SimulatedStress(rms=1, operations=30, fault=FAULT)
     found = fault_found()

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from korral.harness import faults
-from korral.harness.simulated_workloads import Workloads
-from korral.harness.stress_simulated import SimulatedStress
+from korral.harness.simulated.stress import SimulatedStress
+from korral.harness.simulated.workloads import Workloads
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from korral import resource as res
 from korral import si
 from korral.model.allocation import Allocation
-from korral.model.app_owner import AppEffects, ApplicationOwner
-from korral.model.application import Application, ApplicationEvent, ApplicationState
+from korral.model.app.application import Application, ApplicationEvent, ApplicationState
+from korral.model.app.owner import AppEffects, ApplicationOwner
 from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, PutAsks, RollBack
 from korral.resource import Resource
 

@@ -19,7 +19,7 @@ from gang_requests import RM
 from korral import si
 from korral import testing as t
 from korral.harness.reference import ReferenceScheduler
-from korral.model.application import Application, ApplicationState
+from korral.model.app.application import Application, ApplicationState
 
 T = si.TerminationType
 S = ApplicationState

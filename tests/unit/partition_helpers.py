@@ -13,8 +13,8 @@ import textwrap
 from collections import Counter
 
 from korral.model.allocation import Allocation
-from korral.model.application import ApplicationState
-from korral.model.partition import PartitionModel
+from korral.model.app.application import ApplicationState
+from korral.model.partition.composed import PartitionModel
 
 S = ApplicationState
 

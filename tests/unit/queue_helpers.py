@@ -6,7 +6,7 @@ import itertools
 
 from korral.config.schema import ChildTemplateConfig, QueueConfig, ResourcesConfig
 from korral.model.allocation import Allocation, Ask
-from korral.model.application import Application
+from korral.model.app.application import Application
 from korral.model.queue import Queue
 from korral.model.queue_spec import configured, templated
 

@@ -21,8 +21,8 @@ from app_owner_helpers import (
 from korral import resource as res
 from korral import si
 from korral.model.allocation import Allocation
-from korral.model.app_owner import AppEffects, ApplicationOwner, ask_rejection
-from korral.model.application import STATE_AWARE_DISABLE_TAG, Application
+from korral.model.app.application import STATE_AWARE_DISABLE_TAG, Application
+from korral.model.app.owner import AppEffects, ApplicationOwner, ask_rejection
 from korral.model.view_ops import PutAsks, RollBack
 
 # ---- helpers -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from app_owner_helpers import (
 )
 
 from korral.model.allocation import Allocation, Ask
-from korral.model.app_owner import AppEffects, ApplicationOwner
+from korral.model.app.owner import AppEffects, ApplicationOwner
 from korral.model.view_ops import AdoptRecovered, Forget, PutAsks
 
 

@@ -1,11 +1,11 @@
-"""Resource-seconds of released allocations and YuniKorn's YK_APP_SUMMARY line (model/app_summary.py)."""
+"""Resource-seconds of released allocations and YuniKorn's YK_APP_SUMMARY line (model/app/summary.py)."""
 
 from __future__ import annotations
 
 from korral import si
 from korral.model.allocation import Allocation
-from korral.model.app_summary import summary, track_released
-from korral.model.application import Application
+from korral.model.app.application import Application
+from korral.model.app.summary import summary, track_released
 
 STOPPED = si.TerminationType.STOPPED_BY_RM
 

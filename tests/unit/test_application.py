@@ -8,7 +8,7 @@ import pytest
 
 from korral import resource as res
 from korral.model.allocation import Allocation, Ask
-from korral.model.application import (
+from korral.model.app.application import (
     MIN_PRIORITY,
     RUNNING_STATES,
     STATE_AWARE_DISABLE_TAG,

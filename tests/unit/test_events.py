@@ -10,7 +10,7 @@ import pytest
 from korral import si
 from korral.model import events
 from korral.model.allocation import Allocation
-from korral.model.application import ApplicationState
+from korral.model.app.application import ApplicationState
 from korral.model.naming import DEFAULT_PARTITION, normalize_partition_name, partition_without_rm
 
 Kind = si.EventRecordType

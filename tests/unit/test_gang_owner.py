@@ -12,8 +12,8 @@ from korral import resource as res
 from korral import si
 from korral import testing as t
 from korral.model.allocation import Allocation
-from korral.model.app_owner import ApplicationOwner
-from korral.model.application import Application
+from korral.model.app.application import Application
+from korral.model.app.owner import ApplicationOwner
 from korral.model.view_ops import Swap, UndoReplacement
 
 # the shared fixture: pytest finds a fixture by its name in the test module

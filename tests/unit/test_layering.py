@@ -1,7 +1,7 @@
 """The layering of the package, checked on the source: what may import what.
 
 - The product (``korral`` outside ``korral.harness``) never imports the harness; only the command line
-  (the ``korral.cli`` package, ``korral.cli_simulated``, ``korral.__main__``), which fronts
+  (the ``korral.cli`` package, ``korral.cli.simulated``, ``korral.__main__``), which fronts
   ``korral stress`` and ``korral bench``, may; and nothing but the command line imports it.
 - ``korral.model`` and ``korral.policies`` are plain synchronous code: no actors, no pykka, no core.
 - The product has no import circle at run time, neither between its modules nor between its layers
@@ -27,7 +27,7 @@ import korral
 SRC = Path(korral.__file__).parent
 HARNESS = "korral.harness"
 # the command line: the korral.cli package (every module of it), and these beside it
-COMMAND_LINE = {"korral.cli", "korral.cli_simulated", "korral.__main__"}
+COMMAND_LINE = {"korral.cli", "korral.cli.simulated", "korral.__main__"}
 
 
 def is_command_line(module: str) -> bool:
@@ -102,7 +102,9 @@ def source_modules() -> list[tuple[str, Path]]:
 
 def test_the_source_tree_is_where_the_check_looks() -> None:
     modules = dict(source_modules())
-    assert {"korral.core", "korral.model.partition", "korral.harness.stress", "korral.cli"} <= set(modules)
+    assert {"korral.core", "korral.model.partition.composed", "korral.harness.stress", "korral.cli"} <= set(
+        modules
+    )
     assert {"korral.cli.bench", "korral.cli.stress", "korral.cli.serve"} <= set(modules)
 
 
@@ -124,7 +126,7 @@ def test_module_respects_the_layering(module: str, path: Path) -> None:
         ("korral.model.view", "from ..actors import base", "(plain code) imports korral.actors"),
         ("korral.core", "from korral.cli.config_input import read_config", "imports the command line"),
         ("korral.harness.stress", "from korral.cli import plural", "imports the command line"),
-        ("korral.server.rest", "import korral.cli_simulated", "imports the command line"),
+        ("korral.server.rest.server", "import korral.cli.simulated", "imports the command line"),
     ],
 )
 def test_the_check_catches_a_forbidden_import(module: str, source: str, expected: str) -> None:
@@ -137,7 +139,7 @@ def test_the_check_catches_a_forbidden_import(module: str, source: str, expected
     [
         ("korral.cli", "from korral.harness.stress import StressRun"),
         ("korral.cli.bench_runs", "from korral.harness.benchmark import runner"),
-        ("korral.cli_simulated", "from korral.cli import plural"),
+        ("korral.cli.simulated", "from korral.cli import plural"),
         ("korral.harness.stress", "from korral.harness import faults\nimport pykka"),
         ("korral.model.queue", "from korral.policies.sorting import SORT_FIFO"),
         ("korral.actors.node", "import pykka\nfrom korral.model.node import Node"),
@@ -280,7 +282,7 @@ def product_sources() -> dict[str, tuple[str, bool]]:
 
 def test_the_product_has_no_import_circle_between_modules() -> None:
     graph = run_time_graph(product_sources())
-    assert {"korral.core", "korral.model.queue", "korral.server.rest_api"} <= set(graph)
+    assert {"korral.core", "korral.model.queue", "korral.server.rest.api"} <= set(graph)
     assert circles(graph) == []
 
 
@@ -332,9 +334,9 @@ def test_the_circle_check_finds_layer_circles_of_modules_apart() -> None:
         "korral.config.validator": ("from korral.model import resource", False),
         "korral.model": ("", True),
         "korral.model.resource": ("", False),
-        "korral.model.partition": ("from korral.config.schema import PartitionConfig", False),
+        "korral.model.partition.composed": ("from korral.config.schema import PartitionConfig", False),
         "korral.config.schema": ("", False),
-        "korral.harness.reference": ("import korral.model.partition", False),
+        "korral.harness.reference": ("import korral.model.partition.composed", False),
     }
     graph = run_time_graph(sources)
     assert circles(graph) == []  # no module circle...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from partition_helpers import S, by_node, conf, recovered, reservation_setup
 
-from korral.model.partition import ModelError
+from korral.model.partition.composed import ModelError
 
 # ---- application states -----------------------------------------------------------------------------------
 

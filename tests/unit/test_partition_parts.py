@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from korral.config import load_config
-from korral.model.partition import PART_OPERATIONS, ModelError, PartitionModel, UnscheduledPartition
-from korral.model.partition_allocations import PartitionAllocations
-from korral.model.partition_apps import PartitionApplications
-from korral.model.partition_registry import PartitionRegistry
-from korral.model.partition_walk import SchedulingWalk
+from korral.model.partition.allocations import PartitionAllocations
+from korral.model.partition.apps import PartitionApplications
+from korral.model.partition.composed import PART_OPERATIONS, ModelError, PartitionModel, UnscheduledPartition
+from korral.model.partition.registry import PartitionRegistry
+from korral.model.partition.walk import SchedulingWalk
 from korral.model.quota_preempting import QuotaPreemption
 from korral.model.reservations import Reservations
 

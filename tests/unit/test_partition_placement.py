@@ -11,7 +11,7 @@ from partition_helpers import conf
 
 from korral.config import PartitionConfig, PlacementRuleConfig, load_config
 from korral.errors import ConfigError
-from korral.model.partition import ModelError, PartitionModel
+from korral.model.partition.composed import ModelError, PartitionModel
 from korral.model.queue import QueueState
 
 # ---- placement --------------------------------------------------------------------------------------------

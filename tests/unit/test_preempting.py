@@ -235,8 +235,8 @@ def test_required_node_asks_in_the_reference() -> None:
 
 def test_the_owner_releases_victims_it_holds_and_hands_back_the_others() -> None:
     from korral.model.allocation import Allocation
-    from korral.model.app_owner import ApplicationOwner
-    from korral.model.application import Application
+    from korral.model.app.application import Application
+    from korral.model.app.owner import ApplicationOwner
     from korral.model.view_ops import Unpreempt
 
     owner = ApplicationOwner(Application.new("app", partition="[rm]default", queue_path="root.low", user="u"))

@@ -10,7 +10,7 @@ import pytest
 
 from korral.actors import messages
 from korral.actors.dispatch import ensure_handlers
-from korral.actors.partition import PartitionActor
+from korral.actors.partition.actor import PartitionActor
 
 
 def queries() -> list[type[messages.PartitionQuery[object]]]:

@@ -19,7 +19,7 @@ from queue_helpers import (
 )
 
 from korral.config.schema import ChildTemplateConfig, ResourcesConfig
-from korral.model.application import MAX_PRIORITY, MIN_PRIORITY, Application
+from korral.model.app.application import MAX_PRIORITY, MIN_PRIORITY, Application
 from korral.model.queue import SORT_FAIR, SORT_FIFO, SORT_STATE_AWARE, Queue, QueueState, inherited_properties
 
 PREEMPTION_POLICY = "preemption.policy"

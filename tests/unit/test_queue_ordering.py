@@ -17,7 +17,7 @@ from queue_helpers import (
     submit,
 )
 
-from korral.model.application import MAX_PRIORITY, MIN_PRIORITY
+from korral.model.app.application import MAX_PRIORITY, MIN_PRIORITY
 
 # ---- application ordering ------------------------------------------------------------------------------
 

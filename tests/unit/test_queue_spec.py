@@ -9,7 +9,7 @@ import pytest
 from queue_helpers import q
 
 from korral.config.schema import ChildTemplateConfig, PartitionConfig, QueueConfig, ResourcesConfig
-from korral.model.partition import PartitionModel
+from korral.model.partition.composed import PartitionModel
 from korral.model.queue_spec import (
     GivenQueueSpecs,
     QueueSpec,

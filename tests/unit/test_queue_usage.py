@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from queue_helpers import build, q, submit
 
-from korral.model.application import ApplicationState
+from korral.model.app.application import ApplicationState
 
 # ---- limits ------------------------------------------------------------------------------------------
 

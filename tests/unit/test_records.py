@@ -13,8 +13,8 @@ import msgspec
 import pytest
 
 from korral.model.allocation import Allocation, Ask, AskSpec
-from korral.model.app_spec import AppSpec
-from korral.model.application import Application
+from korral.model.app.application import Application
+from korral.model.app.spec import AppSpec
 
 
 def _distinct_values(fields: dict[str, Any]) -> dict[str, Any]:

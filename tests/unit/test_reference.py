@@ -12,7 +12,7 @@ import pytest
 
 from korral import si
 from korral.harness.reference import ReferenceScheduler
-from korral.model.application import ApplicationState
+from korral.model.app.application import ApplicationState
 
 S = ApplicationState
 NA = si.NodeAction

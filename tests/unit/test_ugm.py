@@ -12,7 +12,7 @@ import pytest
 from korral import resource as res
 from korral.config import load_config
 from korral.model.allocation import Allocation
-from korral.model.application import ApplicationState
+from korral.model.app.application import ApplicationState
 from korral.model.ugm import AppTracking, AppUsage, QueueUsage, UserGroupTracker, resolve_group
 
 

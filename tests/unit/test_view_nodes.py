@@ -207,7 +207,7 @@ def test_the_view_notes_each_booking_and_freeing_on_a_node_in_order(view):
 
 def test_a_models_own_nodes_note_nothing(view):
     """Only the view's nodes keep notes (for the node board): the reference's model writes none."""
-    from korral.model.partition import PartitionModel
+    from korral.model.partition.composed import PartitionModel
 
     model = PartitionModel("[rm]default", load_config(CONFIG).partitions[0], rm_id="rm")
     node = model.add_node("n1", {"vcore": 4000})

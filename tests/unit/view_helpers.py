@@ -19,9 +19,9 @@ from korral import resource as res
 from korral import si
 from korral.config import load_config
 from korral.model.allocation import Allocation
-from korral.model.app_owner import build_ask
-from korral.model.app_spec import AppSpec
-from korral.model.application import Application, ApplicationState
+from korral.model.app.application import Application, ApplicationState
+from korral.model.app.owner import build_ask
+from korral.model.app.spec import AppSpec
 from korral.model.view import SchedulingView
 
 S = ApplicationState

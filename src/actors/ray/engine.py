@@ -28,7 +28,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from korral import log_text
 from korral.actors.base import Handle
-from korral.actors.partition import PartitionSettings
+from korral.actors.partition.actor import PartitionSettings
 from korral.actors.ray.host import PartitionHost
 from korral.actors.ray.partition import CALL_TIMEOUT, RayPartition
 from korral.actors.tracker import Tracker

@@ -24,9 +24,9 @@ from korral import log_text, si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, Rank
 from korral.actors.messages import Deliver
-from korral.actors.partition import PartitionActor, PartitionSettings
+from korral.actors.partition.actor import PartitionActor, PartitionSettings
 from korral.actors.ray.wire import decode_tells, encode_callbacks
-from korral.actors.scheduler import PredicatesForNodes
+from korral.actors.scheduler.actor import PredicatesForNodes
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback

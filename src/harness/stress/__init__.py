@@ -20,7 +20,7 @@ replaying them one at a time on a fresh core) to the shortest sequence that stil
 """
 
 # One module per job (common: settings and records; driver; run: the threaded mode and its shrinking;
-# hostile_rm and hostile; preemption_setup, preemption_driver and preemption): everything importable
+# hostile_rm and hostile; preemption.setup, preemption.driver and preemption): everything importable
 # from here as before.
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ from korral.harness.stress.hostile_rm import (
     HostileRM,
     UuidLedger,
 )
-from korral.harness.stress.preemption import PreemptionResult, PreemptionStress
-from korral.harness.stress.preemption_driver import PreemptionDriver
-from korral.harness.stress.preemption_setup import (
+from korral.harness.stress.preemption.driver import PreemptionDriver
+from korral.harness.stress.preemption.run import PreemptionResult, PreemptionStress
+from korral.harness.stress.preemption.setup import (
     BORROWER_QUEUES,
     DAEMON_QUEUE,
     FINISHED_STATES,
@@ -128,10 +128,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``SimulatedStress`` and ``SimulatedOutcome`` live in ``korral.harness.stress_simulated`` (which
+    """``SimulatedStress`` and ``SimulatedOutcome`` live in ``korral.harness.simulated.stress`` (which
     imports this module); still importable from here."""
     if name in ("SimulatedStress", "SimulatedOutcome"):
-        from korral.harness import stress_simulated
+        from korral.harness.simulated import stress as stress_simulated
 
         return getattr(stress_simulated, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

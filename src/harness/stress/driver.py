@@ -102,7 +102,7 @@ class Driver:
         else:
             core.update_allocation(request)
 
-    # what a scenario of its own (simulated_scenarios.ScenarioDriver) varies: the config a reload sends,
+    # what a scenario of its own (simulated.scenarios.ScenarioDriver) varies: the config a reload sends,
     # how many nodes one call may create, and the nodes' memory sizes
     make_config: Callable[..., str] = staticmethod(rm_config)
 

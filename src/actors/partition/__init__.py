@@ -1,0 +1,1 @@
+"""The Partition actor: structure and membership, its snapshots, its nodes."""

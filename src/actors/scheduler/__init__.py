@@ -1,0 +1,1 @@
+"""The Scheduler actor: the partition's one stream of decisions, and what it publishes per batch."""

@@ -1,0 +1,1 @@
+"""``korral stress --preemption``: the run, its driver and its setup."""

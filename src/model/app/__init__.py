@@ -1,0 +1,2 @@
+"""An application: as placed (spec), its state machine, asks and allocations, the owner's decisions,
+its summary."""

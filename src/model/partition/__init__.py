@@ -1,0 +1,1 @@
+"""A partition's model, composed of parts (registry, applications, allocations, walk, effects)."""
