@@ -20,6 +20,16 @@ import pytest
 os.environ.setdefault("RAY_worker_register_timeout_seconds", "300")
 os.environ.setdefault("RAY_gcs_server_request_timeout_seconds", "300")
 
+# Hypothesis fails an example that runs past 200 ms by default: beside two CPU hogs a sound example can,
+# so no property test may depend on how fast the machine is.
+try:
+    from hypothesis import settings as hypothesis_settings
+except ImportError:  # no hypothesis: its tests are not collected either
+    hypothesis_settings = None
+if hypothesis_settings is not None:
+    hypothesis_settings.register_profile("korral", deadline=None)
+    hypothesis_settings.load_profile("korral")
+
 try:
     import coverage
 except ImportError:  # pytest without pytest-cov: nothing measures
