@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar
 import attrs
 
 from korral import si
-from korral.config.schema import PartitionConfig
+from korral.config.schema import PartitionConfig, QueueConfig
 from korral.info import (
     ApplicationInfo,
     GroupUsageInfo,
@@ -28,6 +28,7 @@ from korral.info import (
 from korral.model.allocation import Allocation
 from korral.model.app.spec import AppSpec
 from korral.model.node import NodeSpec
+from korral.model.queue_spec import QueueSpec
 from korral.model.view_ops import ViewOp
 from korral.policies.placement import PlacementManager
 from korral.records import frozen
@@ -63,6 +64,8 @@ class ApplyConfig:
     config: PartitionConfig
     # the config's placement rules, built once where the config was validated (None: build them)
     placement: PlacementManager | None = None
+    # partition -> scheduler: every queue's spec as the queue actors made it (None: none given)
+    queues: tuple[QueueSpec, ...] | None = None
 
 
 @frozen
@@ -187,6 +190,8 @@ class AppAdded:
     app: Handle
     # the group its usage is tracked against for user/group limits ("" none), resolved by the partition
     limit_group: str = ""
+    # its queue's spec once the application's namespace tags applied (its actor's, by reference)
+    queue: QueueSpec | None = None
 
 
 @frozen
@@ -198,10 +203,34 @@ class AppGone:
 
 @frozen
 class QueueCreated:
-    """Partition -> scheduler: a queue placement created, parents announced before their children."""
+    """Partition -> scheduler: a queue placement created, parents announced before their children,
+    with the spec its actor holds (by reference)."""
 
     path: str
     leaf: bool
+    spec: QueueSpec | None = None
+
+
+# ---- partition -> queue: each answered with the queue's new QueueSpec (korral.model.queue_spec) --------
+
+
+@frozen
+class ConfigureQueue:
+    """A reload configures the queue so (its own configuration: no children, no user limits)."""
+
+    config: QueueConfig
+
+
+@frozen
+class DrainQueue:
+    """A reload no longer has the queue: it takes no new applications and goes once empty."""
+
+
+@frozen
+class TagQueue:
+    """An application placed in this dynamic queue carries these tags (namespace quota tags)."""
+
+    tags: tuple[tuple[str, str], ...]
 
 
 @frozen

@@ -1,17 +1,94 @@
-"""Queue actors: one per queue of the partition's structure, started and retired by the partition.
+"""Queue actors: each owns its queue's configuration and lifecycle, one ``QueueSpec``.
 
-A queue's usage (allocated and pending) is not kept here: its one owner is the scheduler's view (the
-usage the walk enforces: max, guarantees, fair order), which publishes it once per batch of cycles into
-the partition's queue board and the core's metrics (``SchedulerPublishing._publish_queues``). A second
-copy here, fed by the applications' usage deltas and passed up level by level, would cost two messages
-per level per application burst to keep in step with the view's.
+A queue actor is the only writer of its queue's spec (``korral.model.queue_spec``): its limits
+(guaranteed, max, maxapplications), ACLs, own properties, child template, and its state (Active;
+Draining once the configuration drops it; created by placement from its parent's template; removed by
+queue cleanup, which retires the actor). It replaces the lock YuniKorn's ``objects.Queue`` takes around
+those. Every change is a message to it, answered with the new value; the partition's registry (placement
+and admission: leaf, state, ACLs, maxapplications, the gang's max) and, through the partition, the
+scheduler's view and the queue board read the values it answered, by reference.
+
+What changes with every decision is not here: a queue's usage, its order, its running applications
+(maxapplications is checked against them at each allocation) are the scheduler's view's, published on
+the queue board once per batch.
+
+The partition asks (its rank is above a queue's, and it is not on the pool): a change takes effect
+before the partition places the next application. It asks only when something changes (a reload that
+changes the queue or drops it, namespace tags that change a dynamic queue), so the ask path and an
+unchanged reload send a queue nothing.
 """
 
 from __future__ import annotations
 
-from korral.actors.base import Rank, RetiringActor
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from korral.actors.base import Handle, Rank, RetiringActor
+from korral.actors.messages import ConfigureQueue, DrainQueue, TagQueue
+from korral.actors.runtime import ActorPool
+from korral.actors.tracker import Tracker
+from korral.config.schema import QueueConfig
+from korral.model.partition.registry import ModelError
+from korral.model.queue_spec import QueueSpec, configured, drained, own_config, tagged
 
 
 class QueueActor(RetiringActor):
     rank = Rank.QUEUE
+    # only its partition sends it anything (no SchedulerDone to wait for)
     scheduler_sends = False
+
+    def __init__(self, tracker: Tracker, name: str, spec: QueueSpec, *, pool: ActorPool) -> None:
+        super().__init__(tracker, name, pool=pool)
+        # what the queue is, as made when it was (by the configuration or by placement)
+        self.spec = spec
+
+    def on_ConfigureQueue(self, message: ConfigureQueue) -> QueueSpec:
+        self.spec = configured(self.spec.path, message.config, self.spec)
+        return self.spec
+
+    def on_DrainQueue(self, message: DrainQueue) -> QueueSpec:
+        self.spec = drained(self.spec)
+        return self.spec
+
+    def on_TagQueue(self, message: TagQueue) -> QueueSpec:
+        self.spec = tagged(self.spec, dict(message.tags))
+        return self.spec
+
+
+class QueueActorSpecs:
+    """The partition's registry's ``QueueSpecWriter``: a queue with an actor gets its next spec from
+    it; a queue still being made (its actor starts once the registry has it) gets its first one from
+    the rules, which its actor then holds."""
+
+    def __init__(self, actors: Mapping[str, Handle], ask: Callable[[Handle, Any], Any]) -> None:
+        self.actors = actors  # the partition's queue actors by path (its own dict, read here)
+        self.ask = ask
+
+    def _answer(self, handle: Handle, message: Any) -> QueueSpec:
+        answer = self.ask(handle, message)
+        if not isinstance(answer, QueueSpec):
+            raise ModelError(f"queue {handle.name} did not answer: {answer!r}")
+        return answer
+
+    def configure(self, path: str, config: QueueConfig, current: QueueSpec | None) -> QueueSpec:
+        handle = self.actors.get(path)
+        if handle is None:
+            return configured(path, config, current)
+        if current is not None and current.is_active and current.source == own_config(config):
+            return current  # configured as it is: nothing to tell
+        return self._answer(handle, ConfigureQueue(config=own_config(config)))
+
+    def drain(self, current: QueueSpec) -> QueueSpec:
+        handle = self.actors.get(current.path)
+        if handle is None:
+            return drained(current)
+        return self._answer(handle, DrainQueue())
+
+    def tag(self, current: QueueSpec, tags: Mapping[str, str]) -> QueueSpec:
+        # the rule says whether the tags change anything: only then is the queue told
+        if tagged(current, tags) is current:
+            return current
+        handle = self.actors.get(current.path)
+        if handle is None:
+            return tagged(current, tags)
+        return self._answer(handle, TagQueue(tags=tuple(tags.items())))

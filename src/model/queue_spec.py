@@ -77,10 +77,11 @@ def _configured_resource(resource: Mapping[str, int]) -> Resource | None:
 
 
 def own_config(config: QueueConfig) -> QueueConfig:
-    """A queue's configuration without its children's and its user/group limits (not the queue's own)."""
+    """A queue's configuration without its children's and its user/group limits (not the queue's own);
+    a parent for having children stays one."""
     if not config.queues and not config.limits:
         return config
-    return attrs.evolve(config, queues=(), limits=())
+    return attrs.evolve(config, parent=config.is_parent, queues=(), limits=())
 
 
 def unconfigured(path: str, *, leaf: bool) -> QueueSpec:

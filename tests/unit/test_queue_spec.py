@@ -37,7 +37,8 @@ def test_configured_takes_everything_of_the_queue_and_nothing_of_its_children():
     assert spec.submit_acl.allows("bob", ()) and not spec.admin_acl.allows("bob", ())
     parent = q("parent", q("child", max={"memory": 1}))
     assert configured("root.parent", parent).source == own_config(parent)
-    assert own_config(parent).queues == ()
+    assert own_config(parent).queues == () and own_config(parent).is_parent
+    assert configured("root.parent", own_config(parent)) == configured("root.parent", parent)
 
 
 def test_the_roots_max_is_never_configured():

@@ -1,7 +1,8 @@
 """The Partition actor: membership, placement and routing for one partition.
 
-It owns the partition's structure (the queue tree and its configuration, which applications and nodes
-exist, the partition's capacity) in a ``PartitionModel`` that tracks no allocations, places
+It owns the partition's structure (the queue tree's shape, which applications and nodes exist, the
+partition's capacity) in a ``PartitionModel`` that tracks no allocations, holding each queue's
+configuration and state as its queue actor made it (``QueueActorSpecs``), places
 applications with the partition's rules, creates and retires the owner actors, and routes each RM
 request to the actor that owns what the request is about. A removed actor stops itself once nothing
 can reach it any more (``RetiringActor``), so that no message to it is dropped.
@@ -54,7 +55,7 @@ from korral.actors.messages import (
 from korral.actors.node_board import NodeBoard
 from korral.actors.partition.nodes import PartitionNodes
 from korral.actors.partition.queries import PartitionQueries
-from korral.actors.queue import QueueActor
+from korral.actors.queue import QueueActor, QueueActorSpecs
 from korral.actors.queue_board import QueueBoard
 from korral.actors.runtime import Bundle
 from korral.actors.setup import ActorSetup
@@ -70,6 +71,7 @@ from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition.composed import ModelError, UnscheduledPartition
 from korral.model.queue import ROOT
+from korral.model.queue_spec import QueueSpec
 
 
 def _kinds(message: Any) -> list[type]:
@@ -141,6 +143,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self.dispatcher = dispatcher
         self.timer = timer
         self.settings = settings
+        # each queue's actor, the one writer of its QueueSpec (configuration and state)
+        self.queues: dict[str, Handle] = {}
         self.registry = UnscheduledPartition(
             name,
             config,
@@ -148,6 +152,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             clock=tracker.clocks.clock,
             uuid_token=tracker.clocks.unique_token(),
             placeholder_timeout=settings.placeholder_timeout,
+            queue_specs=QueueActorSpecs(self.queues, self.ask),
         )
         self.metrics = settings.metrics
         # while a node request is handled: each node state's net change, published at its end
@@ -177,8 +182,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             timer=timer,
             board=self.queue_board,
             node_board=self.node_board,
+            queues=self._queue_specs(),
         )
-        self.queues: dict[str, Handle] = {}
         self.apps: dict[str, Handle] = {}
         self.nodes: dict[str, Handle] = {}
         self.completed: CompletedApplications[ApplicationInfo] = CompletedApplications()
@@ -215,13 +220,20 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             if path in self.queues:
                 continue
             created.append(path)
-            self.queues[path] = start_actor(QueueActor, self.tracker, f"{self.name}/{path}", pool=self.pool)
+            queue = self.registry.queues[path]
+            self.queues[path] = start_actor(
+                QueueActor, self.tracker, f"{self.name}/{path}", queue.spec, pool=self.pool
+            )
             if announce:
-                self.scheduler.tell(QueueCreated(path=path, leaf=self.registry.queues[path].is_leaf))
+                self.scheduler.tell(QueueCreated(path=path, leaf=queue.is_leaf, spec=queue.spec))
                 self._event(partial(events.queue_created, path))
         if created:
             self._publish_queue_limits()
         return created
+
+    def _queue_specs(self) -> tuple[QueueSpec, ...]:
+        """Every queue's spec, as its actor made it (parents first)."""
+        return tuple(queue.spec for queue in self.registry.root.walk())
 
     def _publish_queue_limits(self) -> None:
         """Guaranteed, max and running applications' max of every queue as metrics, as YuniKorn
@@ -362,7 +374,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         )
         self.apps[app.application_id] = handle
         self.completed.discard(app.application_id)
-        self.scheduler.tell(AppAdded(spec=app.spec, app=handle, limit_group=app.limit_group))
+        queue = self.registry.queues[app.queue_path].spec
+        self.scheduler.tell(AppAdded(spec=app.spec, app=handle, limit_group=app.limit_group, queue=queue))
 
     def on_NodeReservations(self, message: NodeReservations) -> None:
         for node_id, holders in message.reservations:
@@ -456,7 +469,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             self._records.extend(events.queue_changes(before, self._queue_limits()))
             self._records.extend(events.limit_changes(limits_before, events.limits_of(self.registry.config)))
         self._send_events()
-        self.scheduler.tell(ApplyConfig(config=message.config))
+        self.scheduler.tell(ApplyConfig(config=message.config, queues=self._queue_specs()))
 
     def _queue_limits(self) -> dict[str, tuple[Any, Any, bool]]:
         """Each queue's configured (max, guaranteed, is leaf): what a configuration update may change."""

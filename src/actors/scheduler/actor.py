@@ -51,6 +51,7 @@ from korral.model import events
 from korral.model.allocation import Allocation, AskSpec
 from korral.model.node import removal_reason
 from korral.model.partition.effects import CoreRelease, QueueEvent, RequestEvent, RunnableChange
+from korral.model.queue_spec import QueueSpec
 from korral.model.view import SchedulingView
 from korral.model.view_ops import (
     AdoptRecovered,
@@ -113,7 +114,9 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         timer: Any = None,
         board: QueueBoard | None = None,
         node_board: NodeBoard | None = None,
+        queues: tuple[QueueSpec, ...] = (),
     ) -> None:
+        """``queues``: the specs of the queues ``config`` makes, as their actors hold them."""
         super().__init__(tracker, name)
         # the queue board: each queue's usage, current priority (YuniKorn's currentPriority) and
         # preempting resource published into it once per burst
@@ -155,6 +158,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             predicate=self._predicate if filters and not for_nodes else None,
             nodes_predicate=self._predicates_for_nodes if for_nodes else None,
             candidates_per_call=self.for_nodes.candidates_per_call if self.for_nodes is not None else 1,
+            queues=queues,
         )
         self.clock = tracker.clocks.clock
         self.apps: dict[str, Handle] = {}
@@ -290,7 +294,7 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             self.apps[spec.application_id].tell(SchedulerDone())
             self._wake()
         self.apps[spec.application_id] = message.app
-        self.view.insert_application(spec, limit_group=message.limit_group)
+        self.view.insert_application(spec, limit_group=message.limit_group, queue_spec=message.queue)
 
     def on_AppGone(self, message: AppGone) -> None:
         if self._stale(message.application_id, message.app):
@@ -390,11 +394,11 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self.rollbacks += len(allocations)
 
     def on_ApplyConfig(self, message: ApplyConfig) -> None:
-        self.view.apply_config(message.config)
+        self.view.apply_config(message.config, queues=message.queues)
         self._wake()
 
     def on_QueueCreated(self, message: QueueCreated) -> None:
-        self.view.queue_created(message.path, leaf=message.leaf)
+        self.view.queue_created(message.path, leaf=message.leaf, spec=message.spec)
 
     def on_QueuesRemoved(self, message: QueuesRemoved) -> None:
         for path in message.paths:
