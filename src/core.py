@@ -34,9 +34,17 @@ from korral.actors.messages import (
     UserUsageQuery,
 )
 from korral.actors.partition.actor import PartitionSettings
-from korral.actors.registrar import Register, Registrar, Unregister, UpdateConfiguration
+from korral.actors.registrar import Registrar
 from korral.actors.registration import STOP_TIMEOUT, build_placements, stop_and_wait
-from korral.actors.rmproxy import FindPartitions, PartitionBoard, RMProxyActor, Route, StopAll
+from korral.actors.rm_messages import (
+    FindPartitions,
+    Register,
+    Route,
+    StopAll,
+    Unregister,
+    UpdateConfiguration,
+)
+from korral.actors.rmproxy import PartitionBoard, RMProxyActor
 from korral.actors.setup import ActorSetup
 from korral.actors.simulated import SimulatedTimer, SimulatedTracker, Simulation
 from korral.actors.starting import start_actor

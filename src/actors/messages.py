@@ -1,6 +1,6 @@
 """The protocol of the partition's actors: every message a partition, its scheduler, applications and
-nodes send or are sent, their timers' and self-kicks included (the RMProxy's own protocol, with the
-caller and the core, is korral.actors.rmproxy's). All are ``korral.records.frozen`` records holding
+nodes send or are sent, their timers' and self-kicks included (the Registrar's and the RMProxy's
+protocol is ``korral.actors.rm_messages``). All are ``korral.records.frozen`` records holding
 values, tuples and the records of the model, but a ``Handle`` (an actor's address) and a partition's
 ``PlacementManager``.
 

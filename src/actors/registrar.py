@@ -13,52 +13,30 @@ RM never overlap: the later one replaces the earlier one once that has finished.
 from __future__ import annotations
 
 import contextlib
+from types import MappingProxyType
 from typing import Any
-
-import attrs
 
 from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor
 from korral.actors.partition.actor import PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.registration import start_partition, stop_partition
-from korral.actors.rmproxy import Admit, Admitted, Detach, Install, Reconfigure, Withdraw
+from korral.actors.rm_messages import (
+    Admit,
+    Admitted,
+    Detach,
+    Install,
+    Reconfigure,
+    Register,
+    Unregister,
+    UpdateConfiguration,
+    Withdraw,
+)
 from korral.actors.tracker import Tracker
-from korral.callback import ResourceManagerCallback
-from korral.config.schema import SchedulerConfig
 from korral.errors import KorralError
-from korral.policies.placement import PlacementManager
-from korral.records import frozen
 
 # how long the registrar waits on the RMProxy: it answers at once (it never starts a partition)
 PROXY_TIMEOUT = 60.0
-
-
-@frozen
-class Register:
-    """Core -> registrar: answered with the RM's response once its partitions run, or the refusal."""
-
-    request: si.RegisterResourceManagerRequest
-    callback: ResourceManagerCallback
-    # the request's config, parsed and validated by the caller
-    config: SchedulerConfig = attrs.field(repr=False)
-
-
-@frozen
-class UpdateConfiguration:
-    """Core -> registrar: answered None once the partitions the update adds run, or the refusal."""
-
-    request: si.UpdateConfigurationRequest
-    # parsed, validated and with each partition's placement rules built by the caller
-    config: SchedulerConfig = attrs.field(repr=False)
-    placements: dict[str, PlacementManager] = attrs.field(repr=False)
-
-
-@frozen
-class Unregister:
-    """Core -> registrar: the RM leaves; answered None once its partitions have stopped."""
-
-    rm_id: str
 
 
 class Registrar(ThreadedActor):
@@ -119,7 +97,7 @@ class Registrar(ThreadedActor):
 
     def on_Unregister(self, message: Unregister) -> Any:
         retired = self.ask(self.rm_proxy, Detach(rm_id=message.rm_id), timeout=PROXY_TIMEOUT)
-        if not isinstance(retired, list):
+        if not isinstance(retired, tuple):
             return retired  # the refusal
         for handle in retired:
             self._stop_partition(handle)
@@ -152,7 +130,13 @@ class Registrar(ThreadedActor):
             with contextlib.suppress(Exception):  # a stopped core has removed the RM already
                 # an update keeps what it could start (the RM is served); a registration is undone
                 if admitted.update:
-                    self._ask_proxy(Install(rm=admitted.rm, partitions=started, queue_boards=boards))
+                    self._ask_proxy(
+                        Install(
+                            rm=admitted.rm,
+                            partitions=MappingProxyType(started),
+                            queue_boards=MappingProxyType(boards),
+                        )
+                    )
                     installed = True
                 else:
                     self._ask_proxy(Withdraw(rm=admitted.rm))
@@ -161,11 +145,17 @@ class Registrar(ThreadedActor):
                     self._stop_partition(handle)
             raise
         try:
-            self._ask_proxy(Install(rm=admitted.rm, partitions=started, queue_boards=boards))
+            self._ask_proxy(
+                Install(
+                    rm=admitted.rm,
+                    partitions=MappingProxyType(started),
+                    queue_boards=MappingProxyType(boards),
+                )
+            )
         except BaseException:
             for handle in started.values():
                 self._stop_partition(handle)
             raise
 
 
-__all__ = ["PROXY_TIMEOUT", "Register", "Registrar", "Unregister", "UpdateConfiguration"]
+__all__ = ["PROXY_TIMEOUT", "Registrar"]

@@ -5,12 +5,15 @@ or configuration update that costs in proportion to the configuration, done by t
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from korral.actors.base import Handle, Rank
 from korral.actors.messages import StopPartition
 from korral.actors.partition.actor import PartitionActor, PartitionSettings
 from korral.actors.queue_board import QueueBoard
+from korral.actors.rm_messages import RMConnection
 from korral.actors.starting import start_actor
 from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig, SchedulerConfig
@@ -29,7 +32,7 @@ def stop_and_wait(handle: Handle, timeout: float = STOP_TIMEOUT) -> None:
             handle.ref.stop(block=True, timeout=timeout)
 
 
-def build_placements(config: SchedulerConfig, rm_id: str) -> dict[str, PlacementManager]:
+def build_placements(config: SchedulerConfig, rm_id: str) -> Mapping[str, PlacementManager]:
     """Each partition's placement rules, built (by the caller of an update): a rule that cannot be is a
     ConfigError, before anything changes."""
     placements: dict[str, PlacementManager] = {}
@@ -42,11 +45,11 @@ def build_placements(config: SchedulerConfig, rm_id: str) -> dict[str, Placement
             raise ConfigError(
                 f"partition {partition_config.name}: placement rules rejected: {error}"
             ) from None
-    return placements
+    return MappingProxyType(placements)
 
 
 def start_partition(
-    rm: Any,  # a RegisteredRM of korral.actors.rmproxy
+    rm: RMConnection,
     partition_config: PartitionConfig,
     *,
     tracker: Tracker,

@@ -34,107 +34,47 @@ from korral.actors.messages import (
 from korral.actors.partition.actor import PartitionSettings
 from korral.actors.queue_board import QueueBoard
 from korral.actors.registration import STOP_TIMEOUT, stop_and_wait, stop_partition
+from korral.actors.rm_messages import (
+    Admit,
+    Admitted,
+    Detach,
+    FindPartitions,
+    Install,
+    Reconfigure,
+    RMConnection,
+    Route,
+    StopAll,
+    Withdraw,
+)
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
-from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import CapacityError, SchedulerError
 from korral.model.naming import normalize_partition_name
-from korral.policies.placement import PlacementManager
-from korral.records import frozen
 from korral.si.validate import Checked
-
-
-@frozen
-class Admit:
-    """Registrar -> proxy: an RM registers (again). Answered ``Admitted`` or the refusal."""
-
-    request: si.RegisterResourceManagerRequest
-    callback: ResourceManagerCallback
-    config: SchedulerConfig = attrs.field(repr=False)
-
-
-@frozen
-class Reconfigure:
-    """Registrar -> proxy: an RM's new configuration, parsed, validated and with each partition's
-    placement rules built by the caller. Answered None (nothing to start or stop), ``Admitted`` (the
-    partitions to stop and to start) or the refusal."""
-
-    request: si.UpdateConfigurationRequest
-    config: SchedulerConfig = attrs.field(repr=False)
-    placements: dict[str, PlacementManager] = attrs.field(repr=False)
-
-
-@frozen
-class Detach:
-    """Registrar -> proxy: the RM leaves. Answered with its partitions (the registrar stops them)."""
-
-    rm_id: str
-
-
-@frozen
-class Install:
-    """Registrar -> proxy: the partitions it started for an ``Admitted`` registration or update."""
-
-    rm: Any  # RegisteredRM, the admitted one (by identity)
-    partitions: dict[str, Handle]
-    queue_boards: dict[str, QueueBoard]
-
-
-@frozen
-class Withdraw:
-    """Registrar -> proxy: an ``Admitted`` registration whose partitions could not be started."""
-
-    rm: Any  # RegisteredRM
-
-
-@frozen
-class Route:
-    """Core -> proxy: a request checked at the door; ``checked`` holds the rejections of its bad items."""
-
-    request: si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
-    checked: Checked | None = None
-
-
-@frozen
-class FindPartitions:
-    """Core -> proxy: the partitions' handles (all, or one by name)."""
-
-    name: str = ""
-
-
-@frozen
-class StopAll:
-    pass
 
 
 @attrs.define
 class RegisteredRM:
-    rm_id: str
-    callback: Any
-    dispatcher: Handle
+    """The RMProxy's own record of a registered RM (never sent: messages carry its ``connection``)."""
+
+    connection: RMConnection
     config: SchedulerConfig
-    # set when the registration ends: from then on nothing calls this RM's callback object again
-    closed: threading.Event
     partitions: dict[str, Handle] = attrs.Factory(dict)
     queue_boards: dict[str, QueueBoard] = attrs.Factory(dict)
-    # while a registration is pending (its partitions being started by the caller): its requests, held
+    # while a registration is pending (its partitions being started by the registrar): its requests, held
     pending: list[Route] | None = None
     # the build information the RM registered with (YuniKorn's RMInfo.RMBuildInformation)
     build_info: Mapping[str, str] = attrs.Factory(dict)
 
+    @property
+    def rm_id(self) -> str:
+        return self.connection.rm_id
 
-@frozen
-class Admitted:
-    """Proxy -> registrar: the RM's requests are held until the registrar has stopped ``retired`` (the
-    partitions the registration or update replaces or drops) and started ``start`` (all of a
-    registration's, those an update adds) and ``Install``ed them."""
-
-    rm: RegisteredRM
-    retired: list[Handle]
-    start: tuple[PartitionConfig, ...]
-    update: bool = False
+    @property
+    def dispatcher(self) -> Handle:
+        return self.connection.dispatcher
 
 
 class PartitionBoard:
@@ -230,25 +170,22 @@ class RMProxyActor(ThreadedActor):
             closed,
             observer=functools.partial(metrics.delivered, request.rm_id) if metrics is not None else None,
         )
+        connection = RMConnection(
+            rm_id=request.rm_id, callback=message.callback, dispatcher=dispatcher, closed=closed
+        )
         rm = RegisteredRM(
-            rm_id=request.rm_id,
-            callback=message.callback,
-            dispatcher=dispatcher,
-            config=config,
-            closed=closed,
-            build_info=MappingProxyType(dict(request.build_info)),
+            connection=connection, config=config, build_info=MappingProxyType(dict(request.build_info))
         )
         rm.pending = []
         self.rms[request.rm_id] = rm
         self._publish()
-        return Admitted(rm=rm, retired=retired, start=config.partitions)
+        return Admitted(rm=connection, retired=tuple(retired), start=config.partitions)
 
     def on_Install(self, message: Install) -> Any:
-        rm: RegisteredRM = message.rm
-        current = self.rms.get(rm.rm_id)
-        if current is not rm or rm.pending is None:
+        rm = self.rms.get(message.rm.rm_id)
+        if rm is None or rm.connection is not message.rm or rm.pending is None:
             return SchedulerError(
-                f"registration of RmID={rm.rm_id!r} ended before its partitions were installed "
+                f"registration of RmID={message.rm.rm_id!r} ended before its partitions were installed "
                 "(registered again meanwhile, or the core stopped)"
             )
         rm.partitions.update(message.partitions)
@@ -260,9 +197,9 @@ class RMProxyActor(ThreadedActor):
         return si.RegisterResourceManagerResponse()
 
     def on_Withdraw(self, message: Withdraw) -> None:
-        rm_id: str = message.rm.rm_id
-        if self.rms.get(rm_id) is message.rm:
-            self._remove_rm(rm_id)
+        rm = self.rms.get(message.rm.rm_id)
+        if rm is not None and rm.connection is message.rm:
+            self._remove_rm(rm.rm_id)
 
     def on_Detach(self, message: Detach) -> Any:
         rm = self.rms.get(message.rm_id)
@@ -270,7 +207,7 @@ class RMProxyActor(ThreadedActor):
             return SchedulerError(f'RmID="{log_text.escaped(message.rm_id)}" not registered')
         if rm.pending is not None:
             return SchedulerError(f'RmID="{message.rm_id}" is still registering or reloading: leave after')
-        return self._detach_rm(message.rm_id)
+        return tuple(self._detach_rm(message.rm_id))
 
     def _stop_partition(self, handle: Handle) -> None:
         stop_partition(handle, Rank.RM_PROXY, ray=self.engine is not None)
@@ -289,7 +226,7 @@ class RMProxyActor(ThreadedActor):
         # Close the RM's callbacks first and never wait for them: a slow RM must not hold up the other
         # RMs' requests (this actor routes them all) nor a stop. A callback running right now finishes;
         # nothing queued or produced later reaches this callback object.
-        rm.closed.set()
+        rm.connection.closed.set()
         rm.dispatcher.stop()
         # What is still queued for the closed dispatcher will be dropped, never delivered: it must not
         # keep the core from being idle while a callback blocks the dispatcher's thread.
@@ -341,7 +278,7 @@ class RMProxyActor(ThreadedActor):
         if retired or start:
             # the registrar stops and starts them; the RM's requests wait for the partitions they name
             rm.pending = [] if start else None
-            return Admitted(rm=rm, retired=retired, start=tuple(start), update=True)
+            return Admitted(rm=rm.connection, retired=tuple(retired), start=tuple(start), update=True)
         return None
 
     def on_PartitionDrained(self, message: PartitionDrained) -> None:
