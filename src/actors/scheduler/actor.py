@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates
+from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates, tell_all
 from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
@@ -504,12 +504,20 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
             entry[1].append(allocation)
         # Straight to each application's mailbox, as every other message of this actor to it (so its
         # SchedulerDone still comes last); the placements before the replacements, so that an
-        # application hears of a placeholder before of its replacement.
+        # application hears of a placeholder before of its replacement. All in one hand-off: one
+        # count in the tracker and one wake-up of the applications' pool per batch, not per application.
+        deliveries: list[tuple[Handle, Any]] = []
+        sent: list[list[Allocation]] = []
         for app, placements, replacements in by_app.values():
-            if placements and not app.tell(_new_tuple(Placed, (tuple(placements),))):
-                refused.extend(placements)
-            if replacements and not app.tell(Replace(allocations=tuple(replacements))):
-                refused.extend(replacements)
+            if placements:
+                deliveries.append((app, _new_tuple(Placed, (tuple(placements),))))
+                sent.append(placements)
+            if replacements:
+                deliveries.append((app, Replace(allocations=tuple(replacements))))
+                sent.append(replacements)
+        for delivered, allocations in zip(tell_all(deliveries), sent, strict=True):
+            if not delivered:
+                refused.extend(allocations)
         if refused:
             self._undo(refused)
         if releases:
