@@ -85,6 +85,9 @@ class _Spec:
     by_proto: dict[str, _Field] = attrs.field(init=False)
     # (attribute, its slot's setter, default, factory) of every attrs field, in order: ``construct``
     slots: tuple[tuple[str, Any, Any, Any], ...] = attrs.field(init=False)
+    # (proto field, kind, slot setter, default, factory, sub-message spec, enum) of each attrs field in
+    # order: ``_read_plain``'s table, filled once every spec is built (``_link_plain``)
+    plain: list[tuple[str, int, Any, Any, Any, Any, Any]] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
@@ -160,7 +163,17 @@ def _build_specs() -> None:
         _BY_PROTO[proto_type] = spec
 
 
+def _link_plain() -> None:
+    for spec in _BY_KORRAL.values():
+        by_attr = {field.attr: field for field in spec.fields}
+        for name, set_slot, default, factory in spec.slots:
+            field = by_attr[name]
+            sub = _BY_KORRAL[field.message] if field.message is not None else None
+            spec.plain.append((field.proto, field.kind, set_slot, default, factory, sub, field.enum_type))
+
+
 _build_specs()
+_link_plain()
 
 
 # ---- korral -> protobuf ----------------------------------------------------------------------------------
@@ -298,6 +311,55 @@ def _read(source: Message, spec: _Spec) -> Any:
     return spec.construct(values)
 
 
+def _read_plain(source: Message, spec: _Spec) -> Any:
+    """``_read`` for a message known to hold no unknown fields anywhere (``_decode``'s check): no
+    per-message look for mistyped fields, each field read by name straight into its slot. A field at
+    its proto3 default is absent, as ``ListFields`` would have it, and takes the attrs default."""
+    made: Any = object.__new__(spec.korral_type)
+    for proto, kind, set_slot, default, factory, sub, enum_type in spec.plain:
+        value = getattr(source, proto)
+        if kind == _SCALAR:
+            if not value:
+                value = factory() if factory is not None else default
+        elif kind == _RESOURCE:
+            if source.HasField(proto):
+                entries = value.resources
+                value = {name: entries[name].value for name in entries}
+            else:
+                value = factory() if factory is not None else default
+        elif kind == _REPEATED_MESSAGE:
+            if not value:
+                value = factory() if factory is not None else default
+            else:
+                try:
+                    value = tuple([_read_plain(item, sub) for item in value])
+                except _Invalid as error:
+                    index = next(i for i, item in enumerate(value) if _is_invalid(item, sub))
+                    raise _Invalid(f".{proto}[{index}]{error.path}", error.reason) from None
+        elif kind == _ENUM:
+            if value:
+                try:
+                    value = enum_type(value)
+                except ValueError:
+                    reason = f"unknown {enum_type.__name__} value {value}"
+                    raise _Invalid(f".{proto}", reason) from None
+            else:
+                value = factory() if factory is not None else default
+        elif kind == _MAP:
+            value = dict(value) if value else factory() if factory is not None else default
+        elif kind == _REPEATED_SCALAR:
+            value = tuple(value) if value else factory() if factory is not None else default
+        elif source.HasField(proto):  # _MESSAGE
+            try:
+                value = _read_plain(value, sub)
+            except _Invalid as error:
+                raise _Invalid(f".{proto}{error.path}", error.reason) from None
+        else:
+            value = factory() if factory is not None else default
+        set_slot(made, value)
+    return made
+
+
 def _is_invalid(message: Message, spec: _Spec) -> bool:
     try:
         _read(message, spec)
@@ -326,17 +388,48 @@ def _decode(proto_type: type[Message], data: bytes) -> Message:
     return message
 
 
+def _holds_unknown(message: Message) -> bool:
+    """Whether any field of the message, at any depth, is unknown to the proto (or came with the wrong
+    wire type, which protobuf keeps as unknown). False leaves the message without them: protobuf
+    re-encodes them with it, so it is the same size without them only if there were none."""
+    size: int = message.ByteSize()
+    message.DiscardUnknownFields()
+    after: int = message.ByteSize()
+    return after != size
+
+
+def _converted(proto_type: type[Message], data: bytes) -> tuple[Message, bool]:
+    """The decoded message, and whether it may be read plainly (``_read_plain``): nothing in it is
+    unknown, the case of every request korral's own clients and YuniKorn's shims send. One that holds
+    unknown fields is decoded again and read field by field, so each is told apart (a newer client's
+    addition, ignored, or a known field mistyped, refused with its path)."""
+    message = _decode(proto_type, data)
+    if not _holds_unknown(message):
+        return message, True
+    return _decode(proto_type, data), False
+
+
+def _from_decoded(message: Message, plain: bool) -> Any:
+    if not plain:
+        return from_pb(message)
+    spec = _BY_PROTO[type(message)]
+    try:
+        return _read_plain(message, spec)
+    except _Invalid as error:
+        raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
+
+
 def parse(proto_type: type[Message], data: bytes) -> Any:
     """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
-    return from_pb(_decode(proto_type, data))
+    return _from_decoded(*_converted(proto_type, data))
 
 
 def parse_ordered(proto_type: type[Message], data: bytes) -> tuple[str, Any]:
     """Decode an OrderedRequest or OrderedResponse: (the kind it holds, the ``korral.si`` message)."""
-    message = _decode(proto_type, data)
+    message, plain = _converted(proto_type, data)
     kind = message.WhichOneof(message.DESCRIPTOR.oneofs[0].name)
     if kind is None:
         raise ConversionError(
             f"an {proto_type.__name__} carries one of allocation, application or node: it has none"
         )
-    return kind, from_pb(getattr(message, kind))
+    return kind, _from_decoded(getattr(message, kind), plain)
