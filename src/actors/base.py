@@ -131,6 +131,20 @@ class Handle:
                 self._tracker.done(self.actor_id)
             raise
 
+    def _ask_later(self, message: Any, *, caller: Rank) -> pykka.Future[Any]:
+        """``ask`` without waiting, for ``ask_all`` only (which waits for every answer with a timeout)."""
+        if caller <= self.rank:
+            raise RankViolation(
+                f"blocking ask from rank {caller.name} to {self.name} (rank {self.rank.name}) "
+                "goes against the rank order; use tell"
+            )
+        self._tracker.sent(self.actor_id)
+        ref = self.ref
+        if not ref.is_alive():
+            self._tracker.done(self.actor_id)
+            raise pykka.ActorDeadError(f"{self.name} has stopped")
+        return ref.ask(message, block=False)
+
     @property
     def is_alive(self) -> bool:
         return self.ref.is_alive()
@@ -154,6 +168,30 @@ def tell_all(deliveries: list[tuple[Handle, Any]]) -> list[bool]:
         return [handle.tell(message) for handle, message in deliveries]
     tracker = deliveries[0][0]._tracker  # one core's actors
     return put_counted(tracker, [(handle, message, 1) for handle, message in deliveries])
+
+
+def ask_all(
+    asks: list[tuple[Handle, Any]], *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT
+) -> list[Any]:
+    """``Handle.ask`` of several actors, every message sent before the first answer is awaited: actors
+    sharing a pool answer in one run of its worker, not one thread hand-off each. The answers in the
+    order asked; a stopped actor raises ``pykka.ActorDeadError``, as ``ask`` does."""
+    for handle, _ in asks:  # all refused, or all sent
+        if caller <= handle.rank:
+            raise RankViolation(
+                f"blocking ask from rank {caller.name} to {handle.name} (rank {handle.rank.name}) "
+                "goes against the rank order; use tell"
+            )
+    futures = [handle._ask_later(message, caller=caller) for handle, message in asks]
+    answers: list[Any] = []
+    for (handle, _), future in zip(asks, futures, strict=True):
+        try:
+            answers.append(future.get(timeout=timeout))
+        except pykka.ActorDeadError:
+            if not handle.ref.is_alive():  # stopped before it answered: no longer in flight
+                handle._tracker.done(handle.actor_id)
+            raise
+    return answers
 
 
 class PeriodicEntry:

@@ -20,16 +20,23 @@ unchanged reload send a queue nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from korral.actors.base import Handle, Rank, RetiringActor
+from korral.actors.base import Handle, Rank, RetiringActor, ask_all
 from korral.actors.messages import ConfigureQueue, DrainQueue, TagQueue
 from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
 from korral.config.schema import QueueConfig
 from korral.model.partition.registry import ModelError
-from korral.model.queue_spec import QueueSpec, configured, drained, own_config, tagged
+from korral.model.queue_spec import (
+    QueueSpec,
+    configured,
+    configured_queues,
+    drained,
+    own_config,
+    tagged,
+)
 
 
 class QueueActor(RetiringActor):
@@ -58,31 +65,55 @@ class QueueActor(RetiringActor):
 class QueueActorSpecs:
     """The partition's registry's ``QueueSpecWriter``: a queue with an actor gets its next spec from
     it; a queue still being made (its actor starts once the registry has it) gets its first one from
-    the rules, which its actor then holds."""
+    the rules, which its actor then holds. A configuration's changes are asked of all the queues it
+    changes at once (``prepare``): their pool answers them in one run, not one hand-off each."""
 
-    def __init__(self, actors: Mapping[str, Handle], ask: Callable[[Handle, Any], Any]) -> None:
+    def __init__(self, actors: Mapping[str, Handle], caller: Rank) -> None:
         self.actors = actors  # the partition's queue actors by path (its own dict, read here)
-        self.ask = ask
+        self.caller = caller
+        # path -> the next spec its actor answered for the configuration being applied
+        self.answers: dict[str, QueueSpec] = {}
 
-    def _answer(self, handle: Handle, message: Any) -> QueueSpec:
-        answer = self.ask(handle, message)
-        if not isinstance(answer, QueueSpec):
-            raise ModelError(f"queue {handle.name} did not answer: {answer!r}")
-        return answer
+    def _asked(self, asks: list[tuple[Handle, Any]]) -> list[QueueSpec]:
+        answers = ask_all(asks, caller=self.caller)
+        for (handle, _), answer in zip(asks, answers, strict=True):
+            if not isinstance(answer, QueueSpec):
+                raise ModelError(f"queue {handle.name} did not answer: {answer!r}")
+        return answers
+
+    def prepare(self, root: QueueConfig, current: Mapping[str, QueueSpec]) -> None:
+        asks: list[tuple[Handle, Any]] = []
+        configured_paths: set[str] = set()
+        for path, config in configured_queues(root):
+            configured_paths.add(path)
+            handle, spec = self.actors.get(path), current.get(path)
+            if handle is not None and spec is not None and not _configured_as(spec, config):
+                asks.append((handle, ConfigureQueue(config=own_config(config))))
+        for path, spec in current.items():
+            handle = self.actors.get(path)
+            if path not in configured_paths and handle is not None and spec.managed and spec.is_active:
+                asks.append((handle, DrainQueue()))
+        self.answers = {spec.path: spec for spec in self._asked(asks)} if asks else {}
 
     def configure(self, path: str, config: QueueConfig, current: QueueSpec | None) -> QueueSpec:
+        answer = self.answers.pop(path, None)
+        if answer is not None:
+            return answer
         handle = self.actors.get(path)
         if handle is None:
             return configured(path, config, current)
-        if current is not None and current.is_active and current.source == own_config(config):
+        if current is not None and _configured_as(current, config):
             return current  # configured as it is: nothing to tell
-        return self._answer(handle, ConfigureQueue(config=own_config(config)))
+        return self._asked([(handle, ConfigureQueue(config=own_config(config)))])[0]
 
     def drain(self, current: QueueSpec) -> QueueSpec:
+        answer = self.answers.pop(current.path, None)
+        if answer is not None:
+            return answer
         handle = self.actors.get(current.path)
         if handle is None:
             return drained(current)
-        return self._answer(handle, DrainQueue())
+        return self._asked([(handle, DrainQueue())])[0]
 
     def tag(self, current: QueueSpec, tags: Mapping[str, str]) -> QueueSpec:
         # the rule says whether the tags change anything: only then is the queue told
@@ -91,4 +122,9 @@ class QueueActorSpecs:
         handle = self.actors.get(current.path)
         if handle is None:
             return tagged(current, tags)
-        return self._answer(handle, TagQueue(tags=tuple(tags.items())))
+        return self._asked([(handle, TagQueue(tags=tuple(tags.items())))])[0]
+
+
+def _configured_as(spec: QueueSpec, config: QueueConfig) -> bool:
+    """Whether configuring the queue so would leave its spec as it is."""
+    return spec.is_active and spec.managed and spec.source == own_config(config)

@@ -193,8 +193,23 @@ def parse_uint64(text: str) -> int:
     return int(text)
 
 
+def configured_queues(root: QueueConfig) -> list[tuple[str, QueueConfig]]:
+    """Every queue a configuration has, by path (names lower-cased), parents before children."""
+    found: list[tuple[str, QueueConfig]] = []
+    pending = [(ROOT, root)]
+    while pending:
+        path, config = pending.pop()
+        found.append((path, config))
+        pending.extend((f"{path}.{child.name.lower()}", child) for child in reversed(config.queues))
+    return found
+
+
 class QueueSpecWriter(Protocol):
-    """Who makes a queue's next spec: its actor in the actor system, the rules directly elsewhere."""
+    """Who makes a queue's next spec: its actor in the actor system, the rules directly elsewhere.
+    ``prepare`` comes first for each configuration, with the specs the queues hold: a writer may make
+    the next specs of all the queues the configuration changes at once."""
+
+    def prepare(self, root: QueueConfig, current: Mapping[str, QueueSpec]) -> None: ...
 
     def configure(self, path: str, config: QueueConfig, current: QueueSpec | None) -> QueueSpec: ...
 
@@ -205,6 +220,9 @@ class QueueSpecWriter(Protocol):
 
 class LocalQueueSpecs:
     """The rules applied where the queue tree is (the reference scheduler, a model on its own)."""
+
+    def prepare(self, root: QueueConfig, current: Mapping[str, QueueSpec]) -> None:
+        return None
 
     def configure(self, path: str, config: QueueConfig, current: QueueSpec | None) -> QueueSpec:
         return configured(path, config, current)
@@ -223,6 +241,9 @@ class GivenQueueSpecs:
     def __init__(self, specs: Iterable[QueueSpec] = ()) -> None:
         self.given: dict[str, QueueSpec] = {}
         self.offer(specs)
+
+    def prepare(self, root: QueueConfig, current: Mapping[str, QueueSpec]) -> None:
+        return None
 
     def offer(self, specs: Iterable[QueueSpec]) -> None:
         """The specs the next configuration takes (each queue's by its path)."""

@@ -152,7 +152,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
             clock=tracker.clocks.clock,
             uuid_token=tracker.clocks.unique_token(),
             placeholder_timeout=settings.placeholder_timeout,
-            queue_specs=QueueActorSpecs(self.queues, self.ask),
+            queue_specs=QueueActorSpecs(self.queues, self.rank),
         )
         self.metrics = settings.metrics
         # while a node request is handled: each node state's net change, published at its end

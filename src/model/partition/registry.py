@@ -85,6 +85,7 @@ class PartitionRegistry:
         if config.user_group_resolver != self.user_groups.kind:
             self.user_groups = UserGroupCache(config.user_group_resolver, self.clock)
         self.config = config
+        self.queue_specs.prepare(config.root, {path: queue.spec for path, queue in self.queues.items()})
         seen: set[str] = set()
         self._apply_queue_config(self.root, config.root, seen)
         for path, queue in list(self.queues.items()):
