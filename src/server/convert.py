@@ -17,6 +17,7 @@ lets the rest of the request go on.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -25,6 +26,7 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from korral import si
+from korral.server import convert_code
 from korral.si import si_pb2
 from korral.si.messages import slot_setters
 from korral.si.validate import Undecodable
@@ -57,7 +59,14 @@ _ENUMS: dict[str, type[enum.IntEnum]] = {
 }
 
 # field kinds
-_SCALAR, _ENUM, _RESOURCE, _MAP, _MESSAGE, _REPEATED_MESSAGE, _REPEATED_SCALAR = range(7)
+_SCALAR, _ENUM, _RESOURCE, _MAP = (
+    convert_code.SCALAR,
+    convert_code.ENUM,
+    convert_code.RESOURCE,
+    convert_code.MAP,
+)
+_MESSAGE, _REPEATED_MESSAGE = convert_code.MESSAGE, convert_code.REPEATED_MESSAGE
+_REPEATED_SCALAR = convert_code.REPEATED_SCALAR
 
 
 def _camel(name: str) -> str:
@@ -85,9 +94,10 @@ class _Spec:
     by_proto: dict[str, _Field] = attrs.field(init=False)
     # (attribute, its slot's setter, default, factory) of every attrs field, in order: ``construct``
     slots: tuple[tuple[str, Any, Any, Any], ...] = attrs.field(init=False)
-    # (proto field, kind, slot setter, default, factory, sub-message spec, enum) of each attrs field in
-    # order: ``_read_plain``'s table, filled once every spec is built (``_link_plain``)
-    plain: list[tuple[str, int, Any, Any, Any, Any, Any]] = attrs.field(init=False, factory=list)
+    # the message's own conversion code (``convert_code``), made once every spec is built (``_compile``):
+    # protobuf holding no unknown field -> korral, and korral -> a fresh protobuf
+    read: Callable[[Message], Any] = attrs.field(init=False, default=None)
+    write: Callable[[Message, Any], None] = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
@@ -163,17 +173,24 @@ def _build_specs() -> None:
         _BY_PROTO[proto_type] = spec
 
 
-def _link_plain() -> None:
+def _compile() -> None:
     for spec in _BY_KORRAL.values():
         by_attr = {field.attr: field for field in spec.fields}
+        read_fields = []
         for name, set_slot, default, factory in spec.slots:
             field = by_attr[name]
             sub = _BY_KORRAL[field.message] if field.message is not None else None
-            spec.plain.append((field.proto, field.kind, set_slot, default, factory, sub, field.enum_type))
+            read_fields.append((field.proto, field.kind, set_slot, default, factory, sub, field.enum_type))
+        write_fields = [
+            (field.attr, field.proto, field.kind, _BY_KORRAL[field.message] if field.message else None)
+            for field in spec.fields
+        ]
+        object.__setattr__(spec, "read", convert_code.reader(spec.korral_type, read_fields))
+        object.__setattr__(spec, "write", convert_code.writer(spec.korral_type, write_fields))
 
 
 _build_specs()
-_link_plain()
+_compile()
 
 
 # ---- korral -> protobuf ----------------------------------------------------------------------------------
@@ -187,42 +204,13 @@ def resource_to_pb(resource: si.Resource, target: si_pb2.Resource | None = None)
     return target
 
 
-def _fill(target: Message, message: Any, spec: _Spec) -> None:
-    for field in spec.fields:
-        value = getattr(message, field.attr)
-        kind = field.kind
-        # defaults are left unset: proto3 does not send them, and skipping them is the fast path
-        if kind in (_SCALAR, _ENUM):
-            if value:
-                setattr(target, field.proto, value)
-        elif kind == _RESOURCE:
-            if value:
-                resource_to_pb(value, getattr(target, field.proto))
-        elif kind == _MAP:
-            if value:
-                getattr(target, field.proto).update(value)
-        elif kind == _REPEATED_MESSAGE:
-            if value:
-                repeated = getattr(target, field.proto)
-                sub_spec = _BY_KORRAL[field.message]  # type: ignore[index]
-                for item in value:
-                    _fill(repeated.add(), item, sub_spec)
-        elif kind == _REPEATED_SCALAR:
-            if value:
-                getattr(target, field.proto).extend(value)
-        elif value is not None:  # _MESSAGE
-            sub = getattr(target, field.proto)
-            sub.SetInParent()  # an empty sub-message is still present, as in korral
-            _fill(sub, value, _BY_KORRAL[field.message])  # type: ignore[index]
-
-
 def to_pb(message: Any) -> Message:
     """The protobuf message for a ``korral.si`` message (TypeError/ValueError for out-of-range values)."""
     spec = _BY_KORRAL.get(type(message))
     if spec is None:
         raise TypeError(f"not a korral.si message: {type(message).__name__}")
     target = spec.proto_type()
-    _fill(target, message, spec)
+    spec.write(target, message)
     return target
 
 
@@ -311,55 +299,6 @@ def _read(source: Message, spec: _Spec) -> Any:
     return spec.construct(values)
 
 
-def _read_plain(source: Message, spec: _Spec) -> Any:
-    """``_read`` for a message known to hold no unknown fields anywhere (``_decode``'s check): no
-    per-message look for mistyped fields, each field read by name straight into its slot. A field at
-    its proto3 default is absent, as ``ListFields`` would have it, and takes the attrs default."""
-    made: Any = object.__new__(spec.korral_type)
-    for proto, kind, set_slot, default, factory, sub, enum_type in spec.plain:
-        value = getattr(source, proto)
-        if kind == _SCALAR:
-            if not value:
-                value = factory() if factory is not None else default
-        elif kind == _RESOURCE:
-            if source.HasField(proto):
-                entries = value.resources
-                value = {name: entries[name].value for name in entries}
-            else:
-                value = factory() if factory is not None else default
-        elif kind == _REPEATED_MESSAGE:
-            if not value:
-                value = factory() if factory is not None else default
-            else:
-                try:
-                    value = tuple([_read_plain(item, sub) for item in value])
-                except _Invalid as error:
-                    index = next(i for i, item in enumerate(value) if _is_invalid(item, sub))
-                    raise _Invalid(f".{proto}[{index}]{error.path}", error.reason) from None
-        elif kind == _ENUM:
-            if value:
-                try:
-                    value = enum_type(value)
-                except ValueError:
-                    reason = f"unknown {enum_type.__name__} value {value}"
-                    raise _Invalid(f".{proto}", reason) from None
-            else:
-                value = factory() if factory is not None else default
-        elif kind == _MAP:
-            value = dict(value) if value else factory() if factory is not None else default
-        elif kind == _REPEATED_SCALAR:
-            value = tuple(value) if value else factory() if factory is not None else default
-        elif source.HasField(proto):  # _MESSAGE
-            try:
-                value = _read_plain(value, sub)
-            except _Invalid as error:
-                raise _Invalid(f".{proto}{error.path}", error.reason) from None
-        else:
-            value = factory() if factory is not None else default
-        set_slot(made, value)
-    return made
-
-
 def _is_invalid(message: Message, spec: _Spec) -> bool:
     try:
         _read(message, spec)
@@ -399,7 +338,7 @@ def _holds_unknown(message: Message) -> bool:
 
 
 def _converted(proto_type: type[Message], data: bytes) -> tuple[Message, bool]:
-    """The decoded message, and whether it may be read plainly (``_read_plain``): nothing in it is
+    """The decoded message, and whether it may be read plainly (its spec's ``read``): nothing in it is
     unknown, the case of every request korral's own clients and YuniKorn's shims send. One that holds
     unknown fields is decoded again and read field by field, so each is told apart (a newer client's
     addition, ignored, or a known field mistyped, refused with its path)."""
@@ -412,11 +351,10 @@ def _converted(proto_type: type[Message], data: bytes) -> tuple[Message, bool]:
 def _from_decoded(message: Message, plain: bool) -> Any:
     if not plain:
         return from_pb(message)
-    spec = _BY_PROTO[type(message)]
     try:
-        return _read_plain(message, spec)
-    except _Invalid as error:
-        raise ConversionError(f"{spec.proto_type.__name__}{error.path}: {error.reason}") from None
+        return _BY_PROTO[type(message)].read(message)
+    except ValueError:  # an enum number korral does not know: the careful reading says where
+        return from_pb(message)
 
 
 def parse(proto_type: type[Message], data: bytes) -> Any:
