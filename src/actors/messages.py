@@ -123,6 +123,9 @@ class RemoveApplication:
 
 @frozen
 class UpdateNode:
+    """Partition -> node: the RM's update, checked (what it reports replaces what it was; None:
+    unchanged)."""
+
     capacity: dict[str, int] | None = None
     occupied: dict[str, int] | None = None
     attributes: dict[str, str] | None = None
@@ -130,7 +133,15 @@ class UpdateNode:
 
 @frozen
 class SetNodeSchedulable:
+    """Partition -> node: the RM drains the node, or makes it schedulable again."""
+
     schedulable: bool
+
+
+@frozen
+class Decommission:
+    """Partition -> node: the RM decommissioned the node; it tells the scheduler ``NodeGone`` after
+    every change it published, then retires."""
 
 
 # ---- scheduler <-> owners ----------------------------------------------------------------------------
@@ -176,12 +187,17 @@ class NodesAdded:
 
 @frozen
 class NodeChanged:
+    """Node -> scheduler and partition: the node's new spec, whole (read by reference)."""
+
     spec: NodeSpec
 
 
 @frozen
 class NodeGone:
+    """Node -> scheduler: this node (of this incarnation) left, with whatever ran on it."""
+
     node_id: str
+    incarnation: int
 
 
 @frozen

@@ -1,12 +1,18 @@
-"""Node actors own what the RM says of a node: capacity, occupied resources, attributes, schedulable.
+"""Node actors own what the RM says of a node (capacity, occupied resources, attributes, schedulable)
+and its decommission.
+
+A node actor is the one writer of its node's ``NodeSpec``: each RM change (``UpdateNode``,
+``SetNodeSchedulable``) makes a new immutable spec, which it publishes whole (``NodeChanged``) to the
+scheduler, whose view decides with it, and to the partition, whose registry sums the capacity; both
+hold the spec by reference. When the RM decommissions the node, the actor tells the scheduler
+``NodeGone`` after every change it published, so the scheduler hears of its node in the order the
+node changed; the scheduler then tells the owners of what ran there (``NodeRemoved``).
 
 What runs on the node is not theirs: the scheduler's view is the one record of a node's allocations
 (it books what it decides and drops what the owners release or refuse) and publishes it on the
-partition's ``NodeBoard``, which a node's snapshot reads. The node hears of the RM's changes first and
-tells the view their absolute values (``NodeChanged``); a change the view had not heard of yet when it
-decided counts as coming after the allocation, as YuniKorn orders them (a shrink or more occupied
-resources leave the node over-committed, a drain leaves the allocation on it). When the node leaves,
-the scheduler tells the owners of what ran there (``NodeRemoved``).
+partition's ``NodeBoard``, which a node's snapshot reads. A change the view had not heard of yet when
+it decided counts as coming after the allocation, as YuniKorn orders them (a shrink or more occupied
+resources leave the node over-committed, a drain leaves the allocation on it).
 """
 
 from __future__ import annotations
@@ -15,7 +21,14 @@ import attrs
 
 from korral import resource as res
 from korral.actors.base import Handle, Rank, RetiringActor
-from korral.actors.messages import NodeChanged, SetNodeSchedulable, Snapshot, UpdateNode
+from korral.actors.messages import (
+    Decommission,
+    NodeChanged,
+    NodeGone,
+    SetNodeSchedulable,
+    Snapshot,
+    UpdateNode,
+)
 from korral.actors.node_board import NodeBoard
 from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
@@ -36,30 +49,35 @@ class NodeActor(RetiringActor):
         partition: str,
         scheduler: Handle,
         *,
+        partition_actor: Handle,
         board: NodeBoard,
         pool: ActorPool,
     ) -> None:
         super().__init__(tracker, name, pool=pool)
         # the RM's facts, as last reported: an immutable value, replaced whole on each change and
-        # handed to the scheduler's view as it is (``NodeChanged``)
+        # published as it is (``NodeChanged``)
         self.spec = spec
         self.partition = partition
+        self.partition_actor = partition_actor
         self.scheduler = scheduler
         self.board = board
 
+    def _publish(self, spec: NodeSpec) -> None:
+        self.spec = spec
+        changed = NodeChanged(spec=spec)
+        self.tell(self.scheduler, changed)
+        self.tell(self.partition_actor, changed)
+
     def on_UpdateNode(self, message: UpdateNode) -> None:
-        spec = self.spec
-        self.spec = attrs.evolve(
-            spec,
-            capacity=res.prune(message.capacity) if message.capacity is not None else spec.capacity,
-            occupied=res.prune(message.occupied) if message.occupied is not None else spec.occupied,
-            attributes=dict(message.attributes) if message.attributes is not None else spec.attributes,
-        )
-        self.tell(self.scheduler, NodeChanged(spec=self.spec))
+        capacity, occupied, attributes = message.capacity, message.occupied, message.attributes
+        self._publish(self.spec.updated(capacity=capacity, occupied=occupied, attributes=attributes))
 
     def on_SetNodeSchedulable(self, message: SetNodeSchedulable) -> None:
-        self.spec = attrs.evolve(self.spec, schedulable=message.schedulable)
-        self.tell(self.scheduler, NodeChanged(spec=self.spec))
+        if message.schedulable != self.spec.schedulable:
+            self._publish(attrs.evolve(self.spec, schedulable=message.schedulable))
+
+    def on_Decommission(self, message: Decommission) -> None:
+        self.tell(self.scheduler, NodeGone(node_id=self.spec.node_id, incarnation=self.spec.incarnation))
 
     def on_Snapshot(self, message: Snapshot) -> NodeInfo:
         spec = self.spec

@@ -14,13 +14,12 @@ from typing import Any
 
 import attrs
 
-from korral import resource as res
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation, Ask, AskSpec
 from korral.model.app.application import Application
 from korral.model.app.spec import AppSpec
-from korral.model.node import NodeChange, NodeSpec
+from korral.model.node import NodeChange
 from korral.model.partition.composed import ModelError, PartitionModel
 from korral.model.queue import Queue
 from korral.model.queue_spec import GivenQueueSpecs, QueueSpec
@@ -198,30 +197,13 @@ class SchedulingView(PartitionModel):
         except ModelError:
             return
 
-    def set_node(self, spec: NodeSpec) -> None:
-        """Absolute node facts from the node's owner (allocations are the view's own)."""
-        node_id, capacity, occupied, schedulable = (
-            spec.node_id,
-            spec.capacity,
-            spec.occupied,
-            spec.schedulable,
-        )
-        attributes = spec.attributes
-        node = self.nodes.get(node_id)
-        if node is None:
-            return
-        if not res.equals(node.capacity, capacity) or not res.equals(node.occupied, occupied):
-            self.update_node(node_id, capacity=capacity, occupied=occupied)
-        node.attributes = dict(attributes)
-        if node.schedulable != schedulable:
-            self.set_node_schedulable(node_id, schedulable)
-
-    def discard_node(self, node_id: str) -> dict[str, list[str]]:
+    def discard_node(self, node_id: str, incarnation: int | None = None) -> dict[str, list[str]]:
         """The node left: its allocations go with it. Returns them by application (confirmed,
         recovered or still a proposal on its way), for their owners to release: the view is the
-        record of what ran on the node."""
+        record of what ran on the node. ``incarnation``: only that node of the id (a later one of the
+        same id stays)."""
         node = self.nodes.get(node_id)
-        if node is None:
+        if node is None or (incarnation is not None and node.spec.incarnation != incarnation):
             return {}
         gone: dict[str, list[str]] = {}
         for uuid, allocation in node.allocations.items():

@@ -193,7 +193,7 @@ def test_recovered_allocation_on_a_node_removed_before_it_was_booked(run: Run) -
         resource_per_alloc={"memory": 500, "vcore": 500},
     )
     run.asked[("app", "running")] = 1
-    with run.script.holding(pooled):
+    with run.script.holding(to("app/app")):  # (the node's actor tells the scheduler of the removal)
         run.core.update_node(t.nodes(RM, ["n1"], BIG, existing=[existing]))
         run.idle()
         assert run.queued(to("app/app"), RecoverAllocations)
@@ -310,3 +310,39 @@ def test_node_fills_up_under_a_decision(run: Run) -> None:
     assert len(run.rm.live) == 6
     assert sorted(a.node_id for a in run.rm.live.values()) == ["n1"] * 4 + ["n2"] * 2
     run.check(may_overcommit={"n1"})
+
+
+# ---- a node removed and added again while its actor's publications are on their way ------------------
+
+
+def test_a_node_added_again_keeps_its_own_facts_whatever_the_earlier_one_published_late(run: Run) -> None:
+    """Pinned: one request updates n1 (a much bigger capacity), decommissions it and creates it again,
+    small. The earlier node's actor handles the update only after the scheduler has the new node:
+    its late publication must not change the new node (nor its partition's capacity), so an ask only
+    the bigger capacity could take stays pending, and the scheduler's view, the node's snapshot and
+    the partition agree on the small capacity."""
+    run.nodes(["n1"], SMALL)
+    run.apps({"app": "root.a"})
+    run.idle()
+    request = si.NodeRequest(
+        rm_id=RM,
+        nodes=[
+            si.NodeInfo(node_id="n1", action=si.NodeAction.UPDATE, schedulable_resource=dict(BIG)),
+            si.NodeInfo(node_id="n1", action=si.NodeAction.DECOMISSION),
+            si.NodeInfo(node_id="n1", action=si.NodeAction.CREATE, schedulable_resource=dict(SMALL)),
+        ],
+    )
+    with run.script.holding(to("node/n1")):
+        run.core.update_node(request)
+        run.run_others()
+    run.idle()
+    assert run.probe(run.core, PARTITION)["nodes"]["n1"][0] == SMALL
+    node = run.core.node(PARTITION, "n1")
+    partition = run.core.partition(PARTITION)
+    assert node is not None and partition is not None
+    assert node.capacity == SMALL and partition.capacity == SMALL and partition.node_count == 1
+    run.core.update_allocation(run.asks("app", 1, {"memory": 1000, "vcore": 1000}))
+    run.tick()
+    run.idle()
+    assert run.rm.live == {}, "placed on a node that cannot hold it"
+    run.check()

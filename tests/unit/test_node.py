@@ -146,10 +146,10 @@ def test_remove_all_allocations_restores_capacity():
         ),
     ],
 )
-def test_set_capacity(new_capacity, delta, available):
+def test_a_new_spec_with_another_capacity_keeps_the_allocations(new_capacity, delta, available):
     node = Node("node-1", {"memory": 100, "vcore": 10}, {"memory": 10})
     node.add_allocation(alloc("u1", {"memory": 30, "vcore": 2}))
-    assert node.set_capacity(new_capacity) == delta
+    assert node.set_spec(node.spec.updated(capacity=new_capacity)) == delta
     assert res.equals(node.capacity, new_capacity)
     assert res.equals(node.available, available)
     assert res.equals(node.allocated, {"memory": 30, "vcore": 2}), "allocations are untouched"
@@ -165,10 +165,10 @@ def test_set_capacity(new_capacity, delta, available):
         pytest.param({"memory": 90}, {"memory": -20, "vcore": 8}, id="overcommitted"),
     ],
 )
-def test_set_occupied(occupied, available):
+def test_a_new_spec_with_other_occupied_resources_keeps_the_allocations(occupied, available):
     node = Node("node-1", {"memory": 100, "vcore": 10}, {"memory": 10})
     node.add_allocation(alloc("u1", {"memory": 30, "vcore": 2}))
-    node.set_occupied(occupied)
+    node.set_spec(node.spec.updated(occupied=occupied))
     assert res.equals(node.occupied, occupied)
     assert 0 not in node.occupied.values()
     assert res.equals(node.available, available)
@@ -179,11 +179,11 @@ def test_set_occupied(occupied, available):
 def test_sequence_keeps_invariant():
     node = Node("node-1", {"memory": 100, "vcore": 10})
     node.add_allocation(alloc("u1", {"memory": 10, "vcore": 1}))
-    node.set_occupied({"memory": 5})
+    node.set_spec(node.spec.updated(occupied={"memory": 5}))
     node.add_allocation(alloc("u2", {"memory": 20}))
-    node.set_capacity({"memory": 200, "vcore": 10})
+    node.set_spec(node.spec.updated(capacity={"memory": 200, "vcore": 10}))
     node.remove_allocation("u1")
-    node.set_occupied({})
+    node.set_spec(node.spec.updated(occupied={}))
     assert res.equals(node.available, {"memory": 180, "vcore": 10})
     assert res.equals(node.allocated, {"memory": 20})
     assert_invariant(node)

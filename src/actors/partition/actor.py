@@ -33,6 +33,7 @@ from korral.actors.messages import (
     Deliver,
     DrainPartition,
     NodeAdded,
+    NodeChanged,
     NodeReservations,
     PartitionDrained,
     PartitionQuery,
@@ -92,6 +93,7 @@ TREE_UNCHANGED: frozenset[type] = frozenset(
         RecoveredGone,
         RouteAllocationRequest,
         RouteNodeRequest,  # nodes change the root's max only (``_publish_root_max``)
+        NodeChanged,
         StartNodeActors,
     }
 )
@@ -195,7 +197,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         # set while draining (a reload left the partition out): the RMProxy, told once it is empty
         self.drain_proxy: Handle | None = None
         self._drained_told = False
-        self._actor_seq = itertools.count(1)
+        # tells apart nodes of one id added, removed and added again (``NodeSpec.incarnation``)
+        self._node_incarnations = itertools.count(1)
         self._first_configuration(self._sync_queue_actors(announce=False))
         self._publish_queue_tree()
         timer.every(settings.scheduling_interval, self.scheduler, Tick())

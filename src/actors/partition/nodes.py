@@ -1,27 +1,31 @@
 """The Partition actor's node side: a node request's creations, updates, drains and removals.
 
-A mixin of ``PartitionActor`` (``korral.actors.partition.actor``), whose fields these are: the registry keeps
-the node's structure, a node actor the RM's facts of it, the scheduler's view its allocations (on
-the ``NodeBoard`` for readers); the view learns of new nodes in
-one message per request (``NodesAdded``) and of every other change in the order the request gives.
+A mixin of ``PartitionActor`` (``korral.actors.partition.actor``), whose fields these are. The partition
+decides which nodes exist (membership) and checks each request's items; a node's actor owns the RM's
+facts of it (its ``NodeSpec``) and its decommission, and publishes each new spec to the scheduler and
+here (``NodeChanged``), where the registry holds it by reference and sums the capacity; the
+scheduler's view owns what runs on the node (on the ``NodeBoard`` for readers). The view learns of
+new nodes in one message per request (``NodesAdded``), and of every later change from the node's
+actor, in the order the node changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from korral import resource as res
 from korral import si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle
 from korral.actors.messages import (
     CallbackArgument,
+    Decommission,
     Deliver,
     NodeAdded,
     NodeChanged,
-    NodeGone,
     NodesAdded,
     RecoverAllocations,
     RouteNodeRequest,
@@ -68,6 +72,7 @@ class PartitionNodes:
     _unstarted_nodes: list[LazyHandle]
     _warmup_queued: bool
     _nodes_started_young: int
+    _node_incarnations: Iterator[int]
 
     handle: Handle
     dispatcher: Handle
@@ -171,22 +176,17 @@ class PartitionNodes:
             if self.drain_proxy is not None:  # YuniKorn's words for a partition marked for deletion
                 raise ModelError(f"partition {self.name} is stopped cannot add a new node {node_id}")
             schedulable = action == si.NodeAction.CREATE
-            node = self.registry.add_node(
+            # the node's first spec, handed to its actor (the owner from now on), the registry and
+            # the scheduler's view: one value, held by reference by all three
+            spec = NodeSpec.of(
                 node_id,
                 info.schedulable_resource,
-                occupied=info.occupied_resource,
-                attributes=info.attributes,
-                schedulable=schedulable,
+                info.occupied_resource,
+                info.attributes,
+                schedulable,
+                incarnation=next(self._node_incarnations),
             )
-            # the registry's own dicts, not copies: a Node replaces its capacity, occupied and
-            # attributes whole and never changes them in place, and every reader copies them
-            spec = NodeSpec(
-                node_id=node_id,
-                capacity=node.capacity,
-                occupied=node.occupied,
-                attributes=node.attributes,
-                schedulable=schedulable,
-            )
+            self.registry.add_node_spec(spec)
             # started after the RM's answer (StartNodeActors) or by its first message if that comes
             # first (LazyHandle): registering 10,000 nodes starts no actor on the way to the answer
             handle = start_actor_lazily(
@@ -196,6 +196,7 @@ class PartitionNodes:
                 spec,
                 self.name,
                 self.scheduler,
+                partition_actor=self.handle,
                 board=self.node_board,
                 pool=self.pool,
             )
@@ -236,6 +237,15 @@ class PartitionNodes:
             raise ModelError(f"node {node_id} not found in partition {self.name}")
         self._existing_node_action(info, node_handle)
 
+    def on_NodeChanged(self, message: NodeChanged) -> None:
+        """A node's actor published its new spec: the registry holds it (a node that left, or a later
+        one of its id, is not changed) and the node-state gauges follow its schedulable flag."""
+        spec = message.spec
+        node = self.registry.nodes.get(spec.node_id)
+        was = node.schedulable if node is not None else None
+        if self.registry.set_node(spec) is not None and was != spec.schedulable:
+            self._node_metric(self._node_state(bool(was)), self._node_state(spec.schedulable))
+
     def _existing_node_action(self, info: si.NodeInfo, handle: Handle) -> None:
         action = info.action
         node_id = info.node_id
@@ -243,7 +253,9 @@ class PartitionNodes:
             capacity = dict(info.schedulable_resource) if info.schedulable_resource else None
             occupied = dict(info.occupied_resource) if info.occupied_resource else None
             attributes = dict(info.attributes) if info.attributes else None
-            self.registry.update_node(node_id, capacity=capacity, occupied=occupied, attributes=attributes)
+            if capacity is not None and res.has_negative(capacity):
+                raise ModelError(f"node {node_id} has negative capacity")
+            # the node's actor makes the new spec and publishes it (here too: on_NodeChanged)
             handle.tell(UpdateNode(capacity=capacity, occupied=occupied, attributes=attributes))
             self._event(lambda: events.node_updated(node_id))
             if occupied is not None:
@@ -251,9 +263,6 @@ class PartitionNodes:
                 self._event(lambda: events.node_occupied(node_id, occupied_now))
         elif action in (si.NodeAction.DRAIN_NODE, si.NodeAction.DRAIN_TO_SCHEDULABLE):
             schedulable = action == si.NodeAction.DRAIN_TO_SCHEDULABLE
-            was = self.registry.nodes[node_id].schedulable
-            self.registry.set_node_schedulable(node_id, schedulable)
-            self._node_metric(self._node_state(was), self._node_state(schedulable))
             handle.tell(SetNodeSchedulable(schedulable=schedulable))
             self._event(lambda: events.node_schedulable(node_id, schedulable))
         elif action == si.NodeAction.DECOMISSION:
@@ -261,8 +270,9 @@ class PartitionNodes:
             self.registry.remove_node(node_id)
             del self.nodes[node_id]
             self.node_reservations.pop(node_id, None)
-            # the view holds what ran there: the scheduler has the owners release it (NodeRemoved)
-            self.scheduler.tell(NodeGone(node_id=node_id))
+            # the node's actor tells the scheduler, after the changes it published; the view holds
+            # what ran there, and the scheduler has the owners release it (NodeRemoved)
+            handle.tell(Decommission())
             self._event(lambda: events.node_removed(node_id))
             self._bury(handle)
         else:

@@ -249,30 +249,32 @@ class SchedulerActor(SchedulerPublishing, ThreadedActor):
         self._wake()
 
     def _add_node(self, message: NodeAdded) -> None:
+        """The view holds the partition's spec of the new node by reference. A node of the same id
+        still here is an earlier one whose ``NodeGone``, told by its own actor, has not arrived yet:
+        it leaves now (its late ``NodeGone`` then finds nothing of its incarnation)."""
         spec = message.spec
-        if spec.node_id not in self.view.nodes:
-            self.view.add_node(
-                spec.node_id,
-                spec.capacity,
-                occupied=spec.occupied,
-                attributes=spec.attributes,
-                schedulable=spec.schedulable,
-            )
+        held = self.view.nodes.get(spec.node_id)
+        if held is not None:
+            if held.spec.incarnation == spec.incarnation:
+                return
+            self._node_gone(spec.node_id, held.spec.incarnation)
+        self.view.add_node_spec(spec)
 
     def on_NodeChanged(self, message: NodeChanged) -> None:
-        spec = message.spec
-        self.view.set_node(spec)
+        self.view.set_node(message.spec)  # the node's owner's spec, held by reference
         self._wake()
 
     def on_NodeGone(self, message: NodeGone) -> None:
+        self._node_gone(message.node_id, message.incarnation)
+        self._wake()
+
+    def _node_gone(self, node_id: str, incarnation: int) -> None:
         """The view is the record of what ran on the node: each owner releases its share. Every
         ``Placed`` this actor sent is in the owner's mailbox already, ahead of this ``NodeRemoved``;
-        a recovered allocation's ``RecoverAllocations`` was sent by the partition before it sent the
-        node's removal here. So an owner holds, or has given back, everything named."""
-        node_id = message.node_id
-        for application_id, uuids in self.view.discard_node(node_id).items():
+        a recovered allocation's ``RecoverAllocations`` was sent by the partition before it told the
+        node's actor of the removal. So an owner holds, or has given back, everything named."""
+        for application_id, uuids in self.view.discard_node(node_id, incarnation).items():
             self._tell_node_removed(application_id, node_id, tuple(uuids))
-        self._wake()
 
     def _tell_node_removed(self, application_id: str, node_id: str, uuids: tuple[str, ...]) -> None:
         app = self.apps.get(application_id)

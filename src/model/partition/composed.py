@@ -75,6 +75,8 @@ PART_OPERATIONS = (
     "cleanup_queues",
     "refresh_limits",
     "add_node",
+    "add_node_spec",
+    "set_node",
     "update_node",
     "set_node_schedulable",
     "add_application",
@@ -194,6 +196,8 @@ class PartitionModel:
         self.cleanup_queues = registry.cleanup_queues
         self.refresh_limits = registry.refresh_limits
         self.add_node = registry.add_node
+        self.add_node_spec = registry.add_node_spec
+        self.set_node = registry.set_node
         self.update_node = registry.update_node
         self.set_node_schedulable = registry.set_node_schedulable
         self.add_application = apps.add_application

@@ -17,7 +17,7 @@ import attrs
 
 from korral import resource as res
 from korral.config.schema import PartitionConfig, QueueConfig
-from korral.model.node import Node, NodeChange
+from korral.model.node import Node, NodeChange, NodeSpec
 from korral.model.node_order import NodeOrder
 from korral.model.queue import ROOT, Queue, QueueState
 from korral.model.queue_spec import LocalQueueSpecs, QueueSpecWriter, templated, unconfigured
@@ -178,19 +178,49 @@ class PartitionRegistry:
         attributes: Mapping[str, str] | None = None,
         schedulable: bool = True,
     ) -> Node:
+        """Add a node from what the RM reported (``add_node_spec`` for a spec made already)."""
+        if res.has_negative(capacity):
+            raise ModelError(f"node {node_id} has negative capacity")
+        return self.add_node_spec(NodeSpec.of(node_id, capacity, occupied, attributes, schedulable))
+
+    def add_node_spec(self, spec: NodeSpec) -> Node:
+        """Add a node whose RM facts are ``spec``, held by reference."""
+        node_id = spec.node_id
         if not node_id:
             raise ModelError("node ID must not be empty")
         if node_id in self.nodes:
             raise ModelError(f"node {node_id} already exists in partition {self.name}")
-        if res.has_negative(capacity):
+        if res.has_negative(spec.capacity):
             raise ModelError(f"node {node_id} has negative capacity")
-        node = Node(node_id, capacity, occupied, attributes, schedulable, self.name)
+        node = Node.of(spec, self.name)
         node.journal = self.node_journal
         self.nodes[node_id] = node
-        res.add_into(self.capacity, node.capacity)
+        res.add_into(self.capacity, spec.capacity)
         self.limits_dirty = True
         self.resources_changed()
         self.node_changed(node)
+        return node
+
+    def set_node(self, spec: NodeSpec) -> Node | None:
+        """Hold the node's new spec, as its owner published it. None, changing nothing, when no node of
+        that id and incarnation is here (it left, or a later one of the same id took its place)."""
+        node = self.nodes.get(spec.node_id)
+        if node is None or node.spec.incarnation != spec.incarnation:
+            return None
+        if node.spec is spec:
+            return node
+        old = node.spec
+        delta = node.set_spec(spec)
+        if delta:
+            res.add_into(self.capacity, delta)
+            self.limits_dirty = True
+        if (
+            old.schedulable != spec.schedulable
+            or not res.equals(old.capacity, spec.capacity)
+            or not res.equals(old.occupied, spec.occupied)
+        ):
+            self.resources_changed()  # room or schedulable changed: the walk's marks are stale
+            self.node_changed(node)
         return node
 
     def update_node(
@@ -201,27 +231,16 @@ class PartitionRegistry:
         occupied: Mapping[str, int] | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> Node:
+        """The RM's update of a node (what it reports replaces what it was; None: unchanged)."""
         node = self.node(node_id)
-        if capacity is not None:
-            if res.has_negative(capacity):
-                raise ModelError(f"node {node_id} has negative capacity")
-            delta = node.set_capacity(capacity)
-            if delta:
-                res.add_into(self.capacity, delta)
-                self.limits_dirty = True
-        if occupied is not None:
-            node.set_occupied(occupied)
-        if attributes is not None:
-            node.attributes = dict(attributes)
-        self.resources_changed()
-        self.node_changed(node)
+        if capacity is not None and res.has_negative(capacity):
+            raise ModelError(f"node {node_id} has negative capacity")
+        self.set_node(node.spec.updated(capacity=capacity, occupied=occupied, attributes=attributes))
         return node
 
     def set_node_schedulable(self, node_id: str, schedulable: bool) -> Node:
         node = self.node(node_id)
-        node.schedulable = schedulable
-        self.resources_changed()
-        self.node_changed(node)
+        self.set_node(attrs.evolve(node.spec, schedulable=schedulable))
         return node
 
     def drop_node(self, node: Node) -> None:
