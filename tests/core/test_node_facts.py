@@ -15,8 +15,8 @@ from korral import si
 from korral import testing as t
 from korral.actors.base import KorralActor
 from korral.actors.node import NodeActor
-from korral.actors.partition import PartitionActor
-from korral.actors.scheduler import SchedulerActor
+from korral.actors.partition.actor import PartitionActor
+from korral.actors.scheduler.actor import SchedulerActor
 
 P = part()
 LEAF = "root.singleleaf"
