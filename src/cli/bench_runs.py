@@ -259,8 +259,11 @@ def remote(chosen: Workload, json_file: Path | None) -> None:
         f"  over gRPC  {over_grpc.allocations_per_second:>10,.0f} allocations/s"
         f"  ({over_grpc.allocations:,} in {over_grpc.seconds:.3f}s, RM in another process)\n"
         f"  ratio      {ratio:.2f}x in-process\n"
-        f"  latency    p50 {over_grpc.latency_ms_p50:,.1f} ms, p99 {over_grpc.latency_ms_p99:,.1f} ms"
+        f"  latency    p50 {over_grpc.latency_ms_p50:,.1f} ms, p99 {over_grpc.latency_ms_p99:,.1f} ms\n"
+        f"  CPU µs per allocation in-process: {local.stage_us.get('total', 0.0):,.1f}; over gRPC, by stage:"
     )
+    for stage, value in over_grpc.stage_us.items():
+        console.print(f"    {value:>8,.1f}  {stage}")
     document = {
         "workload": chosen.name,
         "nodes": chosen.node_count,
@@ -269,12 +272,14 @@ def remote(chosen: Workload, json_file: Path | None) -> None:
             "allocations": local.allocations,
             "seconds": local.seconds,
             "allocations_per_second": local.allocations_per_second,
+            "cpu_us_per_allocation": local.stage_us.get("total"),
         },
         "remote": {
             "allocations": over_grpc.allocations,
             "seconds": over_grpc.seconds,
             "allocations_per_second": over_grpc.allocations_per_second,
             "latency_ms": {"p50": over_grpc.latency_ms_p50, "p99": over_grpc.latency_ms_p99},
+            "cpu_us_per_allocation": over_grpc.stage_us,
         },
         "ratio_to_in_process": ratio,
     }

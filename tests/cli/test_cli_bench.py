@@ -334,3 +334,37 @@ def test_validate_config_warns_once_per_value_yunikorn_silently_defaults(
         f"warning: {path}: partition default: queue root.a: preemption.delay '10' is not a positive "
         "Go duration up to 2562047h (such as 30s or 1m): it is 30s",
     ]
+
+
+def test_bench_remote_says_where_the_grpc_paths_cpu_goes_in_both_processes(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "remote.json"
+    result = runner.invoke(main, ["bench", "--remote", "--nodes", "10", "--asks", "200", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert document["remote"]["allocations"] == document["in_process"]["allocations"] == 200
+    assert document["in_process"]["cpu_us_per_allocation"] > 0
+    stages = document["remote"]["cpu_us_per_allocation"]
+    # every stage of both processes, named by what its thread does, counted over the timed span
+    assert set(stages) == {
+        "rm: encoding and sending requests (the caller's thread)",
+        "rm: reading and decoding the stream",
+        "rm: callbacks (the callback thread)",
+        "rm: other Python threads",
+        "rm: gRPC's own threads",
+        "server: decoding and routing requests, writing responses (the event loop)",
+        "server: encoding responses (the RM's callback thread)",
+        "server: gRPC's own threads and the rest",
+        "server: the core (scheduling, its actors)",
+    }
+    assert all(value >= 0 for value in stages.values())
+    # the RM encoded and decoded something, and so did the server, and the core scheduled
+    for busy in (
+        "rm: encoding and sending requests (the caller's thread)",
+        "rm: reading and decoding the stream",
+        "server: decoding and routing requests, writing responses (the event loop)",
+        "server: the core (scheduling, its actors)",
+    ):
+        assert stages[busy] > 0, busy
+    assert "by stage:" in result.output and "server: the core" in result.output

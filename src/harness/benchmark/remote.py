@@ -13,9 +13,10 @@ import faulthandler
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -31,6 +32,24 @@ TIMEOUT = 600.0
 STALL_SECONDS = 60.0
 
 
+# Where the gRPC path's CPU goes, by thread (a thread's name says what it does), in each process.
+# The RM's: its calls encode and send on the caller's thread; one thread reads and decodes the
+# ordered stream; one runs the callbacks in order. The core's: the server's event loop decodes
+# requests, routes them and writes responses (the session's bookkeeping included); the RM's
+# callback thread in the core encodes each response; the rest is the core's own work.
+RM_THREADS = {
+    "rm: encoding and sending requests (the caller's thread)": "MainThread",
+    "rm: reading and decoding the stream": "korral-remote-",
+    "rm: callbacks (the callback thread)": "korral-remote-rm-",
+}
+SERVER_THREADS = {
+    "server: decoding and routing requests, writing responses (the event loop)": "korral-grpc",
+    "server: encoding responses (the RM's callback thread)": "CallbackDispatcher",
+}
+# said on the RM's stdout just before it sends its first ask: the core starts counting its CPU
+TIMED = "TIMED"
+
+
 @attrs.frozen(kw_only=True)
 class RemoteResult:
     allocations: int
@@ -38,6 +57,37 @@ class RemoteResult:
     allocations_per_second: float
     latency_ms_p50: float
     latency_ms_p99: float
+    # CPU µs per allocation by stage (RM_THREADS, SERVER_THREADS), over the timed span
+    stage_us: dict[str, float] = attrs.field(factory=dict)
+
+
+def thread_cpu(roles: Mapping[str, str]) -> dict[str, float]:
+    """CPU seconds so far of this process's threads by role (a thread belongs to the role whose name
+    prefix is the longest that fits its name), the process's other Python threads under "other", and
+    the process's CPU in total (gRPC's own threads and what the OS cannot say by thread)."""
+    seconds = dict.fromkeys([*roles, "other"], 0.0)
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        fits = [(len(prefix), role) for role, prefix in roles.items() if thread.name.startswith(prefix)]
+        role = max(fits)[1] if fits else "other"
+        try:
+            seconds[role] += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (AttributeError, OSError):  # not on this OS, or the thread ended meanwhile
+            continue
+    seconds["process"] = time.process_time()
+    return seconds
+
+
+def stage_us(
+    before: Mapping[str, float], after: Mapping[str, float], allocations: int, rest: str
+) -> dict[str, float]:
+    """µs per allocation by role between two ``thread_cpu`` readings; what the named roles leave of
+    the process's CPU goes to ``rest``."""
+    per = 1e6 / max(1, allocations)
+    stages = {role: (after[role] - before[role]) * per for role in after if role != "process"}
+    stages[rest] = max(0.0, (after["process"] - before["process"]) * per - sum(stages.values()))
+    return {role: round(value, 2) for role, value in stages.items()}
 
 
 def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
@@ -57,11 +107,14 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         requests = [request for wave in workload.waves for request in wave.requests]
         request_of = request_index(requests)
         submitted: list[float] = []
+        print(TIMED, flush=True)
+        cpu_before = thread_cpu(RM_THREADS)
         start = time.perf_counter()
         for request in requests:
             submitted.append(time.perf_counter())
             remote.update_allocation(request)
         wait_for(rm.done, lambda: rm.arrived, workload.asks, "allocations arrived", rm)
+        cpu_after = thread_cpu(RM_THREADS)
     arrivals = rm.arrivals
     seconds = rm.last_arrival - start
     latencies = latencies_ms(arrivals, request_of, submitted)
@@ -71,6 +124,12 @@ def run_rm(address: str, nodes: int, asks: int) -> RemoteResult:
         allocations_per_second=len(arrivals) / seconds,
         latency_ms_p50=percentile(latencies, 0.50),
         latency_ms_p99=percentile(latencies, 0.99),
+        stage_us={
+            ("rm: other Python threads" if role == "other" else role): value
+            for role, value in stage_us(
+                cpu_before, cpu_after, len(arrivals), "rm: gRPC's own threads"
+            ).items()
+        },
     )
 
 
@@ -124,21 +183,42 @@ class RemoteBenchRM(BenchRM):
 
 
 def run_remote(nodes: int, asks: int, timeout: float = TIMEOUT) -> RemoteResult:
-    """The core here, serving gRPC on loopback; the RM in a child process."""
-    with korral.start(**CORE_SETTINGS) as core:
+    """The core here, serving gRPC on loopback; the RM in a child process. The core's CPU by stage is
+    counted from when the RM says it starts sending asks (``TIMED``) until it has them all back."""
+    command = [sys.executable, "-m", "korral.harness.benchmark.remote"]
+    with korral.start(**CORE_SETTINGS) as core, tempfile.TemporaryFile("w+") as errors_file:
         address = core.serve_grpc("127.0.0.1:0")
-        child = subprocess.run(
-            [sys.executable, "-m", "korral.harness.benchmark.remote", address, str(nodes), str(asks)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        child = subprocess.Popen(
+            [*command, address, str(nodes), str(asks)], stdout=subprocess.PIPE, stderr=errors_file, text=True
         )
-        if child.returncode != 0:
-            raise RuntimeError(f"the remote RM failed:\n{child.stderr}")
+        killer = threading.Timer(timeout, child.kill)
+        killer.start()
+        assert child.stdout is not None
+        lines: list[str] = []
+        before = after = None
+        try:
+            for line in child.stdout:
+                if line.strip() == TIMED:
+                    before = thread_cpu(SERVER_THREADS)
+                else:
+                    lines.append(line)
+            after = thread_cpu(SERVER_THREADS)
+            returncode = child.wait()
+        finally:
+            killer.cancel()
+        if returncode != 0 or not lines:
+            errors_file.seek(0)
+            raise RuntimeError(f"the remote RM failed:\n{errors_file.read()}")
         errors = core.tracker.errors
     if errors:
         raise RuntimeError(f"korral logged {errors} handler errors during the benchmark")
-    return RemoteResult(**json.loads(child.stdout.strip().splitlines()[-1]))
+    fields = json.loads(lines[-1])
+    result = RemoteResult(**fields)
+    if before is None or after is None:
+        return result
+    server = stage_us(before, after, result.allocations, "server: gRPC's own threads and the rest")
+    server["server: the core (scheduling, its actors)"] = server.pop("other")
+    return attrs.evolve(result, stage_us={**result.stage_us, **server})
 
 
 def main() -> None:
