@@ -49,22 +49,26 @@ def sub_into(target: Resource, delta: Mapping[str, int], times: int = 1) -> None
     add_into(target, delta, -times)
 
 
-def pending_to_allocated(pending: Resource, allocated: Resource, items: Iterable[tuple[str, int]]) -> None:
-    """One placed repeat of an ask: its ``items`` leave ``pending`` and join ``allocated``.
+def pending_to_allocated(
+    aggregates: Iterable[tuple[Resource, Resource]], items: Iterable[tuple[str, int]]
+) -> None:
+    """One placed repeat of an ask: its ``items`` leave each ``pending`` and join each ``allocated``
+    of the (pending, allocated) pairs given.
 
-    For the aggregates of an application and of each queue above it, once per allocation. The ask was
-    pending, so each of its (positive) types is in ``pending``; both stay pruned.
+    For the aggregates of every queue on an allocation's path, in one call per allocation. The ask was
+    pending, so each of its (positive) types is in every ``pending``; all stay pruned.
     """
-    for name, quantity in items:
-        left = pending[name] - quantity
-        if left:
-            pending[name] = left
-        else:
-            del pending[name]
-        try:  # usage only grows here
-            allocated[name] += quantity
-        except KeyError:
-            allocated[name] = quantity
+    for pending, allocated in aggregates:
+        for name, quantity in items:
+            left = pending[name] - quantity
+            if left:
+                pending[name] = left
+            else:
+                del pending[name]
+            try:  # usage only grows here
+                allocated[name] += quantity
+            except KeyError:
+                allocated[name] = quantity
 
 
 def multiply(resource: Mapping[str, int], factor: int) -> Resource:

@@ -22,12 +22,14 @@ class NodeOrder:
         self.nodes = nodes
         self.order: IncrementalOrder[Node] = IncrementalOrder()
         self.policy = "fair"
+        self._binpacking = False
         self.weights: dict[str, float] = dict(DEFAULT_WEIGHTS)
         self._positive_weights = tuple(self.weights.items())
 
     def configure(self, policy: str, weights: Mapping[str, float]) -> None:
         """The config's node sort policy and resource weights; the order is rebuilt."""
         self.policy = policy or "fair"
+        self._binpacking = self.policy == "binpacking"
         self.weights = dict(weights)
         self._positive_weights = tuple((n, w) for n, w in self.weights.items() if w > 0)
         self.rebuild()
@@ -43,7 +45,7 @@ class NodeOrder:
     def update(self, node: Node) -> None:
         """Put the node in its place, or take it out (unschedulable, reserved, full, gone)."""
         node_id = node.node_id
-        if node.schedulable and node.reservation is None and node_id in self.nodes:
+        if node.schedulable and not node.reservations and node_id in self.nodes:
             available = node.available
             for quantity in available.values():
                 if quantity > 0:
@@ -69,7 +71,7 @@ class NodeOrder:
                 weighted += weight * ((cap - available.get(name, 0)) / cap)
             total = cache[3]
             score = weighted / total if total else 0.0
-            if self.policy == "binpacking":
+            if self._binpacking:
                 score = 1.0 - score
             self.order.place(node_id, node, (score, node_id))
         else:

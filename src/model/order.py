@@ -68,7 +68,7 @@ class IncrementalOrder(Generic[Item]):
             return UNCHANGED
         else:
             result = MOVED
-            if entries[head] == old:
+            if entries[head] is old:  # the very tuple stored (names are unique, so no other equals it)
                 head += 1  # the first entry: step over it
             else:
                 del entries[bisect_left(entries, old, head)]
@@ -112,7 +112,7 @@ class IncrementalOrder(Generic[Item]):
         del self.items[name]
         entries = self.entries
         head = self.head
-        if entries[head] == old:
+        if entries[head] is old:
             head += 1
             if head == len(entries):
                 entries.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from time import perf_counter
-from typing import Any, cast
+from typing import Any
 
 from korral import resource as res
 from korral.config.quantity import parse_go_duration, parse_go_int32, parse_go_uint64
@@ -127,6 +127,12 @@ class Queue:
         self.own_child_template: ChildTemplateConfig | None = None
         self.allocated: Resource = {}
         self.pending: Resource = {}
+        # (pending, allocated) of this queue and every ancestor, nearest first: what one allocation
+        # books along its path (the dicts are updated in place, never replaced, and a parent is fixed)
+        self.aggregates_up: tuple[tuple[Resource, Resource], ...] = (
+            (self.pending, self.allocated),
+            *(parent.aggregates_up if parent is not None else ()),
+        )
         # where a queue whose usage changed puts itself (its ancestors changed too), shared by the
         # whole tree: the scheduler's view publishes those (``SchedulingView.track_usage``); None: nobody
         self.usage_changed: set[Queue] | None = parent.usage_changed if parent is not None else None
@@ -402,7 +408,7 @@ class Queue:
         has the placed ask's priority: then only this queue's usage moved, so only its place among its
         siblings can change.
         """
-        pending_asks = cast("IncrementalOrder[Ask]", app.pending_asks)  # ordered: the scheduler's apps
+        pending_asks: IncrementalOrder[Ask] = app.pending_asks  # type: ignore[assignment]  # ordered
         if (
             self.sort_policy != SORT_FAIR
             and pending_asks.items

@@ -146,8 +146,16 @@ def test_sub_into_default_times_is_one():
     ],
 )
 def test_pending_to_allocated(pending, allocated, items, pending_after, allocated_after):
-    res.pending_to_allocated(pending, allocated, items)
+    res.pending_to_allocated(((pending, allocated),), items)
     assert (pending, allocated) == (pending_after, allocated_after)
+
+
+def test_pending_to_allocated_books_every_pair_on_the_path():
+    leaf = ({"memory": 10, "vcore": 1}, {"memory": 5})
+    root = ({"memory": 30, "vcore": 3}, {})
+    res.pending_to_allocated((leaf, root), (("memory", 10), ("vcore", 1)))
+    assert leaf == ({}, {"memory": 15, "vcore": 1})
+    assert root == ({"memory": 20, "vcore": 2}, {"memory": 10, "vcore": 1})
 
 
 # ---- multiply / prune ------------------------------------------------------------------------------

@@ -381,7 +381,9 @@ class Application:
         ask.pending -= 1
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
-        res.add_into(self.allocated, ask.spec.resource)
+        allocated = self.allocated
+        for name, quantity in ask.spec.resource_items:  # an ask's quantities are positive: only grows
+            allocated[name] = allocated.get(name, 0) + quantity
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)
             self.placeholders.setdefault(allocation.task_group_name, {})[allocation.uuid] = allocation

@@ -379,12 +379,8 @@ class PartitionAllocations:
         if ask.failed_since is not None:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, spec.allocation_key), None)
-        items = spec.resource_items
-        # one walk up the path for both aggregates (pending down, allocated up)
-        q: Queue | None = queue
-        while q is not None:
-            res.pending_to_allocated(q.pending, q.allocated, items)
-            q = q.parent
+        # one pass up the path for both aggregates (pending down, allocated up)
+        res.pending_to_allocated(queue.aggregates_up, spec.resource_items)
         node.add_allocation(allocation)
         ordering = self.registry.node_ordering
         if ordering is not None:

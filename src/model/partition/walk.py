@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from korral import resource as res
 from korral.model.allocation import Allocation, Ask
@@ -251,7 +251,8 @@ class SchedulingWalk:
             return None
         only_quota_blocked = True
         user_limits = app.user_limits
-        pending_asks = cast("IncrementalOrder[Ask]", app.pending_asks)  # the model's apps order their asks
+        # the model's applications order their asks (an annotation, not cast(): no call per allocation)
+        pending_asks: IncrementalOrder[Ask] = app.pending_asks  # type: ignore[assignment]
         asks = pending_asks.items
         entries = pending_asks.entries
         if queue.over_quota_epoch != epoch:
@@ -359,13 +360,45 @@ class SchedulingWalk:
     def _find_node(self, ask: Ask) -> Node | None:
         """First node in policy order with room for the ask that the RM's predicates accept; while a
         reader wants latencies, the whole evaluation is timed too (YuniKorn's trynode_evaluation)."""
-        latencies = self.predicates.latencies
+        predicates = self.predicates
+        latencies = predicates.latencies
         if latencies is None:
-            return self._walk_nodes(ask)
+            if predicates.active:
+                return self._walk_nodes(ask)
+            # Nothing to time and no RM predicates (the common case): the first node in order with
+            # room, without the general walk's set-up; under fair sorting it is nearly always the
+            # first one, looked at before any iterator is made.
+            spec = ask.spec
+            unfit = self.unfit_shapes
+            if unfit and spec.shape in unfit:
+                return None
+            items = spec.resource_items
+            node_order = self.node_ordering.order
+            nodes = node_order.items
+            entries = node_order.entries
+            head = node_order.head
+            if head < len(entries):
+                node = nodes[entries[head][-1]]
+                available = node.available
+                for name, quantity in items:
+                    if quantity > available.get(name, 0):
+                        break
+                else:
+                    return node
+                for entry in islice(entries, head + 1, None):
+                    node = nodes[entry[-1]]
+                    available = node.available
+                    for name, quantity in items:
+                        if quantity > available.get(name, 0):
+                            break
+                    else:
+                        return node
+            unfit.add(spec.shape)  # nothing has room: skip this shape until some node gains room
+            return None
         started = time.perf_counter()
-        node = self._walk_nodes(ask)
+        found = self._walk_nodes(ask)
         latencies.append(("trynode_evaluation", time.perf_counter() - started))
-        return node
+        return found
 
     def _walk_nodes(self, ask: Ask) -> Node | None:
         spec = ask.spec
