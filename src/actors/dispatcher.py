@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from korral import log_text
+from korral import log_text, si
 from korral.actors.base import Rank, ThreadedActor
 from korral.actors.messages import CALLBACK_METHODS, CallbackArgument, Deliver
 from korral.actors.tracker import Tracker
@@ -40,6 +41,27 @@ class CallbackDispatcher(ThreadedActor):
         # sees everything the core delivers to this RM (the core's metrics and event log)
         self.observer = observer
 
+    def dispatch_all(self, messages: tuple[Any, ...]) -> None:
+        """A bundle: what a pool's applications sent in one run of its worker. A run of responses in
+        it that only add (new allocations; application state updates) reaches the RM as one response
+        of each kind, the allocations first: at light load every application confirms its allocation
+        in a response of its own (and its state change in another), and a call costs the RM nearly as
+        much as a batch (a remote RM: a message on the wire each). Each application's responses keep
+        their order: a run ends before an allocation of an application whose update it holds."""
+        run = _Run()
+        for message in messages:
+            kind = _joinable(message)
+            if kind is None:
+                run.flush(self.dispatch)
+                self.dispatch(message)
+                continue
+            if kind is si.AllocationResponse and any(
+                allocation.application_id in run.updated_apps for allocation in message.argument.new
+            ):
+                run.flush(self.dispatch)
+            run.add(kind, message)
+        run.flush(self.dispatch)
+
     def on_Deliver(self, message: Deliver) -> None:
         try:
             self._deliver(message)
@@ -68,3 +90,46 @@ class CallbackDispatcher(ThreadedActor):
             # The RM's own failure: logged and contained, scheduling goes on.
             self.failures += 1
             log.exception("%s: callback %s raised", self.name, method)
+
+
+def _joinable(message: Any) -> type | None:
+    """The kind of a delivery that may join others (it only adds, and nothing waits for it), or None."""
+    if type(message) is not Deliver or message.then is not None:
+        return None
+    argument = message.argument
+    kind = type(argument)
+    if kind is si.AllocationResponse:
+        if argument.released or argument.released_asks or argument.rejected:  # type: ignore[union-attr]
+            return None
+        return kind
+    if kind is si.ApplicationResponse:
+        return None if argument.rejected or argument.accepted else kind  # type: ignore[union-attr]
+    return None
+
+
+class _Run:
+    """Joinable deliveries of a bundle not yet delivered: allocations, then application updates."""
+
+    def __init__(self) -> None:
+        self.allocations: list[Deliver] = []
+        self.updates: list[Deliver] = []
+        self.updated_apps: set[str] = set()
+
+    def add(self, kind: type, message: Deliver) -> None:
+        if kind is si.AllocationResponse:
+            self.allocations.append(message)
+            return
+        self.updates.append(message)
+        self.updated_apps.update(update.application_id for update in message.argument.updated)  # type: ignore[union-attr]
+
+    def flush(self, deliver: Callable[[Deliver], Any]) -> None:
+        allocations, updates = self.allocations, self.updates
+        if len(allocations) > 1:
+            joined = [a for message in allocations for a in message.argument.new]  # type: ignore[union-attr]
+            allocations = [Deliver(argument=si.AllocationResponse(new=joined))]
+        if len(updates) > 1:
+            changes = [u for message in updates for u in message.argument.updated]  # type: ignore[union-attr]
+            updates = [Deliver(argument=si.ApplicationResponse(updated=changes))]
+        for message in (*allocations, *updates):
+            deliver(message)
+        self.allocations, self.updates, self.updated_apps = [], [], set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from korral.actors.partition.actor import PartitionActor
 from korral.actors.scheduler.actor import SchedulerActor
 from korral.actors.starting import start_actor
 from korral.actors.tracker import Tracker
+from korral.callback import ResourceManagerCallback
 
 
 class Ping:
@@ -147,3 +149,46 @@ def test_an_rm_without_some_callback_methods_gets_the_ones_it_has(caplog: pytest
     said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
     assert any("update_node" in line for line in said)
     assert len([line for line in said if "update_node" in line]) == 1  # said once
+
+
+class CountingRM(ResourceManagerCallback):
+    """Counts the allocations of each update_allocation call (it takes no events)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls_with_new: list[int] = []
+
+    @property
+    def allocated(self) -> int:
+        with self.lock:
+            return sum(self.calls_with_new)
+
+    def update_allocation(self, response: si.AllocationResponse) -> None:
+        if response.new:
+            with self.lock:
+                self.calls_with_new.append(len(response.new))
+
+
+def test_the_rm_hears_of_many_applications_one_allocation_each_in_fewer_responses_than_applications() -> None:
+    # light load: one request with one ask for each of ten running applications is placed in one
+    # batch, and each application confirms its own; the RM gets them joined, not a call each
+    apps = {f"app{index}": "root.a" for index in range(10)}
+    config = "partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+    config += "        queues:\n          - name: a\n"
+    with korral.start() as core:
+        rm = CountingRM()
+        core.register_resource_manager(t.register("rm", config), rm)
+        core.update_node(t.nodes("rm", ["n1"], {"memory": 100_000, "vcore": 100_000}))
+        core.update_application(t.applications("rm", apps))
+        for app_id in apps:  # each application runs (its state changes go to the RM on their own)
+            core.update_allocation(
+                t.asks("rm", app_id, 1, {"memory": 1, "vcore": 1}, prefix=f"{app_id}-first-")
+            )
+        core.wait_until_idle(30)
+        assert rm.allocated == 10
+        rm.calls_with_new.clear()
+        one_each = [ask for app_id in apps for ask in t.asks("rm", app_id, 1, {"memory": 1, "vcore": 1}).asks]
+        core.update_allocation(si.AllocationRequest(rm_id="rm", asks=one_each))
+        core.wait_until_idle(30)
+        assert sum(rm.calls_with_new) == 10
+        assert len(rm.calls_with_new) < 10, rm.calls_with_new
