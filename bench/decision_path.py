@@ -1,0 +1,144 @@
+"""The decision stage alone: the sequential reference's scheduling cycles on YuniKorn's shape.
+
+The scheduler actor's view decides with the same model code (``SchedulingView`` is a ``PartitionModel``),
+so this is the cost the decision stage of ``korral bench`` pays per allocation, without the actors
+around it. Three measures, the last two independent of how loaded the machine is:
+
+    python bench/decision_path.py [--nodes 1000] [--asks 10000] [--repeat 5]   # CPU µs per allocation
+    python bench/decision_path.py --bytecodes        # bytecodes per allocation, by function
+    python bench/decision_path.py --callgrind        # machine instructions per allocation (valgrind)
+
+``--callgrind`` needs valgrind, gcc and valgrind's headers: it builds a two-function helper that starts
+callgrind's counting when the cycles start and stops it when they end, then runs itself under
+valgrind. Run it from a checkout whose ``korral`` is the code to measure (each worktree's own venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import gc
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from korral.harness.benchmark.runner import reference_with_asks
+from korral.harness.benchmark.workloads import yunikorn
+from korral.harness.reference import ReferenceScheduler
+
+_TOGGLE_C = """#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void cg_stop(void) { CALLGRIND_DUMP_STATS_AT("decision"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def _ready(nodes: int, asks: int) -> ReferenceScheduler:
+    """The reference with the nodes, applications and asks in, and the collector's passes over them done."""
+    reference, _ = reference_with_asks(yunikorn(nodes, asks))
+    gc.collect()
+    return reference
+
+
+def _cycles(reference: ReferenceScheduler) -> int:
+    made = 0
+    while batch := reference.schedule(1000):
+        made += len(batch)
+    return made
+
+
+def cpu_per_allocation(nodes: int, asks: int) -> float:
+    reference = _ready(nodes, asks)
+    started = time.process_time()
+    made = _cycles(reference)
+    return (time.process_time() - started) * 1e6 / max(made, 1)
+
+
+def bytecodes(nodes: int, asks: int) -> tuple[float, list[tuple[str, float]]]:
+    """Bytecodes per allocation, and the functions that ran them (most first)."""
+    reference = _ready(nodes, asks)
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{code.co_filename.rsplit('korral/', 1)[-1]}:{code.co_name}"] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        made = max(_cycles(reference), 1)
+    finally:
+        sys.settrace(None)
+    return sum(counts.values()) / made, [(name, count / made) for name, count in counts.most_common(20)]
+
+
+def callgrind(nodes: int, asks: int) -> int:
+    """Run this script under callgrind around the cycles only; the instructions per allocation."""
+    if shutil.which("valgrind") is None or shutil.which("gcc") is None:
+        sys.exit("--callgrind needs valgrind and gcc on the path")
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work, "toggle.c")
+        source.write_text(_TOGGLE_C, encoding="utf-8")
+        library = Path(work, "toggle.so")
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+        out = Path(work, "callgrind.out")
+        command = [
+            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+            sys.executable, __file__, "--nodes", str(nodes), "--asks", str(asks), "--under-callgrind",
+            str(library),
+        ]  # fmt: skip
+        # a fixed hash seed: dict and set layouts, and so the instructions, are the same run to run
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        subprocess.run(command, check=True, env=env, stderr=subprocess.DEVNULL)
+        dumped = [path for path in Path(work).iterdir() if path.name.startswith("callgrind.out.")]
+        for line in dumped[0].read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1]) // asks
+    sys.exit("callgrind wrote no counts")
+
+
+def _under_callgrind(library: str, nodes: int, asks: int) -> None:
+    toggle = ctypes.CDLL(library)
+    reference = _ready(nodes, asks)
+    toggle.cg_start()
+    _cycles(reference)
+    toggle.cg_stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--asks", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5, help="fresh runs for the CPU time (median)")
+    parser.add_argument("--bytecodes", action="store_true")
+    parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--under-callgrind", metavar="LIBRARY", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.under_callgrind:
+        _under_callgrind(args.under_callgrind, args.nodes, args.asks)
+    elif args.callgrind:
+        print(f"instructions per allocation: {callgrind(args.nodes, args.asks):,}")
+    elif args.bytecodes:
+        total, functions = bytecodes(args.nodes, args.asks)
+        print(f"bytecodes per allocation: {total:,.0f}")
+        for name, count in functions:
+            print(f"{count:8.1f}  {name}")
+    else:
+        runs = [cpu_per_allocation(args.nodes, args.asks) for _ in range(args.repeat)]
+        print(
+            f"decision CPU per allocation: median {statistics.median(runs):.2f} µs "
+            f"(min {min(runs):.2f}, max {max(runs):.2f}, {len(runs)} runs)"
+        )
+
+
+if __name__ == "__main__":
+    main()
