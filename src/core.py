@@ -167,7 +167,6 @@ class Core:
             RMProxyActor,
             self.tracker,
             "rmproxy",
-            self._timer,
             self.settings,
             board=self._board,
             engine=self._ray,

@@ -256,7 +256,14 @@ def release_kinds(rm: t.RecordingRM) -> list[si.TerminationType]:
     return [kind for _, kind, _ in rm.release_reasons()]
 
 
-ACTOR_THREAD_PREFIXES = ("korral", "RMProxyActor", "PartitionActor", "SchedulerActor", "CallbackDispatcher")
+ACTOR_THREAD_PREFIXES = (
+    "korral",
+    "Registrar",
+    "RMProxyActor",
+    "PartitionActor",
+    "SchedulerActor",
+    "CallbackDispatcher",
+)
 
 
 def korral_threads() -> list[str]:

@@ -47,7 +47,6 @@ from korral.actors.rm_messages import (
     Withdraw,
 )
 from korral.actors.starting import start_actor
-from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig, SchedulerConfig
 from korral.errors import CapacityError, SchedulerError
@@ -100,7 +99,6 @@ class RMProxyActor(ThreadedActor):
         self,
         tracker: Tracker,
         name: str,
-        timer: TimerService,
         settings: PartitionSettings,
         board: PartitionBoard | None = None,
         engine: Any = None,
@@ -110,7 +108,6 @@ class RMProxyActor(ThreadedActor):
         super().__init__(tracker, name)
         self.max_rms = max_rms
         self.max_partitions = max_partitions
-        self.timer = timer
         self.settings = settings
         # engine="ray": a ``RayEngine`` that starts each partition in a Ray actor process (None: threads)
         self.engine = engine
