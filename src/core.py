@@ -50,6 +50,7 @@ from korral.actors.simulated import SimulatedTimer, SimulatedTracker, Simulation
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
 from korral.actors.tracker import Tracker
+from korral.actors.workers import DEFAULT_ACTOR_THREADS, ActorThreads
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config
 from korral.config.defaulted import log_defaulted_values
@@ -90,9 +91,13 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # log_events: once a REST server serves the core, make events for every RM (gRPC RMs too) for its
 # event log; False: only for RMs whose callback takes them (~10 us of CPU an allocation saved).
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": False, "metrics": True, "log_events": True}
-# what clients may make the core hold (docs/security.md): registered RMs, and partitions over all RMs
-# (each partition runs three threads: its actor, its scheduler and its pool)
-KORRAL_LIMITS: dict[str, int] = {"max_rms": 64, "max_partitions": 256}
+# what clients may make the core hold (docs/security.md): registered RMs, partitions over all RMs, and
+# the threads of each tier of workers that every actor but the RMProxy runs on (korral.actors.workers)
+KORRAL_LIMITS: dict[str, int] = {
+    "max_rms": 64,
+    "max_partitions": 256,
+    "actor_threads": DEFAULT_ACTOR_THREADS,
+}
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
@@ -154,6 +159,7 @@ class Core:
         )
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
+        self.tracker.use_workers(ActorThreads(limits.pop("actor_threads")))
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
             # (a simulated core runs no thread beside its simulation: its history is its first record)
             self.metrics.start_history(self.tracker.clocks.wall_clock_ns, sampler=runtime == "threads")

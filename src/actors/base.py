@@ -24,7 +24,7 @@ from korral import log_text
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
 from korral.actors.messages import Retire, SchedulerDone
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, put_counted
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, pool_on, put_counted
 from korral.actors.timing import HandlerTiming
 from korral.actors.tracker import Tracker
 
@@ -92,7 +92,7 @@ class Handle:
         if target is False:
             inbox = self.ref.actor_inbox
             actor = inbox._actor if type(inbox) is PooledInbox else None
-            pool = getattr(actor, "pool", None)
+            pool = getattr(actor, "lane", None)
             target = (pool, actor) if actor is not None and type(pool) is ActorPool else None
             self._pool_target = target
         return target
@@ -220,13 +220,16 @@ class KorralActor(pykka.Actor):
     table (``korral.actors.dispatch``: keyed by message class, built and checked when the first actor
     of the class starts; a message without a handler is counted as an error). Subclasses set ``rank`` and must
     only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it. Concrete actors
-    derive from ``ThreadedActor`` (own thread: may block on asks and RM callbacks) or ``PoolActor``
-    (runs on its partition's pool: never blocks).
+    derive from ``ServedActor`` (a pool of its own on its rank's workers: may block on asks and RM
+    callbacks), ``PoolActor`` (runs on its partition's pool: never blocks) or ``ThreadedActor`` (a
+    thread of its own: the RMProxy).
     """
 
     rank: Rank = Rank.NODE
     # message class -> handler, this class's own (``ensure_handlers``, at the first start)
     handlers: ClassVar[Mapping[type, Handler]]
+    # shares its pool with other actors (``PoolActor``): an ask could wait for its own pool's turn
+    never_blocks: ClassVar[bool] = False
 
     def __init__(self, tracker: Tracker, name: str) -> None:
         super().__init__()
@@ -243,8 +246,7 @@ class KorralActor(pykka.Actor):
         )
 
     def ask(self, target: Handle, message: Any, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
-        pool = getattr(self, "pool", None)
-        if pool is not None and pool.is_worker_thread:
+        if self.never_blocks:
             raise RankViolation(f"{self.name} runs on an actor pool and must not block on {target.name}")
         return target.ask(message, caller=self.rank, timeout=timeout)
 
@@ -318,7 +320,8 @@ class KorralActor(pykka.Actor):
 
 class ThreadedActor(KorralActor, pykka.ThreadingActor):
     """A korral actor on its own thread: pykka's ``ThreadingActor`` and its loop, with a mailbox that
-    lets go of each message once handled (``ReleasingInbox``)."""
+    lets go of each message once handled (``ReleasingInbox``). One per core (the RMProxy): every
+    other actor runs on the core's bounded workers."""
 
     use_daemon_thread = True
 
@@ -332,12 +335,39 @@ class ThreadedActor(KorralActor, pykka.ThreadingActor):
         self.tracker.thread_started(threading.current_thread())
 
 
+# the workers' tier (``korral.actors.workers``) that serves a ``ServedActor`` of each rank: each tier
+# waits only on lower ones (partitions ask schedulers and owners, nothing asks a dispatcher)
+TIER_OF_RANK: Mapping[Rank, str] = {
+    Rank.PARTITION: "partitions",
+    Rank.SCHEDULER: "schedulers",
+    Rank.DISPATCHER: "callbacks",
+}
+
+
+class ServedActor(KorralActor, PooledActor):
+    """A korral actor with a pool of its own, served by the core's bounded workers of its rank's tier
+    (``TIER_OF_RANK``; ``korral.actors.workers`` says why that cannot deadlock). It may block, in an
+    ask down the rank order or in an RM's code, and holds one worker of its tier meanwhile. Its sends
+    go straight into the receivers' mailboxes, as a threaded actor's."""
+
+    def __init__(self, tracker: Tracker, name: str) -> None:
+        super().__init__(tracker, name)
+        self.bind_lane(pool_on(tracker, name, TIER_OF_RANK[self.rank]))
+
+    def _release_references(self) -> None:
+        # its handle's cached (pool, actor) would hold it in a cycle (actor -> handle -> actor)
+        self.handle._pool_target = None
+
+
 class PoolActor(KorralActor, PooledActor):
     """A korral actor served by its partition's ``ActorPool``; takes ``pool=`` when started."""
 
+    never_blocks = True
+
     def __init__(self, tracker: Tracker, name: str, *, pool: ActorPool) -> None:
         super().__init__(tracker, name)
-        self.bind_pool(pool)
+        self.pool = pool  # where its sends wait (``tell``) and its mailbox is served
+        self.bind_lane(pool)
 
     def tell(self, target: Handle, message: Any) -> bool:
         """Send from this actor: held in its pool's outbox until the worker has run its ready actors,

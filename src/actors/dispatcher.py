@@ -1,4 +1,6 @@
-"""Delivers RM callbacks in order, one dispatcher per RM: a slow or failing RM harms only itself."""
+"""Delivers RM callbacks in order, one dispatcher per RM: a failing RM harms only itself. Dispatchers
+run on the core's callbacks workers (``korral.actors.workers``): a callback that does not return holds
+one of them until it does."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from korral import log_text, si
-from korral.actors.base import Rank, ThreadedActor
+from korral.actors.base import Rank, ServedActor
 from korral.actors.messages import CALLBACK_METHODS, CallbackArgument, Deliver
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
@@ -15,7 +17,7 @@ from korral.callback import ResourceManagerCallback
 log = log_text.logger("korral.callbacks")
 
 
-class CallbackDispatcher(ThreadedActor):
+class CallbackDispatcher(ServedActor):
     rank = Rank.DISPATCHER
 
     def __init__(

@@ -1,21 +1,24 @@
-"""A pooled pykka runtime: many actors, one worker thread.
+"""A pooled pykka runtime: many actors, a few worker threads.
 
 pykka's ``ThreadingActor`` gives every actor its own OS thread. With thousands of node and application
 actors, every message becomes a thread hand-off that fights for the GIL (measured: ~150 µs per
-allocation at 1,000 nodes). ``PooledActor`` is a pykka actor type built on the hooks pykka documents for
-implementors of new actor types (``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``)
-whose mailboxes are served by an ``ActorPool`` worker thread: the same actor semantics (one message at
-a time per actor, in order, state private to the actor, ``tell``/``ask``/``stop`` through an
-``ActorRef``, registered in pykka's ``ActorRegistry``), without a thread per actor. Each partition has
-its own pool, so partitions still run independently.
+allocation at 1,000 nodes), and the threads grow with what clients name. ``PooledActor`` is a pykka
+actor type built on the hooks pykka documents for implementors of new actor types
+(``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``) whose mailboxes are served in the
+turns of an ``ActorPool``: the same actor semantics (one message at a time per actor, in order, state
+private to the actor, ``tell``/``ask``/``stop`` through an ``ActorRef``, registered in pykka's
+``ActorRegistry``), without a thread per actor. A pool's turns run on its tier's bounded workers
+(``korral.actors.workers``), one turn at a time per pool; each partition's owners share a pool, and
+partitions, schedulers and dispatchers have one each, so partitions still run independently.
 
 pykka's own message loop cannot serve many actors from one thread, so the loop is korral's
 (``korral.actors.loop.OwnLoop``, shared with the simulated runtime). Nothing here names a private
 pykka module, class or attribute.
 
-A pooled actor must never block: an ``ask`` to another actor of the same pool would wait for a
-message that only this very worker could process. korral's pooled actors (nodes, applications,
-queues) only ``tell``; ``KorralActor.ask`` refuses an ask inside one pool.
+An actor that shares its pool must never block: an ``ask`` to another actor of the same pool would wait
+for a message that only this very turn could process. korral's owners (nodes, applications, queues)
+only ``tell``; ``KorralActor.ask`` refuses their asks. An actor alone in its pool may block (on an ask
+down the rank order, in an RM's callback): it holds one worker of its tier meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import time
 import uuid
 from collections import deque
 from typing import Any
@@ -32,13 +36,19 @@ from pykka import ActorRegistry
 
 from korral import log_text
 from korral.actors.loop import Envelope, KorralRef, OwnLoop, receive_envelope, refuse
+from korral.actors.workers import Workers
 
 log = log_text.logger("korral.runtime")
 
 # Messages one actor may handle before the worker moves on to the next ready actor (fairness).
 SLICE = 64
-# Slices a worker runs before it delivers what its actors sent meanwhile, if it is not idle before.
+# Slices a turn runs before it delivers what its actors sent meanwhile, if it is not idle before.
 FLUSH_AFTER_SLICES = 128
+# How long a turn goes on while another pool of its tier waits for a worker (then it yields after the
+# slice in progress): a scheduler whose batches keep it ready does not keep the others waiting.
+TURN_SECONDS = 0.02
+# How long stopping a pool waits for the turn in progress to end.
+STOP_WAIT = 5.0
 
 
 class Bundle:
@@ -166,64 +176,140 @@ class Outbox:
 
 
 class ActorPool:
-    """A worker thread that runs ready pooled actors, each for a slice of its mailbox.
+    """A run queue of ready pooled actors that at most one thread serves at a time: its actors handle
+    one message at a time each, and what they send waits in the pool's ``Outbox`` until a turn has run
+    its ready actors. The thread is a worker of the pool's tier (``korral.actors.workers``), which takes
+    the pool for a turn whenever it has ready actors; a pool made without workers has one thread of
+    its own.
 
     The pool owns the ``Outbox`` its actors send through: a pooled actor sends with ``send`` (its
     ``KorralActor.tell``), never through the receiver's handle, so what a send does depends on who
     sends (an actor of this pool), not on which thread the code happens to run on.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, workers: Workers | None = None) -> None:
         self.name = name
-        # what this pool's actors sent during the worker's run, delivered when the run is over
+        # what this pool's actors sent during a turn, delivered when the turn has run its ready actors
         self.outbox = Outbox()
         self._ready: deque[PooledActor] = deque()
-        self._wake = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # on the workers' run queue or in a turn: the one way a second thread is kept out
+        self._queued = False
         self._stopped = False
-        # the worker has ended: what is made ready from now on is stopped, not queued (``_orphaned``)
+        # stopped and served to the end: what is made ready from now on is stopped, not queued
+        # (``_orphaned``)
         self._exited = False
-        self._thread = threading.Thread(target=self._run, name=f"korral-pool-{name}", daemon=True)
-        self._thread.start()
+        self._ended = threading.Event()
+        self._runner: threading.Thread | None = None  # the thread in a turn of this pool, if any
+        self._own_workers = workers is None
+        self.workers = workers if workers is not None else Workers(f"pool-{name}", 1)
 
     def schedule(self, actor: PooledActor) -> None:
-        with self._wake:
+        with self._lock:
             if not self._exited:
                 self._ready.append(actor)
-                if len(self._ready) == 1:
-                    self._wake.notify()
-                return
-        self._orphaned([actor])
+                if self._queued:
+                    return
+                self._queued = True
+                submit = True
+            else:
+                submit = False
+        if submit:
+            self._submit()
+        else:
+            self._orphaned([actor])
+
+    def schedule_all(self, actors: list[PooledActor]) -> None:
+        """``schedule`` for many actors at once: one hand-off to the workers."""
+        with self._lock:
+            if not self._exited:
+                self._ready.extend(actors)
+                if self._queued:
+                    return
+                self._queued = True
+                submit = True
+            else:
+                submit = False
+        if submit:
+            self._submit()
+        else:
+            self._orphaned(actors)
+
+    def _submit(self) -> None:
+        if self.workers.submit(self):
+            return
+        # the core stopped its workers: nobody will serve what is ready here
+        with self._lock:
+            self._exited = True
+            self._queued = False
+            orphans = list(self._ready)
+            self._ready.clear()
+        self._ended.set()
+        self._orphaned(orphans)
 
     def _orphaned(self, actors: list[PooledActor]) -> None:
-        """Actors made ready after the worker ended (their partition stopped the pool while a thread
-        still told them something): nobody will run them, so they stop here, their mailboxes are
-        answered and their counts forgotten, and the core can still become idle."""
+        """Actors made ready after the pool ended (their partition stopped it, or the core its
+        workers, while a thread still told them something): nobody will run them, so they stop here,
+        their mailboxes are answered and their counts forgotten, and the core can still become idle."""
         for actor in actors:
             if not actor.actor_stopped.is_set():
                 actor.stop_now()
             actor._teardown()
 
-    def schedule_all(self, actors: list[PooledActor]) -> None:
-        """``schedule`` for many actors at once: one hand-off to the worker."""
-        with self._wake:
-            if not self._exited:
-                idle = not self._ready
-                self._ready.extend(actors)
-                if idle:
-                    self._wake.notify()
-                return
-        self._orphaned(actors)
+    def run_turn(self) -> None:
+        """Run ready actors, a slice of each mailbox at a time, until none is ready (or, while another
+        pool waits for a worker, for a bounded while), then deliver what they sent; called by one
+        worker at a time (``_queued``)."""
+        ready = self._ready
+        lock = self._lock
+        outbox = self.outbox
+        workers = self.workers
+        self._runner = threading.current_thread()
+        requeue = False
+        try:
+            while True:
+                slices = 0
+                began = time.monotonic()
+                while slices < FLUSH_AFTER_SLICES:
+                    with lock:
+                        if not ready:
+                            break
+                        actor = ready.popleft()
+                    actor._run_slice()
+                    del actor  # not kept alive meanwhile (a stopped one is freed at once)
+                    slices += 1
+                    if time.monotonic() - began > TURN_SECONDS and workers.others_waiting():
+                        break
+                if outbox:
+                    outbox.flush()
+                with lock:
+                    if not ready:
+                        self._queued = False
+                        if self._stopped:
+                            self._exited = True
+                        return
+                if workers.others_waiting():
+                    requeue = True  # still ready: back of the run queue, after the pools waiting
+                    return
+        finally:
+            self._runner = None
+            if self._exited:
+                self._ended.set()
+                if self._own_workers:
+                    self.workers.stop(0.0)
+            if requeue:
+                self._submit()
 
     def send(self, handle: Any, message: Any) -> bool:
-        """A tell from one of this pool's actors, which run only on the worker: held in the outbox
-        until the worker has run its ready actors (False: the receiver has stopped). A stand-in
+        """A tell from one of this pool's actors, which run only in its turns: held in the outbox
+        until the turn has run its ready actors (False: the receiver has stopped). A stand-in
         with no mailbox behind it (``mailbox`` False: a Ray host's dispatcher) is told at once."""
         if not handle.mailbox:
             return bool(handle.tell(message))
         return self.outbox.hold(handle, message)
 
     def at_end(self, actor: PooledActor, handle: Any, message: Any) -> None:
-        """``actor`` (of this pool) handles ``message`` once the worker's run is over (``Outbox.at_end``)."""
+        """``actor`` (of this pool) handles ``message`` once the turn's run is over (``Outbox.at_end``)."""
         self.outbox.at_end(actor, handle, message)
 
     def holds(self, actor_id: int) -> bool:
@@ -231,36 +317,35 @@ class ActorPool:
         return self.outbox.holds(actor_id)
 
     def stop(self) -> None:
-        with self._wake:
+        """Serve what is ready, then end: actors made ready later are stopped (``_orphaned``). Waits
+        (bounded) until then, unless called in one of this pool's own turns."""
+        with self._lock:
             self._stopped = True
-            self._wake.notify()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5.0)
+            if not self._queued:
+                self._exited = True
+        if self._exited:
+            self._ended.set()
+            if self._own_workers:
+                self.workers.stop(STOP_WAIT)
+            return
+        if self._runner is not threading.current_thread():
+            self._ended.wait(STOP_WAIT)
+            if self._own_workers:
+                self.workers.stop(STOP_WAIT)
 
     @property
     def is_worker_thread(self) -> bool:
-        return threading.current_thread() is self._thread
+        """Whether the calling thread runs a turn of this pool."""
+        return self._runner is threading.current_thread()
 
-    def _run(self) -> None:
-        ready = self._ready
-        outbox = self.outbox
-        slices = 0
-        while True:
-            # deliver what the actors sent before going idle (or after a long run of slices)
-            if outbox and (not ready or slices >= FLUSH_AFTER_SLICES):
-                slices = 0
-                outbox.flush()
-            with self._wake:
-                while not ready and not self._stopped:
-                    self._wake.wait()
-                if self._stopped and not ready:
-                    self._exited = True
-                    break
-                actor = ready.popleft()
-            actor._run_slice()
-            del actor  # not kept alive while the worker waits (a stopped one is freed at once)
-            slices += 1
-        outbox.flush()
+
+def pool_on(tracker: Any, name: str, tier: str) -> ActorPool:
+    """A new pool served by the workers of ``tier`` of the tracker's core (the simulation's own
+    stand-in on the simulated runtime)."""
+    simulation = tracker.clocks.simulation
+    if simulation is not None:
+        return simulation.pool(name)  # type: ignore[no-any-return]
+    return ActorPool(name, tracker.workers.tiers[tier])
 
 
 class PooledInbox:
@@ -297,7 +382,7 @@ class PooledInbox:
         if actor is None:
             self._refuse_all()
             return
-        actor.pool.schedule(actor)
+        actor.lane.schedule(actor)
 
     def put_unscheduled(self, envelope: Any, /) -> PooledActor | None:
         """``put`` that leaves scheduling to the caller: the actor to put on its pool's run queue, if
@@ -360,7 +445,7 @@ class PooledInbox:
             else:
                 start = False
         if start and self._actor is not None:
-            self._actor.pool.schedule(self._actor)
+            self._actor.lane.schedule(self._actor)
 
 
 def put_all(deliveries: list[tuple[Any, Envelope]]) -> None:
@@ -374,9 +459,9 @@ def put_all(deliveries: list[tuple[Any, Envelope]]) -> None:
             continue
         actor = inbox.put_unscheduled(envelope)
         if actor is not None:
-            entry = ready.get(id(actor.pool))
+            entry = ready.get(id(actor.lane))
             if entry is None:
-                ready[id(actor.pool)] = (actor.pool, [actor])
+                ready[id(actor.lane)] = (actor.lane, [actor])
             else:
                 entry[1].append(actor)
     for pool, actors in ready.values():
@@ -434,9 +519,10 @@ class StopFlag:
 
 
 class PooledActor(OwnLoop):
-    """A pykka actor whose mailbox is served by an ``ActorPool`` instead of its own thread."""
+    """A pykka actor whose mailbox is served by an ``ActorPool`` (its ``lane``) instead of its own
+    thread."""
 
-    pool: ActorPool
+    lane: ActorPool
     _started = False
 
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
@@ -459,8 +545,9 @@ class PooledActor(OwnLoop):
     def _create_future() -> pykka.Future[Any]:
         return pykka.ThreadingFuture()
 
-    def bind_pool(self, pool: ActorPool) -> None:
-        self.pool = pool
+    def bind_lane(self, pool: ActorPool) -> None:
+        """Serve this actor's mailbox in ``pool``'s turns (its ``lane``)."""
+        self.lane = pool
         self.actor_inbox.bind(self)  # type: ignore[attr-defined]
 
     def _start_actor_loop(self) -> None:
@@ -489,7 +576,7 @@ class PooledActor(OwnLoop):
         if envelope is not None:
             # _take found it in the mailbox, so the mailbox exists
             inbox._messages.appendleft(envelope)  # type: ignore[union-attr]
-            self.pool.schedule(self)
+            self.lane.schedule(self)
 
     def _handle_envelope(self, envelope: Any) -> None:
         try:

@@ -492,6 +492,10 @@ class Simulation:
 
     # ---- timers ------------------------------------------------------------------------------------
 
+    def pool(self, name: str) -> SimulatedPool:
+        """The stand-in for a new ``ActorPool``: its actors are mailboxes of this simulation."""
+        return SimulatedPool(name, self)
+
     def add_timer(self, delay: float, target: Handle, message: Any, interval: float) -> None:
         skew = self.rng.uniform(0.0, self.timer_skew) if self.timer_skew else 0.0
         heapq.heappush(

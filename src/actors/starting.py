@@ -1,6 +1,6 @@
 """Starting actors: at once (``start_actor``), or when first used (``start_actor_lazily``, a
 ``LazyHandle``), on the runtime the core's ``Tracker`` carries (threads, a pool, or the simulation);
-and a partition's pool (``start_pool``)."""
+and a partition's pool of owners (``start_pool``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pykka
 
 from korral.actors.base import Handle, KorralActor, Rank, adopting, made_actors
-from korral.actors.runtime import ActorPool, PooledActor, StopFlag
+from korral.actors.runtime import ActorPool, PooledActor, StopFlag, pool_on
 from korral.actors.tracker import Tracker
 
 
@@ -146,10 +146,6 @@ def start_actor_lazily(
 
 
 def start_pool(tracker: Tracker, name: str) -> ActorPool:
-    """A worker for a partition's pooled actors, on the tracker's runtime."""
-    simulation = tracker.clocks.simulation
-    if simulation is not None:
-        from korral.actors.simulated import SimulatedPool
-
-        return SimulatedPool(name, simulation)  # type: ignore[return-value]
-    return ActorPool(name)
+    """The pool of a partition's queue, application and node actors, served by the core's owners
+    workers (on the threads runtime)."""
+    return pool_on(tracker, name, "owners")

@@ -14,6 +14,7 @@ import time
 
 from korral.actors.clocks import Clocks
 from korral.actors.timing import HandlerTiming
+from korral.actors.workers import ActorThreads
 
 
 class Tracker:
@@ -30,6 +31,21 @@ class Tracker:
         self.errors = 0
         # the threads of this core's threaded actors, joined by Core.stop (dead ones pruned as they go)
         self._actor_threads: list[threading.Thread] = []
+        # the bounded workers every other actor runs on (``korral.actors.workers``): made when first
+        # used, with the default size unless the core gave its own (``use_workers``)
+        self._workers: ActorThreads | None = None
+
+    @property
+    def workers(self) -> ActorThreads:
+        with self._lock:
+            if self._workers is None:
+                self._workers = ActorThreads()
+            return self._workers
+
+    def use_workers(self, workers: ActorThreads) -> None:
+        """The core's workers, sized by its ``actor_threads`` setting (before any actor starts)."""
+        with self._lock:
+            self._workers = workers
 
     def thread_started(self, thread: threading.Thread) -> None:
         with self._lock:
@@ -37,14 +53,18 @@ class Tracker:
             self._actor_threads.append(thread)
 
     def join_threads(self, timeout: float) -> None:
-        """Wait (bounded overall) until every threaded actor's thread has ended: an actor that answered
-        its stop still has a few lines of pykka's loop to run, longer on a loaded machine."""
+        """Wait (bounded overall) until every threaded actor's thread has ended (an actor that answered
+        its stop still has a few lines of pykka's loop to run, longer on a loaded machine), then end
+        the workers once they have served what is queued (the stops of the pooled actors)."""
         deadline = time.monotonic() + timeout
         with self._lock:
             threads, self._actor_threads = self._actor_threads, []
+            workers = self._workers
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
+        if workers is not None:
+            workers.stop(max(0.0, deadline - time.monotonic()))
 
     def sent(self, actor_id: int) -> None:
         with self._lock:

@@ -55,8 +55,13 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
 )
 @count_option(
     "--max-partitions",
-    "partitions over all RMs (3 threads each); a registration or config update past it is refused",
+    "partitions over all RMs; a registration or config update past it is refused",
     default=KORRAL_LIMITS["max_partitions"],
+)
+@count_option(
+    "--actor-threads",
+    "threads of each of the four tiers of workers all actors but the RMProxy run on (at most 4x this)",
+    default=KORRAL_LIMITS["actor_threads"],
 )
 def serve(
     config: Path | None,
@@ -72,6 +77,7 @@ def serve(
     grpc_token_file: Path | None = None,
     max_rms: int = KORRAL_LIMITS["max_rms"],
     max_partitions: int = KORRAL_LIMITS["max_partitions"],
+    actor_threads: int = KORRAL_LIMITS["actor_threads"],
 ) -> None:
     """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
     import contextlib
@@ -113,7 +119,9 @@ def serve(
     # the process is korral's alone: tune the collector for a long-lived core and, while REST serves,
     # hand the GIL to its event loop sooner (docs/architecture.md, "Process-wide settings")
     core = serve_log.logging_registrations(
-        korral.start(tune_gc=True, max_rms=max_rms, max_partitions=max_partitions)
+        korral.start(
+            tune_gc=True, max_rms=max_rms, max_partitions=max_partitions, actor_threads=actor_threads
+        )
     )
     try:
         bound = core.serve_grpc(grpc_address, default_config=default_config, tls=tls, tokens=tokens)

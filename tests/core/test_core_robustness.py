@@ -405,7 +405,9 @@ def test_not_idle_in_time_names_who_has_messages_in_flight():
     with running(TWO_LEAVES, rm=Blocking("rm")) as (core, rm):
         core.update_node(t.nodes("rm", ["n1"], NODE))
         core.update_node(t.nodes("rm", ["n2"], NODE))  # queued behind the blocked callback
-        with pytest.raises(TimeoutError, match=r"messages in flight \(.*CallbackDispatcher: \d"):
+        with pytest.raises(
+            TimeoutError, match=r"messages in flight \(.*\[rm\]callbacks \(alive, \d+ in its mailbox\): \d"
+        ):
             core.wait_until_idle(0.3)
         release.set()
         core.wait_until_idle()

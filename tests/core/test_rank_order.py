@@ -32,12 +32,14 @@ from korral import testing as t
 from korral.actors import base
 from korral.actors.application import ApplicationActor
 from korral.actors.base import (
+    TIER_OF_RANK,
     Handle,
     HandlerError,
     KorralActor,
     PoolActor,
     Rank,
     RankViolation,
+    ServedActor,
     ThreadedActor,
     ask_all,
 )
@@ -229,8 +231,12 @@ def test_rank_order_of_korral_actors() -> None:
     assert len(set(chain)) == len(chain), "ranks must be strictly ordered"
     for pooled in (QueueActor, ApplicationActor, NodeActor):
         assert issubclass(pooled, PoolActor)
-    for threaded in (RMProxyActor, PartitionActor, SchedulerActor, CallbackDispatcher):
-        assert issubclass(threaded, ThreadedActor)
+    assert issubclass(RMProxyActor, ThreadedActor)
+    # each alone in a pool of its own, on the workers of a tier of its own (each waits on lower ones)
+    tiers = [TIER_OF_RANK[served.rank] for served in (PartitionActor, SchedulerActor, CallbackDispatcher)]
+    for served in (PartitionActor, SchedulerActor, CallbackDispatcher):
+        assert issubclass(served, ServedActor)
+    assert len(set(tiers)) == len(tiers)
 
 
 # ---- actor level ---------------------------------------------------------------------------------------
@@ -326,7 +332,7 @@ def test_ask_from_outside_a_handler_uses_the_actors_own_rank() -> None:
     class Fake:
         rank = Rank.APPLICATION
         name = "fake-app"
-        pool = None
+        never_blocks = False
 
     with pytest.raises(RankViolation):
         KorralActor.ask(Fake(), target, Ping())  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ import attrs
 
 from korral import resource as res
 from korral import si
-from korral.actors.base import Handle, Periodic, Rank, ThreadedActor, tell_all
+from korral.actors.base import Handle, Periodic, Rank, ServedActor, tell_all
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -115,7 +115,7 @@ class PartitionSettings:
     tune_gc: bool = attrs.field(default=False, eq=False, repr=False)
 
 
-class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
+class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
     rank = Rank.PARTITION
 
     def __init__(
@@ -165,7 +165,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ThreadedActor):
         self._unstarted_nodes: list[LazyHandle] = []
         self._warmup_queued = False
         self._nodes_started_young = 0  # node actors started since the last promote_survivors
-        # queues, applications and nodes of this partition run on one worker thread of their own
+        # queues, applications and nodes of this partition share one pool (served by the owners' workers)
         self.pool = start_pool(tracker, name)
         self.scheduler = start_actor(
             settings.actors.scheduler_actor,

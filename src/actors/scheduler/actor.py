@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from korral import si
-from korral.actors.base import Handle, Rank, ThreadedActor, inside_predicates, tell_all
+from korral.actors.base import Handle, Rank, ServedActor, inside_predicates, tell_all
 from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
@@ -93,7 +93,7 @@ class PredicatesForNodes(ResourceManagerCallback):
         raise NotImplementedError
 
 
-class SchedulerActor(SchedulerPublishing, ThreadedActor):
+class SchedulerActor(SchedulerPublishing, ServedActor):
     rank = Rank.SCHEDULER
 
     def __init__(
