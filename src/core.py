@@ -92,7 +92,8 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # event log; False: only for RMs whose callback takes them (~10 us of CPU an allocation saved).
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": False, "metrics": True, "log_events": True}
 # what clients may make the core hold (docs/security.md): registered RMs, partitions over all RMs, and
-# the threads of each tier of workers that every actor but the RMProxy runs on (korral.actors.workers)
+# the threads of each tier of workers that every actor but the Registrar and the RMProxy runs on
+# (korral.actors.workers)
 KORRAL_LIMITS: dict[str, int] = {
     "max_rms": 64,
     "max_partitions": 256,

@@ -222,7 +222,7 @@ class KorralActor(pykka.Actor):
     only block (``Handle.ask``) on handles of a lower rank: ``self.ask`` enforces it. Concrete actors
     derive from ``ServedActor`` (a pool of its own on its rank's workers: may block on asks and RM
     callbacks), ``PoolActor`` (runs on its partition's pool: never blocks) or ``ThreadedActor`` (a
-    thread of its own: the RMProxy).
+    thread of its own: the Registrar and the RMProxy, one each per core).
     """
 
     rank: Rank = Rank.NODE
@@ -320,8 +320,8 @@ class KorralActor(pykka.Actor):
 
 class ThreadedActor(KorralActor, pykka.ThreadingActor):
     """A korral actor on its own thread: pykka's ``ThreadingActor`` and its loop, with a mailbox that
-    lets go of each message once handled (``ReleasingInbox``). One per core (the RMProxy): every
-    other actor runs on the core's bounded workers."""
+    lets go of each message once handled (``ReleasingInbox``). The Registrar and the RMProxy, one each
+    per core: every other actor runs on the core's bounded workers."""
 
     use_daemon_thread = True
 

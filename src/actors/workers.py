@@ -1,11 +1,11 @@
 """The threads a core's actors run on: a fixed number, whatever configs and clients name.
 
-Every actor but the RMProxy lives in an ``ActorPool`` (korral.actors.runtime): a mailbox run queue that
-at most one thread serves at a time, so its actors handle one message at a time, in order, and its
-outbox batches their sends. A partition's queue, application and node actors share their partition's
-pool; a partition actor, a scheduler and an RM's callback dispatcher each have a pool of their own. No
-pool owns a thread: a ready pool waits on the run queue of its tier's ``Workers``, and one of at most
-``size`` threads takes it for a turn.
+Every actor but the Registrar and the RMProxy lives in an ``ActorPool`` (korral.actors.runtime): a
+mailbox run queue that at most one thread serves at a time, so its actors handle one message at a
+time, in order, and its outbox batches their sends. A partition's queue, application and node actors
+share their partition's pool; a partition actor, a scheduler and an RM's callback dispatcher each have
+a pool of their own. No pool owns a thread: a ready pool waits on the run queue of its tier's
+``Workers``, and one of at most ``size`` threads takes it for a turn.
 
 Four tiers, one per step of the rank order that may wait on the next: partitions, schedulers, owners
 (queues, applications, nodes) and RM callbacks. An actor blocks only in an ask down the rank order
@@ -17,8 +17,8 @@ latency: with ``size`` partitions of one tier busy at once, the next waits for a
 
 What a blocked worker costs: an RM whose callback does not return holds one callbacks worker; ``size``
 such RMs hold them all and every RM's callbacks wait (gRPC RMs never block there: their callbacks hand
-bytes to the server's event loop). The RMProxy keeps its thread: it routes every RM and waits on
-partitions, and one thread is a fixed cost.
+bytes to the server's event loop). The Registrar and the RMProxy keep a thread each: one per core, a
+fixed cost, and the registrar waits on the RMProxy and on partitions.
 """
 
 from __future__ import annotations

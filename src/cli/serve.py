@@ -60,7 +60,7 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
 )
 @count_option(
     "--actor-threads",
-    "threads of each of the four tiers of workers all actors but the RMProxy run on (at most 4x this)",
+    "threads of each of the four tiers of workers the actors run on (at most 4x this in all)",
     default=KORRAL_LIMITS["actor_threads"],
 )
 def serve(

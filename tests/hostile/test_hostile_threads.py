@@ -61,7 +61,7 @@ def schedule_everywhere(core: object, rms: dict[str, t.RecordingRM], spread: lis
 def test_many_partitions_and_rms_leave_the_threads_at_the_fixed_bound() -> None:
     threads_before = threading.active_count()
     with korral.start(actor_threads=3) as core:
-        idle_core = threading.active_count() - threads_before  # the RMProxy, the timer, the history
+        idle_core = threading.active_count() - threads_before  # registrar, RMProxy, timer, history
         spread = partitions_of_each_rm()
         rms: dict[str, t.RecordingRM] = {}
         for index, names in enumerate(spread):
