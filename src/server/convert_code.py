@@ -29,13 +29,32 @@ ReadField = tuple[str, int, Any, Any, Any, Any, Any]
 WriteField = tuple[str, str, int, Any]
 
 
+# Resources decoded, by their bytes on the wire: the items of a request or response mostly share a
+# few (one per kind of pod), and reading a map entry by entry costs several times a lookup. Bounded:
+# past RESOURCE_CACHE different ones, new ones are decoded and not kept.
+RESOURCE_CACHE = 1024
+_resources: dict[bytes, dict[str, int]] = {}
+
+
+def resource_map(resource: Any) -> dict[str, int]:
+    """A protobuf Resource (holding no unknown field) as korral's map: a private copy each time."""
+    wire = resource.SerializeToString()
+    known = _resources.get(wire)
+    if known is None:
+        entries = resource.resources
+        known = {name: entries[name].value for name in entries}
+        if len(_resources) < RESOURCE_CACHE:
+            _resources[wire] = known
+    return dict(known)
+
+
 def _absent(index: int, factory: Any) -> str:
     return f"F{index}()" if factory is not None else f"D{index}"
 
 
 def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], Any]:
     """The function that makes ``korral_type`` from a protobuf message holding no unknown fields."""
-    names: dict[str, Any] = {"NEW": object.__new__, "K": korral_type}
+    names: dict[str, Any] = {"NEW": object.__new__, "K": korral_type, "RESOURCE": resource_map}
     lines = ["def read(source):", "    made = NEW(K)"]
     for index, (proto, kind, set_slot, default, factory, sub, enum_type) in enumerate(fields):
         names[f"S{index}"], names[f"D{index}"], names[f"F{index}"] = set_slot, default, factory
@@ -49,8 +68,7 @@ def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], An
         elif kind == RESOURCE:
             lines += [
                 f"    if source.HasField({proto!r}):",
-                "        e = v.resources",
-                f"        S{index}(made, {{n: e[n].value for n in e}})",
+                f"        S{index}(made, RESOURCE(v))",
                 "    else:",
                 f"        S{index}(made, {absent})",
             ]

@@ -210,3 +210,25 @@ def test_the_proto_ships_inside_the_package() -> None:
 
     proto = importlib.resources.files("korral.si").joinpath("si.proto").read_text()
     assert "package si.v1;" in proto and "rpc UpdateConfiguration" in proto
+
+
+def test_decoded_resources_are_private_copies_and_the_kept_ones_are_bounded() -> None:
+    from korral.server import convert_code
+
+    def ask_bytes(memory: int) -> bytes:
+        request = si.AllocationRequest(
+            rm_id="rm",
+            asks=[
+                si.AllocationAsk(allocation_key="a", application_id="app", resource_ask={"memory": memory})
+            ],
+        )
+        return convert.to_pb(request).SerializeToString()
+
+    first = convert.parse(si_pb2.AllocationRequest, ask_bytes(5))
+    first.asks[0].resource_ask["memory"] = 999  # the caller's own copy: the next decoding is not moved
+    again = convert.parse(si_pb2.AllocationRequest, ask_bytes(5))
+    assert again.asks[0].resource_ask == {"memory": 5}
+    for memory in range(convert_code.RESOURCE_CACHE + 50):  # more distinct resources than are kept
+        decoded = convert.parse(si_pb2.AllocationRequest, ask_bytes(memory + 1))
+        assert decoded.asks[0].resource_ask == {"memory": memory + 1}
+    assert len(convert_code._resources) <= convert_code.RESOURCE_CACHE
