@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from korral import resource as res
@@ -22,7 +21,7 @@ from korral.model.app.application import RUNNING_STATES, Application, Applicatio
 from korral.model.deadlines import reached
 from korral.model.node import Node
 from korral.model.node_order import NodeOrder
-from korral.model.order import IncrementalOrder
+from korral.model.order import IncrementalOrder, entries_from
 from korral.model.partition.allocations import PartitionAllocations
 from korral.model.partition.apps import PartitionApplications
 from korral.model.partition.effects import EffectsRecorder
@@ -181,10 +180,10 @@ class SchedulingWalk:
                 walk: Iterable[tuple[Any, ...]] = self._state_aware_entries(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
-                # order.live_entries(), inlined here and in the loops below; walked lazily, which is
+                # the live entries (order.live_entries(), without its call); walked lazily, which is
                 # safe: nothing below changes this order unless it allocates, and then we return
                 entries = order.entries
-                walk = islice(entries, order.head, None) if order.head else entries
+                walk = entries_from(entries, order.head)
             for entry in walk:
                 app = apps[entry[-1]]
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
@@ -214,7 +213,7 @@ class SchedulingWalk:
             order = queue.order
             children = order.items
             entries = order.entries
-            for entry in islice(entries, order.head, None) if order.head else entries:
+            for entry in entries_from(entries, order.head):
                 child = children[entry[-1]]
                 if child.state is _STOPPED:
                     continue
@@ -261,7 +260,7 @@ class SchedulingWalk:
         known_over = queue.over_quota_shapes
         backoff = queue.unsched_backoff
         unschedulable = 0  # asks of this pass that fit its headroom but no node
-        for entry in islice(entries, pending_asks.head, None) if pending_asks.head else entries:
+        for entry in entries_from(entries, pending_asks.head):
             if backoff and unschedulable >= backoff:
                 self._back_off(app, queue, now)
                 return None
@@ -385,7 +384,7 @@ class SchedulingWalk:
                         break
                 else:
                     return node
-                for entry in islice(entries, head + 1, None):
+                for entry in entries_from(entries, head + 1):
                     node = nodes[entry[-1]]
                     available = node.available
                     for name, quantity in items:
@@ -419,7 +418,7 @@ class SchedulingWalk:
         node_order = self.node_ordering.order
         nodes = node_order.items
         entries = node_order.entries
-        for entry in islice(entries, node_order.head, None) if node_order.head else entries:
+        for entry in entries_from(entries, node_order.head):
             node = nodes[entry[-1]]
             available = node.available
             for name, quantity in items:
