@@ -63,6 +63,7 @@ def test_bench_yunikorn_writes_the_documented_json_and_prints_both_schedulers(
     stages = ours["cpu_us_per_allocation"]
     assert {"intake", "decision", "confirmation", "delivery", "plumbing and gc", "total"} <= set(stages)
     assert all(value >= 0 for value in stages.values())
+    assert stages["decision"] > 0  # the scheduler's threads found and counted: 400 asks were placed
     parts = sum(value for stage, value in stages.items() if stage != "total")
     assert parts == pytest.approx(stages["total"], abs=0.1) or parts > stages["total"]
     assert "CPU µs per allocation (CPU time of each stage over the allocations, not wall time): intake" in (
@@ -364,6 +365,7 @@ def test_bench_remote_says_where_the_grpc_paths_cpu_goes_in_both_processes(
         "rm: encoding and sending requests (the caller's thread)",
         "rm: reading and decoding the stream",
         "server: decoding and routing requests, writing responses (the event loop)",
+        "server: encoding responses (the RM's callback thread)",
         "server: the core (scheduling, its actors)",
     ):
         assert stages[busy] > 0, busy

@@ -44,7 +44,7 @@ RM_THREADS = {
 }
 SERVER_THREADS = {
     "server: decoding and routing requests, writing responses (the event loop)": "korral-grpc",
-    "server: encoding responses (the RM's callback thread)": "CallbackDispatcher",
+    "server: encoding responses (the RM's callback thread)": "korral-callbacks",
 }
 # said on the RM's stdout just before it sends its first ask: the core starts counting its CPU
 TIMED = "TIMED"

@@ -71,7 +71,7 @@ def _scheduler_cpu_seconds() -> float | None:
     total = 0.0
     try:
         for thread in threading.enumerate():
-            if thread.name.startswith("SchedulerActor-") and thread.ident is not None:
+            if thread.name.startswith("korral-schedulers") and thread.ident is not None:
                 total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
     except (AttributeError, OSError):
         return None
