@@ -39,6 +39,7 @@ from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
 from korral.server.convert import ConversionError, parse, parse_ordered, to_pb
+from korral.server.resets import ResetGuard
 from korral.server.session import (
     ALLOCATION,
     APPLICATION,
@@ -81,8 +82,9 @@ KEEPALIVE_OPTIONS = [
 ]
 # Streams open at once on one HTTP/2 connection. gRPC's core counts a stream until the server is done
 # with it, so a client that opens and at once resets streams (HTTP/2 "rapid reset", CVE-2023-44487)
-# cannot run past it: its connection's further streams wait or are refused, others' calls go on. An
-# RM needs at most 4 streams and a unary call at a time: 100 serves 20 RMs sharing one connection.
+# cannot run past it: its connection's further streams wait or are refused, others' calls go on (and
+# korral.server.resets closes that connection). An RM needs at most 4 streams and a unary call at a
+# time: 100 serves 20 RMs sharing one connection.
 MAX_STREAMS_PER_CONNECTION = 100
 STREAM_OPTIONS = [("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION)]
 __all__ = ["ALLOCATION", "APPLICATION", "MAX_BACKLOG", "MAX_BACKLOG_BYTES", "NODE", "GrpcServer"]
@@ -187,6 +189,8 @@ class GrpcServer:
         self._auth = Authenticator(tls, load_tokens(tokens) if tokens is not None else None)
         self._sessions: dict[str, RmSession] = {}
         self._streams: set[Stream] = set()
+        # calls each connection's client reset before sending a request: past a bound, it is closed
+        self._resets = ResetGuard()
         self._loop = asyncio.new_event_loop()
         self._server: grpc.aio.Server | None = None
         self._closed = False
@@ -298,6 +302,7 @@ class GrpcServer:
             raise OSError(f"cannot listen on {self._requested}{self._tls_hint()}")
         await server.start()
         self._server = server
+        self._resets.local_port = port
         return port
 
     def _tls_hint(self) -> str:
@@ -463,6 +468,11 @@ class GrpcServer:
                 session = stream.session
                 if session is not None and session.generation == stream.generation:
                     session.written(response_kind, len(data))
+        except asyncio.CancelledError:
+            # the client reset the call before it sent a request: what HTTP/2 rapid reset does
+            if stream.first_rm_id is None and not self._closed:
+                self._resets.reset(stream.peer)
+            raise
         finally:
             reader.cancel()
             self._streams.discard(stream)
