@@ -45,7 +45,8 @@ class NodeOrder:
     def update(self, node: Node) -> None:
         """Put the node in its place, or take it out (unschedulable, reserved, full, gone)."""
         node_id = node.node_id
-        if node.schedulable and not node.reservations and node_id in self.nodes:
+        spec = node.spec  # the RM's facts, read from the spec itself (the node's properties are calls)
+        if spec.schedulable and not node.reservations and node_id in self.nodes:
             available = node.available
             for quantity in available.values():
                 if quantity > 0:
@@ -55,7 +56,7 @@ class NodeOrder:
                 return
             # node_usage_score, inlined (this runs once per allocation), with the terms that depend
             # only on the node's capacity and the weights kept on the node until either changes
-            capacity = node.capacity
+            capacity = spec.capacity
             weights = self._positive_weights
             cache = node.score_terms
             if cache is None or cache[0] is not capacity or cache[1] is not weights:

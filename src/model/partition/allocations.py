@@ -371,7 +371,7 @@ class PartitionAllocations:
             node.node_id,
             spec.create_time,
             now,
-            node.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
+            node.spec.attributes.get(INSTANCE_TYPE, UNKNOWN_INSTANCE_TYPE),
         )
         app.book(ask, allocation)
         if app.user_limits is not None:
