@@ -16,6 +16,8 @@ import contextlib
 from types import MappingProxyType
 from typing import Any
 
+import pykka
+
 from korral import si
 from korral.actors.base import Handle, Rank, ThreadedActor
 from korral.actors.partition.actor import PartitionSettings
@@ -33,7 +35,7 @@ from korral.actors.rm_messages import (
     Withdraw,
 )
 from korral.actors.tracker import Tracker
-from korral.errors import KorralError
+from korral.errors import KorralError, SchedulerError
 
 # how long the registrar waits on the RMProxy: it answers at once (it never starts a partition)
 PROXY_TIMEOUT = 60.0
@@ -58,8 +60,15 @@ class Registrar(ThreadedActor):
         # engine="ray": a ``RayEngine`` that starts each partition in a Ray actor process (None: threads)
         self.engine = engine
 
+    def _proxy_answer(self, message: Any) -> Any:
+        """The RMProxy's answer; a refusal when it has stopped (the core is stopping)."""
+        try:
+            return self.ask(self.rm_proxy, message, timeout=PROXY_TIMEOUT)
+        except pykka.ActorDeadError:
+            return SchedulerError("the core stopped before the registration was carried out")
+
     def _ask_proxy(self, message: Any) -> Any:
-        answer = self.ask(self.rm_proxy, message, timeout=PROXY_TIMEOUT)
+        answer = self._proxy_answer(message)
         if isinstance(answer, KorralError):
             raise answer
         return answer
@@ -68,10 +77,8 @@ class Registrar(ThreadedActor):
         stop_partition(handle, self.rank, ray=self.engine is not None)
 
     def on_Register(self, message: Register) -> Any:
-        admitted = self.ask(
-            self.rm_proxy,
-            Admit(request=message.request, callback=message.callback, config=message.config),
-            timeout=PROXY_TIMEOUT,
+        admitted = self._proxy_answer(
+            Admit(request=message.request, callback=message.callback, config=message.config)
         )
         if not isinstance(admitted, Admitted):
             return admitted  # the refusal, for the caller to raise
@@ -82,10 +89,8 @@ class Registrar(ThreadedActor):
         return si.RegisterResourceManagerResponse()
 
     def on_UpdateConfiguration(self, message: UpdateConfiguration) -> Any:
-        admitted = self.ask(
-            self.rm_proxy,
-            Reconfigure(request=message.request, config=message.config, placements=message.placements),
-            timeout=PROXY_TIMEOUT,
+        admitted = self._proxy_answer(
+            Reconfigure(request=message.request, config=message.config, placements=message.placements)
         )
         if isinstance(admitted, Admitted):
             try:
@@ -96,7 +101,7 @@ class Registrar(ThreadedActor):
         return admitted  # None (applied by the proxy alone) or the refusal
 
     def on_Unregister(self, message: Unregister) -> Any:
-        retired = self.ask(self.rm_proxy, Detach(rm_id=message.rm_id), timeout=PROXY_TIMEOUT)
+        retired = self._proxy_answer(Detach(rm_id=message.rm_id))
         if not isinstance(retired, tuple):
             return retired  # the refusal
         for handle in retired:

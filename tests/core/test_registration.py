@@ -4,6 +4,7 @@ caller's, and nothing of a refused or abandoned registration is left running."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -12,6 +13,7 @@ from core_helpers import NODE, ROOT_ONLY, eventually
 import korral
 from korral import si
 from korral import testing as t
+from korral.actors.partition.actor import PartitionActor
 
 WAIT = 120
 
@@ -31,6 +33,17 @@ def many_queues(count: int) -> str:
 
 def running_threads() -> int:
     return threading.active_count()
+
+
+def live_partitions(core: korral.Core) -> list[str]:
+    """The names of this core's partition actors that have not stopped."""
+    return sorted(
+        actor.name
+        for actor in gc.get_objects()
+        if isinstance(actor, PartitionActor)
+        and actor.tracker is core.tracker
+        and not actor.actor_stopped.is_set()
+    )
 
 
 def test_racing_registrations_of_many_rms_each_answer_and_each_rm_is_served() -> None:
@@ -63,13 +76,12 @@ def test_a_refused_reregistration_answers_the_caller_and_leaves_the_earlier_one_
     with korral.start(max_partitions=2) as core:
         rm = t.RecordingRM("a")
         core.register_resource_manager(t.register("a", partitions(["default", "second"])), rm)
-        before = running_threads()
         with pytest.raises(korral.CapacityError, match="max_partitions"):
             core.register_resource_manager(
                 t.register("a", partitions(["default", "second", "third"])), t.RecordingRM("a")
             )
         assert core.partition_names() == ["[a]default", "[a]second"]
-        assert running_threads() == before  # nothing started for the refused one
+        assert live_partitions(core) == ["[a]default", "[a]second"]  # nothing started for the refused one
         core.update_node(t.nodes("a", ["n1"], NODE))
         assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
 
@@ -79,12 +91,10 @@ def test_a_registration_that_replaces_another_leaves_only_its_own_partitions_run
         core.register_resource_manager(
             t.register("a", partitions(["one", "two", "three"])), t.RecordingRM("a")
         )
-        threads = running_threads()
         rm = t.RecordingRM("a")
         core.register_resource_manager(t.register("a", ROOT_ONLY), rm)
         assert core.partition_names() == ["[a]default"]
-        # the three partitions' threads (actor, scheduler, pool each) are gone with them
-        assert eventually(lambda: running_threads() < threads, timeout=WAIT)
+        assert live_partitions(core) == ["[a]default"]  # the replaced ones stopped before the answer
         core.update_node(t.nodes("a", ["n1"], NODE))
         assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
 
@@ -92,12 +102,11 @@ def test_a_registration_that_replaces_another_leaves_only_its_own_partitions_run
 def test_unregistering_stops_the_rms_partitions_before_it_returns() -> None:
     with korral.start() as core:
         core.register_resource_manager(t.register("a", ROOT_ONLY), t.RecordingRM("a"))
-        threads = running_threads()
         core.register_resource_manager(t.register("b", partitions(["x", "y"])), t.RecordingRM("b"))
         core.wait_until_idle()
+        assert live_partitions(core) == ["[a]default", "[b]x", "[b]y"]
         core.unregister_resource_manager("b")
-        # its partitions' threads have ended (its callback dispatcher's stops on its own)
-        assert running_threads() <= threads + 1
+        assert live_partitions(core) == ["[a]default"]
         assert core.partition_names() == ["[a]default"]
         with pytest.raises(korral.SchedulerError, match='RmID="b" not registered'):
             core.unregister_resource_manager("b")
@@ -123,3 +132,4 @@ def test_stopping_the_core_during_a_registration_answers_the_caller_and_leaves_n
     thread.join(WAIT)
     assert len(outcome) == 1, outcome
     assert eventually(lambda: running_threads() <= threads, timeout=WAIT), threading.enumerate()
+    assert live_partitions(core) == []
