@@ -67,6 +67,8 @@ def _wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
             future.cancel()
 
 
+# An AllocationRequest of asks alone goes on the stream as requests of at most this many asks.
+ASKS_PER_MESSAGE = 500
 # the default deadline of the unary calls (registration, configuration updates): RemoteCore's call_timeout
 CALL_TIMEOUT = 60.0
 _STOP = object()
@@ -422,8 +424,19 @@ class RemoteCore:
             raise SchedulerError(f'received {name}, but RmID="{rm_id}" not registered')
         rm.check()
         rm.reject_locally(checked)
-        if not checked.empty:
-            rm.send(kind, to_pb(checked.request).SerializeToString())
+        if checked.empty:
+            return
+        request = checked.request
+        if kind == ALLOCATION and request.releases is None and len(request.asks) > ASKS_PER_MESSAGE:
+            # Asks alone, many: sent as consecutive requests of ASKS_PER_MESSAGE, which the core takes
+            # in order as it would the one. The server decodes and routes the first while this
+            # encodes the next, and the core starts on it, rather than all waiting for the whole.
+            asks = request.asks
+            for start in range(0, len(asks), ASKS_PER_MESSAGE):
+                part = si.AllocationRequest(rm_id=rm_id, asks=asks[start : start + ASKS_PER_MESSAGE])
+                rm.send(kind, to_pb(part).SerializeToString())
+            return
+        rm.send(kind, to_pb(request).SerializeToString())
 
     def _check_open(self) -> None:
         if self._closed:

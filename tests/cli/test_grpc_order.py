@@ -115,3 +115,31 @@ def test_the_ordered_stream_carries_one_rm(served) -> None:
             list(call)
     assert raised.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "carries RmID=a" in (raised.value.details() or "")
+
+
+def test_a_request_of_many_asks_reaches_the_core_in_parts_in_order_and_all_are_placed(served) -> None:
+    # korral.connect sends asks alone in parts of ASKS_PER_MESSAGE: the core starts on the first part
+    # while the rest is on its way, and takes them in the order of the one request
+    from korral.server.client import ASKS_PER_MESSAGE
+
+    core, address = served
+    received: list[list[str]] = []
+    route = core.update_allocation
+
+    def counting(request: si.AllocationRequest) -> None:
+        received.append([ask.allocation_key for ask in request.asks])
+        route(request)
+
+    core.update_allocation = counting  # type: ignore[method-assign]  # what the server calls
+    count = 2 * ASKS_PER_MESSAGE + 7
+    rm = t.RecordingRM("rm")
+    request = t.asks("rm", "app", count, {"memory": 1, "vcore": 1})
+    with korral.connect(address) as remote:
+        remote.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+        remote.update_node(t.nodes("rm", ["n1"], {"memory": 100_000, "vcore": 100_000}))
+        remote.update_application(t.applications("rm", {"app": "root.a"}))
+        remote.update_allocation(request)
+        assert rm.wait_for_allocations(count)
+    assert [len(part) for part in received] == [ASKS_PER_MESSAGE, ASKS_PER_MESSAGE, 7]
+    assert [key for part in received for key in part] == [ask.allocation_key for ask in request.asks]
+    assert rm.rejected_asks == []
