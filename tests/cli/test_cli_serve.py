@@ -207,7 +207,7 @@ def test_serve_max_rms_and_max_partitions_bound_what_remote_rms_register(serve) 
 
 
 def test_serve_refuses_a_bound_below_one() -> None:
-    for flag in ("--max-rms", "--max-partitions"):
+    for flag in ("--max-rms", "--max-partitions", "--actor-threads"):
         refused = subprocess.run([*KORRAL, "serve", flag, "0"], capture_output=True, text=True, timeout=60)
         assert refused.returncode == 2, refused.stderr
         assert f"Invalid value for '{flag}': 0 is not in the range" in refused.stderr

@@ -117,3 +117,9 @@ def test_korral_serve_threads_stay_fixed_as_rms_register_over_grpc() -> None:
             for remote in remotes:
                 remote.close()
         served.stop()
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "4"])
+def test_actor_threads_must_be_a_positive_whole_number(value: object) -> None:
+    with pytest.raises(ValueError, match="actor_threads must be a positive whole number"):
+        korral.start(actor_threads=value)
