@@ -1,11 +1,11 @@
 """The one kind of record korral passes around: a frozen attrs class with slots, built by keyword.
 
-Every message between actors (``korral.actors.messages``, ``korral.actors.rm_messages``), every operation an owner tells the scheduler's view (``korral.model.view_ops``) and every
-snapshot (``korral.info``) is declared with ``@frozen``: immutable, so a value crossing actors cannot
-change under its reader; keyword only, so a field moved or renamed cannot land in another one; slots,
-so the many small ones cost little. (The two records made once per ask and per allocation,
-``AskSpec`` and ``Allocation``, are msgspec structs with the same three properties, for their build
-cost on the hot path.)
+Every message between actors (``korral.actors.messages``, ``korral.actors.rm_messages``), every operation
+an owner tells the scheduler's view (``korral.model.view_ops``) and every snapshot (``korral.info``) is
+declared with ``@frozen``: immutable, so a value crossing actors cannot change under its reader; keyword
+only, so a field moved or renamed cannot land in another one; slots, so the many small ones cost little.
+(The two records made once per ask and per allocation, ``AskSpec`` and ``Allocation``, are msgspec structs
+with the same three properties, for their build cost on the hot path.)
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import msgspec
 import pytest
 
 from korral.model.allocation import Allocation, Ask, AskSpec
@@ -92,7 +91,7 @@ ASK_FIELDS: dict[str, Any] = {
 
 
 def test_an_ask_spec_reads_back_every_field_under_its_own_name():
-    derived = {"resource_items", "shape", "required_node"}
+    derived = {"layout"}
     assert set(AskSpec.__struct_fields__) == set(ASK_FIELDS) | derived, (
         "a field was added or renamed: list it here"
     )
@@ -102,14 +101,19 @@ def test_an_ask_spec_reads_back_every_field_under_its_own_name():
             values = {n: (not v) if isinstance(v, bool) else v for n, v in values.items()}
         values["resource"] = {"memory": 3, "vcore": 1}
         values["tags"] = {"yunikorn.apache.org/requiredNode": "n7"}
-        spec = AskSpec(**values)
+        spec = AskSpec.build(**values)
         assert {name: getattr(spec, name) for name in ASK_FIELDS} == values
         assert spec.resource_items == (("memory", 3), ("vcore", 1)) and spec.required_node == "n7"
         # a holder's ask reads every field of its spec through, under the same name
         ask = Ask(spec, create_seq=9)
-        assert {name: getattr(ask, name) for name in AskSpec.__struct_fields__} == msgspec.structs.asdict(
-            spec
-        )
+        read_through = (set(AskSpec.__struct_fields__) - derived) | {
+            "resource_items",
+            "shape",
+            "required_node",
+        }
+        assert {name: getattr(ask, name) for name in read_through} == {
+            name: getattr(spec, name) for name in read_through
+        }
         assert ask.pending == values["max_allocations"]
         assert ask.sort_key == (-spec.priority, spec.create_time, 9)
         assert spec.with_generation(77).generation == 77 and spec.with_generation(77).shape is spec.shape
@@ -120,9 +124,29 @@ def test_an_ask_spec_cannot_be_built_by_position():
         AskSpec("k", "app", {"vcore": 1})  # type: ignore[misc]
 
 
+def test_an_ask_spec_is_built_with_its_derived_fields_and_never_rewrites_them():
+    spec = AskSpec.build(
+        allocation_key="k", application_id="a", resource={"vcore": 2, "memory": 5}, max_allocations=0, tags={}
+    )
+    assert spec.max_allocations == 1  # YuniKorn counts an ask for none as an ask for one
+    assert dict(spec.resource_items) == {"memory": 5, "vcore": 2} and spec.required_node == ""
+    assert not spec.tags
+    # the constructor takes what it is given: nothing derived behind the caller's back
+    raw = AskSpec(
+        allocation_key="k",
+        application_id="a",
+        resource={"vcore": 2},
+        max_allocations=0,
+        layout=((), ()),
+    )
+    assert raw.max_allocations == 0 and raw.resource_items == ()
+    with pytest.raises(TypeError):  # the derived fields are required: a spec never lacks them
+        AskSpec(allocation_key="k", application_id="a", resource={"vcore": 1})  # type: ignore[call-arg]
+
+
 def test_records_are_frozen():
     allocation = Allocation(uuid="u", allocation_key="k", application_id="a", node_id="n", resource={})
-    spec = AskSpec(allocation_key="k", application_id="a", resource={"vcore": 1})
+    spec = AskSpec.build(allocation_key="k", application_id="a", resource={"vcore": 1})
     with pytest.raises(AttributeError):
         allocation.uuid = "other"  # type: ignore[misc]
     with pytest.raises(AttributeError):

@@ -94,7 +94,7 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
         resource = res.prune(resource)
     allow_preempt_self, allow_preempt_other = preemption_flags(request)
     return Ask(
-        AskSpec(
+        AskSpec.build(
             allocation_key=request.allocation_key,
             application_id=request.application_id,
             resource=resource,

@@ -316,7 +316,7 @@ class PartitionApplications:
         if reason:
             raise ModelError(reason)
         queue = self.queues[app.queue_path]
-        spec = AskSpec(
+        spec = AskSpec.build(
             allocation_key=allocation_key,
             application_id=application_id,
             resource=res.prune(resource),
