@@ -212,7 +212,7 @@ class Ask:
     @classmethod
     def of(cls, *, create_seq: int = 0, **spec: Any) -> Ask:
         """A new holder's ask of a spec built from ``spec``'s fields (``AskSpec``'s names)."""
-        return cls(AskSpec(**spec), create_seq)
+        return cls(AskSpec.build(**spec), create_seq)
 
     @property
     def allocation_key(self) -> str:
