@@ -115,13 +115,18 @@ class SimulatedFuture(pykka.Future[Any]):
     def __init__(self) -> None:
         super().__init__()
         self.simulation: Simulation | None = None
+        self.hooked = False
         self._value: Any = None
         self._exc_info: Any = None
         self._done = False
 
+    def set_get_hook(self, func: Any) -> None:
+        self.hooked = True  # pykka's get runs the hook (ActorRef.stop's converter)
+        super().set_get_hook(func)
+
     def get(self, *, timeout: float | None = None) -> Any:
-        if self._get_hook is not None:
-            return super().get(timeout=timeout)  # a get hook (ActorRef.stop's converter)
+        if self.hooked:
+            return super().get(timeout=timeout)
         if not self._done:
             if self.simulation is None:
                 raise Timeout(f"{timeout} seconds (the message was never sent)")
