@@ -1,5 +1,6 @@
-"""``korral stress --simulated``'s workload reaches ids reused after removal, and queues placement rules
-create two and three levels deep. All on the virtual clock."""
+"""``korral stress --simulated``'s workload reaches ids reused after removal, queues placement rules
+create two and three levels deep, partitions reloads add and drop (a dropped one drains) and quota
+preemption. All on the virtual clock."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from korral.actors.dispatch import ensure_handlers
+from korral.actors.messages import PartitionDrained
+from korral.actors.rmproxy import RMProxyActor
 from korral.harness import faults
+from korral.harness.simulated.coverage import QUOTA_PREEMPTED, Coverage
 from korral.harness.simulated.stress import SimulatedStress
 from korral.harness.simulated.workloads import Workloads
 
@@ -31,8 +36,9 @@ def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(900)  # 130 seeds: minutes beside CPU hogs, not a hang
 def test_the_default_mix_reuses_application_ask_and_node_ids_after_removal() -> None:
-    seen = descriptions(SimulatedStress(rms=2, operations=30), range(1, 81))
+    seen = descriptions(SimulatedStress(rms=2, operations=30), range(1, 131))
     assert any("again (its id reused)" in d and d.startswith("add application") for d in seen)
     assert any(d.startswith("asks of") and "again under their old keys" in d for d in seen)
     assert any("again after its release (key reused)" in d for d in seen)
@@ -59,3 +65,39 @@ def test_an_ask_resent_after_a_re_registration_is_judged_by_that_registrations_a
     workloads = Workloads(deep_queues=False)  # the mix seed 544 ran in
     outcome = SimulatedStress(rms=2, operations=30, workloads=workloads).run_seed(544)
     assert not any("sent once) was told of" in v for v in outcome.violations), outcome.violations
+
+
+def reached(workloads: Workloads, seeds: range) -> Coverage:
+    harness = SimulatedStress(rms=2, operations=30, workloads=workloads)
+    harness.coverage = Coverage()
+    for seed in seeds:
+        assert harness.run_seed(seed).violations == (), seed
+    return harness.coverage
+
+
+@pytest.mark.timeout(900)  # 50 seeds: minutes beside CPU hogs, not a hang
+def test_the_default_mix_adds_and_drops_a_partition_and_lowers_a_max_into_quota_preemption() -> None:
+    seen = reached(Workloads(), range(1, 41))
+    # a reload drops partition spare while it holds work: it drains, the RM removes its applications
+    assert seen.operations["config reload that drops partition spare: it drains"]
+    assert seen.partition_states["Draining"]
+    assert seen.operations["apps remove from a dropped partition (it drains)"]
+    assert seen.messages["rmproxy: PartitionDrained"]  # empty, it went
+    # root.a's max lowered under its usage: the core preempted down to it once the delay passed
+    assert seen.operations["config reload that lowers root.a's max: quota preemption"]
+    assert seen.outcomes[QUOTA_PREEMPTED]
+    without = reached(Workloads(partitions=False, quota_preemption=False), range(1, 11))
+    assert not without.partition_states["Draining"] and not without.outcomes[QUOTA_PREEMPTED]
+
+
+@pytest.mark.timeout(900)  # up to 40 seeds: minutes beside CPU hogs, not a hang
+def test_a_dropped_partition_left_behind_once_empty_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a broken core: the routing actor never lets a drained partition go
+    ensure_handlers(RMProxyActor)
+    handlers = dict(RMProxyActor.handlers)
+    handlers[PartitionDrained] = lambda actor, message: None
+    monkeypatch.setattr(RMProxyActor, "handlers", handlers)
+    harness = SimulatedStress(rms=2, operations=30)
+    found, _, _ = harness.search(range(1, 41), budget=None)
+    assert found is not None
+    assert any("dropped by a reload" in v or "still live" in v for v in found.violations), found.violations

@@ -109,7 +109,14 @@ def check_books(
     users_info = [info for info in users if info is not None]
     groups_info = [info for info in groups if info is not None]
     limit_group = {app: group for info in users_info for app, group in info.groups.items()}
-    booked = rm_booked(rm)
+    # the RM's allocations in this partition (an RM may have several: the name the RM gave it, and
+    # the default one where an allocation the RM made up names none)
+    plain = name.rpartition("]")[2]
+    booked = {
+        uuid: allocation
+        for uuid, allocation in rm_booked(rm).items()
+        if (allocation.partition_name or "default") == plain
+    }
     expected = Expected(state, booked, limit_group)
     problems: list[str] = []
     on_apps = {a.uuid for app in state.applications for a in app.allocations}

@@ -45,6 +45,11 @@ from korral.resource import fits_in_max
 RECOVERED_MARK = "-recovered-"  # in the uuid of every allocation a ScenarioDriver recovers
 
 
+def live_partition(core: Core, partition: str) -> PartitionActor | None:
+    """The live partition actor of that name in a simulated core, None when there is none."""
+    return _partition_actor(core, partition)
+
+
 def _partition_actor(core: Core, partition: str) -> PartitionActor | None:
     """The live partition actor of that name in a simulated core (None: read through queries)."""
     simulation = core.simulation
@@ -106,10 +111,13 @@ def recovered_queues(state: invariants.PartitionState) -> set[str]:
     return {app.queue for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)}
 
 
-def check_user_limits(state: invariants.PartitionState, usage: Usage) -> list[str]:
+def check_user_limits(
+    state: invariants.PartitionState, usage: Usage, lowered: frozenset[str] = frozenset()
+) -> list[str]:
     """No user (of an application in the partition) and no limited group is above a
     ``maxresources`` or ``maxapplications`` that applies to it, unless recovered allocations put it
-    there (as ``invariants.check_user_limits``, from the usage already read)."""
+    there (as ``invariants.check_user_limits``, from the usage already read), or a reload lowered the
+    limit under what was already used (``lowered``: those queues' rows)."""
     groups_of = dict(USERS)
     recovered = {
         app.user for app in state.applications if any(RECOVERED_MARK in a.uuid for a in app.allocations)
@@ -127,6 +135,8 @@ def check_user_limits(state: invariants.PartitionState, usage: Usage) -> list[st
         if (kind, owner) in exempt:
             continue
         for row in rows:
+            if row.queue_path in lowered:
+                continue
             if row.max_resources and not fits_in_max(row.resource, row.max_resources):
                 problems.append(
                     f"{name} {kind} {owner} at {row.queue_path}: uses {row.resource} above its "
@@ -207,14 +217,19 @@ def check_books(core: Core, state: invariants.PartitionState, rm: Any, usage: Us
 
 
 def check_all(
-    core: Core, states: Iterable[invariants.PartitionState], usages: Mapping[str, Usage]
+    core: Core,
+    states: Iterable[invariants.PartitionState],
+    usages: Mapping[str, Usage],
+    lowered: Mapping[str, frozenset[str]] | None = None,
 ) -> list[str]:
-    """The checks above over every RM's partition (``usages``: each one's, by partition name)."""
+    """The checks above over every RM's partition (``usages``: each one's, by partition name;
+    ``lowered``: the queues whose limits a reload lowered, by partition name)."""
     states = list(states)
     problems = invariants.check_unique_uuids(states)
     for state in states:
         problems.extend(check_reservation_holders(state))
-        problems.extend(check_user_limits(state, usages[state.info.name]))
+        limits_lowered = (lowered or {}).get(state.info.name, frozenset())
+        problems.extend(check_user_limits(state, usages[state.info.name], limits_lowered))
         problems.extend(check_view_against_owners(core, state))
     return problems
 

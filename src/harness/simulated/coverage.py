@@ -34,8 +34,10 @@ from korral.actors.queue import QueueActor
 from korral.actors.registrar import Registrar
 from korral.actors.rmproxy import RMProxyActor
 from korral.actors.scheduler.actor import SchedulerActor
+from korral.harness.simulated.workloads import RELOAD_CHANGES
 from korral.model.app.state import ApplicationState
 from korral.model.queue import QueueState
+from korral.model.quota_preempting import QUOTA_MESSAGE
 
 # the product's actor classes a simulated core runs, by the name the report gives them
 ACTOR_KINDS: tuple[tuple[str, type], ...] = (
@@ -82,10 +84,18 @@ SI_OPERATIONS: tuple[str, ...] = (
     ),
     "config reload",
     "config reload invalid",
+    *(f"config reload that {change}" for change in RELOAD_CHANGES),
+    "apps add to a dropped partition (refused)",
+    "apps remove from a dropped partition (it drains)",
     "core restart",
     "recover",
     "clock jump",
 )
+# a partition's states at the checks (the partition a reload drops drains, then goes)
+PARTITION_STATES = ("Active", "Draining")
+# what the core did on its own that a workload is there to reach
+QUOTA_PREEMPTED = "quota preemption released an allocation (a lowered max enforced)"
+OUTCOMES = (QUOTA_PREEMPTED,)
 
 
 _kinds: dict[type, str] = {}  # an actor class's kind, found once
@@ -108,6 +118,8 @@ class Coverage:
     app_states: Counter[str] = attrs.field(factory=Counter)
     queue_states: Counter[str] = attrs.field(factory=Counter)
     operations: Counter[str] = attrs.field(factory=Counter)
+    partition_states: Counter[str] = attrs.field(factory=Counter)
+    outcomes: Counter[str] = attrs.field(factory=Counter)
     seeds: int = 0
 
     def __add__(self, other: Coverage) -> Coverage:
@@ -116,6 +128,8 @@ class Coverage:
             app_states=self.app_states + other.app_states,
             queue_states=self.queue_states + other.queue_states,
             operations=self.operations + other.operations,
+            partition_states=self.partition_states + other.partition_states,
+            outcomes=self.outcomes + other.outcomes,
             seeds=self.seeds + other.seeds,
         )
 
@@ -132,9 +146,19 @@ class Coverage:
         if name is None:
             name = _names[key] = f"{_actor_kind(actor)}: {type(message).__name__}"
         self.messages[name] += 1
-        if type(message) is Deliver and isinstance(message.argument, si.ApplicationResponse):
-            for updated in message.argument.updated:
-                self.app_states[updated.state] += 1
+        if type(message) is Deliver:
+            argument = message.argument
+            if isinstance(argument, si.ApplicationResponse):
+                for updated in argument.updated:
+                    self.app_states[updated.state] += 1
+            elif isinstance(argument, si.AllocationResponse):
+                for released in argument.released:
+                    if released.message.startswith(QUOTA_MESSAGE):
+                        self.outcomes[QUOTA_PREEMPTED] += 1
+
+    def partition_seen(self, state: str) -> None:
+        """A partition's state at a check (a partition a reload dropped drains)."""
+        self.partition_states[state] += 1
 
     def queues_seen(self, states: Iterable[str]) -> None:
         self.queue_states.update(states)
@@ -158,6 +182,8 @@ class Coverage:
             ("application states", [state.value for state in ApplicationState], self.app_states),
             ("queue states", [state.value for state in QueueState], self.queue_states),
             ("SI operations", list(SI_OPERATIONS), self.operations),
+            ("partition states", list(PARTITION_STATES), self.partition_states),
+            ("outcomes", list(OUTCOMES), self.outcomes),
         ]
         lines = [f"coverage of {self.seeds:,} seeds:"]
         for title, known, seen in parts:
@@ -188,6 +214,7 @@ def operation_names(kind: str, request: Any, description: str) -> list[str]:
             names.append("clock jump")
     elif kind == "config":
         names.append("config reload invalid" if "invalid" in description else "config reload")
+        names.extend(f"config reload that {change}" for change in RELOAD_CHANGES if change in description)
     elif isinstance(request, si.NodeRequest):
         for info in request.nodes:
             names.append(f"nodes {info.action.name}")
@@ -203,6 +230,9 @@ def operation_names(kind: str, request: Any, description: str) -> list[str]:
             if not app.queue_name:
                 names.append("apps add to a placement rule's queue")
         names.extend("apps remove" for _ in request.remove)
+        if "dropped partition" in description:
+            dropped = "remove from a dropped partition (it drains)" if request.remove else None
+            names.append(f"apps {dropped or 'add to a dropped partition (refused)'}")
     elif isinstance(request, si.AllocationRequest):
         names.extend(_allocation_names(request, description))
     return names

@@ -11,13 +11,26 @@ time should have ended: Completing past its timeout, placeholders held past the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from korral import si
+from korral.actors.simulated import SimulationError
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.reference import ReferenceScheduler
+from korral.harness.simulated import checks as simulated_checks
+from korral.harness.simulated.workloads import SPARE_PARTITION
+from korral.model.naming import normalize_partition_name
 from korral.model.partition.composed import ModelError, PartitionModel
+
+if TYPE_CHECKING:
+    from korral.harness.simulated.scenarios import ScenarioDriver
+
+# the reference's reason for a gang whose request is over its queue's max
+LARGER_THAN_MAX = "larger than max queue allocation"
 
 # states whose pending asks the scheduler still serves
 SCHEDULED_STATES = frozenset({"New", "Accepted", "Starting", "Running"})
@@ -93,6 +106,20 @@ def load_reference(
             )
         )
     answer = reference.update_application(si.ApplicationRequest(rm_id=rm_id, new=new))
+    # a gang admitted before a reload lowered its queue's max under the gang's request stays (the
+    # check is at submission): loaded again without the request the reference would refuse now
+    lowered = {r.application_id for r in answer.rejected if LARGER_THAN_MAX in r.reason}
+    if lowered:
+        again = [
+            attrs.evolve(request, placeholder_ask=None)
+            for request in new
+            if request.application_id in lowered
+        ]
+        retried = reference.update_application(si.ApplicationRequest(rm_id=rm_id, new=again))
+        answer = attrs.evolve(
+            answer,
+            rejected=[r for r in answer.rejected if r.application_id not in lowered] + list(retried.rejected),
+        )
     for rejected in answer.rejected:
         problems.append(
             f"{state.info.name}: the reference refuses published application {rejected.application_id}: "
@@ -188,3 +215,33 @@ def check_timed_states(state: invariants.PartitionState, now: float, timeouts: d
                 f"timeout ({timeouts['placeholder']:g}s) past"
             )
     return problems
+
+
+def check_drained_partitions_gone(core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
+    """A partition a reload dropped drains and goes once it holds no application: with the RMs
+    quiet and the clock past the queue cleanup that removes it, none is left, empty, draining."""
+    simulation = core.simulation
+    assert simulation is not None
+
+    def empty_draining() -> list[str]:
+        found = []
+        with simulation.frozen():
+            for driver in drivers:
+                name = normalize_partition_name(SPARE_PARTITION, driver.rm_id)
+                if simulated_checks.live_partition(core, name) is None:
+                    continue
+                state = simulated_checks.collect_direct(core, name)
+                if state is not None and state.info.state == "Draining" and not state.applications:
+                    found.append(name)
+        return found
+
+    if not drivers or not empty_draining():
+        return []
+    try:
+        core.advance(2 * drivers[0].settings.queue_cleanup_interval)
+    except SimulationError as error:
+        return [f"livelock: {error}"]
+    return [
+        f"partition {name}: dropped by a reload and holding no application, still live past the queue cleanup"
+        for name in empty_draining()
+    ]

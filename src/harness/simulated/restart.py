@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from korral import si
 from korral import testing as t
+from korral.harness.simulated import workloads as simulated_workloads
 from korral.harness.stress import Op
 from korral.harness.stress.common import recovery_nodes
 
@@ -68,6 +69,7 @@ def forget_for_restart(
         for uuid in gone:  # on a node the RM itself took away: its pod is gone with it
             del believed[uuid]
     driver.ask_rules.restarted(driver.rm, set(believed))
+    simulated_workloads.forget_spare(driver)  # its nodes are not re-added: their work is gone
     driver.fresh_rm()
     driver.believed = believed
     driver.asks = {a.allocation_key: a.application_id for a in believed.values()}

@@ -85,6 +85,8 @@ def learn(ledger: Driver, op: Op) -> None:
             return
         if op.kind == "nodes" and op.description.startswith("recover:"):
             simulated_restart.believe(ledger, request)
+        if op.kind in ("config", "register", "recover") and not op.expect_error:
+            ledger.config = request.config  # what the checks expect follows the config
         if op.kind == "register":
             ledger.app_requests.clear()
             ledger.node_capacity.clear()

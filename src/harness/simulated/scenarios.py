@@ -34,7 +34,15 @@ from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated import workloads as simulated_workloads
 from korral.harness.simulated.ask_rules import AskRules
 from korral.harness.simulated.faults import CALLBACK_FAILURE, FailingCallbackRM
-from korral.harness.simulated.workloads import ALL_WORKLOADS, Workloads
+from korral.harness.simulated.workloads import (
+    ADDS_PARTITION,
+    ALL_WORKLOADS,
+    DROPS_PARTITION,
+    LOWERS_MAX,
+    Workloads,
+    has_spare,
+    lowers_max,
+)
 from korral.harness.stress import USERS, Driver, Op, StressRM, rm_config
 
 PREEMPTOR_QUEUE = "root.p"
@@ -54,6 +62,7 @@ class SeedSettings:
     binpacking: bool = False
     max_nodes: int = 12  # per RM
     node_memory: tuple[int, ...] = (8000, 16000, 32000)
+    spare_partition: bool = False  # the RMs' configurations have partition spare from the start
 
     @classmethod
     def of(cls, seed: int) -> SeedSettings:
@@ -67,6 +76,7 @@ class SeedSettings:
             binpacking=rng.random() < 0.3,
             max_nodes=rng.choice([2, 3, 6, 12]),
             node_memory=rng.choice([(8000, 16000), (8000, 16000, 32000), (16000,)]),
+            spare_partition=rng.random() < 0.5,
         )
 
     def core_settings(self) -> dict[str, Any]:
@@ -87,15 +97,19 @@ def scenario_config(
     binpacking: bool = False,
     guarantee: int = 20,
     deep_queues: bool = True,
+    quota_preemption: bool = True,
 ) -> str:
     """The threaded stress's configuration (limits, placement rules, a child template) plus the
     preemptor queue: guaranteed memory, a short preemption delay; root.b's applications back off
     (``simulated.workloads.with_backoff``); with ``deep_queues``, placement
-    rules that also create queues three levels deep (``simulated.workloads.placement_rules``)."""
+    rules that also create queues three levels deep (``simulated.workloads.placement_rules``); with
+    ``quota_preemption``, quota preemption on and root.a's delay (``with_quota_preemption``)."""
     text = rm_config(variant, extra_queue=extra_queue, binpacking=binpacking, guarantee=guarantee)
     if deep_queues:
         start, end = text.index("    placementrules:\n"), text.index("    queues:\n")
         text = text[:start] + simulated_workloads.placement_rules() + text[end:]
+    if quota_preemption:
+        text = simulated_workloads.with_quota_preemption(text)
     return (
         simulated_workloads.with_backoff(text)
         + """          - name: p
@@ -133,8 +147,17 @@ class ScenarioDriver(Driver):
         self.sent: deque[tuple[str, Any, str]] = deque(maxlen=3)  # the last requests, for a resend
         self.settings = settings if settings is not None else SeedSettings()
         self.config = scenario_config(
-            index, binpacking=self.settings.binpacking, deep_queues=workloads.deep_queues
+            index,
+            binpacking=self.settings.binpacking,
+            deep_queues=workloads.deep_queues,
+            quota_preemption=workloads.quota_preemption,
         )
+        if workloads.partitions and self.settings.spare_partition:
+            self.config = simulated_workloads.with_spare(self.config)
+        # partition spare's work (simulated.workloads.spare_work): its nodes and live applications
+        self.spare_nodes: set[str] = set()
+        self.spare_apps: set[str] = set()
+
         self.preemptor_app: str | None = None
         self.borrowers: dict[str, str] = {}  # application -> queue, of the borrowers' applications
         self.recovered_seq = 0
@@ -184,6 +207,15 @@ class ScenarioDriver(Driver):
         choices.append((1, lambda core: simulated_workloads.create_drained_node(self, core)))
         if self.workloads.deep_queues:
             choices.append((3, lambda core: simulated_workloads.add_placed_app(self, core)))
+        if self.workloads.partitions or self.workloads.quota_preemption:
+            choices.append((1.5, self._reload_config))  # reloads add and drop spare, lower root.a's max
+        if self.workloads.partitions:
+            if has_spare(self.config):
+                choices.append((6, lambda core: simulated_workloads.spare_work(self, core)))
+                if self.spare_apps:  # a reload that may drop the partition while it holds work
+                    choices.append((3, self._reload_config))
+            elif self.spare_apps or self.spare_nodes:
+                choices.append((8, lambda core: simulated_workloads.drain_spare(self, core)))
         self.leaving, self.just_recovered = self.just_recovered, None
         if self.leaving is not None and self.leaving in self.nodes:
             choices.append((40, self._decommission_recovered))
@@ -197,6 +229,7 @@ class ScenarioDriver(Driver):
         self.node_capacity.clear()
         self.ask_requests.clear()
         self.ask_rules.reset(self.rm)
+        simulated_workloads.forget_spare(self)
         self._create_nodes(core)  # an RM registers, then reports its nodes
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
@@ -215,6 +248,10 @@ class ScenarioDriver(Driver):
         """Send and record one SI request (a restart's recovery sends its own)."""
         self._send(core, kind, request, description)
 
+    def send_plain(self, core: Core, kind: str, request: Any, description: str) -> None:
+        """Send and record one SI request a restart's recovery does not send again."""
+        super()._send(core, kind, request, description)
+
     def _resend_after_reconnect(self, core: Core) -> None:
         """A reconnect: the last one to three requests again, verbatim (their answers were lost)."""
         again = list(self.sent)[-self.rng.randint(1, 3) :]
@@ -224,11 +261,51 @@ class ScenarioDriver(Driver):
 
     def make_config(self, variant: int, **settings: Any) -> str:
         """A reload's configuration: the scenario's, with the placement rules of its workloads; now and
-        then without queue root.b (``Workloads.drop_queues``)."""
-        config = scenario_config(variant, deep_queues=self.workloads.deep_queues, **settings)
-        if self.workloads.drop_queues and self.rng.random() < 0.3:
-            return simulated_workloads.without_queue_b(config)
+        then without queue root.b (``Workloads.drop_queues``); partition spare added or dropped
+        (``Workloads.partitions``: kept otherwise); root.a's max lowered now and then
+        (``Workloads.quota_preemption``)."""
+        workloads = self.workloads
+        config = scenario_config(
+            variant,
+            deep_queues=workloads.deep_queues,
+            quota_preemption=workloads.quota_preemption,
+            **settings,
+        )
+        if workloads.drop_queues and self.rng.random() < 0.3:
+            config = simulated_workloads.without_queue_b(config)
+        if workloads.partitions:
+            spare = has_spare(self.config)
+            if self.rng.random() < 0.5:
+                spare = not spare
+            if spare:
+                config = simulated_workloads.with_spare(config)
+        # lowered, it mostly stays so: a reload raising it again cancels the quota preemption's timer
+        if workloads.quota_preemption and self.rng.random() < (0.8 if lowers_max(self.config) else 0.5):
+            config = simulated_workloads.with_lowered_max(config)
         return config
+
+    def _reload_config(self, core: Core) -> None:
+        """``Driver``'s reload, described by what it changes (the coverage counts each)."""
+        before = self.config
+        self.config = self.make_config(
+            self.index,
+            extra_queue=self.rng.random() < 0.5,
+            binpacking=self.rng.random() < 0.3,
+            guarantee=self.rng.choice([10, 20, 30]),
+        )
+        changes = [
+            change
+            for change, made in (
+                (ADDS_PARTITION, not has_spare(before) and has_spare(self.config)),
+                (DROPS_PARTITION, has_spare(before) and not has_spare(self.config)),
+                (LOWERS_MAX, lowers_max(self.config)),
+            )
+            if made
+        ]
+        request = si.UpdateConfigurationRequest(rm_id=self.rm_id, config=self.config)
+        description = f"{self.rm_id}: reload" + (f" ({'; '.join(changes)})" if changes else "")
+        self.record(Op(seq=0, rm=self.index, kind="config", request=request, description=description))
+        core.update_configuration(request)
 
     def _node_batch_limit(self) -> int:
         return min(3, max(1, self.settings.max_nodes - len(self.nodes)))

@@ -30,8 +30,16 @@ from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated.coverage import Coverage
 from korral.harness.simulated.injected import Injector, setup_with_injection
 from korral.harness.simulated.runs import Cores, initial_registrations, learn
-from korral.harness.simulated.scenarios import ScenarioDriver, SeedSettings, scenario_config
-from korral.harness.simulated.workloads import ALL_WORKLOADS, BACKOFF_DELAY, Workloads
+from korral.harness.simulated.scenarios import ScenarioDriver, SeedSettings
+from korral.harness.simulated.workloads import (
+    ALL_WORKLOADS,
+    BACKOFF_DELAY,
+    LOWERED_QUEUE,
+    SPARE_PARTITION,
+    Workloads,
+    has_spare,
+    lowers_max,
+)
 from korral.harness.stress import (
     Driver,
     Op,
@@ -204,9 +212,13 @@ class SimulatedStress:
         violations = self._quiet_past_deadlines(core, rms, drivers)
         if violations:
             return violations
+        violations = simulated_liveness.check_drained_partitions_gone(core, drivers)
+        if violations:
+            return violations
         # from the published state; then the scheduler's own belief and one more of its cycles
         # (which changes the state: last)
-        partitions = [driver.partition for driver in drivers]
+        spares = [normalize_partition_name(SPARE_PARTITION, driver.rm_id) for driver in drivers]
+        partitions = [driver.partition for driver in drivers] + spares
         return self._liveness(core, drivers) + simulated_checks.check_stuck_work(core, partitions)
 
     def _quiet_past_deadlines(
@@ -347,21 +359,44 @@ class SimulatedStress:
         problems: list[str] = []
         states = []
         usages = {}
+        lowered_limits: dict[str, frozenset[str]] = {}
+        expected = set()
         for index, rm in enumerate(rms):
-            state = simulated_checks.collect_direct(core, normalize_partition_name("default", f"rm{index}"))
-            if state is not None:
+            rm_id = f"rm{index}"
+            default = normalize_partition_name("default", rm_id)
+            expected.add(default)
+            driver = drivers[index] if drivers is not None else None
+            config = driver.config if driver is not None else ""
+            # the RM's spare partition, while its config has it or while it drains (a reload dropped it)
+            spare = normalize_partition_name(SPARE_PARTITION, rm_id)
+            spare_state = None
+            if driver is not None and simulated_checks.live_partition(core, spare) is not None:
+                spare_state = simulated_checks.collect_direct(core, spare)
+            if spare_state is not None and (has_spare(config) or spare_state.info.state == "Draining"):
+                expected.add(spare)
+            own = [simulated_checks.collect_direct(core, default), spare_state]
+            lowered = frozenset({LOWERED_QUEUE}) if lowers_max(config) else frozenset()
+            for state in own:
+                if state is None:
+                    continue
                 states.append(state)
                 if self.coverage is not None:
                     self.coverage.queues_seen(queue.state for queue in state.queues.values())
+                    self.coverage.partition_seen(state.info.state)
                 usage = usages[state.info.name] = simulated_checks.read_usage(core, state.info.name)
-                recovered = simulated_checks.recovered_queues(state)
-                problems.extend(invariants.check_partition(state, recovered_queues=recovered))
-                problems.extend(invariants.check_rm_view(rm, [state]))
+                lowered_limits[state.info.name] = lowered
+                # a queue's max lowered under its usage may stay above it (quota preemption ends at
+                # the queue's guarantee and rounds down) like one recovered allocations put there
+                exempt = simulated_checks.recovered_queues(state) | lowered
+                problems.extend(invariants.check_partition(state, recovered_queues=exempt))
                 problems.extend(simulated_checks.check_books(core, state, rm, usage))
-            if drivers is not None:
-                problems.extend(p for p in drivers[index].check(state) if p not in problems)
-        problems.extend(simulated_checks.check_all(core, states, usages))
-        expected = {normalize_partition_name("default", f"rm{index}") for index in range(len(rms))}
+            present = [state for state in own if state is not None]
+            if present:
+                problems.extend(invariants.check_rm_view(rm, present))
+            if driver is not None:
+                driver.other_states = present[1:] if own[0] is not None else present
+                problems.extend(p for p in driver.check(own[0]) if p not in problems)
+        problems.extend(simulated_checks.check_all(core, states, usages, lowered_limits))
         problems.extend(simulated_checks.check_partitions_gone(core, expected))
         injector: Injector | None = core.simulation.injector if core.simulation is not None else None
         errors = core.tracker.errors - (injector.raised if injector is not None else 0)
@@ -442,10 +477,8 @@ class SimulatedStress:
                 registered = {op.rm for op in ops if op.seq in initial_registrations(ops)}
                 for index, ledger in enumerate(ledgers):
                     if index not in registered:
-                        config = scenario_config(
-                            index, binpacking=settings.binpacking, deep_queues=self.workloads.deep_queues
-                        )
-                        cores.core.register_resource_manager(t.register(ledger.rm_id, config), ledger.rm)
+                        request = t.register(ledger.rm_id, ledger.config)  # the scenario's, as a run's
+                        cores.core.register_resource_manager(request, ledger.rm)
                 violations: list[str] = []
                 for op in ops:
                     rms: list[t.RecordingRM] = [ledger.rm for ledger in ledgers]

@@ -6,7 +6,13 @@
 - **nodes that join drained** (``CREATE_DRAIN``), and **reloads that drop a queue** holding work
   (``root.b`` drains) and later bring it back;
 - **queues placement rules create two and three levels deep**: applications with no queue and the
-  tags the scenario's rules place by (``namespace``, and ``team`` for a third level), under ``root.c``.
+  tags the scenario's rules place by (``namespace``, and ``team`` for a third level), under ``root.c``;
+- **reloads that add and drop a whole partition** (``spare``): while the RM's configuration has it,
+  the RM gives it nodes and applications with asks; a reload without it drains it (it refuses new
+  applications, keeps what runs booked) until the RM removes its applications, and then it goes;
+- **quota preemption**: the default partition has ``preemption.quotapreemptionenabled`` and root.a
+  a ``quota.preemption.delay``; a reload lowers root.a's max (and guarantee) under what it uses, and
+  once the clock passes the delay the core preempts down to the new max.
 
 Each is drawn from the RM's seeded stream like the others (``ScenarioDriver._choices``); the mix is
 ``Workloads``.
@@ -38,6 +44,8 @@ class Workloads:
     reuse_ids: bool = True
     deep_queues: bool = True
     drop_queues: bool = True  # reloads that drop queue root.b (it drains) and bring it back
+    partitions: bool = True  # reloads that add and drop partition ``spare`` (it drains)
+    quota_preemption: bool = True  # reloads that lower root.a's max under its usage
 
 
 ALL_WORKLOADS = Workloads()
@@ -199,3 +207,150 @@ def add_placed_app(driver: ScenarioDriver, core: Core) -> None:
         driver.asks[f"{app_id}-ask-{index}"] = app_id
     driver.ask_seq += count
     driver.send_request(core, "allocations", asks, f"add {count} asks to {app_id}")
+
+
+# ---- a partition reloads add and drop ------------------------------------------------------------
+
+SPARE_PARTITION = "spare"
+SPARE = """  - name: spare
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: s
+"""
+SPARE_QUEUE = "root.s"
+SPARE_APPS = 3  # at most, at a time
+# what a reload's description says it changed (the coverage counts each)
+ADDS_PARTITION = "adds partition spare"
+DROPS_PARTITION = "drops partition spare: it drains"
+LOWERS_MAX = "lowers root.a's max: quota preemption"
+RELOAD_CHANGES = (ADDS_PARTITION, DROPS_PARTITION, LOWERS_MAX)
+
+
+def has_spare(config: str) -> bool:
+    """Whether a configuration has partition ``spare``."""
+    return SPARE in config
+
+
+def with_spare(config: str) -> str:
+    return config if has_spare(config) else config + SPARE
+
+
+def spare_work(driver: ScenarioDriver, core: Core) -> None:
+    """While the RM's configuration has partition ``spare``: a node there (the first time), and an
+    application with one or two asks (sent as the RM sends any request; not re-sent by a restart's
+    recovery, which drops the spare partition's work with its nodes)."""
+    partition = SPARE_PARTITION
+    if not driver.spare_nodes:
+        driver.node_seq += 1
+        node_id = f"{driver.rm_id}-node-{driver.node_seq}"
+        driver.spare_nodes.add(node_id)
+        capacity = {"memory": driver.rng.choice(driver.settings.node_memory), "vcore": 8000}
+        request = t.nodes(driver.rm_id, [node_id], capacity, partition=partition)
+        driver.send_plain(core, "nodes", request, f"create {node_id} in partition {partition}")
+    if len(driver.spare_apps) >= SPARE_APPS:
+        return
+    driver.app_seq += 1
+    app_id = f"{driver.rm_id}-app-{driver.app_seq}"
+    user, groups = USERS[driver.app_seq % len(USERS)]
+    driver.spare_apps.add(app_id)
+    adding = t.applications(
+        driver.rm_id, {app_id: SPARE_QUEUE}, user=user, groups=groups, partition=partition
+    )
+    driver.send_plain(core, "apps", adding, f"add application {app_id} in partition {partition}")
+    count = driver.rng.randint(1, 2)
+    asks = t.asks(
+        driver.rm_id,
+        app_id,
+        count,
+        {"memory": driver.rng.choice([1000, 2000]), "vcore": 100},
+        prefix=f"{app_id}-ask-",
+        start=driver.ask_seq,
+        partition=partition,
+    )
+    driver.ask_seq += count
+    driver.ask_rules.sent("allocations", asks)
+    driver.send_plain(core, "allocations", asks, f"add {count} asks to {app_id} in partition {partition}")
+
+
+def drain_spare(driver: ScenarioDriver, core: Core) -> None:
+    """Partition ``spare`` was dropped by a reload and drains while it holds applications: the RM
+    removes them (their allocations are released; the partition goes once it holds none, its nodes
+    with it), or now and then adds one more, which the dropped partition refuses."""
+    partition = SPARE_PARTITION
+    if driver.spare_apps and driver.rng.random() < 0.7:
+        apps = sorted(driver.spare_apps)
+        forget_spare(driver)
+        request = t.remove_applications(driver.rm_id, apps, partition=partition)
+        driver.send_plain(
+            core, "apps", request, f"remove {len(apps)} applications of dropped partition {partition}"
+        )
+        return
+    if not driver.spare_apps:
+        forget_spare(driver)  # it held none: gone at the reload, its nodes with it
+    driver.app_seq += 1
+    app_id = f"{driver.rm_id}-app-{driver.app_seq}"
+    user, groups = USERS[driver.app_seq % len(USERS)]
+    adding = t.applications(
+        driver.rm_id, {app_id: SPARE_QUEUE}, user=user, groups=groups, partition=partition
+    )
+    driver.send_plain(
+        core, "apps", adding, f"add application {app_id} to dropped partition {partition} (refused)"
+    )
+
+
+def forget_spare(driver: ScenarioDriver) -> None:
+    """A registration or a restart: the RM's spare partition starts afresh (or is gone)."""
+    driver.spare_apps.clear()
+    driver.spare_nodes.clear()
+
+
+# ---- quota preemption ----------------------------------------------------------------------------
+
+QUOTA_PREEMPTION = """    preemption:
+      quotapreemptionenabled: true
+"""
+QUOTA_DELAY = 0.1  # root.a's quota.preemption.delay
+_QUEUE_A_LIMITS = """            limits:
+              - limit: each user in a
+"""
+_QUEUE_A_QUOTA = f"""            properties:
+              quota.preemption.delay: {int(QUOTA_DELAY * 1000)}ms
+"""
+LOWERED_QUEUE = "root.a"
+LOWERED_MAX = "max: {memory: 1000, vcore: 40}  # lowered"
+LOWERED_USER_MAX = "maxresources: {memory: 1000}"
+
+
+def with_quota_preemption(config: str) -> str:
+    """The default partition with quota preemption on, and root.a with a quota preemption delay."""
+    head = "  - name: default\n"
+    assert head in config and _QUEUE_A_LIMITS in config
+    config = config.replace(head, head + QUOTA_PREEMPTION, 1)
+    return config.replace(_QUEUE_A_LIMITS, _QUEUE_A_QUOTA + _QUEUE_A_LIMITS, 1)
+
+
+def lowers_max(config: str) -> bool:
+    """Whether a configuration has root.a's lowered max."""
+    return LOWERED_MAX in config
+
+
+def with_lowered_max(config: str) -> str:
+    """root.a's max lowered to what a few allocations use, its guarantee dropped (quota preemption
+    never takes a queue below it) and its user limit lowered (it may not exceed the max)."""
+    start = config.index("          - name: a\n")
+    end = config.index("          - name: ", start + 1)  # the next queue of root (root.p is last)
+    block = config[start:end]
+    lines = []
+    for line in block.splitlines(keepends=True):
+        stripped = line.strip()
+        indent = line[: len(line) - len(line.lstrip())]
+        if stripped.startswith("max:"):
+            line = f"{indent}{LOWERED_MAX}\n"
+        elif stripped.startswith("guaranteed:"):
+            continue  # none: quota preemption never takes a queue below its guarantee, in any type
+        elif stripped.startswith("maxresources:"):  # a user limit may not exceed its queue's max
+            line = f"{indent}{LOWERED_USER_MAX}\n"
+        lines.append(line)
+    return config[:start] + "".join(lines) + config[end:]

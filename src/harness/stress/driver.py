@@ -38,6 +38,8 @@ class Driver:
         # gang applications: app -> (placeholders asked, placeholder resource); real asks of task groups
         self.gangs: dict[str, tuple[int, dict[str, int]]] = {}
         self.gang_asks: set[str] = set()
+        # the RM's partitions besides ``partition`` as read at a check (their allocations are its too)
+        self.other_states: list[invariants.PartitionState] = []
 
     # ---- operations --------------------------------------------------------------------------------
 
@@ -430,7 +432,7 @@ class Driver:
     def check(self, state: invariants.PartitionState | None) -> list[str]:
         if state is None:
             return [f"{self.rm_id}: partition {self.partition} disappeared"]
-        problems = invariants.check_rm_view(self.rm, [state])
+        problems = invariants.check_rm_view(self.rm, [state, *self.other_states])
         apps = {app.application_id: app for app in state.applications}
         for app_id in apps:
             if not app_id.startswith(self.rm_id + "-"):
