@@ -54,6 +54,7 @@ from korral.server.session import (
     RmSession,
     Stream,
 )
+from korral.server.turns import RegistrationTurns, Turn
 from korral.si import si_pb2
 
 log = log_text.logger("korral.grpc")
@@ -188,6 +189,7 @@ class GrpcServer:
         self._credentials = tls.credentials() if tls is not None else None
         self._auth = Authenticator(tls, load_tokens(tokens) if tokens is not None else None)
         self._sessions: dict[str, RmSession] = {}
+        self._turns = RegistrationTurns()
         self._streams: set[Stream] = set()
         # calls each connection's client reset before sending a request: past a bound, it is closed
         self._resets = ResetGuard()
@@ -363,6 +365,23 @@ class GrpcServer:
         await self._check_caller(request.rm_id, context)
         if not request.config and self._default_config:
             request = attrs.evolve(request, config=self._default_config)
+        turn = await self._turns.wait(request.rm_id)
+        try:
+            return await self._register_in_turn(request, context, turn)
+        finally:
+            turn.release()
+
+    async def _register_in_turn(
+        self, request: si.RegisterResourceManagerRequest, context: grpc.aio.ServicerContext, turn: Turn
+    ) -> bytes:
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            # its caller has given up: registering now would act for a client that reads no answer
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "the call's deadline passed before korral could start the registration: nothing was "
+                "registered",
+            )
         session = self._sessions.get(request.rm_id)
         was_registered = session is not None
         if session is not None:
@@ -375,7 +394,7 @@ class GrpcServer:
         generation = session.begin_registration()
         callback = _RemoteCallback(self, session, generation)
         try:
-            await self._call_core(context, self._core.register_resource_manager, request, callback)
+            await self._call_core(context, self._core.register_resource_manager, request, callback, turn=turn)
         except BaseException as error:
             if session.generation == generation:
                 session.registration_failed(str(error) or type(error).__name__, was_registered)
@@ -416,11 +435,16 @@ class GrpcServer:
             await context.abort(foreign.code, foreign.details, foreign.trailing_metadata)
 
     async def _call_core(
-        self, context: grpc.aio.ServicerContext, method: Callable[..., Any], *args: Any
+        self,
+        context: grpc.aio.ServicerContext,
+        method: Callable[..., Any],
+        *args: Any,
+        turn: Turn | None = None,
     ) -> Any:
         # the core's blocking asks run on the loop's executor, so other calls and streams keep flowing
+        core_call = asyncio.get_running_loop().run_in_executor(None, method, *args)
         try:
-            return await asyncio.get_running_loop().run_in_executor(None, method, *args)
+            return await (turn.hold_until(core_call) if turn is not None else core_call)
         except ConfigError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except SchedulerError as error:

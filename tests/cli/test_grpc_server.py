@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import importlib.resources
 import json
+import logging
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -585,7 +587,59 @@ def test_a_registration_slower_than_call_timeout_fails_with_deadline_exceeded(se
         rm = t.RecordingRM("rm")
         patient.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
         patient.update_node(t.nodes("rm", ["n1"], NODE))
-        assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"])
+        assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"], timeout=120)
     for wrong in (0, -1.0):
         with pytest.raises(ValueError, match="call_timeout must be a positive number"):
             korral.connect(address, call_timeout=wrong)
+
+
+def test_a_registration_its_caller_gave_up_on_never_lands_over_a_later_one(
+    served, monkeypatch, caplog
+) -> None:
+    """The first registration's core call is held past its caller's leaving; the same RM then registers
+    from a new connection. The later registration is the one the core keeps: its node is answered."""
+    core, address = served
+    caplog.set_level(logging.DEBUG, logger="korral.grpc")
+    register = core.register_resource_manager
+    started: list[str] = []
+    first_may_end, first_ended = threading.Event(), threading.Event()
+
+    def held_first(request: si.RegisterResourceManagerRequest, callback: object = None) -> object:
+        started.append(request.rm_id)
+        if len(started) > 1:
+            return register(request, callback)
+        assert first_may_end.wait(120)
+        try:
+            return register(request, callback)
+        finally:
+            first_ended.set()
+
+    monkeypatch.setattr(core, "register_resource_manager", held_first)
+    gone = korral.connect(address, call_timeout=120)
+
+    def register_gone() -> None:
+        with pytest.raises(korral.SchedulerError):
+            gone.register_resource_manager(t.register("rm", TWO_LEAVES))
+
+    caller = threading.Thread(target=register_gone)
+    caller.start()
+    eventually(lambda: started, timeout=60)  # its core call runs, held
+    gone.close()  # the caller gives up: its call is cancelled
+    caller.join(60)
+    rm = t.RecordingRM("rm")
+    with korral.connect(address, call_timeout=120) as later:
+        registered = threading.Event()
+
+        def register_later() -> None:
+            later.register_resource_manager(t.register("rm", TWO_LEAVES), rm)
+            registered.set()
+
+        second = threading.Thread(target=register_later)
+        second.start()
+        eventually(lambda: registered.is_set() or "waits for the one before it" in caplog.text, timeout=60)
+        first_may_end.set()
+        assert first_ended.wait(120)
+        second.join(120)
+        assert registered.is_set()
+        later.update_node(t.nodes("rm", ["n1"], NODE))
+        assert rm.wait_for(lambda r: r.accepted_nodes == ["n1"], timeout=30)
