@@ -30,8 +30,9 @@ log = log_text.logger("korral.grpc")
 # calls a client may reset on one connection within the window before the connection is closed
 MAX_RESETS = 200
 RESET_WINDOW = 10.0
-# connections tracked at once: a peer whose resets are all older than the window is forgotten first
-MAX_TRACKED = 10_000
+# connections tracked at once (~5 KB each at most): one whose resets are all older than the window goes
+# first
+MAX_TRACKED = 1_000
 
 Address = tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]
 
