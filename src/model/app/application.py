@@ -382,7 +382,7 @@ class Application:
         ask.allocated_count += 1
         self.allocations[allocation.uuid] = allocation
         allocated = self.allocated
-        for name, quantity in ask.spec.resource_items:  # an ask's quantities are positive: only grows
+        for name, quantity in ask.spec.layout[0]:  # its resource_items, positive: only grows
             allocated[name] = allocated.get(name, 0) + quantity
         if allocation.placeholder:
             res.add_into(self.placeholder_allocated, allocation.resource)

@@ -380,7 +380,7 @@ class PartitionAllocations:
             ask.failed_since = None
             self.unschedulable.pop((app.application_id, spec.allocation_key), None)
         # one pass up the path for both aggregates (pending down, allocated up)
-        res.pending_to_allocated(queue.aggregates_up, spec.resource_items)
+        res.pending_to_allocated(queue.aggregates_up, spec.layout[0])  # resource_items
         node.add_allocation(allocation)
         ordering = self.registry.node_ordering
         if ordering is not None:

@@ -269,13 +269,13 @@ class SchedulingWalk:
             if app.reservations and spec.allocation_key in app.reservations:
                 only_quota_blocked = False
                 continue
-            over = known_over.get(spec.shape) if known_over else None
+            over = known_over.get(spec.layout[1]) if known_over else None  # its shape (no property call)
             if over is None:
                 over = queue.over_quota(spec.resource)
                 # A queue's verdict holds for the epoch; the root's (only the cluster's size in the way)
                 # is not kept, as a nearer queue may pass its max later in the epoch and that one counts.
                 if over is not None and over.parent is not None:
-                    known_over[spec.shape] = over
+                    known_over[spec.layout[1]] = over
             if over is not None:
                 # Only the cluster's size (root's max) in the way: the ask is outstanding, so the RM
                 # may scale up (YuniKorn's getMaxHeadRoom ignores the root limit for this).
@@ -302,7 +302,7 @@ class SchedulingWalk:
             if user_limits is not None and self.ugm.over_limit(user_limits, spec.resource):
                 continue  # over its user's or group's maxresources: quota-blocked like a queue limit
             only_quota_blocked = False
-            if spec.required_node:
+            if spec.tags and spec.required_node:  # no tags, no required node (and no property call)
                 allocation = try_required_node(self.partition, app, queue, ask, now)
                 if allocation is not None:
                     return allocation
@@ -369,9 +369,9 @@ class SchedulingWalk:
             # first one, looked at before any iterator is made.
             spec = ask.spec
             unfit = self.unfit_shapes
-            if unfit and spec.shape in unfit:
+            items, shape = spec.layout  # resource_items and shape, without their property calls
+            if unfit and shape in unfit:
                 return None
-            items = spec.resource_items
             node_order = self.node_ordering.order
             nodes = node_order.items
             entries = node_order.entries
@@ -392,7 +392,7 @@ class SchedulingWalk:
                             break
                     else:
                         return node
-            unfit.add(spec.shape)  # nothing has room: skip this shape until some node gains room
+            unfit.add(shape)  # nothing has room: skip this shape until some node gains room
             return None
         started = time.perf_counter()
         found = self._walk_nodes(ask)
