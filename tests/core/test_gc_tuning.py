@@ -94,7 +94,7 @@ def registers_nodes(monkeypatch: pytest.MonkeyPatch, counts: list[int], **settin
         first = 0
         for count in counts:
             core.update_node(t.nodes("rm", [f"n{i}" for i in range(first, first + count)], NODE))
-            core.wait_until_idle()
+            core.wait_until_idle(timeout=300)  # 1,500 nodes on a loaded machine
             first += count
             seen.append("".join(promotions))
             promotions.clear()
