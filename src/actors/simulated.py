@@ -329,6 +329,7 @@ class Simulation:
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
         self._frozen = False  # see frozen()
+        self._rank_floor: int | None = None  # see run_until
         # message kinds that only read their actor: while frozen, an answer may be given again
         # (deliver_now); ``_changes`` counts every other delivery, ``_answers`` the answers given
         self.repeatable_reads: frozenset[type] = frozenset()
@@ -420,15 +421,30 @@ class Simulation:
         ready = self._ready
         if not ready:
             return False
+        # under a blocked handler only actors it may be waiting on (its rank or lower) are picked
+        floor = self._rank_floor
+        eligible = ready if floor is None else [i for i in ready if getattr(i.actor, "rank", 0) <= floor]
+        while not eligible and self._delayed:  # a delay never stalls the run (_release_delayed)
+            _, _, held = heapq.heappop(self._delayed)
+            if not held.messages:
+                held._index = -1
+                continue
+            held._index = len(ready)
+            ready.append(held)
+            eligible = [held] if getattr(held.actor, "rank", 0) <= (floor or 0) else []
+        if not eligible:
+            return False
         index = 0
         if self.chooser is not None:
-            candidates = [Pending(actor=i.actor.name, message=i.messages[0].message) for i in ready]  # type: ignore[union-attr]
+            candidates = [Pending(actor=i.actor.name, message=i.messages[0].message) for i in eligible]  # type: ignore[union-attr]
             chosen = self.chooser(candidates)
             if chosen == HOLD:
                 return False
-            index = chosen if chosen is not None else self.rng.randrange(len(ready))
-        elif len(ready) > 1:
-            index = self.rng.randrange(len(ready))
+            index = chosen if chosen is not None else self.rng.randrange(len(eligible))
+        elif len(eligible) > 1:
+            index = self.rng.randrange(len(eligible))
+        if eligible is not ready:
+            index = eligible[index]._index
         inbox = self._take(index)
         envelope = inbox.messages.popleft()
         actor = inbox.actor
@@ -580,6 +596,20 @@ class Simulation:
     def run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
         """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``."""
         self._check_thread()
+        # A handler blocks on an ask: until it is answered, no actor of a higher rank is picked (it
+        # would run above it on this one stack, and one that asked the blocked actor in turn could
+        # never be answered: on threads it would simply wait there). Asks go down the rank order,
+        # so what the blocked handler waits on is at its rank or below.
+        floor = self._rank_floor
+        rank = getattr(self.running, "rank", None)
+        if rank is not None and (floor is None or rank < floor):
+            self._rank_floor = rank
+        try:
+            self._run_until(done, timeout)
+        finally:
+            self._rank_floor = floor
+
+    def _run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
         deadline = None if timeout is None else self.now + timeout
         start = self.steps
         while not done():

@@ -101,3 +101,12 @@ def test_a_dropped_partition_left_behind_once_empty_is_a_violation(monkeypatch: 
     found, _, _ = harness.search(range(1, 41), budget=None)
     assert found is not None
     assert any("dropped by a reload" in v or "still live" in v for v in found.violations), found.violations
+
+
+def test_a_reload_while_another_rms_dropped_partition_stops_is_answered() -> None:
+    # seed 1474: rm0's reload drops its empty partition spare; while the routing actor, inside that
+    # handler, waits for the partition to stop, rm1's reload reaches the registrar. On one stack the
+    # registrar ran above the blocked routing actor and asked it: it could never answer (on threads
+    # the registrar just waits), and the reload failed after its 60 s virtual timeout
+    outcome = SimulatedStress(rms=2, operations=30).run_seed(1474)
+    assert outcome.violations == (), outcome.violations
