@@ -7,8 +7,9 @@ korral's ``OwnLoop``, as the pool's), and nothing runs until the
 caller drives the ``Simulation``: at each step a seeded RNG picks one ready mailbox and delivers its
 next message. Actor semantics are those of the threads runtime: one message at a time per actor (an
 actor in the middle of a handler is never picked, even when that handler blocks on an ask and the
-simulation runs nested underneath it), messages to one actor in the order they were sent, the rank
-order for blocking asks. Timers fire on a virtual clock that only moves when nothing else is ready.
+simulation runs nested underneath it; meanwhile only actors of its rank or below are, which its
+answer can come from), messages to one actor in the order they were sent, the rank order for
+blocking asks. Timers fire on a virtual clock that only moves when nothing else is ready.
 The same seed and the same calls give the same interleaving, step for step.
 
 Perturbation (for stress runs) widens the interleavings explored without leaving what threads could
