@@ -1,24 +1,14 @@
-"""A pooled pykka runtime: many actors, a few worker threads.
+"""A pooled pykka runtime: many actors, a few worker threads (docs/architecture.md, "The threads
+runtime").
 
-pykka's ``ThreadingActor`` gives every actor its own OS thread. With thousands of node and application
-actors, every message becomes a thread hand-off that fights for the GIL (measured: ~150 µs per
-allocation at 1,000 nodes), and the threads grow with what clients name. ``PooledActor`` is a pykka
-actor type built on the hooks pykka documents for implementors of new actor types
-(``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``) whose mailboxes are served in the
-turns of an ``ActorPool``: the same actor semantics (one message at a time per actor, in order, state
-private to the actor, ``tell``/``ask``/``stop`` through an ``ActorRef``, registered in pykka's
-``ActorRegistry``), without a thread per actor. A pool's turns run on its tier's bounded workers
-(``korral.actors.workers``), one turn at a time per pool; each partition's owners share a pool, and
-partitions, schedulers and dispatchers have one each, so partitions still run independently.
-
-pykka's own message loop cannot serve many actors from one thread, so the loop is korral's
-(``korral.actors.loop.OwnLoop``, shared with the simulated runtime). Nothing here names a private
-pykka module, class or attribute.
-
-An actor that shares its pool must never block: an ``ask`` to another actor of the same pool would wait
-for a message that only this very turn could process. korral's owners (nodes, applications, queues)
-only ``tell``; ``KorralActor.ask`` refuses their asks. An actor alone in its pool may block (on an ask
-down the rank order, in an RM's callback): it holds one worker of its tier meanwhile.
+``PooledActor`` is a pykka actor type built on the hooks pykka documents for new actor types
+(``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``): pykka's actor semantics (one
+message at a time, in order, ``tell``/``ask``/``stop`` through an ``ActorRef``, ``ActorRegistry``)
+without a thread per actor. Its mailbox is served in the turns of an ``ActorPool``, run by its tier's
+bounded workers (``korral.actors.workers``), one turn at a time per pool; the loop is korral's
+(``korral.actors.loop.OwnLoop``). No private pykka name is used. An actor that shares its pool never
+blocks (an ask to its pool could only be answered by the turn that waits): ``KorralActor.ask``
+refuses it. An actor alone in its pool may block, holding one worker of its tier meanwhile.
 """
 
 from __future__ import annotations

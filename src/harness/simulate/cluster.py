@@ -7,9 +7,8 @@ simulated runtime (``korral.start(runtime="simulated")``) and the whole run on i
 same ``--seed`` gives the same run, figure for figure, so two configs can be compared on the same
 workload (``--compare``). On a terminal the live view plays the virtual time at the wall clock's pace;
 piped, the run goes as fast as it can. The live view shows each queue's usage against its guarantee
-and max as it happens; the summary (simulate/report.py) reports, over one time window for every queue
-that existed, mean usage, pending demand, fairness among sibling queues and how long asks waited --
-those still pending at the end included.
+and max as it happens; the summary (``report``) gives, over one window for every queue that existed,
+mean usage, pending demand, fairness among siblings and how long asks waited (pending ones included).
 """
 
 from __future__ import annotations
