@@ -171,11 +171,19 @@ def tell_all(deliveries: list[tuple[Handle, Any]]) -> list[bool]:
 
 
 def ask_all(
-    asks: list[tuple[Handle, Any]], *, caller: Rank, timeout: float = DEFAULT_ASK_TIMEOUT
+    asks: list[tuple[Handle, Any]],
+    *,
+    caller: Rank,
+    timeout: float = DEFAULT_ASK_TIMEOUT,
+    until_answered: bool = False,
 ) -> list[Any]:
     """``Handle.ask`` of several actors, every message sent before the first answer is awaited: actors
     sharing a pool answer in one run of its worker, not one thread hand-off each. The answers in the
-    order asked; a stopped actor raises ``pykka.ActorDeadError``, as ``ask`` does."""
+    order asked; a stopped actor raises ``pykka.ActorDeadError``, as ``ask`` does.
+
+    ``until_answered``: for asks of actors that never block (a partition's owners), whose answer comes
+    once their pool gets to it: each wait is ``timeout`` long, logged when it runs out, and waited
+    again while the actor runs, so that a slow machine delays the change instead of losing it."""
     for handle, _ in asks:  # all refused, or all sent
         if caller <= handle.rank:
             raise RankViolation(
@@ -186,7 +194,16 @@ def ask_all(
     answers: list[Any] = []
     for (handle, _), future in zip(asks, futures, strict=True):
         try:
-            answers.append(future.get(timeout=timeout))
+            waited = 0.0
+            while True:
+                try:
+                    answers.append(future.get(timeout=timeout))
+                    break
+                except pykka.Timeout:
+                    if not until_answered or not handle.ref.is_alive():
+                        raise
+                    waited += timeout
+                    log.warning("%s has not answered in %.0f s; still waiting", handle.name, waited)
         except pykka.ActorDeadError:
             if not handle.ref.is_alive():  # stopped before it answered: no longer in flight
                 handle._tracker.done(handle.actor_id)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from korral.actors.base import Handle, Rank, RetiringActor, ask_all
+from korral.actors.base import DEFAULT_ASK_TIMEOUT, Handle, Rank, RetiringActor, ask_all
 from korral.actors.messages import ConfigureQueue, DrainQueue, TagQueue
 from korral.actors.runtime import ActorPool
 from korral.actors.tracker import Tracker
@@ -62,6 +62,10 @@ class QueueActor(RetiringActor):
         return self.spec
 
 
+# how long a partition waits for its queue actors before it logs that it still waits (and waits again)
+ANSWER_WAIT = DEFAULT_ASK_TIMEOUT
+
+
 class QueueActorSpecs:
     """The partition's registry's ``QueueSpecWriter``: a queue with an actor gets its next spec from
     it; a queue still being made (its actor starts once the registry has it) gets its first one from
@@ -75,7 +79,9 @@ class QueueActorSpecs:
         self.answers: dict[str, QueueSpec] = {}
 
     def _asked(self, asks: list[tuple[Handle, Any]]) -> list[QueueSpec]:
-        answers = ask_all(asks, caller=self.caller)
+        # a queue actor never blocks: its answer comes once its pool gets to it, so a configuration
+        # change waits for it however loaded the machine is, rather than failing half applied
+        answers = ask_all(asks, caller=self.caller, timeout=ANSWER_WAIT, until_answered=True)
         for (handle, _), answer in zip(asks, answers, strict=True):
             if not isinstance(answer, QueueSpec):
                 raise ModelError(f"queue {handle.name} did not answer: {answer!r}")

@@ -6,13 +6,19 @@ its creation, and queue cleanup retires it."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
+import pytest
 from core_helpers import MB, NODE, SMALL, add_nodes, eventually, part, running
 
 import korral
+import korral.actors.queue
 from korral import si
 from korral import testing as t
+from korral.actors.application import ApplicationActor
+from korral.actors.messages import AddAsks
+from korral.actors.setup import ActorSetup
 from korral.model.queue_spec import QueueSpec
 
 P = part()
@@ -156,3 +162,40 @@ def test_a_queue_placement_creates_has_an_actor_its_tags_change_and_cleanup_reti
         eventually(lambda: core.queue(P, "root.dyn.ns") is None)
         eventually(lambda: not handle.is_alive)
         assert "root.dyn.ns" not in _partition(core).queues
+
+
+def test_a_reload_waits_for_its_queue_actors_however_long_their_pool_is_busy(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue actor answers once its pool gets to it: a reload whose queue actors answer late (a
+    loaded machine, a long collection) is applied late, never lost half way."""
+    hold, release = threading.Event(), threading.Event()
+
+    class HeldApplication(ApplicationActor):
+        # holds its pool's turn in the AddAsks after ``hold`` is set, until ``release``
+        def on_AddAsks(self, message: AddAsks) -> None:
+            if hold.is_set():
+                hold.clear()
+                release.wait(timeout=300)
+            super().on_AddAsks(message)
+
+    monkeypatch.setattr(korral.actors.queue, "ANSWER_WAIT", 0.05)
+    with running(CONFIG, setup=ActorSetup(application_actor=HeldApplication)) as (core, rm):
+        add_nodes(core, rm, ["n1"])
+        core.update_application(t.applications("rm", {"app": "root.a"}))
+        core.wait_until_idle()
+        hold.set()
+        core.update_allocation(t.asks("rm", "app", 1, SMALL))
+        eventually(lambda: not hold.is_set())  # the partition's owners are held from now on
+        core.update_configuration(
+            si.UpdateConfigurationRequest(
+                rm_id="rm",
+                policy_group="queues",
+                config=CONFIG.replace("maxapplications: 1", "maxapplications: 3"),
+            )
+        )
+        eventually(lambda: any("still waiting" in record.getMessage() for record in caplog.records))
+        release.set()
+        core.wait_until_idle(timeout=120)
+        assert core.queue(P, "root.a").max_applications == 3
+        assert _actor_spec(core, "root.a").max_applications == 3
