@@ -203,23 +203,12 @@ def _release_victims(model: PartitionModel, ask: Ask, victims: Iterable[tuple[st
 
 
 def try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
-    """``_try_preempt``, timed for YuniKorn's trypreemption latency while a reader wants it."""
-    latencies = model.latencies
-    if latencies is None:
-        return _try_preempt(model, app, queue, ask, now)
-    started = perf_counter()
-    try:
-        return _try_preempt(model, app, queue, ask, now)
-    finally:
-        latencies.append(("trypreemption", perf_counter() - started))
-
-
-def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
     """An ask that fits no node, or whose queue's headroom is short, may preempt (YuniKorn 1.x): it
     allows preempting others, it has waited its queue's ``preemption.delay``, the partition has
     preemption on, and the laws find victims. Then the victims are released and, when the queue's
     headroom takes the ask, the node is reserved for it (else it is placed the usual way once the
-    victims are gone, as YuniKorn). True if it did."""
+    victims are gone, as YuniKorn). True if it did. Only an attempt past these preconditions is
+    timed for YuniKorn's trypreemption latency (while a reader wants it), as YuniKorn times it."""
     if not ask.allow_preempt_other or ask.required_node or not model.config.preemption.enabled:
         return False
     due = ask.create_time + queue.preemption_delay
@@ -231,6 +220,18 @@ def _try_preempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask
     ):
         return False
     model.preempt_attempts[queue.path] = model.preempt_attempts.get(queue.path, 0) + 1
+    latencies = model.latencies
+    if latencies is None:
+        return _attempt(model, app, queue, ask, now)
+    started = perf_counter()
+    try:
+        return _attempt(model, app, queue, ask, now)
+    finally:
+        latencies.append(("trypreemption", perf_counter() - started))
+
+
+def _attempt(model: PartitionModel, app: Application, queue: Queue, ask: Ask, now: float) -> bool:
+    """One preemption attempt for an ask past the preconditions: victims chosen and released."""
     facts = queue_facts(model)
     preemptor = policy.Preemptor(
         allocation_key=ask.allocation_key,

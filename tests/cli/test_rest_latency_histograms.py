@@ -191,3 +191,39 @@ def test_queues_and_applications_re_sorted_after_a_limit_change_are_sorting_late
         # (root.b has nothing to sort, and an order left empty is not timed)
         assert value(samples, name + "_count", level="app") >= apps_before + 1
         assert value(samples, name + "_count", level="queue") >= queues_before + 1
+
+
+def test_only_a_preemption_attempt_past_its_preconditions_is_a_try_preemption_latency() -> None:
+    # YuniKorn times tryPreemption once its preconditions pass (the delay waited, an attempt taken):
+    # an ask inside its preemption delay, looked at every cycle, adds nothing to the histogram
+    clock = Clock()
+    rm = t.RecordingRM("rm")
+    with korral.start(**FAST, clock=clock) as core:
+        url = core.serve_rest("127.0.0.1:0")
+        core.register_resource_manager(t.register("rm", PREEMPT), rm)
+        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 10})
+        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+        core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}))
+        assert rm.wait_for_allocations(10)
+        urgent = t.asks("rm", "hi", 1, {"memory": 300}, prefix="urgent-")
+        policy = si.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
+        core.update_allocation(
+            attrs.evolve(urgent, asks=[attrs.evolve(urgent.asks[0], preemption_policy=policy)])
+        )
+        core.wait_until_idle()
+        for i in range(3):  # cycles while the urgent ask waits out its delay
+            cycles = core.scheduler_stats(part())["cycles"]
+            core.update_allocation(t.asks("rm", "low-app", 1, {"memory": 100}, prefix=f"more{i}-"))
+            eventually(lambda before=cycles: core.scheduler_stats(part())["cycles"] > before)
+            core.wait_until_idle()
+        name = PREFIX + "trypreemption_latency_milliseconds"
+        assert value(scrape(url)[0], name + "_count") == 0
+        clock.now += 11.0  # past the preemption delay: one attempt, which preempts
+        core.poke_timers()
+        assert rm.wait_for(
+            lambda r: (
+                sum(x.termination_type == si.TerminationType.PREEMPTED_BY_SCHEDULER for x in r.released) == 3
+            )
+        )
+        core.wait_until_idle()
+        assert eventually(lambda: value(scrape(url)[0], name + "_count") == 1)
