@@ -19,6 +19,7 @@ from korral.harness.stress.common import (
     SETTINGS,
     USERS,
     Op,
+    OpLog,
     ReplayRM,
     Violation,
     rm_config,
@@ -108,7 +109,7 @@ class StressRun:
         self.fault = fault
         self.progress = progress
         self.minimize_budget = minimize_budget
-        self.ops: list[Op] = []
+        self.ops = OpLog()
         self._ops_lock = threading.Lock()
         self._seq = 0
         # uuid -> (application, allocation key) of every allocation the run's RMs were told of
