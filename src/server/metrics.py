@@ -30,6 +30,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from korral.server.events import EventLog
+from korral.server.histograms import BatchedHistogram
 from korral.server.history import MetricsHistory
 
 # YuniKorn's Go client emits no ``*_created`` series: neither does korral (process-wide switch of
@@ -245,31 +246,25 @@ class CoreMetrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.try_node_latency = Histogram(
-            "trynode_latency_milliseconds",
+        self.try_node_latency = BatchedHistogram(
+            f"{NAMESPACE}_scheduler_trynode_latency_milliseconds",
             "Latency of node condition checks for container allocations, such as placement "
             "constraints, in seconds.",
-            namespace=NAMESPACE,
-            subsystem="scheduler",
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            LATENCY_BUCKETS,
         )
-        self.try_node_evaluation = Histogram(
-            "trynode_evaluation_milliseconds",
+        registry.register(self.try_node_latency)
+        self.try_node_evaluation = BatchedHistogram(
+            f"{NAMESPACE}_scheduler_trynode_evaluation_milliseconds",
             "Time taken to evaluate nodes for a pod, in seconds.",
-            namespace=NAMESPACE,
-            subsystem="scheduler",
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            LATENCY_BUCKETS,
         )
-        self.try_preemption_latency = Histogram(
-            "trypreemption_latency_milliseconds",
+        registry.register(self.try_node_evaluation)
+        self.try_preemption_latency = BatchedHistogram(
+            f"{NAMESPACE}_scheduler_trypreemption_latency_milliseconds",
             "Latency of preemption condition checks for container allocations, in seconds.",
-            namespace=NAMESPACE,
-            subsystem="scheduler",
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            LATENCY_BUCKETS,
         )
+        registry.register(self.try_preemption_latency)
         # yunikorn_queue_app_total{partition, queue, state}: applications that reached a terminal state.
         # A counter whose family name is the gauge yunikorn_queue_app's: prometheus_client refuses
         # both in one registry, so it is written by a collector of its own (_TerminalApps)
@@ -482,15 +477,24 @@ class CoreMetrics:
         node that takes the ask), "trynode_evaluation" (every node walk for an ask, whatever its
         outcome), "trypreemption" (a preemption attempt),
         "sort_queue" / "sort_app" (a queue's children or applications re-sorted)."""
+        by_kind: dict[str, list[float]] = {}
         for kind, seconds in records:
-            if kind == "trynode":
-                self.try_node_latency.observe(seconds)
-            elif kind == "trynode_evaluation":
-                self.try_node_evaluation.observe(seconds)
-            elif kind == "trypreemption":
-                self.try_preemption_latency.observe(seconds)
+            values = by_kind.get(kind)
+            if values is None:
+                by_kind[kind] = [seconds]
             else:
-                self.sorting_latency.labels("queue" if kind == "sort_queue" else "app").observe(seconds)
+                values.append(seconds)
+        for kind, values in by_kind.items():
+            if kind == "trynode":
+                self.try_node_latency.observe_all(values)
+            elif kind == "trynode_evaluation":
+                self.try_node_evaluation.observe_all(values)
+            elif kind == "trypreemption":
+                self.try_preemption_latency.observe_all(values)
+            else:
+                sorting = self.sorting_latency.labels("queue" if kind == "sort_queue" else "app")
+                for seconds in values:
+                    sorting.observe(seconds)
 
     def scheduled(self, seconds: float) -> None:
         """One batch of scheduling cycles of a partition: korral's cycle (YuniKorn times one try per

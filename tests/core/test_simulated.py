@@ -195,10 +195,11 @@ def test_simulated_only_calls_refuse_a_threads_core() -> None:
 # ---- korral stress --simulated ----------------------------------------------------------------------------
 
 FAULT = "recovery-onto-leaving-node"
-# The fault shows in few seeds of this scenario (one RM): 128, 165, 173, 294, 304 and 338 of the first
-# 340 (a node leaving before the owner of a recovered allocation on it took the recovery in). Searched
-# in a window of 200 seeds that holds some, so the test stays short.
-SEEDS = range(101, 301)
+# The fault shows in few seeds of this scenario (one RM): 325 and 555 of the first 600 (a node leaving
+# before the owner of a recovered allocation on it took the recovery in; the workload's reloads of
+# partitions and queue maxes take a share of each seed's operations). Searched in a window that holds
+# both, so the test stays short.
+SEEDS = range(301, 601)
 
 
 def test_the_same_stress_scenario_run_twice_with_one_seed_gives_identical_traces() -> None:

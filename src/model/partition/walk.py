@@ -362,55 +362,61 @@ class SchedulingWalk:
         predicates = self.predicates
         latencies = predicates.latencies
         if latencies is None:
-            if predicates.active:
-                return self._walk_nodes(ask)
-            # Nothing to time and no RM predicates (the common case): the first node in order with
-            # room, without the general walk's set-up; under fair sorting it is nearly always the
-            # first one, looked at before any iterator is made.
-            spec = ask.spec
-            unfit = self.unfit_shapes
-            items, shape = spec.layout  # resource_items and shape, without their property calls
-            if unfit and shape in unfit:
-                return None
-            node_order = self.node_ordering.order
-            nodes = node_order.items
-            entries = node_order.entries
-            head = node_order.head
-            if head < len(entries):
-                node = nodes[entries[head][-1]]
+            return self._walk_nodes(ask) if predicates.active else self._first_with_room(ask)
+        started = time.perf_counter()
+        if predicates.active:  # the RM's predicates time their own checks (trynode)
+            found = self._walk_nodes(ask)
+            latencies.append(("trynode_evaluation", time.perf_counter() - started))
+            return found
+        # Without the RM's predicates, YuniKorn's try is the walk up to the node that takes the ask (or
+        # past every node): here that is the whole evaluation, unless the shape is known to fit nowhere.
+        unfit = self.unfit_shapes
+        known_unfit = bool(unfit) and ask.spec.layout[1] in unfit
+        found = self._first_with_room(ask)
+        elapsed = time.perf_counter() - started
+        if not known_unfit:
+            latencies.append(("trynode", elapsed))
+        latencies.append(("trynode_evaluation", elapsed))
+        return found
+
+    def _first_with_room(self, ask: Ask) -> Node | None:
+        """The first node in order with room (no RM predicates), without the general walk's set-up:
+        under fair sorting it is nearly always the first one, looked at before any iterator is made."""
+        items, shape = ask.spec.layout  # resource_items and shape, without their property calls
+        unfit = self.unfit_shapes
+        if unfit and shape in unfit:
+            return None
+        node_order = self.node_ordering.order
+        nodes = node_order.items
+        entries = node_order.entries
+        head = node_order.head
+        if head < len(entries):
+            node = nodes[entries[head][-1]]
+            available = node.available
+            for name, quantity in items:
+                if quantity > available.get(name, 0):
+                    break
+            else:
+                return node
+            for entry in entries_from(entries, head + 1):
+                node = nodes[entry[-1]]
                 available = node.available
                 for name, quantity in items:
                     if quantity > available.get(name, 0):
                         break
                 else:
                     return node
-                for entry in entries_from(entries, head + 1):
-                    node = nodes[entry[-1]]
-                    available = node.available
-                    for name, quantity in items:
-                        if quantity > available.get(name, 0):
-                            break
-                    else:
-                        return node
-            unfit.add(shape)  # nothing has room: skip this shape until some node gains room
-            return None
-        started = time.perf_counter()
-        found = self._walk_nodes(ask)
-        latencies.append(("trynode_evaluation", time.perf_counter() - started))
-        return found
+        unfit.add(shape)  # nothing has room: skip this shape until some node gains room
+        return None
 
     def _walk_nodes(self, ask: Ask) -> Node | None:
+        """The first node with room that the RM's predicates accept, put to them in growing groups."""
         spec = ask.spec
         shape = spec.shape
         unfit = self.unfit_shapes
         if unfit and shape in unfit:
             return None
         predicates = self.predicates
-        filters = predicates.active
-        # YuniKorn times the nodes tried for every ask; the RM's predicates time their own checks, and
-        # without them the walk up to the node that takes the ask (or past every node) is the try
-        timed = predicates.latencies if not filters else None
-        started = time.perf_counter() if timed is not None else 0.0
         candidates: list[Node] = []  # with room, not yet put to the RM's predicates
         per_call = predicates.candidates_per_call
         any_fit = False
@@ -426,10 +432,6 @@ class SchedulingWalk:
                     break
             else:
                 any_fit = True
-                if not filters:
-                    if timed is not None:
-                        timed.append(("trynode", time.perf_counter() - started))
-                    return node
                 candidates.append(node)
                 if len(candidates) >= per_call:
                     accepted = predicates.first_accepted(spec.allocation_key, candidates)
@@ -441,8 +443,6 @@ class SchedulingWalk:
             accepted = predicates.first_accepted(spec.allocation_key, candidates)
             if accepted is not None:
                 return accepted
-        if timed is not None:
-            timed.append(("trynode", time.perf_counter() - started))
         if not any_fit:
             # Nothing has room: skip this shape until some node gains room.
             unfit.add(shape)
