@@ -86,6 +86,8 @@ class CallbackDispatcher(ServedActor):
                 self.said_missing.add(method)
                 log.warning("%s: the RM callback has no %s: not delivered", self.name, method)
             return
+        if self.closed.is_set():  # again: the registration may have ended while the delivery was counted
+            return
         try:
             message.call(self.callback)
         except Exception:

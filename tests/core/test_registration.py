@@ -133,3 +133,42 @@ def test_stopping_the_core_during_a_registration_answers_the_caller_and_leaves_n
     assert len(outcome) == 1, outcome
     assert eventually(lambda: running_threads() <= threads, timeout=WAIT), threading.enumerate()
     assert live_partitions(core) == []
+
+
+def test_a_delivery_under_way_when_the_rm_registers_again_never_reaches_the_replaced_callback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The core counts a delivery (its metrics) before it calls the RM: a registration that ends
+    meanwhile must still keep the call from the replaced callback object."""
+    from korral.server.metrics import CoreMetrics
+
+    counting, release = threading.Event(), threading.Event()
+    original = CoreMetrics.delivered
+
+    def held(self: CoreMetrics, rm_id: str, method: str, argument: object) -> None:
+        if method == "update_node" and not release.is_set():
+            counting.set()
+            release.wait(timeout=120)
+        original(self, rm_id, method, argument)
+
+    monkeypatch.setattr(CoreMetrics, "delivered", held)
+
+    class Replaced(t.RecordingRM):
+        replaced = False
+        called_after: list[str] = []
+
+        def update_node(self, response: si.NodeResponse) -> None:
+            if self.replaced:
+                self.called_after.append("update_node")
+            super().update_node(response)
+
+    old, new = Replaced("rm"), t.RecordingRM("rm")
+    with korral.start() as core:
+        core.register_resource_manager(t.register("rm", ROOT_ONLY), old)
+        core.update_node(t.nodes("rm", ["n1"], NODE))
+        assert counting.wait(timeout=120)  # the answer to the node is being counted, not yet delivered
+        core.register_resource_manager(t.register("rm", ROOT_ONLY), new)
+        old.replaced = True
+        release.set()
+        core.wait_until_idle(timeout=120)
+    assert old.called_after == []
