@@ -46,10 +46,10 @@ from korral.actors.rm_messages import (
 )
 from korral.actors.rmproxy import PartitionBoard, RMProxyActor
 from korral.actors.setup import ActorSetup
-from korral.actors.simulated import SimulatedTimer, SimulatedTracker, Simulation
+from korral.actors.simulated import SimulatedTimer, Simulation
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
-from korral.actors.tracker import Tracker
+from korral.actors.tracker import SimulatedTracker, Tracker
 from korral.actors.workers import DEFAULT_ACTOR_THREADS, ActorThreads
 from korral.callback import ResourceManagerCallback
 from korral.config import load_config

@@ -1,20 +1,13 @@
-"""The simulated runtime: every actor of a core on the calling thread, in a seeded order, on a virtual clock.
+"""The simulated runtime: every actor of a core on the calling thread, in a seeded order, on a virtual
+clock (docs/architecture.md, "Runtimes: threads and simulated").
 
-The threads runtime (pooled and threaded actors, one timer thread) is fast but its interleavings come
-from the OS. Here the same actor classes run with a simulated mailbox instead (pykka's hooks for
-new actor types again: ``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``; the loop is
-korral's ``OwnLoop``, as the pool's), and nothing runs until the
-caller drives the ``Simulation``: at each step a seeded RNG picks one ready mailbox and delivers its
-next message. Actor semantics are those of the threads runtime: one message at a time per actor (an
-actor in the middle of a handler is never picked, even when that handler blocks on an ask and the
-simulation runs nested underneath it; meanwhile only actors of its rank or below are, which its
-answer can come from), messages to one actor in the order they were sent, the rank order for
-blocking asks. Timers fire on a virtual clock that only moves when nothing else is ready.
-The same seed and the same calls give the same interleaving, step for step.
-
-Perturbation (for stress runs) widens the interleavings explored without leaving what threads could
-do: a mailbox may be held back a random number of steps (its messages stay in order, so FIFO per
-sender and receiver holds), and timers fire a random skew late.
+The same actor classes get a simulated mailbox (pykka's hooks for new actor types; the loop is
+korral's ``OwnLoop``), and nothing runs until the caller drives the ``Simulation``: each step a seeded
+RNG picks one ready mailbox and delivers its next message, with the threads runtime's semantics (one
+message at a time per actor, even while its handler blocks on an ask and the simulation runs nested
+beneath it, when only actors of its rank or below are picked; each mailbox in send order). Timers
+fire on a virtual clock that moves only when nothing is ready. Perturbation holds mailboxes back and
+fires timers late, within what threads could do. The same seed and calls give the same steps.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ from korral import log_text
 from korral.actors.base import Periodic, PeriodicEntry
 from korral.actors.loop import OwnLoop, receive_envelope
 from korral.actors.runtime import PooledActor
-from korral.actors.tracker import Tracker
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
@@ -203,26 +195,6 @@ class SimulatedActor(OwnLoop):
             inbox.simulation._take(inbox._index)
 
 
-class SimulatedTracker(Tracker):
-    """The ``Tracker`` of a simulated core: the same counts, kept without locks, since every actor of
-    the core runs on the simulation's one thread (``Simulation`` refuses any other)."""
-
-    def sent(self, actor_id: int) -> None:
-        counts = self._counts
-        counts[actor_id] = counts.get(actor_id, 0) + 1
-        self._total += 1
-        self.sent_total += 1
-
-    def done(self, actor_id: int, messages: int = 1) -> None:
-        counts = self._counts
-        count = counts.get(actor_id, 0)
-        if count <= 0:
-            return
-        messages = min(messages, count)
-        counts[actor_id] = count - messages
-        self._total -= messages
-
-
 _simulated_classes: dict[type, type] = {}
 
 
@@ -287,10 +259,8 @@ class SimulatedTimer:
         self._simulation.add_timer(interval, target, Periodic(message, PeriodicEntry()), interval)
 
     def stop(self) -> None:
-        """The core stops: no timer fires any more, and what stopping sent (each actor's stop) is
-        delivered now, so every actor ends and leaves pykka's registry (nothing drives the
-        simulation after the core stopped: undelivered, they kept every actor of every stopped core
-        alive, ~0.3 MB a seed of korral stress --simulated)."""
+        """No timer fires any more, and each actor's stop is delivered now (nothing drives the
+        simulation after: undelivered, they kept every stopped core's actors alive)."""
         simulation = self._simulation
         simulation.clear_timers()
         if threading.current_thread() is simulation._thread:
@@ -324,15 +294,12 @@ class Simulation:
         self.max_delay = 0  # in steps
         self.timer_skew = 0.0  # timers fire up to this many virtual seconds late
         self.step_time = 0.0  # each delivery takes up to this many virtual seconds: timers fire mid-work
-        # the faults a harness injects into this core's actors (korral.harness.simulated.injected): the
-        # test-only actor classes the harness hands the core through ActorSetup read it; product never
-        self.injector: Any = None
+        self.injector: Any = None  # a harness's faults, read by its ActorSetup classes (never the product)
         self._delayed: list[tuple[int, int, SimulatedInbox]] = []
         self._delayed_seq = itertools.count()
         self._frozen = False  # see frozen()
         self._rank_floor: int | None = None  # see run_until
-        # message kinds that only read their actor: while frozen, an answer may be given again
-        # (deliver_now); ``_changes`` counts every other delivery, ``_answers`` the answers given
+        # kinds that only read their actor, answered again while frozen (deliver_now)
         self.repeatable_reads: frozenset[type] = frozenset()
         self._changes = 0
         self._answers: dict[SimulatedInbox, tuple[int, Any]] = {}
@@ -347,9 +314,8 @@ class Simulation:
         timer_skew: float = 0.05,
         step_time: float = 0.0001,
     ) -> None:
-        """Explore more orders, all of which threads could produce: mailboxes held back some steps
-        (their messages still in order), timers late by a random skew, and virtual time passing with
-        each delivery so that a timer may fall due in the middle of a burst of work."""
+        """Explore more orders threads could produce: mailboxes held back some steps, timers late by a
+        skew, virtual time passing with each delivery (a timer may fall due mid-burst)."""
         self.delay_probability = delay_probability
         self.max_delay = max_delay
         self.timer_skew = timer_skew
@@ -357,10 +323,8 @@ class Simulation:
 
     @contextmanager
     def frozen(self) -> Iterator[None]:
-        """Virtual time stands still while an observer reads (an invariant check): deliveries take no
-        time, no timer fires, no mailbox is held back, ``advance`` is refused, and a read that would
-        need a timer raises ``Timeout``. The schedule's RNG is as it was before the reads, so how many
-        reads a check makes does not shift the choices after it."""
+        """Virtual time stands still while an observer reads: no time passes, no timer fires, nothing
+        is held back, and the RNG is restored after, so a check's reads never shift the schedule."""
         if self._frozen:  # nested: the outer read restores
             yield
             return
@@ -460,12 +424,9 @@ class Simulation:
 
     def deliver_now(self, inbox: SimulatedInbox, envelope: Any) -> None:
         """Deliver an ask to an idle actor with an empty mailbox at once (the clock frozen: an
-        observer reads). The same delivery a step would make, without choosing among ready mailboxes:
-        this one is the only message it could take, and nothing else runs meanwhile.
-
-        A read (``repeatable_reads``) the actor already answered in this frozen spell, with nothing
-        but reads delivered since, is answered again with that answer: nothing it reads has changed.
-        It counts as a step all the same, so that how a check reads never shifts the schedule."""
+        observer reads), as a step would. A read (``repeatable_reads``) answered in this frozen spell,
+        with only reads delivered since, gets that answer again. It counts as a step all the same, so
+        that how a check reads never shifts the schedule."""
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
@@ -483,8 +444,7 @@ class Simulation:
             self._answers[inbox] = (self._changes, reply._value)
 
     def _deliver(self, inbox: SimulatedInbox, actor: Any, envelope: Any) -> None:
-        """Hand ``envelope`` to ``actor`` (the step's and ``deliver_now``'s delivery): traced, counted
-        for coverage, the actor marked running, then torn down if it stopped or made ready again."""
+        """A step's or ``deliver_now``'s delivery: traced, counted, the actor marked running meanwhile."""
         if type(envelope.message) not in self.repeatable_reads:
             self._changes += 1
         if self.on_deliver is not None:
