@@ -79,6 +79,7 @@ class SimulatedInbox:
     def put(self, envelope: Any, /) -> None:
         reply_to = envelope.reply_to
         if reply_to is not None and isinstance(reply_to, SimulatedFuture):
+            reply_to.asked_rank = getattr(self.actor, "rank", None)
             simulation = reply_to.simulation = self.simulation
             if (
                 simulation is not None
@@ -108,6 +109,7 @@ class SimulatedFuture(pykka.Future[Any]):
     def __init__(self) -> None:
         super().__init__()
         self.simulation: Simulation | None = None
+        self.asked_rank: int | None = None  # the rank of the actor asked: what the wait depends on
         self.hooked = False
         self._value: Any = None
         self._exc_info: Any = None
@@ -123,7 +125,7 @@ class SimulatedFuture(pykka.Future[Any]):
         if not self._done:
             if self.simulation is None:
                 raise Timeout(f"{timeout} seconds (the message was never sent)")
-            self.simulation.run_until(lambda: self._done, timeout)
+            self.simulation.run_until(lambda: self._done, timeout, self.asked_rank)
         if self._exc_info is not None:
             exc_type, exc_value, exc_traceback = self._exc_info
             if exc_value is None:
@@ -554,17 +556,20 @@ class Simulation:
         self._fire_due()
         self.run_until_idle()
 
-    def run_until(self, done: Callable[[], bool], timeout: float | None) -> None:
-        """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``."""
+    def run_until(
+        self, done: Callable[[], bool], timeout: float | None, asked_rank: int | None = None
+    ) -> None:
+        """Run until ``done()`` (a blocking ask's answer); the virtual clock may move up to ``timeout``.
+
+        Until an ask is answered, no actor above the rank of the one asked is picked: it would run on
+        this one stack above the waiting handler, and one that asked that handler's actor in turn
+        could never be answered (on threads it would simply wait). The answer comes from the actor
+        asked and what it asks, down the ranks. An ask made from the RM's code inside a handler (a
+        predicates callback registering again) is an ask of the actor it names, as on threads."""
         self._check_thread()
-        # A handler blocks on an ask: until it is answered, no actor of a higher rank is picked (it
-        # would run above it on this one stack, and one that asked the blocked actor in turn could
-        # never be answered: on threads it would simply wait there). Asks go down the rank order,
-        # so what the blocked handler waits on is at its rank or below.
         floor = self._rank_floor
-        rank = getattr(self.running, "rank", None)
-        if rank is not None and (floor is None or rank < floor):
-            self._rank_floor = rank
+        if asked_rank is not None:
+            self._rank_floor = asked_rank
         try:
             self._run_until(done, timeout)
         finally:
