@@ -15,6 +15,7 @@ from cli_helpers import KNOWN_FAULT
 from click.testing import CliRunner
 
 import korral
+from korral.actors.workers import DEFAULT_ACTOR_THREADS
 from korral.cli import main
 from korral.config import load_config
 from korral.harness.benchmark import workloads
@@ -133,7 +134,9 @@ def test_stress_soak_prints_rss_threads_and_actors_and_nothing_piles_up(runner: 
         rows[-1],
     )
     assert busy_last > busy_first > 0, "the second RM did not keep the core busy"
-    assert threads_last == threads_first, result.output
+    # threads do not grow with the cycles (the verdict's fitted line says so); the four tiers' workers
+    # start as first needed, so a sample may count some more than the first did, never past them
+    assert threads_last <= threads_first + 4 * DEFAULT_ACTOR_THREADS, result.output
     # 500 cycles remove 500 applications of this RM and more of the busy one. A sample counts what is
     # live at that instant: the busy RM's work in flight and the removed actors not retired yet (they
     # go on the partition's next tick), 200-900 on a quiet machine, going up and down between
