@@ -63,7 +63,7 @@ HOLD = -1
 class SimulatedInbox:
     """An actor's mailbox in the simulation: FIFO, and on the ready list while it can deliver."""
 
-    __slots__ = ("_index", "actor", "busy", "messages", "simulation", "started")
+    __slots__ = ("_index", "actor", "busy", "group", "messages", "simulation", "started")
 
     def __init__(self) -> None:
         self.messages: deque[Any] = deque()
@@ -71,6 +71,7 @@ class SimulatedInbox:
         self.simulation: Simulation | None = None
         self.started = False
         self.busy = False  # in a handler: not eligible until it returns
+        self.group = ""  # its actor's name up to the first "/": a partition and its actors share one
         self._index = -1  # position in the simulation's ready list, -1 when not on it
 
     def bind(self, actor: Any) -> None:
@@ -166,6 +167,7 @@ class SimulatedActor(OwnLoop):
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         inbox.actor = self
         inbox.simulation = simulation
+        inbox.group = self.name.partition("/")[0]  # type: ignore[attr-defined]
         simulation.actors[self.name] = self  # type: ignore[attr-defined]
         for envelope in inbox.messages:  # asks queued before the start learn whom to run
             if isinstance(envelope.reply_to, SimulatedFuture):
@@ -304,6 +306,9 @@ class Simulation:
         # kinds that only read their actor, answered again while frozen (deliver_now)
         self.repeatable_reads: frozenset[type] = frozenset()
         self._changes = 0
+        # per group of actors (a partition and its actors: ``SimulatedInbox.group``), the deliveries
+        # other than ``repeatable_reads`` it took: while unchanged, what its actors answer is the same
+        self.group_changes: dict[str, int] = {}
         self._answers: dict[SimulatedInbox, tuple[int, Any]] = {}
         # deliveries without quiescence before a run is declared a livelock (a harness may lower it)
         self.max_steps_per_run = MAX_STEPS_PER_RUN
@@ -337,6 +342,11 @@ class Simulation:
             self._frozen = False
             self._answers.clear()
             self.rng.setstate(state)
+
+    @property
+    def is_frozen(self) -> bool:
+        """Whether an observer reads now (``frozen``): nothing but reads is delivered."""
+        return self._frozen
 
     # ---- clocks ------------------------------------------------------------------------------------
 
@@ -449,6 +459,8 @@ class Simulation:
         """A step's or ``deliver_now``'s delivery: traced, counted, the actor marked running meanwhile."""
         if type(envelope.message) not in self.repeatable_reads:
             self._changes += 1
+            changes = self.group_changes
+            changes[inbox.group] = changes.get(inbox.group, 0) + 1
         if self.on_deliver is not None:
             self.on_deliver(actor.name, envelope.message)
         if self.coverage is not None:

@@ -13,7 +13,8 @@ Each takes the quiescent states read with virtual time frozen and returns violat
 order. ``collect_direct`` reads a partition on the simulation's thread by calling its actor's query
 handlers itself (the queue tree in one call): the same ``PartitionState`` as
 ``korral.harness.invariants.collect``, without a request to the RM proxy and a query message per
-queue (a check's own traffic was most of a seed's deliveries).
+queue (a check's own traffic was most of a seed's deliveries). Both are kept while the partition's
+actors take nothing but reads (``simulated.reads``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from korral.actors.partition.actor import PartitionActor
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.simulated import books as simulated_books
+from korral.harness.simulated.reads import kept_read
 from korral.harness.stress import LIMITED_GROUPS, USERS
 from korral.info import GroupUsageInfo, LimitUsageInfo, UserUsageInfo
 from korral.resource import fits_in_max
@@ -65,12 +67,18 @@ def collect_direct(core: Core, partition: str) -> invariants.PartitionState | No
     actor = _partition_actor(core, partition)
     if actor is None:
         return invariants.collect(core, partition)
-    return invariants.PartitionState(
-        info=actor.on_PartitionSummary(PartitionSummary()),
-        nodes=actor.on_NodesQuery(NodesQuery()),
-        applications=actor.on_ApplicationsQuery(ApplicationsQuery()),
-        queues={queue.path: queue for queue in actor.on_QueueTreeQuery(QueueTreeQuery())},
-    )
+    live: PartitionActor = actor
+
+    def read() -> invariants.PartitionState:
+        return invariants.PartitionState(
+            info=live.on_PartitionSummary(PartitionSummary()),
+            nodes=live.on_NodesQuery(NodesQuery()),
+            applications=live.on_ApplicationsQuery(ApplicationsQuery()),
+            queues={queue.path: queue for queue in live.on_QueueTreeQuery(QueueTreeQuery())},
+        )
+
+    assert core.simulation is not None
+    return kept_read(core.simulation, actor, partition, "state", read)
 
 
 class DirectUsage:
@@ -200,9 +208,15 @@ class Usage:
 def read_usage(core: Core, partition: str) -> Usage:
     actor = _partition_actor(core, partition)
     if actor is not None:
-        return Usage(
-            actor.on_UsersUsageQuery(UsersUsageQuery()), actor.on_GroupsUsageQuery(GroupsUsageQuery())
-        )
+        live: PartitionActor = actor
+
+        def read() -> Usage:
+            return Usage(
+                live.on_UsersUsageQuery(UsersUsageQuery()), live.on_GroupsUsageQuery(GroupsUsageQuery())
+            )
+
+        assert core.simulation is not None
+        return kept_read(core.simulation, actor, partition, "usage", read)
     return Usage(core.users_usage(partition), core.groups_usage(partition))
 
 
