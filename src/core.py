@@ -161,6 +161,7 @@ class Core:
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         self.tracker.use_workers(ActorThreads(limits.pop("actor_threads")))
+        self.metrics.event_channel = self.tracker.event_channel
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
             # (a simulated core runs no thread beside its simulation: its history is its first record)
             self.metrics.start_history(self.tracker.clocks.wall_clock_ns, sampler=runtime == "threads")

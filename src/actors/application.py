@@ -7,11 +7,13 @@ to the scheduler's view and one callback to the RM, not a thousand of each.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from korral import resource as res
 from korral import si
 from korral.actors.base import Handle, Rank, RetiringActor
+from korral.actors.event_channel import deliver_events
 from korral.actors.messages import (
     AddAsks,
     AppFinished,
@@ -391,6 +393,4 @@ class ApplicationActor(RetiringActor):
             records.extend(
                 events.user_group_usage(allocation, app.user, app.limit_group, events.Change.REMOVE)
             )
-        if records:
-            records = events.stamped(records, self.tracker.clocks.wall_clock_ns())
-            self.tell(self.dispatcher, Deliver(argument=records))
+        deliver_events(self.tracker, self.dispatcher, records, partial(self.tell, self.dispatcher))

@@ -68,6 +68,8 @@ class CallbackDispatcher(ServedActor):
         try:
             self._deliver(message)
         finally:
+            if type(message.argument) is list:  # events: out of the event channel
+                self.tracker.event_channel.release(self.handle.actor_id, len(message.argument))
             if message.then is not None:
                 target, follow = message.then
                 target.tell(follow)

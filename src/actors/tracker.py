@@ -13,6 +13,7 @@ import threading
 import time
 
 from korral.actors.clocks import Clocks
+from korral.actors.event_channel import EventChannel
 from korral.actors.timing import HandlerTiming
 from korral.actors.workers import ActorThreads
 
@@ -29,6 +30,8 @@ class Tracker:
         self._total = 0
         self.sent_total = 0  # every message ever sent: the benchmarks' messages-per-allocation
         self.errors = 0
+        # events on their way to the RMs' dispatchers, bounded (``korral.actors.event_channel``)
+        self.event_channel = EventChannel()
         # the threads of this core's threaded actors, joined by Core.stop (dead ones pruned as they go)
         self._actor_threads: list[threading.Thread] = []
         # the bounded workers every other actor runs on (``korral.actors.workers``): made when first
@@ -100,6 +103,7 @@ class Tracker:
 
     def forget(self, actor_id: int) -> None:
         """The actor stopped: what was queued for it will never be handled."""
+        self.event_channel.forget(actor_id)
         with self._lock:
             count = self._counts.pop(actor_id, 0)
             self._total -= count

@@ -16,7 +16,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,6 +32,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from korral.server.events import EventLog
 from korral.server.histograms import BatchedHistogram
 from korral.server.history import MetricsHistory
+
+if TYPE_CHECKING:
+    from korral.actors.event_channel import EventChannel
 
 # YuniKorn's Go client emits no ``*_created`` series: neither does korral (process-wide switch of
 # prometheus_client, set before any metric of a core is made)
@@ -270,11 +273,13 @@ class CoreMetrics:
         # both in one registry, so it is written by a collector of its own (_TerminalApps)
         self.queue_app_total: dict[tuple[str, str, str], int] = {}
         registry.register(_TerminalApps(self))
-        # yunikorn_event_total_<stage>: korral logs every event it makes (nothing is dropped before
-        # the ring buffer), so created = channeled = processed = stored = collected. Go names these
+        # yunikorn_event_total_<stage>: korral logs every event its event channel takes (those it
+        # drops, full, are not_channeled: korral.actors.event_channel), so channeled = processed =
+        # stored = collected. Go names these
         # counters without a _total suffix, which prometheus_client always adds: written by
         # exposition() itself
         self.event_stages = dict.fromkeys(EVENT_STAGES, 0)
+        self.event_channel: EventChannel | None = None  # the core's, once it has started
         # set once a REST server serves this core: from then on the core makes events for every RM
         # (korral.model.events.Wanted), not only for RMs whose callback takes them
         self.events_read = False
@@ -553,12 +558,16 @@ class CoreMetrics:
 
     def exposition(self) -> bytes:
         with self._lock:
-            stages = list(self.event_stages.items())
+            stages = dict(self.event_stages)
+        if self.event_channel is not None:  # made, then dropped with the event channel full
+            dropped = self.event_channel.dropped
+            stages["created"] += dropped
+            stages["not_channeled"] += dropped
         events = "".join(
             f"# HELP {NAMESPACE}_event_total_{stage} total events {stage.replace('_', ' ')}\n"
             f"# TYPE {NAMESPACE}_event_total_{stage} counter\n"
             f"{NAMESPACE}_event_total_{stage} {float(count)}\n"
-            for stage, count in stages
+            for stage, count in stages.items()
         )
         return generate_latest(self.registry) + (self._queue_containers.text() + events).encode()
 

@@ -22,6 +22,7 @@ import attrs
 from korral import resource as res
 from korral import si
 from korral.actors.base import Handle, Periodic, Rank, ServedActor, tell_all
+from korral.actors.event_channel import deliver_events
 from korral.actors.messages import (
     AddAsks,
     AppAdded,
@@ -299,7 +300,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
 
     def _send_events(self) -> None:
         if self._records:
-            self._deliver(events.stamped(self._records, self.tracker.clocks.wall_clock_ns()))
+            deliver_events(self.tracker, self.dispatcher, self._records, self.dispatcher.tell)
             self._records = []
 
     def _reject_asks(self, asks: list[tuple[str, str, str]]) -> None:

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from korral import si
 from korral.actors.base import Handle, Rank, ServedActor, inside_predicates, tell_all
+from korral.actors.event_channel import deliver_events
 from korral.actors.messages import (
     AppAdded,
     AppBackoffs,
@@ -581,7 +582,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
             for event in quota
         ]
         records += [events.app_runnable(c.application_id, c.runnable, c.by) for c in runnable]
-        self.dispatcher.tell(Deliver(argument=events.stamped(records, self.tracker.clocks.wall_clock_ns())))
+        deliver_events(self.tracker, self.dispatcher, records, self.dispatcher.tell)
 
     def on_Snapshot(self, message: Snapshot) -> Any:
         return {

@@ -17,7 +17,8 @@ from typing import Any
 
 from korral import resource as res
 from korral import si
-from korral.actors.messages import Deliver, NodeReservations
+from korral.actors.event_channel import deliver_events
+from korral.actors.messages import NodeReservations
 from korral.actors.node_board import NodeBoard
 from korral.actors.queue_board import QueueBoard
 from korral.model import events
@@ -73,8 +74,7 @@ class SchedulerPublishing:
             changed.clear()
             self.partition.tell(NodeReservations(reservations=tuple(reservations)))
             if records and not self.callback_closed.is_set():
-                stamped = events.stamped(records, self.tracker.clocks.wall_clock_ns())
-                self.dispatcher.tell(Deliver(argument=stamped))
+                deliver_events(self.tracker, self.dispatcher, records, self.dispatcher.tell)
 
     def _reservation_records(
         self, node_id: str, before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...]
