@@ -182,7 +182,13 @@ def _compile() -> None:
             sub = _BY_KORRAL[field.message] if field.message is not None else None
             read_fields.append((field.proto, field.kind, set_slot, default, factory, sub, field.enum_type))
         write_fields = [
-            (field.attr, field.proto, field.kind, _BY_KORRAL[field.message] if field.message else None)
+            (
+                field.attr,
+                field.proto,
+                field.kind,
+                _BY_KORRAL[field.message] if field.message else None,
+                si_pb2.Resource if field.kind == _RESOURCE else None,
+            )
             for field in spec.fields
         ]
         object.__setattr__(spec, "read", convert_code.reader(spec.korral_type, read_fields))

@@ -25,8 +25,8 @@ SCALAR, ENUM, RESOURCE, MAP, MESSAGE, REPEATED_MESSAGE, REPEATED_SCALAR = range(
 # (proto field, kind, slot setter, default, factory, sub-message converter, enum class) of each field of a
 # korral message, in its attrs order; a sub-message converter has ``read`` and ``write`` once built
 ReadField = tuple[str, int, Any, Any, Any, Any, Any]
-# (attribute, proto field, kind, sub-message converter)
-WriteField = tuple[str, str, int, Any]
+# (attribute, proto field, kind, sub-message converter, the protobuf Resource class of a resource field)
+WriteField = tuple[str, str, int, Any, Any]
 
 
 # Resources decoded, by their bytes on the wire: the items of a request or response mostly share a
@@ -48,6 +48,25 @@ def resource_map(resource: Any) -> dict[str, int]:
     return dict(known)
 
 
+# Resources encoded, by their items: the same few recur across a response's allocations, and filling
+# a map entry by entry costs more than copying a finished message in. Bounded like the decoding's.
+_resource_messages: dict[tuple[tuple[str, int], ...], Any] = {}
+
+
+def resource_message(resource: dict[str, int], proto_type: Any) -> Any:
+    """The protobuf Resource of korral's map, shared: the caller copies it into its message (CopyFrom)."""
+    key = tuple(resource.items())
+    known = _resource_messages.get(key)
+    if known is None:
+        known = proto_type()
+        quantities = known.resources
+        for name, value in resource.items():
+            quantities[name].value = value  # TypeError / ValueError for a value the proto cannot hold
+        if len(_resource_messages) < RESOURCE_CACHE:
+            _resource_messages[key] = known
+    return known
+
+
 def _absent(index: int, factory: Any) -> str:
     return f"F{index}()" if factory is not None else f"D{index}"
 
@@ -60,7 +79,8 @@ def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], An
         names[f"S{index}"], names[f"D{index}"], names[f"F{index}"] = set_slot, default, factory
         names[f"C{index}"], names[f"E{index}"] = sub, enum_type
         absent = _absent(index, factory)
-        lines.append(f"    v = source.{proto}")
+        if kind not in (RESOURCE, MESSAGE):  # a sub-message is read only when present
+            lines.append(f"    v = source.{proto}")
         if kind == SCALAR:
             lines.append(f"    S{index}(made, v if v else {absent})")
         elif kind == ENUM:
@@ -68,7 +88,7 @@ def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], An
         elif kind == RESOURCE:
             lines += [
                 f"    if source.HasField({proto!r}):",
-                f"        S{index}(made, RESOURCE(v))",
+                f"        S{index}(made, RESOURCE(source.{proto}))",
                 "    else:",
                 f"        S{index}(made, {absent})",
             ]
@@ -85,7 +105,8 @@ def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], An
                 f"        S{index}(made, {absent})",
             ]
         else:  # MESSAGE
-            lines.append(f"    S{index}(made, C{index}.read(v) if source.HasField({proto!r}) else {absent})")
+            present = f"C{index}.read(source.{proto})"
+            lines.append(f"    S{index}(made, {present} if source.HasField({proto!r}) else {absent})")
     lines.append("    return made")
     read: Callable[[Any], Any] = _compiled(lines, names, "read", korral_type.__name__)
     return read
@@ -93,19 +114,15 @@ def reader(korral_type: type, fields: Sequence[ReadField]) -> Callable[[Any], An
 
 def writer(korral_type: type, fields: Sequence[WriteField]) -> Callable[[Any, Any], None]:
     """The function that fills a fresh protobuf message from a ``korral_type`` message."""
-    names: dict[str, Any] = {}
+    names: dict[str, Any] = {"RESOURCE": resource_message}
     lines = ["def write(target, message):"]
-    for index, (attr, proto, kind, sub) in enumerate(fields):
-        names[f"C{index}"] = sub
+    for index, (attr, proto, kind, sub, resource_type) in enumerate(fields):
+        names[f"C{index}"], names[f"P{index}"] = sub, resource_type
         lines.append(f"    v = message.{attr}")
         if kind in (SCALAR, ENUM):
             lines.append(f"    if v: target.{proto} = v")
         elif kind == RESOURCE:
-            lines += [
-                "    if v:",
-                f"        q = target.{proto}.resources",
-                "        for n, x in v.items(): q[n].value = x",
-            ]
+            lines.append(f"    if v: target.{proto}.CopyFrom(RESOURCE(v, P{index}))")
         elif kind == MAP:
             lines.append(f"    if v: target.{proto}.update(v)")
         elif kind == REPEATED_SCALAR:
