@@ -481,8 +481,9 @@ class Core:
 
     def serve_grpc(self, address: str = "127.0.0.1:0", **options: Any) -> str:
         """Serve the SI over gRPC (si.v1.Scheduler) at address (port 0: any free one); returns
-        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, default_config
-        (korral.server.grpc_server.GrpcServer). Stopped by stop()."""
+        "HOST:PORT". options: max_concurrent_rpcs, max_message_bytes, max_backlog, max_backlog_bytes,
+        max_connections, default_config, tls, tokens (korral.server.grpc_server.GrpcServer). Stopped
+        by stop()."""
         from korral.server.grpc_server import GrpcServer
 
         if self._stopped:

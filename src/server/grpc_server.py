@@ -39,6 +39,7 @@ from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
 from korral.server.convert import ConversionError, parse, parse_ordered, to_pb
+from korral.server.fds import default_max_connections
 from korral.server.resets import ResetGuard
 from korral.server.session import (
     ALLOCATION,
@@ -88,6 +89,9 @@ KEEPALIVE_OPTIONS = [
 # time: 100 serves 20 RMs sharing one connection.
 MAX_STREAMS_PER_CONNECTION = 100
 STREAM_OPTIONS = [("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION)]
+# A connection that has not finished its HTTP/2 handshake (the client's preface and SETTINGS) this many
+# seconds after it opened is closed: silent sockets hold neither a connection slot nor a descriptor long
+HANDSHAKE_TIMEOUT = 10.0
 __all__ = ["ALLOCATION", "APPLICATION", "MAX_BACKLOG", "MAX_BACKLOG_BYTES", "NODE", "GrpcServer"]
 
 
@@ -167,6 +171,7 @@ class GrpcServer:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_backlog: int = MAX_BACKLOG,
         max_backlog_bytes: int = MAX_BACKLOG_BYTES,
+        max_connections: int | None = None,
         default_config: str = "",
         tls: ServerTls | Mapping[str, Any] | None = None,
         tokens: str | Path | Mapping[str, str] | None = None,
@@ -174,9 +179,15 @@ class GrpcServer:
         """default_config: the queues.yaml of an RM that registers with an empty config (korral serve
         --config); empty: the core's own default, as in-process. tls: the server's certificate (and a
         client CA for mutual TLS): a ServerTls, or {"cert": F, "key": F, "client_ca": F} as serve_rest
-        takes it; tokens: rmID -> secret, or a YAML/JSON file of them."""
+        takes it; tokens: rmID -> secret, or a YAML/JSON file of them. max_connections: connections
+        open at once (default: a quarter of RLIMIT_NOFILE, at most 1,024); one more is closed as soon
+        as it is accepted (the client sees UNAVAILABLE)."""
         if max_backlog < 1 or max_backlog_bytes < 1:
             raise ValueError("max_backlog and max_backlog_bytes must be at least 1")
+        if max_connections is None:
+            max_connections = default_max_connections()
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"max_connections must be a whole number of at least 1, got {max_connections!r}")
         tls = ServerTls.of(tls) if tls is not None else None
         self._core = core
         self._default_config = default_config
@@ -186,6 +197,7 @@ class GrpcServer:
         self._max_message_bytes = max_message_bytes
         self._max_backlog = max_backlog
         self._max_backlog_bytes = max_backlog_bytes
+        self._max_connections = max_connections
         self._credentials = tls.credentials() if tls is not None else None
         self._auth = Authenticator(tls, load_tokens(tokens) if tokens is not None else None)
         self._sessions: dict[str, RmSession] = {}
@@ -277,6 +289,10 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
                 *KEEPALIVE_OPTIONS,
                 *STREAM_OPTIONS,
+                # past it gRPC's core closes each new connection at once; with the handshake timeout,
+                # silent clients cannot take every descriptor (the REST server's, a real RM's)
+                ("grpc.max_allowed_incoming_connections", self._max_connections),
+                ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT * 1000)),
             ],
         )
         # raw bytes in and out: decoding here turns a malformed message into INVALID_ARGUMENT with a reason

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -24,29 +23,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from korral import log_text
+from korral.server.fds import default_max_connections, fd_limit
 
 log = log_text.logger("korral.rest")
 
-# the share of the process's file descriptor limit (RLIMIT_NOFILE, soft) the REST server may hold at
-# most: the rest (gRPC connections, the core's threads and pipes, logs) is never starved by REST clients
-DEFAULT_FD_SHARE = 4
 MAX_FD_SHARE = 2  # a configured max_connections above half the limit is refused
-DEFAULT_MAX_CONNECTIONS = 1024
 # a refused connection gets this answer (YuniKorn's error body) and is closed
 REFUSED = json.dumps(
     {"status_code": 503, "message": "Too many connections", "description": "Too many connections"}
 ).encode()
 REFUSAL_LOG_INTERVAL = 60.0  # seconds between two warnings that connections are being refused
-
-
-def fd_limit() -> int:
-    """The process's soft limit of open file descriptors."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft if soft != resource.RLIM_INFINITY else 1 << 20
-
-
-def default_max_connections() -> int:
-    return max(16, min(DEFAULT_MAX_CONNECTIONS, fd_limit() // DEFAULT_FD_SHARE))
 
 
 def _positive(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
