@@ -118,7 +118,11 @@ class SimulatedStress:
 
     def _start(self, seed: int, full_trace: bool, settings: SeedSettings) -> Core:
         options = setup_with_injection(faults.start_options(), self.env_faults)
-        core = korral.start(runtime="simulated", seed=seed, **settings.core_settings(), **options)
+        # the cyclic collector's thresholds raised while the core runs (actors.gc_tuning): at Python's
+        # defaults its collections took a tenth of a seed's CPU, and they decide nothing in a run
+        core = korral.start(
+            runtime="simulated", seed=seed, tune_gc=True, **settings.core_settings(), **options
+        )
         assert core.simulation is not None
         core.simulation.max_steps_per_run = LIVELOCK_STEPS
         if self.env_faults & {"handlers", "cutoffs"}:
