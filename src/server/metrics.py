@@ -530,10 +530,12 @@ class CoreMetrics:
 
     def totals(self) -> tuple[int, int]:
         """(running applications, running containers) as YuniKorn's history collector reads them."""
-        running = int(self.value("yunikorn_scheduler_application_total", {"state": "running"}))
+        running = int(_sample(self.application, "yunikorn_scheduler_application_total", {"state": "running"}))
         attempts = "yunikorn_scheduler_container_allocation_attempt_total"
+        allocation = self.container_allocation
         containers = int(
-            self.value(attempts, {"state": "allocated"}) - self.value(attempts, {"state": "released"})
+            _sample(allocation, attempts, {"state": "allocated"})
+            - _sample(allocation, attempts, {"state": "released"})
         )
         return running, containers
 
@@ -575,3 +577,13 @@ class CoreMetrics:
         """A sample's current value (0 if never set): for the health check."""
         found = self.registry.get_sample_value(name, dict(labels or {}))
         return found or 0.0
+
+
+def _sample(metric: Counter | Gauge, name: str, labels: Mapping[str, str]) -> float:
+    """A sample of one metric (0 if never set), collected from that metric alone: collecting the
+    registry would read every other one, and the process's own series from /proc."""
+    for family in metric.collect():
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
