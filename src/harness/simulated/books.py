@@ -23,11 +23,11 @@ Nothing here reads the core's own totals to build an expectation; the totals are
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from korral import resource as res
 from korral import si
 from korral.harness.invariants import PartitionState
 from korral.info import GroupUsageInfo, UserUsageInfo
@@ -38,6 +38,12 @@ from korral.testing import CORE_RELEASES
 def _add(total: dict[str, int], resource: Mapping[str, int]) -> None:
     for name, quantity in resource.items():
         total[name] = total.get(name, 0) + quantity
+
+
+@functools.lru_cache(maxsize=4096)
+def _levels(queue: str) -> tuple[str, ...]:
+    """``path_levels``, once per queue path (every check walks every booked allocation's)."""
+    return path_levels(queue)
 
 
 def _pruned(resource: Mapping[str, int]) -> dict[str, int]:
@@ -87,7 +93,7 @@ class Expected:
             group = groups.get(app.application_id)
             if group:
                 owners.append(("group", group))
-            for path in path_levels(app.queue):
+            for path in _levels(app.queue):
                 _add(self.queue[path], resource)
                 for owner in owners:
                     used, running = self.owners[owner].setdefault(path, ({}, set()))
@@ -149,14 +155,14 @@ def check_books(
             ("allocated", app.allocated, expected.app_allocated.get(app.application_id, {})),
             ("placeholder", app.placeholder, expected.app_placeholder.get(app.application_id, {})),
         ):
-            if not res.equals(_pruned(published), _pruned(wanted)):
+            if _pruned(published) != _pruned(wanted):
                 problems.append(
                     f"{name} application {app.application_id}: {label} {published} != {wanted}, the sum of "
                     "its booked allocations"
                 )
     for node in state.nodes:
         wanted = expected.node_allocated.get(node.node_id, {})
-        if not res.equals(_pruned(node.allocated), _pruned(wanted)):
+        if _pruned(node.allocated) != _pruned(wanted):
             problems.append(
                 f"{name} node {node.node_id}: allocated {node.allocated} != {wanted}, the sum of the "
                 "booked allocations on it"
@@ -170,7 +176,7 @@ def check_books(
                     f"{name} queue {path}: not published, yet applications under it hold {wanted}"
                 )
             continue
-        if not res.equals(_pruned(queue.allocated), _pruned(wanted)):
+        if _pruned(queue.allocated) != _pruned(wanted):
             problems.append(
                 f"{name} queue {path}: allocated {queue.allocated} != {wanted}, the sum of the booked "
                 "allocations under it"
@@ -197,7 +203,7 @@ def _check_usage(name: str, expected: Expected, infos: list[tuple[str, str, Any]
             used, running = wanted.get(path, ({}, set()))
             resource = _pruned(row.resource) if row is not None else {}
             listed = set(row.running_applications) if row is not None else set()
-            if not res.equals(resource, _pruned(used)):
+            if resource != _pruned(used):
                 problems.append(
                     f"{name} {kind} {owner} at {path}: usage {resource} != {_pruned(used)}, the sum of "
                     "its booked allocations"
@@ -221,7 +227,7 @@ def _check_view(name: str, expected: Expected, view: Any) -> list[str]:
     problems = []
     for path, queue in sorted(view.queues.items()):
         wanted = expected.queue.get(path, {})
-        if not res.equals(_pruned(queue.allocated), _pruned(wanted)):
+        if _pruned(queue.allocated) != _pruned(wanted):
             problems.append(
                 f"{name} queue {path}: the scheduler counts {queue.allocated} allocated, the booked "
                 f"allocations under it sum to {wanted}"
@@ -230,7 +236,7 @@ def _check_view(name: str, expected: Expected, view: Any) -> list[str]:
         for owner, by_path in sorted(table.items()):
             for path, usage in sorted(by_path.items()):
                 used, running = expected.owners.get((kind, owner), {}).get(path, ({}, set()))
-                if not res.equals(_pruned(usage.resource), _pruned(used)):
+                if _pruned(usage.resource) != _pruned(used):
                     problems.append(
                         f"{name} {kind} {owner} at {path}: the scheduler's limit tracker counts "
                         f"{_pruned(usage.resource)}, the booked allocations sum to {_pruned(used)}"
