@@ -17,6 +17,8 @@ from korral.harness import faults
 if TYPE_CHECKING:  # rich is imported when a command runs, not for --help
     from rich.console import Console
 
+    from korral.harness.stress.flatness import FlatnessVerdict
+
 
 @main.command(short_help="Random SI operations from several RMs; invariants checked.")
 @count_option("--rms", "simulated resource managers, one thread each", default=2, maximum=16)
@@ -119,8 +121,14 @@ def stress(
 ) -> None:
     """Hammer one core from several RMs with random SI operations and check its invariants.
 
-    Exit 0 when no invariant was violated; 1 with the violation, the seed and the shortest sequence
-    of operations that reproduces it, and the command line that replays it.
+    Exit 0 when no invariant was violated and RSS and threads stayed flat; 1 with the violation, the
+    seed and the shortest sequence of operations that reproduces it, and the command line that
+    replays it. RSS and threads are sampled at every checkpoint and printed at the start, after
+    warm-up (the first quarter of the run) and at the end; exit 1 too when one grows after warm-up
+    (a fitted line over RSS 2 MB or threads 0.5 a minute, and by more than 10% of the RSS at warm-up
+    + 5 MB or 4 threads over the run; a run with fewer than 10 samples after warm-up is not judged).
+    The harness's own memory does not grow with the run's length: its recorded operations spill to
+    disk, and each RM keeps the records of its live registration only.
     """
     from rich.console import Console
 
@@ -200,12 +208,17 @@ def _stress_threads(
         if result.core_releases:
             made = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.core_releases.items()))
             console.print(f"releases the core made (the RMs confirm them): {made}")
+        grown = _print_flatness(console, result.flatness)
         console.print(
-            f"[green]OK[/green]: {plural(result.operations, 'operation')}, "
+            ("[red]GROWTH[/red]" if grown else "[green]OK[/green]")
+            + f": {plural(result.operations, 'operation')}, "
             f"{plural(result.checkpoints, 'checkpoint')}, "
             f"{plural(result.callback_failures, 'RM callback failure')} injected on purpose and contained, "
             f"{plural(result.restarts, 'core restart')} recovered, no violation"
+            + (f"; {' and '.join(grown)} grew after warm-up" if grown else "")
         )
+        if grown:
+            sys.exit(1)
         return
     console.print(
         f"[red]VIOLATION[/red] (seed {result.seed}, after {plural(result.operations, 'operation')}):"
@@ -239,6 +252,26 @@ def _stress_threads(
         console.print(case, markup=False, highlight=False)
         console.print("# ---- >8 ----", markup=False)
     sys.exit(1)
+
+
+def _print_flatness(console: Console, verdict: FlatnessVerdict) -> list[str]:
+    """The run's RSS and threads at its start, after warm-up and at its end, and whether either grew
+    after warm-up; the names of those that did."""
+    from korral.harness.stress.flatness import STRESS_LIMITS, WARMUP_FRACTION
+
+    if verdict.missing:
+        console.print(f"RSS and threads not judged: {verdict.missing}", markup=False)
+        return []
+    console.print(
+        f"RSS and threads, {verdict.samples} samples (warm-up: the first {WARMUP_FRACTION:.0%}, "
+        f"{verdict.warmup_seconds:.0f}s; a measure grows past "
+        + "; ".join(limit.describe() for limit in STRESS_LIMITS)
+        + "):",
+        markup=False,
+    )
+    for trend in verdict.trends:
+        console.print(f"  {trend.describe()}", markup=False)
+    return verdict.grows
 
 
 def _soak(console: Console, cycles: int | None, duration: float, every: int) -> None:

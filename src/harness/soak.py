@@ -21,6 +21,7 @@ from korral import si
 from korral import testing as t
 from korral.core import Core
 from korral.harness import faults
+from korral.harness.measures import fitted_slope, rss_mb
 from korral.harness.stress import SETTINGS, rm_config
 
 
@@ -32,20 +33,6 @@ class SoakSample:
     threads: int
     live_actors: int
     busy_rounds: int  # the second RM's rounds so far: it never let the core go idle
-
-
-def rss_mb() -> float:
-    """Resident set size now (VmRSS), falling back to the peak where /proc is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def live_actor_count() -> int:
@@ -256,16 +243,6 @@ class SoakVerdict:
         return not self.missing and not any(growth.grows for growth in self.growths)
 
 
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Least-squares slope of ys against xs (0 for a single distinct x)."""
-    mean_x = sum(xs) / len(xs)
-    mean_y = sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
-
-
 def soak_verdict(samples: Sequence[SoakSample], limits: Sequence[GrowthLimit] = LIMITS) -> SoakVerdict:
     """Whether RSS, threads or live actors grow after warm-up faster than ``limits`` allow."""
     if not samples:
@@ -284,7 +261,7 @@ def soak_verdict(samples: Sequence[SoakSample], limits: Sequence[GrowthLimit] = 
     growths = []
     for limit in limits:
         ys = [float(_measure(sample, limit.name)) for sample in judged]
-        slope = _slope(xs, ys)
+        slope = fitted_slope(xs, ys)
         growths.append(
             Growth(limit=limit, at_warmup=ys[0], at_end=ys[-1], slope=slope * PER_CYCLES, rise=slope * span)
         )

@@ -7,6 +7,7 @@ import pickle
 import random
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -128,6 +129,9 @@ class Op:
     request: Any
     description: str
     expect_error: bool = False
+    # (uuid, application, allocation key) of each allocation the request releases by uuid, as the run
+    # knew it when sending: a replay releases the allocation of the same application and key
+    released_keys: tuple[tuple[str, str, str], ...] = ()
 
 
 class OpLog:
@@ -135,7 +139,7 @@ class OpLog:
     an anonymous temporary file in chunks, so a long run's memory stays flat (an operation holds its
     whole SI request: ~3 KB, 2 GB over a 600 s run of three RMs)."""
 
-    CHUNK = 10_000
+    CHUNK = 2_000
 
     def __init__(self) -> None:
         self._recent: list[Op] = []
@@ -171,7 +175,8 @@ class Violation(Exception):
 
 
 class StressRM(t.RecordingRM):
-    """Records like RecordingRM; sometimes raises after recording, sometimes is slow."""
+    """Records like RecordingRM, except the events (counted, not kept: nothing checks their text, and
+    a run is told of ~4,000 a second); sometimes raises after recording, sometimes is slow."""
 
     def __init__(self, rm_id: str, seed: int, misbehave: bool) -> None:
         super().__init__(rm_id)
@@ -181,6 +186,41 @@ class StressRM(t.RecordingRM):
         # uuid -> (application, allocation key) of every allocation told of: a replay names it by key
         self.keys_of: dict[str, tuple[str, str]] = {}
         self.told: dict[str, si.Allocation] = {}  # uuid -> every allocation told of as new, as told
+        self.events_received = 0
+
+    def send_event(self, events: list[si.EventRecord]) -> None:
+        with self.lock:
+            self.events_received += len(events)
+            self.lock.notify_all()
+
+    def core_release_counts(self) -> Counter[str]:
+        """The releases the core made that this RM was told of, by termination type name."""
+        with self.lock:
+            return Counter(
+                release.termination_type.name
+                for release in self.released
+                if release.termination_type in t.CORE_RELEASES
+            )
+
+    def released_keys(self, request: Any) -> tuple[tuple[str, str, str], ...]:
+        """(uuid, application, allocation key) of each allocation ``request`` releases by a uuid this
+        RM was told of (a release the core made names its key itself)."""
+        if not isinstance(request, si.AllocationRequest) or request.releases is None:
+            return ()
+        releases = request.releases.allocations_to_release
+        if not isinstance(releases, list):
+            return ()
+        keys = []
+        with self.lock:
+            for release in releases:
+                if not isinstance(release, si.AllocationRelease) or not release.uuid:
+                    continue
+                known = self.keys_of.get(release.uuid)
+                if known is not None:
+                    keys.append((release.uuid, *known))
+                elif release.allocation_key:
+                    keys.append((release.uuid, release.application_id, release.allocation_key))
+        return tuple(keys)
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         with self.lock:

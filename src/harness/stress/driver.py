@@ -96,7 +96,10 @@ class Driver:
         ]
 
     def _send(self, core: Core, kind: str, request: Any, description: str) -> None:
-        self.record(Op(seq=0, rm=self.index, kind=kind, request=request, description=description))
+        keys = self.rm.released_keys(request) if kind == "allocations" else ()
+        self.record(
+            Op(seq=0, rm=self.index, kind=kind, request=request, description=description, released_keys=keys)
+        )
         if kind == "nodes":
             core.update_node(request)
         elif kind == "apps":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +53,9 @@ class HostileDriver(Driver):
         self.rm_count = rm_count
         self.ledger = UuidLedger()
         self.rm = HostileRM(self.rm_id, seed * 7 + index, misbehave, ledger=self.ledger, slow=slow)
+        # replaced callback objects, watched for late callbacks until a check after their core stopped
         self.retired: list[HostileRM] = []
+        self.retired_releases: Counter[str] = Counter()  # releases the core made, told to those
         self.app_requests: dict[str, si.AddApplicationRequest] = {}
         self.node_capacity: dict[str, dict[str, int]] = {}
         self.ask_requests: dict[str, si.AllocationAsk] = {}
@@ -105,8 +108,9 @@ class HostileDriver(Driver):
         if self.generation:
             self._fresh_rm()
         super().register(core)
+        self.ledger.new_registration(set())  # once it returned: the replaced partition tells no more
         if old is not self.rm:
-            old.retired = True
+            self.retired_releases += old.retire()
         self.app_requests.clear()
         self.node_capacity.clear()
         self.ask_requests.clear()
@@ -448,8 +452,8 @@ class HostileDriver(Driver):
             Op(seq=0, rm=self.index, kind="register", request=request, description="recover: register")
         )
         core.register_resource_manager(request, self.rm)
-        self.retired[-1].retired = True
-        self.ledger.expect_recovery(set(believed))
+        self.ledger.new_registration(set(believed))
+        self.retired_releases += self.retired[-1].retire()
         self.recovered_apps |= {a.application_id for a in believed.values()}
         self.asks = {key: app for key, app in self.asks.items() if key in live_keys}
         self.asks.update({ask.allocation_key: ask.application_id for ask in self._waiting})
@@ -561,6 +565,11 @@ class HostileDriver(Driver):
                 problems.append(
                     f"{self.rm_id}: {len(late)} callback(s) delivered to a replaced registration: {late[:3]}"
                 )
+        # a stopped core calls nothing: checked once since it stopped, a replaced object is done with
+        self.retired = [rm for rm in self.retired if not rm.core_stopped]
+        if state is not None:  # an application gone from the core is exempt again only once recovered
+            present = {app.application_id for app in state.applications}
+            self.recovered_apps &= present | self.apps
         with self.ledger._lock:
             collisions = list(self.ledger.collisions)
         if collisions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import korral
 from korral import si
@@ -30,16 +31,24 @@ class UuidLedger:
     """Every allocation uuid one RM was told of, across registrations and core restarts. Told of as
     new while still live (other than the echo of a recovered allocation) is a collision; so is a uuid
     of the core's own series told of twice ever (the core must never reuse one). A uuid the RM chose
-    itself may come back after its release: the RM reused it."""
+    itself may come back after its release: the RM reused it.
+
+    Bounded over a run's length: each registration's partition issues uuids ``<partition>-<token>-<n>``
+    with a token of its own and tells nothing more once a later registration returned, so the uuids
+    are kept one registration at a time (``new_registration``, called once it returned); of the
+    earlier registrations' series only the highest number told under each prefix is kept, and a uuid
+    of such a series at or below it, told as new other than as a recovered allocation's echo or a uuid
+    the RM resent, is a collision all the same."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.seen: set[str] = set()
         self.live: set[str] = set()
-        self.released_ever: set[str] = set()
+        self.released_ever: set[str] = set()  # this registration's: what its twins' check needs
         self.expected_echo: set[str] = set()
         self.resent: set[str] = set()  # uuids the RM itself sent back as existing allocations
         self.collisions: list[str] = []
+        self.earlier: dict[str, int] = {}  # prefix of an earlier registration's series -> highest told
 
     def told(self, uuid: str) -> None:
         with self._lock:
@@ -47,10 +56,31 @@ class UuidLedger:
                 self.expected_echo.discard(uuid)
             elif uuid in self.live:
                 self.collisions.append(f"{uuid} (still live)")
-            elif uuid in self.seen and uuid.startswith("[") and uuid not in self.resent:
+            elif uuid.startswith("[") and uuid not in self.resent and self._issued_before(uuid):
                 self.collisions.append(f"{uuid} (issued again by the core)")
             self.seen.add(uuid)
             self.live.add(uuid)
+
+    def _issued_before(self, uuid: str) -> bool:
+        if uuid in self.seen:
+            return True
+        prefix, _, number = uuid.rpartition("-")
+        return number.isdigit() and int(number) <= self.earlier.get(prefix, -1)
+
+    def new_registration(self, live: set[str]) -> None:
+        """The RM registered again (the core started its partition afresh, with a new uuid token; the
+        replaced one tells nothing more) and believes ``live`` live: the core echoes those back as it
+        recovers them."""
+        with self._lock:
+            for uuid in self.seen:
+                prefix, _, number = uuid.rpartition("-")
+                if number.isdigit():
+                    self.earlier[prefix] = max(self.earlier.get(prefix, -1), int(number))
+            self.seen = set()
+            self.resent = set()
+            self.released_ever = set()
+            self.expected_echo = set(live)
+            self.live = set(live)
 
     def resend(self, uuid: str) -> None:
         with self._lock:
@@ -60,11 +90,6 @@ class UuidLedger:
         with self._lock:
             self.live.discard(uuid)
             self.released_ever.add(uuid)
-
-    def expect_recovery(self, uuids: set[str]) -> None:
-        with self._lock:
-            self.expected_echo |= uuids
-            self.live = set(uuids)
 
 
 class HostileRM(StressRM):
@@ -78,8 +103,34 @@ class HostileRM(StressRM):
         self.ledger = ledger
         self.slow = slow
         self.retired = False  # set once a later registration of this rm id returned
+        # set once the core it was registered with stopped: after one more check, nothing can reach it
+        self.core_stopped = False
         self.after_retirement: list[str] = []
         self.crossed: list[str] = []
+
+    def retire(self) -> Counter[str]:
+        """A later registration of this rm id returned: from now on any callback is a violation. Its
+        books are dropped (what it was told of was checked while it was the RM's), so that a long run
+        holds only its live RM's; returns the releases the core made that it was told of."""
+        releases = self.core_release_counts()
+        with self.lock:
+            self.retired = True
+            self.live.clear()
+            self.allocation_times.clear()
+            self.rejected_apps.clear()
+            self.app_states.clear()
+            self.released.clear()
+            self.rejected_asks.clear()
+            self.accepted_apps.clear()
+            self.accepted_nodes.clear()
+            self.rejected_nodes.clear()
+            self.scheduling_states.clear()
+            self.released_asks.clear()
+            self.to_confirm.clear()
+            self.events.clear()
+            self.keys_of.clear()
+            self.told.clear()
+        return releases
 
     def _entered(self, what: str) -> None:
         if self.retired:

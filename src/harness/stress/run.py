@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -25,6 +26,7 @@ from korral.harness.stress.common import (
     rm_config,
 )
 from korral.harness.stress.driver import Driver
+from korral.harness.stress.flatness import FlatnessVerdict, ResourceSample, judge, sample
 from korral.harness.stress.hostile import HostileDriver
 from korral.model.naming import normalize_partition_name
 
@@ -54,17 +56,19 @@ def delta_debug(items: list[Op], still_fails: Callable[[list[Op]], bool], budget
 
 
 def core_release_counts(drivers: list[Driver]) -> dict[str, int]:
-    counts: dict[str, int] = {}
+    """The releases the core made that the RMs were told of, by termination type name."""
+    counts: Counter[str] = Counter()
     for driver in drivers:
-        # a driver that re-registered or restarted keeps its earlier callback objects as retired
-        for rm in [*getattr(driver, "retired", ()), driver.rm]:
-            with rm.lock:
-                released = list(rm.released)
-            for release in released:
-                if release.termination_type in t.CORE_RELEASES:
-                    name = release.termination_type.name
-                    counts[name] = counts.get(name, 0) + 1
-    return counts
+        # a driver that re-registered or restarted counted what its earlier callback objects were told
+        counts += getattr(driver, "retired_releases", Counter())
+        counts += driver.rm.core_release_counts()
+    return dict(counts)
+
+
+def recorded_keys(ops: Iterable[Op]) -> dict[str, tuple[str, str]]:
+    """uuid -> (application, allocation key) of every allocation ``ops`` release by uuid, as the run
+    knew them: what a replay needs to release the same allocations (``ReplayRM``)."""
+    return {uuid: (app_id, key) for op in ops for uuid, app_id, key in op.released_keys}
 
 
 @attrs.define
@@ -84,6 +88,12 @@ class StressResult:
     # uuid -> (application, allocation key) of every allocation the RMs were told of: what a replay
     # of ``minimal`` needs to translate releases by uuid (``ReplayRM``)
     recorded_keys: dict[str, tuple[str, str]] = attrs.Factory(dict)
+    # RSS and threads when the RMs had registered, after each checkpoint and at the end
+    samples: list[ResourceSample] = attrs.Factory(list)
+
+    @property
+    def flatness(self) -> FlatnessVerdict:
+        return judge(self.samples)
 
 
 class StressRun:
@@ -112,8 +122,10 @@ class StressRun:
         self.ops = OpLog()
         self._ops_lock = threading.Lock()
         self._seq = 0
-        # uuid -> (application, allocation key) of every allocation the run's RMs were told of
+        # uuid -> (application, allocation key) a replay releases besides those its operations name
+        # (a printed case's operations carry none: it sets them here)
         self.recorded_keys: dict[str, tuple[str, str]] = {}
+        self.drivers: list[Driver] = []
 
     def _record(self, op: Op) -> None:
         with self._ops_lock:
@@ -124,13 +136,16 @@ class StressRun:
         faults.disable_all()
         if self.fault:
             faults.enable(self.fault)
-        drivers = self._drivers()
+        drivers = self.drivers = self._drivers()  # kept: what they hold can be inspected after a run
         checkpoints = 0
         violations: list[str] = []
         core = korral.start(**SETTINGS, **faults.start_options())
+        started = time.monotonic()
+        samples: list[ResourceSample] = []
         try:
             for driver in drivers:
                 driver.register(core)
+            samples.append(sample(0.0))
             deadline = time.monotonic() + self.duration
             while time.monotonic() < deadline and not violations:
                 window_end = min(deadline, time.monotonic() + self.checkpoint_interval)
@@ -141,13 +156,12 @@ class StressRun:
                 restart_due = self.restart_every and checkpoints % self.restart_every == 0
                 if not violations and self.hostile and restart_due:
                     core, violations = self._restart(core, drivers)  # type: ignore[arg-type]
+                samples.append(sample(time.monotonic() - started))
                 if self.progress is not None:
                     self.progress(max(0.0, deadline - time.monotonic()), len(self.ops), checkpoints)
         finally:
             core.stop()
             faults.disable_all()
-        for driver in drivers:
-            self.recorded_keys.update(driver.rm.keys_of)
         minimal, reproduced = self.minimize(violations, self.minimize_budget) if violations else ([], False)
         return StressResult(
             seed=self.seed,
@@ -159,7 +173,8 @@ class StressRun:
             callback_failures=sum(d.rm.raised for d in drivers),
             restarts=self.restarts,
             core_releases=core_release_counts(drivers),
-            recorded_keys=dict(self.recorded_keys),
+            recorded_keys=recorded_keys(minimal),
+            samples=samples,
         )
 
     def _drivers(self) -> list[Driver]:
@@ -186,6 +201,8 @@ class StressRun:
         for driver in drivers:
             # a stopped core delivers nothing more: a callback entered from now on is a violation
             driver.rm.retired = True
+            for rm in [*driver.retired, driver.rm]:
+                rm.core_stopped = True
         core = korral.start(**SETTINGS, **faults.start_options())
         believed = {driver.rm_id: driver.recover(core) for driver in drivers}
         problems: list[str] = []
@@ -258,7 +275,8 @@ class StressRun:
         faults.disable_all()
         if self.fault:
             faults.enable(self.fault)
-        rms = {index: ReplayRM(f"rm{index}", self.recorded_keys) for index in range(self.rm_count)}
+        keys = {**self.recorded_keys, **recorded_keys(ops)}
+        rms = {index: ReplayRM(f"rm{index}", keys) for index in range(self.rm_count)}
         try:
             with korral.start(**SETTINGS, **faults.start_options()) as core:
                 for index, rm in rms.items():
