@@ -67,11 +67,12 @@ from korral.actors.tracker import Tracker
 from korral.config.schema import PartitionConfig
 from korral.info import ApplicationInfo
 from korral.model import events
-from korral.model.app.application import Application
-from korral.model.app.owner import owner_copy
+from korral.model.app.owner import owned_application
+from korral.model.app.spec import AppSpec
 from korral.model.completed import CompletedApplications
 from korral.model.events import Wanted
 from korral.model.partition.composed import ModelError, UnscheduledPartition
+from korral.model.partition.members import PartitionMembers
 from korral.model.queue import ROOT
 from korral.model.queue_spec import QueueSpec
 
@@ -187,7 +188,9 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
             node_board=self.node_board,
             queues=self._queue_specs(),
         )
+        # each application's actor, and what the partition holds of it (its spec, by reference)
         self.apps: dict[str, Handle] = {}
+        self.members = PartitionMembers()
         self.nodes: dict[str, Handle] = {}
         self.completed: CompletedApplications[ApplicationInfo] = CompletedApplications()
         # node id -> (application id, allocation key) of each ask holding it, as the scheduler last told
@@ -331,26 +334,28 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
                     raise ModelError(
                         f"partition {self.name} is stopped cannot add a new application {add.application_id}"
                     )
-                app = self.registry.add_si_application(add)
+                spec = self.registry.apps.place_si_application(add, known=self.members)
             except ModelError as error:
                 rejected.append(si.RejectedApplication(application_id=add.application_id, reason=str(error)))
                 self._event(partial(events.app_rejected, add.application_id, str(error)))
                 continue
+            limit_group = self.registry.ugm.resolve_group(spec.queue_path, spec.groups) or ""
+            self.members.add(spec, limit_group)
             self._sync_queue_actors(announce=True)
-            self._start_application(app)
+            self._start_application(spec, limit_group)
             accepted.append(si.AcceptedApplication(application_id=add.application_id))
-            self._event(partial(events.app_state, app.application_id, "New", app.queue_path))
-            if app.limit_group:  # tracked against a group's limits: YuniKorn's UG_APP_LINK
-                self._event(partial(events.group_link, app.limit_group, app.application_id, True))
+            self._event(partial(events.app_state, spec.application_id, "New", spec.queue_path))
+            if limit_group:  # tracked against a group's limits: YuniKorn's UG_APP_LINK
+                self._event(partial(events.group_link, limit_group, spec.application_id, True))
         for remove in message.request.remove:
             handle = self.apps.pop(remove.application_id, None)
             self.app_backoffs.pop(remove.application_id, None)
             if handle is None:
                 continue
-            gone = self.registry.applications.get(remove.application_id)
-            if gone is not None and gone.limit_group:
-                self._event(partial(events.group_link, gone.limit_group, remove.application_id, False))
-            self.registry.remove_application(remove.application_id)
+            limit_group = self.members.limit_groups.get(remove.application_id, "")
+            if limit_group:
+                self._event(partial(events.group_link, limit_group, remove.application_id, False))
+            self.members.remove(remove.application_id)
             self.queue_board.forget_app(remove.application_id, handle.actor_id)
             handle.tell(RemoveApplication(reason=f"application {remove.application_id} removed"))
             self._bury(handle)
@@ -358,13 +363,17 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
             self._deliver(si.ApplicationResponse(accepted=accepted, rejected=rejected))
         self._send_events()
 
-    def _start_application(self, app: Application) -> None:
-        # The owner gets its own Application object: the registry's copy stays with this actor.
-        owned = owner_copy(app, self.settings.placeholder_timeout)
+    def _start_application(self, spec: AppSpec, limit_group: str) -> None:
+        owned = owned_application(
+            spec,
+            limit_group=limit_group,
+            submission_time=self.tracker.clocks.clock(),
+            placeholder_timeout=self.settings.placeholder_timeout,
+        )
         handle = start_actor(
             self.settings.actors.application_actor,
             self.tracker,
-            f"{self.name}/app/{app.application_id}",
+            f"{self.name}/app/{spec.application_id}",
             owned,
             scheduler=self.scheduler,
             partition=self.handle,
@@ -376,10 +385,10 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
             metrics=self.metrics,
             board=self.queue_board,
         )
-        self.apps[app.application_id] = handle
-        self.completed.discard(app.application_id)
-        queue = self.registry.queues[app.queue_path].spec
-        self.scheduler.tell(AppAdded(spec=app.spec, app=handle, limit_group=app.limit_group, queue=queue))
+        self.apps[spec.application_id] = handle
+        self.completed.discard(spec.application_id)
+        queue = self.registry.queues[spec.queue_path].spec
+        self.scheduler.tell(AppAdded(spec=spec, app=handle, limit_group=limit_group, queue=queue))
 
     def on_NodeReservations(self, message: NodeReservations) -> None:
         for node_id, holders in message.reservations:
@@ -401,8 +410,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
         self.app_backoffs.pop(message.application_id, None)
         if handle is None:
             return
-        if message.application_id in self.registry.applications:
-            self.registry.remove_application(message.application_id)
+        self.members.remove(message.application_id)
         self.queue_board.forget_app(message.application_id, handle.actor_id)
         self.completed.add(message.application_id, message.info, self.tracker.clocks.clock())
         self._bury(handle)
@@ -485,7 +493,7 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
     def on_CleanupQueues(self, message: CleanupQueues) -> None:
         # the same periodic pass (YuniKorn's partition manager) lets terminated applications expire
         self.completed.expire(self.tracker.clocks.clock())
-        removed = self.registry.cleanup_queues()
+        removed = self.registry.cleanup_queues(occupied=self.members.occupied_queues())
         for path in removed:
             self._bury(self.queues.pop(path, None))
             self._event(partial(events.queue_removed, path))

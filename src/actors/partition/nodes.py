@@ -42,6 +42,7 @@ from korral.model.allocation import Allocation
 from korral.model.events import Wanted
 from korral.model.node import NodeSpec
 from korral.model.partition.composed import ModelError, PartitionModel
+from korral.model.partition.members import PartitionMembers
 from korral.model.view_ops import AdoptRecovered
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class PartitionNodes:
     node_board: NodeBoard
     pool: Any
     apps: dict[str, Handle]
+    members: PartitionMembers
     nodes: dict[str, Handle]
     node_reservations: dict[str, tuple[tuple[str, str], ...]]
     drain_proxy: Handle | None  # set while the partition drains (a reload left it out)
@@ -203,7 +205,9 @@ class PartitionNodes:
             self.nodes[node_id] = handle
             if self.settings.actors.node_actor_warmup > 0:
                 self._unstarted_nodes.append(handle)
-            recovered, rejected = self.registry.sort_recovered(info) if info.existing_allocations else _NONE
+            recovered, rejected = (
+                self.registry.sort_recovered(info, self.members.specs) if info.existing_allocations else _NONE
+            )
             if recovered:
                 # YuniKorn adds a node and what already runs on it in one step. The scheduler must
                 # never see this node empty: it would place asks where the recovered allocations

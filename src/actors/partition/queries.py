@@ -41,6 +41,7 @@ from korral.info import (
 )
 from korral.model.completed import CompletedApplications
 from korral.model.partition.composed import PartitionModel
+from korral.model.partition.members import PartitionMembers
 from korral.model.ugm import AppUsage
 
 
@@ -53,6 +54,7 @@ class PartitionQueries:
     scheduler: Handle
     queues: dict[str, Handle]
     apps: dict[str, Handle]
+    members: PartitionMembers
     nodes: dict[str, Handle]
     completed: CompletedApplications[ApplicationInfo]
     queue_board: QueueBoard
@@ -133,18 +135,20 @@ class PartitionQueries:
         may be inside the RM's predicates."""
         reported: dict[str, list[AppUsage]] = {}
         linked: dict[str, dict[str, str]] = {}  # user -> application -> its limit group
-        for app in list(self.registry.applications.values()):
-            name = app.user if kind == "user" else app.limit_group
+        limit_groups = self.members.limit_groups
+        for spec in list(self.members.specs.values()):
+            limit_group = limit_groups.get(spec.application_id, "")
+            name = spec.user if kind == "user" else limit_group
             if not name or (only is not None and name != only):
                 continue
-            info = self._app_info(app.application_id)
-            if kind == "user" and app.limit_group:
-                linked.setdefault(name, {})[app.application_id] = app.limit_group
+            info = self._app_info(spec.application_id)
+            if kind == "user" and limit_group:
+                linked.setdefault(name, {})[spec.application_id] = limit_group
             if info is not None:
                 reported.setdefault(name, []).append(
                     AppUsage(
-                        application_id=app.application_id,
-                        queue_path=app.queue_path,
+                        application_id=spec.application_id,
+                        queue_path=spec.queue_path,
                         allocated=info.allocated,
                         running=bool(info.allocations),
                     )
@@ -218,7 +222,7 @@ class PartitionQueries:
             max_applications=queue.max_applications,
             properties=dict(queue.properties),
             children=sorted(child.path for child in queue.children.values()),
-            applications=sorted(queue.applications),
+            applications=self.members.in_queue(queue.path),
             sort_policy=queue.sort_policy,
             priority_sorting=queue.priority_sort_enabled,
             preemption_policy=queue.preemption_policy,

@@ -25,6 +25,7 @@ from korral.model.app.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.app.spec import AppSpec
 from korral.model.app.state import RUN_ON_ASK, settle_event
 from korral.model.creation import created_at
 from korral.model.view_ops import (
@@ -478,14 +479,17 @@ class ApplicationOwner:
         return effects
 
 
-def owner_copy(app: Application, placeholder_timeout: float) -> Application:
-    """A fresh Application for the application's owner, from the one the partition placed: each
-    keeps its own object. The owner never walks its asks in order (only the scheduler's view does)."""
+def owned_application(
+    spec: AppSpec, *, limit_group: str, submission_time: float, placeholder_timeout: float
+) -> Application:
+    """The application's owner's ``Application``: its state, asks and allocations around the spec the
+    partition placed (shared, by reference). The owner never walks its asks in order (only the
+    scheduler's view does)."""
     owned = Application(
-        app.spec,  # shared: what the application is; its state and asks are the owner's own
-        submission_time=app.submission_time,
+        spec,
+        submission_time=submission_time,
         ordered_asks=False,
         placeholder_timeout=placeholder_timeout,
     )
-    owned.limit_group = app.limit_group
+    owned.limit_group = limit_group
     return owned

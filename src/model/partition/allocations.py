@@ -12,7 +12,7 @@ import itertools
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from korral import resource as res
 from korral import si
@@ -31,6 +31,7 @@ from korral.model.app.application import (
     advance_after_allocation,
     advance_for_recovery,
 )
+from korral.model.app.spec import AppSpec
 from korral.model.creation import created_at
 from korral.model.node import Node
 from korral.model.partition.apps import PartitionApplications
@@ -86,6 +87,10 @@ class PartitionAllocations:
         for every driver: ``recover_allocation`` books it here, ``sort_recovered`` for the owners."""
         if allocation.application_id not in self.applications:
             return f"failed to find application {allocation.application_id}"
+        return self._recovery_rejection(allocation)
+
+    def _recovery_rejection(self, allocation: Allocation) -> str:
+        """``recovery_reason`` for an allocation of an application known to be held."""
         return recovery_rejection(
             allocation, issued_prefix=self._uuid_prefix, live_recovered=self._recovered_uuids
         )
@@ -136,26 +141,30 @@ class PartitionAllocations:
         return recovered
 
     def sort_recovered(
-        self, info: si.NodeInfo
+        self, info: si.NodeInfo, members: Mapping[str, AppSpec]
     ) -> tuple[dict[str, list[Allocation]], list[tuple[str, str, str]]]:
         """A new node's existing allocations to recover, by application, and those rejected as
         (allocation key, application, reason): for a driver whose owners book them (the Partition
-        actor). The uuids accepted stay live here until ``forget_recovered``."""
+        actor, whose ``members`` are the applications it holds). The uuids accepted stay live here
+        until ``forget_recovered``."""
         by_app: dict[str, list[Allocation]] = defaultdict(list)
         rejected: list[tuple[str, str, str]] = []
         for existing in info.existing_allocations:
             allocation = from_si_allocation(existing, self.name).replace(node_id=info.node_id)
             app_id = allocation.application_id
-            reason = self.recovery_reason(allocation)
-            if reason:
+            spec = members.get(app_id)
+            reason = (
+                f"failed to find application {app_id}"
+                if spec is None
+                else self._recovery_rejection(allocation)
+            )
+            if spec is None or reason:
                 rejected.append((existing.allocation_key, app_id, reason))
                 continue
             if not allocation.uuid:
                 allocation = allocation.replace(uuid=self.recovered_uuid())
             self._recovered_uuids.add(allocation.uuid)  # a uuid given here is live just the same
-            by_app[app_id].append(
-                allocation.replace(queue_path=self.applications[app_id].queue_path, recovered=True)
-            )
+            by_app[app_id].append(allocation.replace(queue_path=spec.queue_path, recovered=True))
         return by_app, rejected
 
     def forget_recovered(self, uuids: Iterable[str]) -> None:

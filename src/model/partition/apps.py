@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from korral import resource as res
@@ -93,9 +93,46 @@ class PartitionApplications:
         gang_scheduling_style: str = "",
     ) -> Application:
         """Place and add an application; raises ModelError with the rejection reason."""
+        spec = self.place_application(
+            application_id,
+            known=self.applications,
+            queue_name=queue_name,
+            user=user,
+            groups=groups,
+            tags=tags,
+            placeholder_ask=placeholder_ask,
+            execution_timeout_ms=execution_timeout_ms,
+            gang_scheduling_style=gang_scheduling_style,
+        )
+        return self.hold(spec)
+
+    def hold(self, spec: AppSpec) -> Application:
+        """Hold a placed application here, with its asks, allocations and state from now on."""
+        app = Application(spec, submission_time=self.clock(), placeholder_timeout=self.placeholder_timeout)
+        self.applications[spec.application_id] = app
+        self.queues[spec.queue_path].applications[spec.application_id] = app
+        self.track_user(app)
+        return app
+
+    def place_application(
+        self,
+        application_id: str,
+        *,
+        known: Container[str],
+        queue_name: str = "",
+        user: str = "",
+        groups: Iterable[str] = (),
+        tags: Mapping[str, str] | None = None,
+        placeholder_ask: Mapping[str, int] | None = None,
+        execution_timeout_ms: int = 0,
+        gang_scheduling_style: str = "",
+    ) -> AppSpec:
+        """Place an application with the partition's rules and admit it to its queue (created when
+        placement asks for it): what it is, as every holder shares it. ``known``: the ids the
+        partition holds already. Raises ModelError with the rejection reason."""
         if not application_id:
             raise ModelError("application ID must not be empty")
-        if application_id in self.applications:
+        if application_id in known:
             raise ModelError(f"application {application_id} already exists in partition {self.name}")
         tags = dict(tags or {})
         forced = is_create_forced(tags)
@@ -129,8 +166,7 @@ class PartitionApplications:
         if not queue.is_managed:
             self.apply_namespace_tags(queue, tags)
         self._check_gang_admission(application_id, queue, res.prune(placeholder_ask or {}))
-        now = self.clock()
-        spec = AppSpec(
+        return AppSpec(
             application_id=application_id,
             partition=self.name,
             queue_path=queue.path,
@@ -142,11 +178,6 @@ class PartitionApplications:
             execution_timeout_ms=execution_timeout_ms,
             gang_scheduling_style=gang_scheduling_style,
         )
-        app = Application(spec, submission_time=now, placeholder_timeout=self.placeholder_timeout)
-        self.applications[application_id] = app
-        queue.applications[application_id] = app
-        self.track_user(app)
-        return app
 
     def _check_gang_admission(self, application_id: str, queue: Queue, placeholder_ask: Resource) -> None:
         """A gang (an application with a placeholder ask) only goes to a FIFO leaf whose max along the
@@ -193,7 +224,11 @@ class PartitionApplications:
         )
 
     def add_si_application(self, request: si.AddApplicationRequest) -> Application:
-        """``add_application`` for an SI request (every driver's entry point)."""
+        """``add_application`` for an SI request (the reference's entry point)."""
+        return self.hold(self.place_si_application(request, known=self.applications))
+
+    def place_si_application(self, request: si.AddApplicationRequest, *, known: Container[str]) -> AppSpec:
+        """``place_application`` for an SI request (every driver's entry point)."""
         ugi = request.ugi or si.UserGroupInformation()
         groups = ugi.groups
         if ugi.user and not groups:
@@ -202,8 +237,9 @@ class PartitionApplications:
                 groups = self.registry.user_groups.groups(ugi.user)
             except UserGroupError as error:
                 raise ModelError(f"application {request.application_id} rejected: {error}") from None
-        return self.add_application(
+        return self.place_application(
             request.application_id,
+            known=known,
             queue_name=request.queue_name,
             user=ugi.user,
             groups=groups,

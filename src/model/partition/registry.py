@@ -10,7 +10,7 @@ either completes or raises ``ModelError`` before changing anything.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 import attrs
@@ -150,11 +150,18 @@ class PartitionRegistry:
         parent.order.discard(queue.name)
         self.queues.pop(queue.path, None)
 
-    def cleanup_queues(self) -> list[str]:
-        """Remove empty dynamic queues and empty draining queues, bottom-up. Returns removed paths."""
+    def cleanup_queues(self, occupied: Container[str] = ()) -> list[str]:
+        """Remove empty dynamic queues and empty draining queues, bottom-up. Returns removed paths.
+        ``occupied``: leaves holding applications that their queues here do not list (a partition
+        whose applications are owned elsewhere: ``PartitionMembers``)."""
         removed: list[str] = []
         for queue in sorted(self.queues.values(), key=lambda q: -q.path.count(".")):
-            if queue.is_root or not queue.is_empty() or res.strictly_greater_than_zero(queue.allocated):
+            if (
+                queue.is_root
+                or not queue.is_empty()
+                or queue.path in occupied
+                or res.strictly_greater_than_zero(queue.allocated)
+            ):
                 continue
             if not queue.is_managed or queue.state is QueueState.DRAINING:
                 self.remove_queue(queue)
