@@ -17,9 +17,10 @@ import attrs
 from korral import si
 from korral.config.schema import PartitionConfig
 from korral.model.allocation import Allocation, Ask, AskSpec
-from korral.model.app.application import Application
+from korral.model.app.application import RUNNING_STATES, Application, ApplicationEvent, ApplicationState
 from korral.model.app.spec import AppSpec
 from korral.model.node import NodeChange
+from korral.model.partition.apps import PartitionApplications
 from korral.model.partition.composed import ModelError, PartitionModel
 from korral.model.queue import Queue
 from korral.model.queue_spec import GivenQueueSpecs, QueueSpec
@@ -30,7 +31,32 @@ from korral.resource import Resource
 _NO_PLACEMENT = PlacementManager.build(())
 
 
+class ViewApplications(PartitionApplications):
+    """The view's applications part. An application's state is its owner's: the view takes each state
+    its owner publishes (``take_state``) and itself makes only the transitions of its own bookings
+    (``advance_after_allocation`` as it commits or swaps, recovery as it adopts), so that the next
+    decision of a batch sees the application counted against maxapplications or admitted by
+    stateaware at once, as YuniKorn's allocation moves it under the application's lock. Those
+    transitions are the owner's too when it confirms the booking: the two meet, and nothing here is
+    reported (the owner reports every change)."""
+
+    def transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
+        was_running = app.state in RUNNING_STATES
+        if not app.try_handle(event, self.clock()):
+            return False
+        self.count_running(app, was_running)
+        return True
+
+    def ask_added(self, app: Application) -> None:
+        """Running an application on a new ask is the owner's decision, published before the ask."""
+
+    def maybe_complete(self, app: Application) -> None:
+        """Completing or failing an application is the owner's decision, published (``OwnerState``)."""
+
+
 class SchedulingView(PartitionModel):
+    applications_part = ViewApplications
+
     def apply_config(
         self,
         config: PartitionConfig,
@@ -260,6 +286,20 @@ class SchedulingView(PartitionModel):
             # a replacement decided here may still be on its way: the timeout's type wins, so that
             # its refusal (``undo_replacement``) leaves the placeholder released
             app.releasing[uuid] = si.TerminationType(termination)
+
+    def take_state(self, application_id: str, state: ApplicationState) -> None:
+        """The state the application's owner published (``OwnerState``). An Accepted that the view's
+        own bookings have moved past (the owner ran the application on an ask while the view adopted
+        recovered allocations) stays behind them: the owner reaches the same state as it books those
+        allocations, and publishes nothing then."""
+        app = self.applications.get(application_id)
+        if app is None:
+            return
+        current = app.state
+        if state is current or (state is ApplicationState.ACCEPTED and current in RUNNING_STATES):
+            return
+        app.state = state
+        self.apps.count_running(app, current in RUNNING_STATES)
 
     def unpreempt(self, application_id: str, uuid: str) -> None:
         """The owner could not preempt this allocation (not confirmed there yet, or released another

@@ -9,6 +9,7 @@ builds them.
 from __future__ import annotations
 
 from korral.model.allocation import Allocation, AskSpec
+from korral.model.app.state import ApplicationState
 from korral.records import frozen
 
 
@@ -81,6 +82,15 @@ class Unpreempt:
     uuid: str
 
 
+@frozen
+class OwnerState:
+    """The application's state after a transition only its owner decides (a new ask runs it, it
+    completes, fails, resumes): the view's state follows it. What a booking does to the state the view
+    does itself as it books, so that is not published; nor is a terminal state (``AppGone`` follows)."""
+
+    state: ApplicationState
+
+
 ViewOp = (
     PutAsks
     | DropAsk
@@ -91,4 +101,5 @@ ViewOp = (
     | Swap
     | MarkReleasing
     | Unpreempt
+    | OwnerState
 )

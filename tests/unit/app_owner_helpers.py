@@ -15,7 +15,7 @@ from korral import si
 from korral.model.allocation import Allocation
 from korral.model.app.application import Application, ApplicationEvent, ApplicationState
 from korral.model.app.owner import AppEffects, ApplicationOwner
-from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, PutAsks, RollBack
+from korral.model.view_ops import AdoptRecovered, DropAsk, Forget, OwnerState, PutAsks, RollBack
 from korral.resource import Resource
 
 S = ApplicationState
@@ -122,6 +122,8 @@ def ops(effects: AppEffects) -> list[tuple[str, object]]:
             shown.extend(("put_ask", (ask.allocation_key, ask.generation)) for ask in op.asks)
         elif isinstance(op, DropAsk):
             shown.append(("drop_ask", (op.allocation_key, op.generation)))
+        elif isinstance(op, OwnerState):
+            shown.append(("state", op.state.value))
         else:
             shown.append((VIEW_OP_NAMES[type(op)], op.allocation.uuid))
     return shown

@@ -23,7 +23,7 @@ from korral import si
 from korral.model.allocation import Allocation
 from korral.model.app.application import STATE_AWARE_DISABLE_TAG, Application
 from korral.model.app.owner import AppEffects, ApplicationOwner, ask_rejection
-from korral.model.view_ops import PutAsks, RollBack
+from korral.model.view_ops import OwnerState, PutAsks, RollBack
 
 # ---- helpers -----------------------------------------------------------------------------------------
 
@@ -65,11 +65,12 @@ def test_add_asks_accepted_become_put_ask_ops(asks, expected_ops, expected_pendi
     effects = owner.add_asks(asks, 5.0)
 
     assert effects.rejected_asks == []
-    assert ops(effects) == expected_ops
+    assert ops(effects) == [("state", "Accepted"), *expected_ops]  # its first ask ran it
     # the payload is the owner's immutable spec itself (built once from the SI ask), shared with the
     # view, which keeps its own progress on it
-    (op,) = effects.view_ops  # one operation for the burst, its asks in the order taken in
-    assert isinstance(op, PutAsks)
+    # one operation for the burst, its asks in the order taken in, after the state its first ask made
+    state, op = effects.view_ops
+    assert state == OwnerState(state=S.ACCEPTED) and isinstance(op, PutAsks)
     for spec, sent in zip(op.asks, asks, strict=True):
         owned = owner.app.asks[sent.allocation_key]
         assert spec is owned.spec and spec.generation == owned.generation > 0
@@ -170,7 +171,7 @@ def test_add_asks_to_a_removed_application_are_rejected():
 def test_add_asks_mixed_batch_keeps_accepted_order_and_lists_rejections():
     owner = new_owner()
     effects = owner.add_asks([si_ask("a"), si_ask("bad", {"vcore": 0}), si_ask("b"), si_ask("")], 0.0)
-    assert ops(effects) == [("put_ask", ("a", 1)), ("put_ask", ("b", 2))]
+    assert ops(effects) == [("state", "Accepted"), ("put_ask", ("a", 1)), ("put_ask", ("b", 2))]
     assert [key for key, _ in effects.rejected_asks] == ["bad", ""]
     assert pruned(owner.app.pending) == {"vcore": 2000}
 
@@ -208,6 +209,7 @@ def test_add_asks_replacing_a_key_twice_in_one_batch():
     owner = new_owner()
     effects = owner.add_asks([si_ask("k1"), si_ask("k1", {"memory": 7}), si_ask("k2")], 0.0)
     assert ops(effects) == [
+        ("state", "Accepted"),
         ("put_ask", ("k1", 1)),
         ("put_ask", ("k1", 2)),
         ("put_ask", ("k2", 3)),
@@ -231,6 +233,7 @@ def test_add_asks_state_changes(state, after, changes):
     effects = owner.add_asks([si_ask("new")], 77.0)
     assert owner.app.state is after
     assert effects.state_changes == [(change, 77.0) for change in changes]
+    assert [op.state.value for op in effects.view_ops if isinstance(op, OwnerState)] == changes
     assert not effects.completing
 
 
@@ -251,9 +254,10 @@ def test_one_effects_accumulates_several_calls():
     assert owner.add_asks([si_ask("")], 5.0, effects) is effects
 
     assert ops(effects) == [
+        ("state", "Accepted"),
         ("put_ask", ("a", 1)),
         ("put_ask", ("b", 2)),
-        ("forget", "u1"),
+        ("forget", "u1"),  # Starting, at the confirmation, is the view's own already: not published
     ]
     assert pruned(owner.app.pending) == {"vcore": 1000, "memory": 5}
     assert pruned(owner.app.allocated) == {}
@@ -281,7 +285,8 @@ def test_remove_asks(keys, dropped, expected_change, left):
     owner.add_asks([si_ask("a", max_allocations=2), si_ask("b", {"memory": 10}, 2), si_ask("c")], 0.0)
     pending_before = dict(owner.app.pending)
     effects = owner.remove_asks(keys, 1.0)
-    assert ops(effects) == [("drop_ask", d) for d in dropped]
+    completed = [("state", "Completing")] if not left else []  # idle while Accepted
+    assert ops(effects) == [*[("drop_ask", d) for d in dropped], *completed]
     assert pending_change(owner, pending_before) == expected_change
     assert sorted(owner.app.asks) == left
 

@@ -23,7 +23,7 @@ from app_owner_helpers import (
 
 from korral.model.allocation import Allocation, Ask
 from korral.model.app.owner import AppEffects, ApplicationOwner
-from korral.model.view_ops import AdoptRecovered, Forget, PutAsks
+from korral.model.view_ops import AdoptRecovered, Forget, OwnerState, PutAsks
 
 
 def existing(uuid: str, key: str = "rk", node: str = "n1", resource: dict[str, int] | None = None):
@@ -139,9 +139,9 @@ def test_release(releases, released, allocated_change):
     effects = owner.release(releases, 3.0)
     assert [a.uuid for a, _, _ in effects.released] == released
     # the view frees each on its node (it is the record of what runs there)
-    assert [(op.allocation.uuid, op.allocation.node_id) for op in effects.view_ops] == [
-        (u, "n2" if u == "b1" else "n1") for u in released
-    ]
+    assert [
+        (op.allocation.uuid, op.allocation.node_id) for op in effects.view_ops if isinstance(op, Forget)
+    ] == [(u, "n2" if u == "b1" else "n1") for u in released]
     assert resource_change(owner.app.allocated, allocated_before) == allocated_change
     assert not set(released) & set(owner.app.allocations)
 
@@ -342,7 +342,12 @@ def test_view_ops_recover_then_release_keep_their_order():
     recovered = existing("r1")
     owner.recover([recovered], 1.0, effects)
     owner.release([release(uuid="r1")], 2.0, effects)
-    assert effects.view_ops == [AdoptRecovered(allocation=recovered), Forget(allocation=recovered)]
+    # the recovery's states are the view's own as it adopts; completing is the owner's, published
+    assert effects.view_ops == [
+        AdoptRecovered(allocation=recovered),
+        Forget(allocation=recovered),
+        OwnerState(state=S.COMPLETING),
+    ]
     assert pruned(owner.app.allocated) == {}
     assert [s for s, _ in effects.state_changes] == ["Accepted", "Starting", "Running", "Completing"]
 
@@ -362,6 +367,7 @@ def test_view_ops_in_the_order_things_happened():
     owner.node_removed("n2", ["r1"], "Node n2 Removed", 7.0, effects)
 
     assert ops(effects) == [
+        ("state", "Accepted"),  # published: its first ask ran it; what confirmations do is the view's
         ("put_ask", ("a", 1)),
         ("put_ask", ("a", 2)),  # a replacement: one put, replaced in place by the view
         ("rollback", "u2"),
@@ -369,6 +375,7 @@ def test_view_ops_in_the_order_things_happened():
         ("forget", "u1"),
         ("drop_ask", ("a", 2)),
         ("forget", "r1"),
+        ("state", "Completing"),  # idle: the owner's decision, published
     ]
     # u2 is undone in the view (its rollback frees its node); u1 was confirmed, then released
     assert effects.new_allocations == [good, existing("r1", node="n2")]

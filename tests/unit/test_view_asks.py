@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 import view_helpers
-from view_helpers import S, allocated_of, ask, insert, one_app, pending_of, recovered
+from view_helpers import S, allocated_of, ask, insert, one_app, owner_puts, pending_of, recovered
 
 from korral import resource as res
 from korral.model.queue import Queue
@@ -63,7 +63,7 @@ def test_insert_application(view, clock, queue_path, expected, created):
 
 def test_insert_application_is_idempotent(view):
     first = insert(view, "app-1", "root.a", user="alice")
-    view.put_asks([ask("app-1", "k")])
+    owner_puts(view, [ask("app-1", "k")])
     again = insert(view, "app-1", "root.b", user="bob")
 
     assert again is first
@@ -107,7 +107,8 @@ def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queu
         original(queue, apps)
 
     monkeypatch.setattr(Queue, "update_apps", counting)
-    view.put_asks(
+    owner_puts(
+        view,
         [
             ask("app-1", "k1", repeat=2),
             ask("app-2", "k1", {"memory": 64}, repeat=3),
@@ -116,7 +117,7 @@ def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queu
             ask("app-1", "k3", generation=3),
             ask("ghost", "k1"),
             ask("app-4", "k1", {"memory": 5}),
-        ]
+        ],
     )
     monkeypatch.undo()
 
@@ -143,8 +144,8 @@ def test_put_asks_several_apps_aggregate_pending_with_one_rekey_per_app_and_queu
 def test_put_asks_create_seq_keeps_request_order(view):
     view.add_node("n1", {"vcore": 10000})
     insert(view, "app-1", "root.b")
-    view.put_asks([ask("app-1", "second-key"), ask("app-1", "first-key", generation=2)])
-    view.put_asks([ask("app-1", "later", generation=3)])
+    owner_puts(view, [ask("app-1", "second-key"), ask("app-1", "first-key", generation=2)])
+    owner_puts(view, [ask("app-1", "later", generation=3)])
     asks = view.applications["app-1"].asks
     seqs = [asks[k].create_seq for k in ("second-key", "first-key", "later")]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
@@ -156,7 +157,7 @@ def test_put_asks_create_seq_keeps_request_order(view):
 def test_put_asks_priority_before_request_order(view):
     view.add_node("n1", {"vcore": 10000})
     insert(view, "app-1", "root.b")
-    view.put_asks([ask("app-1", "low"), ask("app-1", "high", generation=2, priority=5)])
+    owner_puts(view, [ask("app-1", "low"), ask("app-1", "high", generation=2, priority=5)])
     assert [a.allocation_key for a in view.schedule()] == ["high", "low"]
 
 
@@ -174,7 +175,7 @@ def test_put_asks_replacing_a_key(view, invariants, drop_first, old_scheduled):
         assert view.schedule_one() is not None
     if drop_first:
         view.drop_ask("app-1", "k", 1)
-    view.put_asks([ask("app-1", "k", {"vcore": 500}, repeat=2, generation=2)])
+    owner_puts(view, [ask("app-1", "k", {"vcore": 500}, repeat=2, generation=2)])
 
     new = view.applications["app-1"].asks["k"]
     assert (new.generation, new.pending, new.resource) == (2, 2, {"vcore": 500})
@@ -200,8 +201,8 @@ def test_put_asks_replacing_a_key(view, invariants, drop_first, old_scheduled):
 )
 def test_drop_ask_only_for_the_matching_generation(view, app_id, key, generation, dropped):
     insert(view, "app-1", "root.a")
-    view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
-    view.put_asks([ask("app-1", "k", repeat=2, generation=2)])
+    owner_puts(view, [ask("app-1", "k", repeat=2, generation=1)])
+    owner_puts(view, [ask("app-1", "k", repeat=2, generation=2)])
 
     view.drop_ask(app_id, key, generation)
     view.drop_ask(app_id, key, generation)  # idempotent
@@ -244,10 +245,10 @@ def test_waiting_application_is_not_admitted(make_view, policy):
     view.add_node("n1", {"vcore": 8000})
     insert(view, "app-1", "root.q", submission_seq=1)
     insert(view, "app-2", "root.q", submission_seq=2)
-    view.put_asks([ask("app-1", "k")])
-    view.put_asks([ask("app-2", "k", repeat=2)])
+    owner_puts(view, [ask("app-1", "k")])
+    owner_puts(view, [ask("app-2", "k", repeat=2)])
     assert [a.application_id for a in view.schedule()] == ["app-1"]
-    view.put_asks([ask("app-2", "other", generation=2)])  # a new ask changes nothing
+    owner_puts(view, [ask("app-2", "other", generation=2)])  # a new ask changes nothing
     assert view.schedule() == []
     assert view.applications["app-2"].state is S.ACCEPTED
 
@@ -258,13 +259,13 @@ def test_replacing_an_ask_does_not_admit_a_waiting_application(make_view, policy
     view.add_node("n1", {"vcore": 8000})
     insert(view, "app-1", "root.q", submission_seq=1)
     insert(view, "app-2", "root.q", submission_seq=2)
-    view.put_asks([ask("app-1", "k")])
-    view.put_asks([ask("app-2", "k", repeat=2)])
+    owner_puts(view, [ask("app-1", "k")])
+    owner_puts(view, [ask("app-2", "k", repeat=2)])
     assert [a.application_id for a in view.schedule()] == ["app-1"]
 
     # app-2's owner replaces its ask (ApplicationOwner.add_asks): one put of the new generation, which
     # the view applies in place
-    view.put_asks([ask("app-2", "k", generation=2)])
+    owner_puts(view, [ask("app-2", "k", generation=2)])
 
     assert view.schedule() == []
     assert view.applications["app-2"].state is S.ACCEPTED
@@ -278,7 +279,7 @@ def _nothing(view, proposal):
 
 
 def _ask_replaced(view, proposal):
-    view.put_asks([ask("app-1", "k", repeat=2, generation=2)])
+    owner_puts(view, [ask("app-1", "k", repeat=2, generation=2)])
 
 
 def _ask_dropped(view, proposal):
@@ -350,7 +351,7 @@ def test_repeat_owed_after_node_removal_is_proposed_again_despite_quota_blocked_
     insert(view, "app-2", "root.a")
     view.adopt_recovered(recovered("app-2", "r2", node="n2", resource={"vcore": 8000}))
     insert(view, "app-1", "root.a")
-    view.put_asks([ask("app-1", "k"), ask("app-1", "big", {"vcore": 3000}, generation=2)])
+    owner_puts(view, [ask("app-1", "k"), ask("app-1", "big", {"vcore": 3000}, generation=2)])
     proposal = view.schedule_one()
     assert proposal.allocation_key == "k" and view.schedule_one() is None  # big: over root.a's max
     view.discard_node(proposal.node_id)
@@ -381,7 +382,7 @@ def test_repeat_owed_after_node_removal_is_proposed_again_in_a_stateaware_queue(
     view.add_node("n1", {"vcore": 4000})
     view.add_node("n2", {"vcore": 4000})
     insert(view, "app-1", "root.sa")
-    view.put_asks([ask("app-1", "k")])
+    owner_puts(view, [ask("app-1", "k")])
     proposal = view.schedule_one()
     view.discard_node(proposal.node_id)
     view.rollback(proposal)
@@ -423,20 +424,43 @@ def test_forget_after_node_removal_means_no_rollback_will_come(view):
     assert pending_of(view, "root.a") == [{"vcore": 1000}]
 
 
-def test_forget_of_the_last_allocation_completes_the_idle_application(view):
+def test_an_idle_application_completes_when_its_owner_publishes_it(view):
+    """Completing is the owner's decision: the view's application, idle after its last allocation
+    went, stays as it was until the owner's published state comes, and then frees its queue's
+    running slot (maxapplications)."""
     one_app(view, repeat=1)
     proposal = view.schedule_one()
+    assert view.applications["app-1"].state is S.STARTING
+    assert view.queues["root.a"].running_apps == 1
     view.forget_allocation(proposal)
-    assert view.applications["app-1"].state.value == "Completing"
+    assert view.applications["app-1"].state is S.STARTING
+    view.take_state("app-1", S.COMPLETING)
+    assert view.applications["app-1"].state is S.COMPLETING
+    assert view.queues["root.a"].running_apps == view.root.running_apps == 0
 
 
-def test_the_views_effects_do_not_pile_up_once_taken(view):
-    # the owners tell the RM of state changes; the scheduler takes the view's effects after each
-    # batch and drops those, so nothing is kept from one batch to the next
+def test_a_published_accepted_does_not_take_back_the_views_own_bookings(view):
+    """The owner ran the application on an ask (Accepted) while the view adopted a recovered
+    allocation (Running): the owner gets there too as it books the recovery, publishing nothing."""
+    view.add_node("n1", {"vcore": 4000})
+    insert(view, "app-1", "root.a")
+    view.adopt_recovered(recovered("app-1", "r1"))
+    assert view.applications["app-1"].state is S.RUNNING
+    view.take_state("app-1", S.ACCEPTED)
+    assert view.applications["app-1"].state is S.RUNNING
+    assert view.queues["root.a"].running_apps == 1
+    view.take_state("app-1", S.FAILING)  # anything else the owner publishes, the view takes
+    assert view.applications["app-1"].state is S.FAILING
+    assert view.queues["root.a"].running_apps == 0
+
+
+def test_the_view_records_no_state_changes(view):
+    """The owners report every state change to the RM: the view, which moves states only as it books
+    and as owners publish, records none for the scheduler to drop."""
     one_app(view, repeat=1)
     view.forget_allocation(view.schedule_one())
-    assert [c.state for c in view.take_effects().state_changes][-1] == "Completing"
-    assert not view.take_effects()
+    view.take_state("app-1", S.COMPLETING)
+    assert view.take_effects().state_changes == []
 
 
 BATCH_CONFIG = """
@@ -482,8 +506,8 @@ def test_put_asks_in_one_batch_orders_everything_as_one_at_a_time(make_view, see
         for app_id, leaf in apps:
             insert(view, app_id, leaf)
         # allocations first, so that fair sorting's usage ratios differ between applications
-        view.put_asks(
-            [ask(app_id, "seed", {"vcore": 1000 * (1 + i % 3)}) for i, (app_id, _) in enumerate(apps)]
+        owner_puts(
+            view, [ask(app_id, "seed", {"vcore": 1000 * (1 + i % 3)}) for i, (app_id, _) in enumerate(apps)]
         )
         assert len(view.schedule()) == len(apps)
     batched.put_asks([ask(a, k, {"vcore": v}, priority=p) for a, k, v, p in asks])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import view_helpers
-from view_helpers import allocated_of, ask, insert
+from view_helpers import allocated_of, ask, insert, owner_puts
 
 from korral import si
 from korral.model.allocation import Allocation
@@ -21,9 +21,9 @@ def gang_view(view: SchedulingView) -> tuple[Allocation, Allocation]:
     """A gang in root.b with one placeholder on n1 and a real ask the view decided to put in it."""
     view.add_node("n1", {"vcore": 4000})
     insert(view, "g", "root.b", placeholder_ask={"vcore": 1000})
-    view.put_asks([ask("g", "ph", placeholder=True, task_group_name="tg")])
+    owner_puts(view, [ask("g", "ph", placeholder=True, task_group_name="tg")])
     placeholder = view.schedule_one()
-    view.put_asks([ask("g", "real", task_group_name="tg")])
+    owner_puts(view, [ask("g", "real", task_group_name="tg")])
     real = view.schedule_one()
     assert placeholder is not None and real is not None and real.replaces == placeholder.uuid
     view.take_effects()
@@ -79,9 +79,9 @@ def test_a_swap_for_a_placeholder_that_left_with_its_node_says_the_real_one_must
 def test_a_confirmed_swap_moves_usage_by_the_difference(view) -> None:
     view.add_node("n1", {"vcore": 4000})
     insert(view, "g", "root.b", placeholder_ask={"vcore": 2000})
-    view.put_asks([ask("g", "ph", {"vcore": 2000}, placeholder=True, task_group_name="tg")])
+    owner_puts(view, [ask("g", "ph", {"vcore": 2000}, placeholder=True, task_group_name="tg")])
     placeholder = view.schedule_one()
-    view.put_asks([ask("g", "real", {"vcore": 500}, task_group_name="tg")])
+    owner_puts(view, [ask("g", "real", {"vcore": 500}, task_group_name="tg")])
     real = view.schedule_one()
     assert placeholder is not None and real is not None
     assert view.swap("g", placeholder.uuid, real) is False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import view_helpers
-from view_helpers import CONFIG, S, allocated_of, ask, insert, one_app, pending_of, recovered
+from view_helpers import CONFIG, S, allocated_of, ask, insert, one_app, owner_puts, pending_of, recovered
 
 from korral import resource as res
 from korral.config import load_config
@@ -222,7 +222,7 @@ def test_discard_node_cancels_its_reservation(make_view, clock):
     insert(view, "app-0", "root.b")
     view.adopt_recovered(recovered("app-0", "r0", resource={"vcore": 2000}))
     insert(view, "app-1", "root.a")
-    view.put_asks([ask("app-1", "big", {"vcore": 3000})])
+    owner_puts(view, [ask("app-1", "big", {"vcore": 3000})])
     assert view.schedule_one() is None
     clock.advance(5.0)
     assert view.schedule_one() is None
@@ -235,7 +235,7 @@ def test_discard_node_cancels_its_reservation(make_view, clock):
 def test_discard_application_is_idempotent(view, invariants):
     one_app(view, repeat=3)
     insert(view, "app-2", "root.a")
-    view.put_asks([ask("app-2", "k", {"vcore": 500})])
+    owner_puts(view, [ask("app-2", "k", {"vcore": 500})])
     proposals = view.schedule()
     assert {a.application_id for a in proposals} == {"app-1", "app-2"}
 
@@ -253,7 +253,7 @@ def test_discard_application_is_idempotent(view, invariants):
         if proposal.application_id == "app-1":
             view.rollback(proposal)
             view.forget_allocation(proposal)
-    view.put_asks([ask("app-1", "again", generation=9)])
+    owner_puts(view, [ask("app-1", "again", generation=9)])
     view.drop_ask("app-1", "k", 1)
     assert "app-1" not in view.applications
 
@@ -265,7 +265,7 @@ def test_discard_application_forgets_what_its_removed_node_owed(view):
     view.discard_application("app-1")
     # the application comes back under the same id (a new submission): the old proposal owes it nothing
     insert(view, "app-1", "root.a")
-    view.put_asks([ask("app-1", "k", repeat=2, generation=1)])
+    owner_puts(view, [ask("app-1", "k", repeat=2, generation=1)])
     view.rollback(proposal)
     assert view.applications["app-1"].asks["k"].pending == 2
 
@@ -288,7 +288,7 @@ def test_has_timed_work(view, resource, timed):
     view.add_node("n2", {"vcore": 4000})
     insert(view, "app-1", "root.b")
     if resource is not None:
-        view.put_asks([ask("app-1", "k", resource)])
+        owner_puts(view, [ask("app-1", "k", resource)])
     view.schedule()
     assert view.has_timed_work() is timed
     view.drop_ask("app-1", "k", 1)
@@ -301,7 +301,7 @@ def test_has_timed_work_with_a_reservation(make_view, clock):
     view.add_node("n2", {"vcore": 2000})
     insert(view, "app-1", "root.b")
     view.adopt_recovered(recovered("app-1", "r1", resource={"vcore": 2000}))
-    view.put_asks([ask("app-1", "k", {"vcore": 3000})])
+    owner_puts(view, [ask("app-1", "k", {"vcore": 3000})])
     view.schedule()
     clock.advance(2.0)
     view.schedule()

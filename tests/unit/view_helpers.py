@@ -18,10 +18,11 @@ import pytest
 from korral import resource as res
 from korral import si
 from korral.config import load_config
-from korral.model.allocation import Allocation
-from korral.model.app.application import Application, ApplicationState
+from korral.model.allocation import Allocation, AskSpec
+from korral.model.app.application import Application, ApplicationEvent, ApplicationState
 from korral.model.app.owner import build_ask
 from korral.model.app.spec import AppSpec
+from korral.model.app.state import RUN_ON_ASK, next_state
 from korral.model.view import SchedulingView
 
 S = ApplicationState
@@ -84,6 +85,16 @@ def insert(view: SchedulingView, application_id: str, queue_path: str, **fields:
     return view.insert_application(AppSpec(application_id=application_id, queue_path=queue_path, **fields))
 
 
+def owner_puts(view: SchedulingView, asks: list[AskSpec]) -> None:
+    """What the owners' bursts of new asks send the view: the state a new ask ran each application to,
+    as its owner publishes it (``OwnerState``, ahead of the asks), then the asks (``PutAsks``)."""
+    for application_id in dict.fromkeys(spec.application_id for spec in asks):
+        app = view.applications.get(application_id)
+        if app is not None and app.state in RUN_ON_ASK:
+            view.take_state(application_id, next_state(app.state, ApplicationEvent.RUN))
+    view.put_asks(asks)
+
+
 def recovered(app: str, uuid: str, node: str = "n1", resource: dict[str, int] | None = None) -> Allocation:
     return Allocation(
         uuid=uuid,
@@ -99,7 +110,7 @@ def one_app(view: SchedulingView, repeat: int = 2, node_capacity: int = 4000) ->
     """Node n1, app-1 in root.a with ask k (1000 vcore x ``repeat``, generation 1)."""
     view.add_node("n1", {"vcore": node_capacity})
     insert(view, "app-1", "root.a")
-    view.put_asks([ask("app-1", "k", repeat=repeat)])
+    owner_puts(view, [ask("app-1", "k", repeat=repeat)])
 
 
 def pending_of(view: SchedulingView, *paths: str) -> list[dict[str, int]]:

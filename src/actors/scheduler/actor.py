@@ -59,6 +59,7 @@ from korral.model.view_ops import (
     DropAsk,
     Forget,
     MarkReleasing,
+    OwnerState,
     PutAsks,
     RollBack,
     Swap,
@@ -379,6 +380,8 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
                 view.mark_releasing(application_id, op.uuid, op.termination)
             elif isinstance(op, Unpreempt):
                 view.unpreempt(application_id, op.uuid)
+            elif isinstance(op, OwnerState):
+                view.take_state(application_id, op.state)
             else:
                 raise TypeError(f"unknown view operation {op!r}")
         if new_asks:

@@ -26,13 +26,14 @@ from korral.model.app.application import (
     advance_for_recovery,
 )
 from korral.model.app.spec import AppSpec
-from korral.model.app.state import RUN_ON_ASK, settle_event
+from korral.model.app.state import RUN_ON_ASK, TERMINAL_STATES, settle_event
 from korral.model.creation import created_at
 from korral.model.view_ops import (
     AdoptRecovered,
     DropAsk,
     Forget,
     MarkReleasing,
+    OwnerState,
     PutAsks,
     RollBack,
     Swap,
@@ -163,12 +164,21 @@ class ApplicationOwner:
 
     # ---- state -------------------------------------------------------------------------------------
 
-    def _transition(self, event: ApplicationEvent, now: float, effects: AppEffects) -> bool:
-        if not self.app.try_handle(event, now):
+    def _transition(
+        self, event: ApplicationEvent, now: float, effects: AppEffects, *, booked: bool = False
+    ) -> bool:
+        """Apply ``event``; True when the state changed. ``booked``: the transition follows from an
+        allocation the scheduler's view booked, and has made there already; any other is published to
+        the view (``OwnerState``) unless terminal (the view drops the application then)."""
+        app = self.app
+        if not app.try_handle(event, now):
             return False
-        effects.state_changes.append((self.app.state.value, now))
-        if self.app.state is ApplicationState.COMPLETING:
+        state = app.state
+        effects.state_changes.append((state.value, now))
+        if state is ApplicationState.COMPLETING:
             effects.completing = True
+        if not booked and state not in TERMINAL_STATES:
+            effects.view_ops.append(OwnerState(state=state))
         return True
 
     def _maybe_complete(self, now: float, effects: AppEffects) -> None:
@@ -275,7 +285,9 @@ class ApplicationOwner:
             state = app.state
             if state is _ACCEPTED or state is _STARTING:
                 advance_after_allocation(
-                    app, allocation.placeholder, lambda: self._transition(ApplicationEvent.RUN, now, effects)
+                    app,
+                    allocation.placeholder,
+                    lambda: self._transition(ApplicationEvent.RUN, now, effects, booked=True),
                 )
             timeout_ms = ask.spec.execution_timeout_ms
             if allocation.placeholder or timeout_ms > 0:
@@ -337,7 +349,9 @@ class ApplicationOwner:
             effects.view_ops.append(AdoptRecovered(allocation=allocation))
             recovered += 1
         if recovered:
-            advance_for_recovery(app, lambda: self._transition(ApplicationEvent.RUN, now, effects))
+            advance_for_recovery(
+                app, lambda: self._transition(ApplicationEvent.RUN, now, effects, booked=True)
+            )
         return effects
 
     # ---- releases ----------------------------------------------------------------------------------
@@ -377,7 +391,9 @@ class ApplicationOwner:
         effects.view_ops.append(Swap(placeholder_uuid=placeholder_uuid, real=real))
         effects.new_allocations.append(real)
         if app.state is ApplicationState.ACCEPTED or app.state is ApplicationState.STARTING:
-            advance_after_allocation(app, False, lambda: self._transition(ApplicationEvent.RUN, now, effects))
+            advance_after_allocation(
+                app, False, lambda: self._transition(ApplicationEvent.RUN, now, effects, booked=True)
+            )
 
     def release(
         self, releases: Iterable[si.AllocationRelease], now: float, effects: AppEffects | None = None

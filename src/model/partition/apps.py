@@ -289,17 +289,27 @@ class PartitionApplications:
         return released
 
     def transition(self, app: Application, event: ApplicationEvent, message: str = "") -> bool:
+        """Apply ``event`` and record the state change for the driver; True when the state changed."""
         was_running = app.state in RUNNING_STATES
         now = self.clock()
         if not app.try_handle(event, now):
             return False
+        self.count_running(app, was_running)
+        self.effects.state_change(app.application_id, app.state.value, now, message)
+        return True
+
+    def count_running(self, app: Application, was_running: bool) -> None:
+        """Its queues' running applications (maxapplications) follow a change of its state."""
         running = app.state in RUNNING_STATES
         if running != was_running:
             queue = self.queues.get(app.queue_path)
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
-        self.effects.state_change(app.application_id, app.state.value, now, message)
-        return True
+
+    def ask_added(self, app: Application) -> None:
+        """A new ask runs an application that is New, Completing or Resuming (runApplication)."""
+        if app.state in RUN_ON_ASK:
+            self.transition(app, ApplicationEvent.RUN)
 
     def maybe_complete(self, app: Application) -> None:
         event = settle_event(app)
@@ -446,8 +456,7 @@ class PartitionApplications:
         else:
             for name, quantity in spec.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
-        if app.state in RUN_ON_ASK:
-            self.transition(app, ApplicationEvent.RUN)
+        self.ask_added(app)
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
         app = self.applications.get(application_id)

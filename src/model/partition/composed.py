@@ -112,6 +112,8 @@ PART_OPERATIONS = (
 class PartitionModel:
     # YuniKorn's reservation wait time (korral.model.reservations); a test may shorten it per model
     reservation_wait_timeout = RESERVATION_WAIT_TIMEOUT
+    # the applications part: who decides an application's state is part of a role (the view's differs)
+    applications_part: type[PartitionApplications] = PartitionApplications
 
     def __init__(
         self,
@@ -149,7 +151,7 @@ class PartitionModel:
             name, config, clock=clock, node_order=node_order, queue_specs=queue_specs
         )
         self.node_ordering = registry.node_ordering
-        self.apps = apps = PartitionApplications(
+        self.apps = apps = self.applications_part(
             registry, self.ugm, self.effects, clock=clock, placeholder_timeout=placeholder_timeout
         )
         self.reserver = reserver = Reservations(registry, apps.applications, self.effects, clock)
