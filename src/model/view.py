@@ -3,7 +3,9 @@
 It is a ``PartitionModel`` fed with what the owners (application, node and partition actors) tell the
 scheduler, so the scheduler decides with exactly the reference scheduler's code. Its allocations are
 *proposals*: counted at once so the next decision sees them, confirmed by the node (room) and the
-application (the ask still wants it), and undone with ``rollback`` when either refuses. Every update
+application (the ask still wants it), and undone with ``rollback`` when either refuses. An
+application's state is its owner's, as published, moved on here only by the view's own bookings
+(``ViewApplications``). Every update
 here is idempotent, because a fact can reach the view by two paths (a node removal and the releases
 of its allocations, say).
 """
@@ -135,7 +137,7 @@ class SchedulingView(PartitionModel):
             self.apps.apply_namespace_tags(queue, spec.tags)
         if spec.queue_path != queue.path or spec.partition != self.name:
             spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)
-        app = Application(spec, submission_time=self.clock())
+        app = Application(spec, submission_time=self.clock(), timed=False)  # its owner runs the timeouts
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app, limit_group or None, resolve=limit_group is None)

@@ -1,10 +1,11 @@
 """The Partition actor: membership, placement and routing for one partition.
 
-It owns the partition's structure (the queue tree's shape, which applications and nodes exist, the
-partition's capacity) in a ``PartitionModel`` that tracks no allocations, holding each queue's
-configuration and state as its queue actor made it (``QueueActorSpecs``), places
-applications with the partition's rules, creates and retires the owner actors, and routes each RM
-request to the actor that owns what the request is about. A removed actor stops itself once nothing
+It owns the partition's structure (the queue tree's shape, which nodes exist, the partition's
+capacity) in a ``PartitionModel`` that tracks no allocations, holding each queue's configuration and
+state as its queue actor made it (``QueueActorSpecs``); places applications with the partition's rules
+and keeps which exist (``PartitionMembers``: each one's ``AppSpec``, by reference, and limit group);
+creates and retires the owner actors, and routes each RM request to the actor that owns what the
+request is about. A removed actor stops itself once nothing
 can reach it any more (``RetiringActor``), so that no message to it is dropped.
 """
 

@@ -16,12 +16,6 @@ from korral.model.allocation import Allocation, Ask
 from korral.model.app.spec import GANG_STYLE_HARD as GANG_STYLE_HARD
 from korral.model.app.spec import AppSpec
 from korral.model.app.state import (
-    COMPLETE_WHEN_IDLE as COMPLETE_WHEN_IDLE,
-)
-from korral.model.app.state import (
-    RECOVERY_ADVANCES_FROM as RECOVERY_ADVANCES_FROM,
-)
-from korral.model.app.state import (
     RUN_ON_ASK as RUN_ON_ASK,
 )
 from korral.model.app.state import (
@@ -163,7 +157,11 @@ class Application:
         submission_time: float = 0.0,
         ordered_asks: bool = True,
         placeholder_timeout: float = 900.0,
+        timed: bool = True,
     ) -> None:
+        """``ordered_asks``: False for a holder that never walks its asks in request order (the
+        owner); ``timed``: False for one that runs none of the application's timeouts (the
+        scheduler's view), which then sets no deadline."""
         # what the application is (shared, immutable); everything below is this holder's own
         self.spec = spec
         # lowered when a recovered allocation is older (YUNIKORN-2772)
@@ -220,6 +218,7 @@ class Application:
         self._timers_started: set[str] = set()
         # deadlines set since the driver last looked (an actor starts a timer for each); None: not kept
         self.deadline_requests: list[float] | None = None
+        self.timed = timed
         # a real ask of a task group has been asked for: placeholders may be replaced from now on
         self.real_group_asks = False
 
@@ -310,7 +309,12 @@ class Application:
 
     def _on_running(self, now: float) -> None:
         """A non-gang application's execution timeout starts when it first runs (the seed's meaning)."""
-        if self.execution_timeout_ms > 0 and not self.placeholder_ask and "app" not in self._timers_started:
+        if (
+            self.timed
+            and self.execution_timeout_ms > 0
+            and not self.placeholder_ask
+            and "app" not in self._timers_started
+        ):
             self._timers_started.add("app")
             self.run_deadline = self._deadline(now + self.execution_timeout_ms / 1000)
 
@@ -523,6 +527,8 @@ class Application:
     def after_booking(self, allocation: Allocation, ask_timeout_ms: int, now: float) -> None:
         """Start the timers an allocation starts: the placeholder timeout at the first placeholder,
         the ask's execution timeout for each of its allocations. Callers skip this when neither applies."""
+        if not self.timed:
+            return
         if allocation.placeholder:
             if "placeholder" not in self._timers_started:
                 self._timers_started.add("placeholder")

@@ -1,8 +1,9 @@
 """What an application is, as submitted and placed: one immutable value shared by every holder.
 
-The partition builds it once when it places the application; the application's owner, the scheduler's
-view and the reference partition each keep their own ``Application`` (state, asks, allocations)
-around the same ``AppSpec``. Its dicts are never mutated once built.
+The partition builds it once when it places the application. The Partition actor holds it as it is
+(``PartitionMembers``); the application's owner, the scheduler's view and the reference partition each
+keep an ``Application`` (state, asks, allocations) around the same ``AppSpec``. Its dicts are never
+mutated once built.
 """
 
 from __future__ import annotations

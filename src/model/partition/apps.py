@@ -1,6 +1,7 @@
 """A partition's applications and asks: placement, admission, state transitions and timeouts.
 
 One part of a ``PartitionModel`` (``korral.model.partition.composed`` composes the parts and wires them): it
+places applications (``place_application``: the Partition actor's registry does only that) and
 owns the applications (by id) with their asks, the asks found unschedulable, and the applications
 that may have a real ask for one of their placeholders. It places on the registry's queues
 (``partition.registry``); removing an application releases its allocations through the allocations

@@ -2,14 +2,16 @@
 
 Plain synchronous code. The sequential reference scheduler drives one of these directly; the actor
 system's Scheduler actor holds one as its decision view (``korral.model.view``) and the Partition
-actor one as its registry (``UnscheduledPartition``). Every operation either completes or raises
+actor one as its registry (``UnscheduledPartition``), which places applications but holds none: their
+owners do (``PartitionMembers`` keeps their specs for the actor). Every operation either completes or raises
 ``ModelError`` before changing anything, so a rejected request leaves no partial state behind.
 
 ``PartitionModel`` is composed of parts, each a plain class with its own state and one job, made and
 wired here (each is handed the parts it calls, nothing else):
 
 - ``registry`` (``partition.registry``): the queue tree and its config, the nodes, the capacity;
-- ``apps`` (``partition.apps``): applications and asks, placement, state transitions, timeouts;
+- ``apps`` (``partition.apps``): placement; applications and asks, state transitions, timeouts (the
+  view composes ``ViewApplications``: states come from the owners);
 - ``reserver`` (``reservations``): which ask holds which node, since when;
 - ``allocator`` (``partition.allocations``): booking, recovery, releases, gang replacement;
 - ``walker`` (``partition.walk``): the scheduling cycle, and the preemption attempts of a cycle;
@@ -368,6 +370,7 @@ class PartitionModel:
 
 def UnscheduledPartition(name: str, config: PartitionConfig, **settings: Any) -> PartitionModel:
     """A partition that is never scheduled: the Partition actor's registry of the structure (queues,
-    applications, nodes, capacity). Composed without the parts that only scheduling needs: no node
-    order, as nothing walks one, no walk, and no quota preemption (the Scheduler's view decides it)."""
+    nodes, capacity), which places applications and holds none of them. Composed without the parts
+    that only scheduling needs: no node order, as nothing walks one, no walk, and no quota preemption
+    (the Scheduler's view decides it)."""
     return PartitionModel(name, config, node_order=None, quota_preemption=None, **settings)
