@@ -124,9 +124,10 @@ def stress(
     Exit 0 when no invariant was violated and RSS and threads stayed flat; 1 with the violation, the
     seed and the shortest sequence of operations that reproduces it, and the command line that
     replays it. RSS and threads are sampled at every checkpoint and printed at the start, after
-    warm-up (the first quarter of the run) and at the end; exit 1 too when one grows after warm-up
-    (a fitted line over RSS 2 MB or threads 0.5 a minute, and by more than 10% of the RSS at warm-up
-    + 5 MB or 4 threads over the run; a run with fewer than 10 samples after warm-up is not judged).
+    warm-up (the first quarter of the run, at least two minutes) and at the end; exit 1 too when one
+    grows after warm-up (a fitted line over RSS 2 MB or threads 0.5 a minute, and by more than 10% of
+    the RSS at warm-up + 5 MB or 4 threads over the run; a run with fewer than 10 samples after
+    warm-up is not judged).
     The harness's own memory does not grow with the run's length: its recorded operations spill to
     disk, and each RM keeps the records of its live registration only.
     """
@@ -257,14 +258,14 @@ def _stress_threads(
 def _print_flatness(console: Console, verdict: FlatnessVerdict) -> list[str]:
     """The run's RSS and threads at its start, after warm-up and at its end, and whether either grew
     after warm-up; the names of those that did."""
-    from korral.harness.stress.flatness import STRESS_LIMITS, WARMUP_FRACTION
+    from korral.harness.stress.flatness import STRESS_LIMITS, WARMUP_FRACTION, WARMUP_SECONDS
 
     if verdict.missing:
         console.print(f"RSS and threads not judged: {verdict.missing}", markup=False)
         return []
     console.print(
-        f"RSS and threads, {verdict.samples} samples (warm-up: the first {WARMUP_FRACTION:.0%}, "
-        f"{verdict.warmup_seconds:.0f}s; a measure grows past "
+        f"RSS and threads, {verdict.samples} samples (warm-up: the first {WARMUP_FRACTION:.0%} and at "
+        f"least {WARMUP_SECONDS:.0f}s, {verdict.warmup_seconds:.0f}s; a measure grows past "
         + "; ".join(limit.describe() for limit in STRESS_LIMITS)
         + "):",
         markup=False,

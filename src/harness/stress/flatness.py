@@ -1,8 +1,9 @@
 """Whether a threaded ``korral stress`` run held its memory and threads flat.
 
 The run samples the process's RSS and thread count when its RMs have registered, after every
-checkpoint (its RM threads joined) and at its end. The first quarter of the run is warm-up (the
-allocator reaches its high-water mark, the RMs their working set of nodes, applications and asks);
+checkpoint (its RM threads joined) and at its end. The first quarter of the run, and at least its
+first two minutes, is warm-up (the allocator reaches its high-water mark, the RMs their working set
+of nodes, applications and asks: ~90 s for three RMs);
 after it, a straight line is fitted to each measure against time, and the measure grows when the
 line's slope is over its limit per minute and what it adds up to over the judged span is over its
 allowance (``STRESS_LIMITS``). A run with fewer than ``MIN_JUDGED_SAMPLES`` samples after warm-up is
@@ -17,7 +18,8 @@ import attrs
 
 from korral.harness.measures import fitted_slope, process_threads, rss_mb
 
-WARMUP_FRACTION = 0.25  # the first quarter of the run is warm-up: not judged
+WARMUP_FRACTION = 0.25  # the first quarter of the run is warm-up: not judged ...
+WARMUP_SECONDS = 120.0  # ... and at least this much of it
 MIN_JUDGED_SAMPLES = 10
 
 
@@ -102,7 +104,7 @@ def judge(samples: Sequence[ResourceSample], limits: Sequence[FlatLimit] = STRES
     """Whether RSS or threads grew after warm-up faster than ``limits`` allow."""
     if not samples:
         return FlatnessVerdict(samples=0, warmup_seconds=0.0, missing="no sample was taken")
-    warmup = WARMUP_FRACTION * samples[-1].seconds
+    warmup = max(WARMUP_FRACTION * samples[-1].seconds, WARMUP_SECONDS)
     judged = [one for one in samples if one.seconds >= warmup]
     if len(judged) < MIN_JUDGED_SAMPLES:
         return FlatnessVerdict(
