@@ -285,6 +285,13 @@ class Core:
     def update_allocation(self, request: si.AllocationRequest) -> None:
         self._route(check_allocation_request(request), "AllocationRequest")
 
+    def _update_allocation_typed(self, request: si.AllocationRequest) -> None:
+        """``update_allocation`` for a request the gRPC server decoded with the plain reader
+        (``korral.server.convert.parse_ordered_typed``): every field already has its type and range,
+        all that ``check_allocation_request`` checks, so its per-ask pass (~0.5-1 µs an ask, on the
+        server's loop under the lock the actors share) is not run again."""
+        self._route(Checked(request), "AllocationRequest")
+
     def update_application(self, request: si.ApplicationRequest) -> None:
         self._route(check_application_request(request), "ApplicationRequest")
 

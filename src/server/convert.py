@@ -31,7 +31,17 @@ from korral.si import si_pb2
 from korral.si.messages import slot_setters
 from korral.si.validate import Undecodable
 
-__all__ = ["ConversionError", "from_pb", "parse", "resource_from_pb", "resource_to_pb", "to_pb"]
+__all__ = [
+    "ConversionError",
+    "from_pb",
+    "parse",
+    "parse_ordered",
+    "parse_ordered_typed",
+    "parse_typed",
+    "resource_from_pb",
+    "resource_to_pb",
+    "to_pb",
+]
 
 
 class ConversionError(ValueError):
@@ -354,26 +364,43 @@ def _converted(proto_type: type[Message], data: bytes) -> tuple[Message, bool]:
     return _decode(proto_type, data), False
 
 
-def _from_decoded(message: Message, plain: bool) -> Any:
+def _from_decoded(message: Message, plain: bool) -> tuple[Any, bool]:
+    """The korral message, and whether the plain reader made it (see ``parse_ordered_typed``)."""
     if not plain:
-        return from_pb(message)
+        return from_pb(message), False
     try:
-        return _BY_PROTO[type(message)].read(message)
+        return _BY_PROTO[type(message)].read(message), True
     except ValueError:  # an enum number korral does not know: the careful reading says where
-        return from_pb(message)
+        return from_pb(message), False
 
 
 def parse(proto_type: type[Message], data: bytes) -> Any:
     """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
+    return _from_decoded(*_converted(proto_type, data))[0]
+
+
+def parse_typed(proto_type: type[Message], data: bytes) -> tuple[Any, bool]:
+    """``parse``, and whether the plain reader made the message (see ``parse_ordered_typed``)."""
     return _from_decoded(*_converted(proto_type, data))
 
 
 def parse_ordered(proto_type: type[Message], data: bytes) -> tuple[str, Any]:
     """Decode an OrderedRequest or OrderedResponse: (the kind it holds, the ``korral.si`` message)."""
+    kind, message, _ = parse_ordered_typed(proto_type, data)
+    return kind, message
+
+
+def parse_ordered_typed(proto_type: type[Message], data: bytes) -> tuple[str, Any, bool]:
+    """``parse_ordered``, and whether every field of the message came through the plain reader.
+
+    Then each field holds the type its proto gives it, in its range (a string, an int32 or int64, a
+    bool, a map of strings, a resource of int64 quantities, a known enum member): what
+    ``korral.si.validate`` checks of an item's fields holds by construction. False: the message held
+    unknown fields, and was read field by field."""
     message, plain = _converted(proto_type, data)
     kind = message.WhichOneof(message.DESCRIPTOR.oneofs[0].name)
     if kind is None:
         raise ConversionError(
             f"an {proto_type.__name__} carries one of allocation, application or node: it has none"
         )
-    return kind, _from_decoded(getattr(message, kind), plain)
+    return kind, *_from_decoded(getattr(message, kind), plain)

@@ -38,7 +38,7 @@ from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
-from korral.server.convert import ConversionError, parse, parse_ordered, to_pb
+from korral.server.convert import ConversionError, parse, parse_ordered_typed, parse_typed, to_pb
 from korral.server.fds import default_max_connections
 from korral.server.resets import ResetGuard
 from korral.server.session import (
@@ -131,12 +131,20 @@ class _RemoteCallback(ResourceManagerCallback):
 
 
 def _decode(kind: str, data: bytes) -> tuple[Any, str, str]:
-    """(request, the core's SI method for it, its name) of a request read on a stream of ``kind``."""
+    """(request, the core's SI method for it, its name) of a request read on a stream of ``kind``.
+
+    An AllocationRequest the plain reader decoded goes to the core without its items' type checks
+    again (``Core._update_allocation_typed``): the hot path of a served RM."""
     if kind != ORDERED:
         proto_type, method_name, request_name = _STREAMS[kind]
-        return parse(proto_type, data), method_name, request_name
-    inner_kind, request = parse_ordered(si_pb2.OrderedRequest, data)
+        if kind != ALLOCATION:
+            return parse(proto_type, data), method_name, request_name
+        request, typed = parse_typed(proto_type, data)
+        return request, "_update_allocation_typed" if typed else method_name, request_name
+    inner_kind, request, typed = parse_ordered_typed(si_pb2.OrderedRequest, data)
     _, method_name, request_name = _STREAMS[inner_kind]
+    if typed and inner_kind == ALLOCATION:
+        method_name = "_update_allocation_typed"
     return request, method_name, request_name
 
 

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from korral import si
-from korral.server import convert
+from korral.server import convert, session
 from korral.si import si_pb2
+from korral.si.validate import check_allocation_request
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_TYPES = [
@@ -232,3 +233,26 @@ def test_decoded_resources_are_private_copies_and_the_kept_ones_are_bounded() ->
         decoded = convert.parse(si_pb2.AllocationRequest, ask_bytes(memory + 1))
         assert decoded.asks[0].resource_ask == {"memory": memory + 1}
     assert len(convert_code._resources) <= convert_code.RESOURCE_CACHE
+
+
+@settings(max_examples=60, deadline=None)
+@given(request=message_strategy(si.AllocationRequest))
+def test_what_the_plain_reader_decodes_passes_every_check_the_core_runs_on_a_request(
+    request: si.AllocationRequest,
+) -> None:
+    # The gRPC server routes an AllocationRequest the plain reader made without the core's per-item
+    # checks (Core._update_allocation_typed): they must find nothing in anything it can make.
+    wire = convert.to_pb(request).SerializeToString()
+    decoded, typed = convert.parse_typed(si_pb2.AllocationRequest, wire)
+    assert typed
+    checked = check_allocation_request(decoded)
+    assert checked.request is decoded and not checked.ask_rejections
+    ordered = session.frame(session.ALLOCATION, wire)
+    kind, _, typed = convert.parse_ordered_typed(si_pb2.OrderedRequest, ordered)
+    assert (kind, typed) == (session.ALLOCATION, True)
+
+
+def test_a_request_holding_an_unknown_field_is_read_field_by_field_and_so_checked() -> None:
+    wire = convert.to_pb(si.AllocationRequest(rm_id="rm")).SerializeToString() + bytes([0xF8, 0x01, 0x01])
+    decoded, typed = convert.parse_typed(si_pb2.AllocationRequest, wire)
+    assert decoded == si.AllocationRequest(rm_id="rm") and not typed
