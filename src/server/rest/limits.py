@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from typing import Any
 
 import attrs
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from korral import log_text
@@ -33,6 +35,24 @@ REFUSED = json.dumps(
     {"status_code": 503, "message": "Too many connections", "description": "Too many connections"}
 ).encode()
 REFUSAL_LOG_INTERVAL = 60.0  # seconds between two warnings that connections are being refused
+
+
+class MalformedRequestLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's log of its protocol handler (``AppRunner(logger=...)``). A client's malformed request
+    (request line or header too long, too many headers, bad bytes: ``HttpProcessingError``) is answered
+    400 by aiohttp and, as YuniKorn's Go server does, not logged above DEBUG: one line, its reason
+    escaped and cut, no traceback. Logged as aiohttp logs it, each was an ERROR with a traceback
+    quoting the request (16 KB of log for one bad request line). The handler's own failures keep
+    theirs."""
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            self.logger.debug("refused a malformed HTTP request: %s", exc_info.message)
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
+HTTP_LOG = MalformedRequestLog(log_text.logger("korral.rest.http"), {})
 
 
 def _positive(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:

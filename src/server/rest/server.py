@@ -35,7 +35,7 @@ from korral.server.rest.api import (
     WouldBlock,
     parse_unsigned,
 )
-from korral.server.rest.limits import ConnectionGuard, RestLimits, tls_context
+from korral.server.rest.limits import HTTP_LOG, ConnectionGuard, RestLimits, tls_context
 from korral.server.rest.routes import HttpError
 from korral.server.rest.stream import EventFanout, StreamLimiter, serve_stream
 from korral.server.switch_interval import SERVING_SWITCH_INTERVAL
@@ -168,6 +168,7 @@ class RestServer:
             shutdown_timeout=STOP_TIMEOUT,
             keepalive_timeout=limits.idle_timeout,
             handler_cancellation=True,  # a client gone: its stream (or wait) ends at once, its slot freed
+            logger=HTTP_LOG,  # a malformed request is one DEBUG line, not a traceback (rest.limits)
         )
         await self._runner.setup()
         assert self._runner.server is not None
