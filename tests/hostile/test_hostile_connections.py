@@ -14,6 +14,7 @@ import grpc
 from core_helpers import eventually
 from hostile_serve import korral_serve
 
+import korral
 from korral.server.fds import default_max_connections
 from korral.si import si_pb2
 
@@ -71,3 +72,26 @@ def test_silent_connections_past_the_bound_are_closed_and_a_real_rm_gets_in() ->
         log = served.stop()
     assert "RmID=real registered" in log
     assert "out of system resource" not in log
+
+
+def test_metadata_past_grpcs_bound_is_refused_before_korral_sees_the_call() -> None:
+    """gRPC's own bound on a call's metadata (16 KiB) holds: a megabyte of headers is refused."""
+    with korral.start() as core:
+        address = core.serve_grpc("127.0.0.1:0")
+        channel = grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+        register = channel.unary_unary(SERVICE + "RegisterResourceManager")
+        try:
+            request = si_pb2.RegisterResourceManagerRequest(rmID="rm").SerializeToString()
+            for size in (64 * 1024, 1024 * 1024):
+                try:
+                    register(request, timeout=WAIT, metadata=[("x-junk", "a" * size)])
+                except grpc.RpcError as refused:
+                    assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert "metadata" in (refused.details() or "")
+                else:
+                    raise AssertionError(f"{size:,} bytes of metadata accepted")
+            assert core.partition_names() == []
+            register(request, timeout=WAIT)  # a call within the bound goes on
+            assert core.partition_names() == ["[rm]default"]
+        finally:
+            channel.close()
