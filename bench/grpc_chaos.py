@@ -11,7 +11,8 @@ again and re-declares its applications, its nodes with the allocations it knows,
 milliseconds until --cuts cuts are done. Then the RMs settle and the books are compared: every
 allocation the core booked must be held by exactly one RM that knows it, and every allocation an RM
 holds must be booked. Exit 0 when they agree, 1 (with the differences) when not, or when the run
-outlasts --budget seconds (then it says where each RM that is still running stands).
+outlasts --budget seconds (then it says where each RM that is still running stands). The figures carry
+the process's RSS and threads once the RMs started and at the end (every report line: both now).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import korral
 from korral import si
+from korral.harness.measures import process_threads, rss_mb
 from korral.server.chaos import CuttingProxy, ResyncingRM, ResyncNeeded
 
 CONFIG = """
@@ -178,6 +180,8 @@ def main() -> int:
         rms = [ChaosRM(index, proxies[index], args.seed * 1000 + index, stop) for index in range(args.rms)]
         for rm in rms:
             rm.start()
+        # the process's RSS and threads: cut connections must leave nothing behind
+        at_start = (rss_mb(), process_threads())
         cuts = steady_cuts = 0
         last_report = time.monotonic()
         while cuts < args.cuts:
@@ -191,7 +195,11 @@ def main() -> int:
                 steady_cuts += steady
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
-                print(f"  {cuts} cuts, {sum(rm.rm.resyncs for rm in rms)} resyncs", flush=True)
+                print(
+                    f"  {cuts} cuts, {sum(rm.rm.resyncs for rm in rms)} resyncs, RSS {rss_mb():.1f} MB, "
+                    f"{process_threads()} threads",
+                    flush=True,
+                )
         chaos_seconds = time.monotonic() - started
         stop.set()
         for rm in rms:
@@ -248,6 +256,10 @@ def main() -> int:
             "allocations_booked_at_end": len(seen),
             "rejected": sum(len(rm.rm.rejected) for rm in rms),
             "violations": len(violations),
+            "rss_mb_start": round(at_start[0], 1),
+            "rss_mb_end": round(rss_mb(), 1),
+            "threads_start": at_start[1],
+            "threads_end": process_threads(),
         }
         for proxy in proxies:
             proxy.close()
