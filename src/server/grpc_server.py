@@ -1,7 +1,8 @@
 """The SI over gRPC: si.v1.Scheduler served by grpc.aio on its own thread and event loop, beside the core.
 
 - Requests are decoded here (raw bytes in, so a malformed message is this call's ``INVALID_ARGUMENT``
-  with the reason, never an opaque failure) and routed into the core like in-process SI calls.
+  with the reason, never an opaque failure; a big one off the loop: korral.server.decoder) and routed
+  into the core like in-process SI calls.
 - Four streams: the SI's three (one kind of request each, so requests of different kinds on them are
   not ordered with each other) and korral's ``UpdateInOrder``, which carries all three kinds of one RM
   in order (one coroutine reads it and routes each request before reading the next) and that RM's
@@ -38,7 +39,8 @@ from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
-from korral.server.convert import ConversionError, parse, parse_ordered_typed, parse_typed, to_pb
+from korral.server.convert import ConversionError, parse, to_pb
+from korral.server.decoder import ON_LOOP_BYTES, Decoder, decode
 from korral.server.fds import default_max_connections
 from korral.server.resets import ResetGuard
 from korral.server.session import (
@@ -69,12 +71,6 @@ START_TIMEOUT = 30.0
 # A response with more items than this is sent as several, so no single message nears the size limit.
 MAX_ITEMS_PER_RESPONSE = 20_000
 
-# kind -> (request proto, the core's SI method, request name for errors)
-_STREAMS: dict[str, tuple[type[Message], str, str]] = {
-    ALLOCATION: (si_pb2.AllocationRequest, "update_allocation", "AllocationRequest"),
-    APPLICATION: (si_pb2.ApplicationRequest, "update_application", "ApplicationRequest"),
-    NODE: (si_pb2.NodeRequest, "update_node", "NodeRequest"),
-}
 # a peer that stops answering keepalive pings is gone: its streams end and its RM stops being live
 KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
@@ -128,24 +124,6 @@ class _RemoteCallback(ResourceManagerCallback):
     def update_node(self, response: si.NodeResponse) -> None:
         for part in _split(response, ("rejected", "accepted")):
             self._hand_over(NODE, to_pb(part))
-
-
-def _decode(kind: str, data: bytes) -> tuple[Any, str, str]:
-    """(request, the core's SI method for it, its name) of a request read on a stream of ``kind``.
-
-    An AllocationRequest the plain reader decoded goes to the core without its items' type checks
-    again (``Core._update_allocation_typed``): the hot path of a served RM."""
-    if kind != ORDERED:
-        proto_type, method_name, request_name = _STREAMS[kind]
-        if kind != ALLOCATION:
-            return parse(proto_type, data), method_name, request_name
-        request, typed = parse_typed(proto_type, data)
-        return request, "_update_allocation_typed" if typed else method_name, request_name
-    inner_kind, request, typed = parse_ordered_typed(si_pb2.OrderedRequest, data)
-    _, method_name, request_name = _STREAMS[inner_kind]
-    if typed and inner_kind == ALLOCATION:
-        method_name = "_update_allocation_typed"
-    return request, method_name, request_name
 
 
 def _split(response: Any, fields: tuple[str, ...]) -> list[Any]:
@@ -213,6 +191,7 @@ class GrpcServer:
         self._streams: set[Stream] = set()
         # calls each connection's client reset before sending a request: past a bound, it is closed
         self._resets = ResetGuard()
+        self._decoder = Decoder()  # a stream's big requests, off the loop
         self._loop = asyncio.new_event_loop()
         self._server: grpc.aio.Server | None = None
         self._closed = False
@@ -344,6 +323,7 @@ class GrpcServer:
             await asyncio.sleep(grace / 100)
         if self._server is not None:
             await self._server.stop(grace)
+        self._decoder.close()
 
     # ---- who may speak for an RM ------------------------------------------------------------------
 
@@ -532,8 +512,14 @@ class GrpcServer:
     ) -> None:
         try:
             async for data in requests:
+                big = len(data) >= ON_LOOP_BYTES
                 try:
-                    request, method_name, request_name = _decode(stream.kind, data)
+                    decoded = (
+                        await self._decoder.run(decode, stream.kind, data)
+                        if big
+                        else decode(stream.kind, data)
+                    )
+                    request, method_name, request_name = decoded
                 except ConversionError as error:
                     stream.close(Abort(grpc.StatusCode.INVALID_ARGUMENT, str(error)))
                     return
@@ -543,7 +529,8 @@ class GrpcServer:
                     stream.close(refusal)
                     return
                 try:
-                    getattr(self._core, method_name)(request)
+                    route = getattr(self._core, method_name)  # a big one's item checks off the loop too
+                    await self._decoder.run(route, request) if big else route(request)
                 except SchedulerError as error:
                     stream.close(Abort(grpc.StatusCode[error.grpc_status], str(error)))
                     return

@@ -1,0 +1,68 @@
+"""A huge request cannot hold the gRPC event loop every RM's calls share. A request is decoded before
+anything else of its call is known (its rmID, so its token, is in it): on the loop, one NodeRequest of
+1,000,000 nodes, its last one malformed, held every other RM's calls for a minute (3 registrations of
+another RM went through in 67 s), from a client with no token. Big requests are decoded off the loop:
+the other RM goes on registering while it is decoded (396 registrations meanwhile)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import grpc
+from hostile_serve import WAIT, korral_serve
+
+from korral.si import si_pb2
+
+SERVICE = "/si.v1.Scheduler/"
+TOKEN = "a-secret-of-the-probe-0123456789"
+NODES = 300_000  # ~6 MiB; the last one malformed, so the request is refused once decoded whole
+PROBES_MEANWHILE = 20
+
+
+def huge_node_request() -> bytes:
+    nodes = [si_pb2.NodeInfo(nodeID=f"n{index}", action=si_pb2.NodeInfo.CREATE) for index in range(NODES)]
+    nodes[-1].action = 99  # no such action: a ConversionError once everything before it was read
+    return si_pb2.NodeRequest(rmID="attacker", nodes=nodes).SerializeToString()
+
+
+def test_other_rms_are_served_while_a_huge_request_is_decoded(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"probe": TOKEN}))
+    huge = huge_node_request()
+    with korral_serve("--grpc-token-file", str(tokens)) as served:
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", 64 << 20)]
+        attacker = grpc.insecure_channel(served.grpc, options=options)
+        probe = grpc.insecure_channel(served.grpc, options=options)
+        refused = threading.Event()
+        outcome: list[grpc.StatusCode] = []
+        try:
+            call = attacker.stream_stream(SERVICE + "UpdateNode")(iter([huge]), timeout=WAIT * 4)
+
+            def read() -> None:
+                try:
+                    for _ in call:
+                        pass
+                except grpc.RpcError as error:
+                    outcome.append(error.code())
+                refused.set()
+
+            threading.Thread(target=read, daemon=True).start()
+            register = probe.unary_unary(SERVICE + "RegisterResourceManager")
+            request = si_pb2.RegisterResourceManagerRequest(rmID="probe").SerializeToString()
+            metadata = [("authorization", f"Bearer {TOKEN}")]
+            registered = 0
+            while not refused.is_set() and registered < PROBES_MEANWHILE:
+                register(request, timeout=WAIT, metadata=metadata, wait_for_ready=True)
+                registered += 1
+            assert registered >= PROBES_MEANWHILE, (
+                f"the huge request held the event loop: {registered} registrations of another RM "
+                "while it was decoded"
+            )
+            assert refused.wait(WAIT * 4)
+            assert outcome == [grpc.StatusCode.INVALID_ARGUMENT]
+        finally:
+            attacker.close()
+            probe.close()
+        served.stop()
