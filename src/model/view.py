@@ -49,7 +49,7 @@ class ViewApplications(PartitionApplications):
         self.count_running(app, was_running)
         return True
 
-    def ask_added(self, app: Application) -> None:
+    def run_on_ask(self, app: Application) -> None:
         """Running an application on a new ask is the owner's decision, published before the ask."""
 
     def maybe_complete(self, app: Application) -> None:

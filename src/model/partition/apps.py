@@ -307,10 +307,9 @@ class PartitionApplications:
             if queue is not None:
                 queue.add_running_app(1 if running else -1)
 
-    def ask_added(self, app: Application) -> None:
+    def run_on_ask(self, app: Application) -> None:
         """A new ask runs an application that is New, Completing or Resuming (runApplication)."""
-        if app.state in RUN_ON_ASK:
-            self.transition(app, ApplicationEvent.RUN)
+        self.transition(app, ApplicationEvent.RUN)
 
     def maybe_complete(self, app: Application) -> None:
         event = settle_event(app)
@@ -457,7 +456,8 @@ class PartitionApplications:
         else:
             for name, quantity in spec.resource_items:
                 pending[name] = pending.get(name, 0) + quantity * ask.pending
-        self.ask_added(app)
+        if app.state in RUN_ON_ASK:
+            self.run_on_ask(app)
 
     def remove_ask(self, application_id: str, allocation_key: str, *, complete: bool = True) -> Ask | None:
         app = self.applications.get(application_id)
