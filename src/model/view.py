@@ -137,7 +137,7 @@ class SchedulingView(PartitionModel):
             self.apps.apply_namespace_tags(queue, spec.tags)
         if spec.queue_path != queue.path or spec.partition != self.name:
             spec = attrs.evolve(spec, queue_path=queue.path, partition=self.name)
-        app = Application(spec, submission_time=self.clock(), timed=False)  # its owner runs the timeouts
+        app = Application(spec, submission_time=self.clock(), recorded=False)  # its owner's record
         self.applications[application_id] = app
         queue.applications[application_id] = app
         self.track_user(app, limit_group or None, resolve=limit_group is None)

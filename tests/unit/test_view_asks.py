@@ -520,12 +520,20 @@ def test_put_asks_in_one_batch_orders_everything_as_one_at_a_time(make_view, see
         assert (other.pending, other.priority) == (queue.pending, queue.priority), path
 
 
-def test_the_view_sets_no_deadlines_its_owner_runs_the_timeouts(view):
-    """Application and allocation execution timeouts are the owner's: the view's bookings start none."""
+def test_the_view_keeps_no_record_its_owner_keeps_it(view):
+    """The application's record is its owner's: its execution timeouts, state log and placeholder
+    tallies. The view's bookings start no deadline and log nothing."""
     view.add_node("n1", {"vcore": 4000})
     insert(view, "app-1", "root.a", execution_timeout_ms=60_000)
-    owner_puts(view, [ask("app-1", "k", repeat=2, execution_timeout_milliseconds=30_000)])
-    assert len(view.schedule()) == 2
+    owner_puts(
+        view,
+        [
+            ask("app-1", "k", repeat=2, execution_timeout_milliseconds=30_000),
+            ask("app-1", "ph", generation=2, placeholder=True, task_group_name="tg"),
+        ],
+    )
+    assert len(view.schedule()) == 3
     app = view.applications["app-1"]
     assert app.state is S.RUNNING
     assert app.run_deadline is None and app.allocation_deadlines == {} and app.next_deadline() is None
+    assert app.state_log == [] and app.placeholder_data == {}

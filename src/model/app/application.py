@@ -157,11 +157,11 @@ class Application:
         submission_time: float = 0.0,
         ordered_asks: bool = True,
         placeholder_timeout: float = 900.0,
-        timed: bool = True,
+        recorded: bool = True,
     ) -> None:
         """``ordered_asks``: False for a holder that never walks its asks in request order (the
-        owner); ``timed``: False for one that runs none of the application's timeouts (the
-        scheduler's view), which then sets no deadline."""
+        owner); ``recorded``: False for one that keeps no record of the application (state log,
+        placeholder tallies) and runs none of its timeouts (the scheduler's view: its owner does)."""
         # what the application is (shared, immutable); everything below is this holder's own
         self.spec = spec
         # lowered when a recovered allocation is older (YUNIKORN-2772)
@@ -218,7 +218,7 @@ class Application:
         self._timers_started: set[str] = set()
         # deadlines set since the driver last looked (an actor starts a timer for each); None: not kept
         self.deadline_requests: list[float] | None = None
-        self.timed = timed
+        self.recorded = recorded
         # a real ask of a task group has been asked for: placeholders may be replaced from now on
         self.real_group_asks = False
 
@@ -288,11 +288,7 @@ class Application:
         """Apply an event; a transition to the same state is a no-op. Returns the new state."""
         new = next_state(self.state, event)
         if new is not self.state:
-            self.state = new
-            self.state_time = now
-            self.state_log.append((now, new.value))
-            if new is S.RUNNING:
-                self._on_running(now)
+            self._enter(new, now)
         return new
 
     def try_handle(self, event: ApplicationEvent, now: float = 0.0) -> bool:
@@ -300,17 +296,18 @@ class Application:
         new = TRANSITIONS.get((event, self.state))
         if new is None or new is self.state:
             return False
-        self.state = new
-        self.state_time = now
-        self.state_log.append((now, new.value))
-        if new is S.RUNNING:
-            self._on_running(now)
+        self._enter(new, now)
         return True
 
-    def _on_running(self, now: float) -> None:
-        """A non-gang application's execution timeout starts when it first runs (the seed's meaning)."""
+    def _enter(self, new: ApplicationState, now: float) -> None:
+        self.state = new
+        self.state_time = now
+        if not self.recorded:
+            return
+        self.state_log.append((now, new.value))
+        # a non-gang application's execution timeout starts when it first runs (the seed's meaning)
         if (
-            self.timed
+            new is S.RUNNING
             and self.execution_timeout_ms > 0
             and not self.placeholder_ask
             and "app" not in self._timers_started
@@ -347,7 +344,7 @@ class Application:
             self._ask_generation += 1
             spec = ask.spec = spec.with_generation(self._ask_generation)
         self.asks[key] = ask
-        if spec.placeholder and old is None:
+        if spec.placeholder and old is None and self.recorded:
             tally = self.placeholder_data.get(spec.task_group_name)
             if tally is None:
                 tally = self.placeholder_data[spec.task_group_name] = PlaceholderTally(
@@ -527,7 +524,7 @@ class Application:
     def after_booking(self, allocation: Allocation, ask_timeout_ms: int, now: float) -> None:
         """Start the timers an allocation starts: the placeholder timeout at the first placeholder,
         the ask's execution timeout for each of its allocations. Callers skip this when neither applies."""
-        if not self.timed:
+        if not self.recorded:
             return
         if allocation.placeholder:
             if "placeholder" not in self._timers_started:
