@@ -66,3 +66,43 @@ def test_other_rms_are_served_while_a_huge_request_is_decoded(tmp_path: Path) ->
             attacker.close()
             probe.close()
         served.stop()
+
+
+def test_with_tokens_a_stream_carrying_no_rms_token_is_refused_before_its_request_is_decoded(
+    tmp_path: Path,
+) -> None:
+    """A client with no token (or one no RM has) gets UNAUTHENTICATED at once, not the decoder's
+    INVALID_ARGUMENT after its request was read whole: korral decodes nothing of a stranger's."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"probe": TOKEN}))
+    huge = huge_node_request()
+    with korral_serve("--grpc-token-file", str(tokens)) as served:
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", 64 << 20)]
+        channel = grpc.insecure_channel(served.grpc, options=options)
+        try:
+            for metadata in ((), (("authorization", "Bearer not-a-token-of-any-rm-0123"),)):
+                call = channel.stream_stream(SERVICE + "UpdateNode")(
+                    iter([huge]), metadata=metadata, timeout=WAIT
+                )
+                try:
+                    for _ in call:
+                        pass
+                except grpc.RpcError as refused:
+                    assert refused.code() == grpc.StatusCode.UNAUTHENTICATED, refused.details()
+                else:
+                    raise AssertionError("a stream without a token of this server was served")
+            # an RM's own token still opens a stream (its request is then checked for its own rmID)
+            with_token = [("authorization", f"Bearer {TOKEN}")]
+            node = si_pb2.NodeRequest(rmID="probe", nodes=[si_pb2.NodeInfo(nodeID="n1", action=1)])
+            call = channel.stream_stream(SERVICE + "UpdateNode")(
+                iter([node.SerializeToString()]), metadata=with_token, timeout=WAIT
+            )
+            try:
+                for _ in call:
+                    pass
+            except grpc.RpcError as answered:  # not registered: the core's answer, past the token check
+                assert answered.code() != grpc.StatusCode.UNAUTHENTICATED, answered.details()
+        finally:
+            channel.close()
+        log = served.stop()
+    assert "the call's token is no RM's on this server" in log
