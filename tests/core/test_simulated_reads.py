@@ -79,3 +79,15 @@ def test_a_change_in_the_partition_shows_at_the_next_read() -> None:
     assert first is not None and after is not None
     assert sorted(node.node_id for node in first.nodes) == ["n1"]
     assert sorted(node.node_id for node in after.nodes) == ["n1", "n2"]
+
+
+def test_a_seed_run_after_others_is_the_same_as_run_alone() -> None:
+    """Nothing a seed leaves behind in the process (kept reads, caches, the collector's thresholds)
+    changes another seed's run."""
+    alone = SimulatedStress(rms=2, operations=30).run_seed(9, full_trace=True)
+    harness = SimulatedStress(rms=2, operations=30)
+    for seed in range(1, 9):
+        harness.run_seed(seed)
+    after = harness.run_seed(9, full_trace=True)
+    assert _seen(after) == _seen(alone)
+    assert after.trace == alone.trace
