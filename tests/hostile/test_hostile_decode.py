@@ -1,7 +1,7 @@
 """A huge request cannot hold the gRPC event loop every RM's calls share. A request is decoded before
 anything else of its call is known (its rmID, so its token, is in it): on the loop, one NodeRequest of
 1,000,000 nodes, its last one malformed, held every other RM's calls for a minute (3 registrations of
-another RM went through in 67 s), from a client with no token. Big requests are decoded off the loop:
+another RM went through in 67 s). Big requests are decoded off the loop:
 the other RM goes on registering while it is decoded (396 registrations meanwhile)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from korral.si import si_pb2
 
 SERVICE = "/si.v1.Scheduler/"
 TOKEN = "a-secret-of-the-probe-0123456789"
+ATTACKER_TOKEN = "a-secret-of-the-attacker-0123456789"
 NODES = 300_000  # ~6 MiB; the last one malformed, so the request is refused once decoded whole
 PROBES_MEANWHILE = 20
 
@@ -28,8 +29,8 @@ def huge_node_request() -> bytes:
 
 
 def test_other_rms_are_served_while_a_huge_request_is_decoded(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"probe": TOKEN}))
+    tokens = tmp_path / "tokens.json"  # the attacker holds a token of its own: an RM gone bad
+    tokens.write_text(json.dumps({"probe": TOKEN, "attacker": ATTACKER_TOKEN}))
     huge = huge_node_request()
     with korral_serve("--grpc-token-file", str(tokens)) as served:
         options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", 64 << 20)]
@@ -38,7 +39,9 @@ def test_other_rms_are_served_while_a_huge_request_is_decoded(tmp_path: Path) ->
         refused = threading.Event()
         outcome: list[grpc.StatusCode] = []
         try:
-            call = attacker.stream_stream(SERVICE + "UpdateNode")(iter([huge]), timeout=WAIT * 4)
+            call = attacker.stream_stream(SERVICE + "UpdateNode")(
+                iter([huge]), timeout=WAIT * 4, metadata=[("authorization", f"Bearer {ATTACKER_TOKEN}")]
+            )
 
             def read() -> None:
                 try:
