@@ -16,11 +16,10 @@
   by bytes); past a bound, or when a stream that had responses written on it breaks, the RM is cut off
   and every later stream or call for it is ``FAILED_PRECONDITION`` (trailing metadata
   ``korral-resync: 1``) until it registers again with its existing allocations (the SI's recovery).
-- Who may speak for an RM (korral.server.auth): optional TLS (mutual with a client CA) and per-RM
-  tokens; a registration over an RM whose streams are open on another connection needs that RM's
-  credentials. With neither, the server says once at start-up that any local process may act as any RM.
-- ``maximum_concurrent_rpcs`` bounds open calls (more get ``RESOURCE_EXHAUSTED``), and message sizes are
-  bounded both ways.
+- Who may speak for an RM (korral.server.auth): TLS (mutual with a client CA) and per-RM tokens (a call
+  carrying none is refused before its message is read: korral.server.call_auth); a registration over a
+  live RM from another connection needs its credentials; with neither, the server warns at start-up.
+- ``maximum_concurrent_rpcs`` bounds open calls, and message sizes are bounded both ways.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
+from korral.server.call_auth import interceptors
 from korral.server.convert import ConversionError, parse, to_pb
 from korral.server.decoder import ON_LOOP_BYTES, Decoder, decode
 from korral.server.fds import default_max_connections
@@ -270,6 +270,7 @@ class GrpcServer:
     async def _start(self) -> int:
         server = grpc.aio.server(
             maximum_concurrent_rpcs=self._max_concurrent_rpcs,
+            interceptors=interceptors(self._auth.tokens),
             # no SO_REUSEPORT: a second server on a busy port is an error, not a silent share of its calls
             options=[
                 *channel_options(self._max_message_bytes),

@@ -30,18 +30,21 @@ HOSTILE_IDS = [
 ]
 
 
-def _call_without_token(address: str, rm_id: str) -> None:
+def _call_with_another_rms_token(address: str, rm_id: str) -> None:
+    """A client holding rm-a's token names another rmID: refused by that RM's check, which logs it (a
+    call with no valid token at all is refused before its rmID is read: test_hostile_call_auth)."""
     channel = grpc.insecure_channel(address)
+    metadata = (("authorization", "Bearer " + TOKENS["rm-a"]),)
     try:
         register = channel.unary_unary(SERVICE + "RegisterResourceManager")
         request = si_pb2.RegisterResourceManagerRequest(rmID=rm_id, config="")
         with pytest.raises(grpc.RpcError) as refused:
-            register(request.SerializeToString(), timeout=WAIT)
+            register(request.SerializeToString(), timeout=WAIT, metadata=metadata)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         stream = channel.stream_stream(SERVICE + "UpdateNode")
         first = si_pb2.NodeRequest(rmID=rm_id).SerializeToString()
         with pytest.raises(grpc.RpcError):
-            for _ in stream(iter([first]), timeout=WAIT):
+            for _ in stream(iter([first]), timeout=WAIT, metadata=metadata):
                 pass
     finally:
         channel.close()
@@ -75,7 +78,7 @@ def test_an_unauthenticated_client_cannot_forge_log_lines(tmp_path: Path) -> Non
     token_file.write_text(json.dumps(TOKENS))
     with korral_serve("--grpc-token-file", str(token_file)) as served:
         for rm_id in HOSTILE_IDS:
-            _call_without_token(served.grpc, rm_id)
+            _call_with_another_rms_token(served.grpc, rm_id)
         log = served.stop()
     _assert_unforged(log)
     assert not any(line.startswith(("2026-01-01", "\r")) for line in log.splitlines())
