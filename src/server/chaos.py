@@ -155,7 +155,9 @@ class ResyncingRM(ResourceManagerCallback):
         self.pending: dict[str, si.AllocationAsk] = {}
         self.accepted_apps: set[str] = set()
         self.accepted_nodes: set[str] = set()
-        self.released: set[str] = set()  # uuids the RM released (a uuid is never used twice)
+        # uuids the RM released since it last registered (a uuid is never used twice): what a recovered
+        # allocation's echo may still carry. Cleared at each registration, so a long run holds only these
+        self.released: set[str] = set()
         self.unconfirmed: set[str] = set()  # of those, the ones korral has not reported released yet
         self.rejected: list[str] = []  # reasons korral rejected something of the RM's
         self.told_to_resync = 0  # resync_required calls
@@ -243,8 +245,10 @@ class ResyncingRM(ResourceManagerCallback):
         )
         with self.lock:
             self._resync_reason = None
-            # the core's books start afresh from what is declared now: earlier releases are moot
+            # the core's books start afresh from what is declared now: earlier releases are moot, and
+            # no echo to come carries a uuid released before (none of those is declared)
             self.unconfirmed.clear()
+            self.released.clear()
             self.accepted_apps.clear()
             self.accepted_nodes.clear()
             existing = list(self.live.values())
