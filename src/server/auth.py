@@ -144,18 +144,6 @@ class Authenticator:
             return f"RmID={shown}: wrong token"
         return None
 
-    def stranger(self, context: grpc.aio.ServicerContext) -> str | None:
-        """With tokens: why a call that carries no RM's token is refused before its request is read (the
-        rmID is in the request: decoding a stranger's bytes would be work for anyone), or None."""
-        if self.tokens is None:
-            return None
-        token = _call_token(context)
-        if token is None:
-            return f"no token in the call's '{TOKEN_METADATA}: {TOKEN_SCHEME}...' metadata"
-        given = token.encode()
-        matches = [hmac.compare_digest(given, secret.encode()) for secret in self.tokens.values()]
-        return None if any(matches) else "the call's token is no RM's on this server"
-
     def carries_credentials(self, identity: tuple[bytes, ...], context: grpc.aio.ServicerContext) -> bool:
         """The call carries the RM's own credentials: its token (checked by ``refusal``), or the client
         certificate identity it registered with."""
