@@ -29,6 +29,9 @@ from korral.model.queue_spec import GivenQueueSpecs, QueueSpec
 from korral.policies.placement import PlacementManager
 from korral.resource import Resource
 
+# how far bookings have moved an application: a published state behind the view's does not take it back
+_BOOKING_STAGE = {ApplicationState.ACCEPTED: 0, ApplicationState.STARTING: 1, ApplicationState.RUNNING: 2}
+
 # the view's placement rules: none (the partition actor places applications: ``insert_application``)
 _NO_PLACEMENT = PlacementManager.build(())
 
@@ -290,15 +293,14 @@ class SchedulingView(PartitionModel):
             app.releasing[uuid] = si.TerminationType(termination)
 
     def take_state(self, application_id: str, state: ApplicationState) -> None:
-        """The state the application's owner published (``OwnerState``). An Accepted that the view's
-        own bookings have moved past (the owner ran the application on an ask while the view adopted
-        recovered allocations) stays behind them: the owner reaches the same state as it books those
-        allocations, and publishes nothing then."""
+        """The state the application's owner published (``OwnerState``). One that is behind the
+        view's own bookings on their way (Accepted, Starting, Running) does not take them back: the
+        owner published it before it confirmed them, and reaches their state as it does."""
         app = self.applications.get(application_id)
         if app is None:
             return
         current = app.state
-        if state is current or (state is ApplicationState.ACCEPTED and current in RUNNING_STATES):
+        if state is current or _BOOKING_STAGE.get(state, 3) < _BOOKING_STAGE.get(current, 0):
             return
         app.state = state
         self.apps.count_running(app, current in RUNNING_STATES)

@@ -14,7 +14,7 @@ from korral import testing as t
 from korral.model.allocation import Allocation
 from korral.model.app.application import Application
 from korral.model.app.owner import ApplicationOwner
-from korral.model.view_ops import Swap, UndoReplacement
+from korral.model.view_ops import OwnerState, Swap, UndoReplacement
 
 # the shared fixture: pytest finds a fixture by its name in the test module
 cluster = gang_helpers.cluster
@@ -195,3 +195,47 @@ def test_the_core_s_own_outputs_are_typed_effects_taken_once(cluster, clock) -> 
     assert [(r.application_id, r.allocation_key) for r in effects.released_asks] == [("g", "late-0")]
     assert {r.allocation.uuid for r in effects.core_releases} == {placeholders[1].uuid}
     assert not partition.take_effects()
+
+
+def test_booked_states_are_published_after_a_state_that_crossed_bookings() -> None:
+    """A soft gang's placeholders time out while the view's booking of its real ask is on its way: the
+    owner publishes Resuming and Accepted, which reach the view after it booked and take that booking's
+    state back there; so what the booking makes when the owner confirms it is published too, up to
+    Running. A booking that follows only a new ask's state publishes nothing."""
+    app = Application.new("g", placeholder_ask={"memory": 200, "vcore": 200}, execution_timeout_ms=500)
+    owner = ApplicationOwner(app)
+    started = owner.add_asks(
+        [
+            si.AllocationAsk(
+                allocation_key="ph",
+                application_id="g",
+                resource_ask=PH,
+                placeholder=True,
+                task_group_name="tg",
+                max_allocations=2,
+            ),
+            si.AllocationAsk(allocation_key="real", application_id="g", resource_ask=PH, max_allocations=2),
+        ],
+        10.0,
+    )
+    assert [op.state for op in started.view_ops if isinstance(op, OwnerState)] == [S.ACCEPTED]
+
+    def booked(uuid: str, key: str, placeholder: bool = False) -> Allocation:
+        return Allocation(
+            uuid=uuid,
+            allocation_key=key,
+            application_id="g",
+            node_id="n1",
+            resource=PH,
+            placeholder=placeholder,
+            task_group_name="tg" if placeholder else "",
+            ask_generation=app.asks[key].generation,
+        )
+
+    assert owner.confirm([booked("u1", "ph", placeholder=True)], 10.0).view_ops == []
+    timed_out = owner.expire(10.5)
+    assert [op.state for op in timed_out.view_ops if isinstance(op, OwnerState)] == [S.RESUMING, S.ACCEPTED]
+    confirmed = owner.confirm([booked("r1", "real")], 10.6)
+    assert app.state is S.RUNNING
+    assert confirmed.view_ops == [OwnerState(state=S.STARTING), OwnerState(state=S.RUNNING)]
+    assert owner.confirm([booked("r2", "real")], 10.7).view_ops == []  # Running: nothing more to say

@@ -152,6 +152,9 @@ class ApplicationOwner:
         self.app = app
         self.removed = False
         self._ask_seq = 0
+        # a state published since the view last booked may have crossed bookings still on their way
+        # here (``_transition``): until Running is published, booked transitions are published too
+        self._view_may_lag = False
         app.deadline_requests = []  # the actor starts a timer for every deadline the model sets
 
     def take_deadlines(self) -> list[float]:
@@ -165,11 +168,20 @@ class ApplicationOwner:
     # ---- state -------------------------------------------------------------------------------------
 
     def _transition(
-        self, event: ApplicationEvent, now: float, effects: AppEffects, *, booked: bool = False
+        self,
+        event: ApplicationEvent,
+        now: float,
+        effects: AppEffects,
+        *,
+        booked: bool = False,
+        on_ask: bool = False,
     ) -> bool:
-        """Apply ``event``; True when the state changed. ``booked``: the transition follows from an
-        allocation the scheduler's view booked, and has made there already; any other is published to
-        the view (``OwnerState``) unless terminal (the view drops the application then)."""
+        """Apply ``event``; True when the state changed. Any transition is published to the view
+        (``OwnerState``) unless terminal (the view drops the application then) or ``booked``: one
+        that follows from an allocation the view booked, and made there as it booked. But a state
+        published while bookings were on their way (anything but a new ask running the application:
+        the view books nothing for an ask it has not had) may have arrived after the view made them,
+        and taken them back there: from then on until Running, booked ones are published too."""
         app = self.app
         if not app.try_handle(event, now):
             return False
@@ -177,8 +189,13 @@ class ApplicationOwner:
         effects.state_changes.append((state.value, now))
         if state is ApplicationState.COMPLETING:
             effects.completing = True
-        if not booked and state not in TERMINAL_STATES:
-            effects.view_ops.append(OwnerState(state=state))
+        if state in TERMINAL_STATES or (booked and not self._view_may_lag):
+            return True
+        effects.view_ops.append(OwnerState(state=state))
+        if state is ApplicationState.RUNNING:
+            self._view_may_lag = False
+        elif not booked and not on_ask:
+            self._view_may_lag = True
         return True
 
     def _maybe_complete(self, now: float, effects: AppEffects) -> None:
@@ -231,7 +248,7 @@ class ApplicationOwner:
             app.add_ask(ask)
             take(ask.spec)  # the view keeps its own progress on the same spec
             if app.state in RUN_ON_ASK:
-                self._transition(ApplicationEvent.RUN, now, effects)
+                self._transition(ApplicationEvent.RUN, now, effects, on_ask=True)
         self._ask_seq = seq
         if specs:
             effects.view_ops.append(PutAsks(asks=tuple(specs)))
