@@ -16,7 +16,9 @@ checkpoint the core is restarted and each RM recovers exactly what it believes l
 threads and live actors.
 
 On a violation the run stops, prints the seed, and shrinks the recorded operations (delta debugging,
-replaying them one at a time on a fresh core) to the shortest sequence that still shows it.
+replaying them one at a time on a fresh core) to the shortest sequence that still shows it. The run's
+memory does not grow with its length: the operations spill to disk, each RM keeps the records of its
+live registration only, and the run judges its own RSS and threads (``flatness``).
 """
 
 # One module per job (common: settings and records; driver; run: the threaded mode and its shrinking;
