@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
+from korral import log_text
+from korral.errors import KorralError
 from korral.info import NodeInfo, QueueInfo
 from korral.model.naming import partition_without_rm
 from korral.model.queue import (
@@ -40,6 +42,8 @@ JSON = dict[str, Any]
 BUCKETS = 10
 MIN_COMPRESSION_SIZE = 1400  # yunikorn-core's minCompressionSize
 STREAM_PATH = "/ws/v1/events/stream"
+
+log = log_text.logger("korral.rest")
 
 
 class HttpError(Exception):
@@ -259,9 +263,14 @@ def metrics_exposition(core: Core) -> bytes:
     """``/ws/v1/metrics``: the node usage gauges from the nodes as they are now, then every metric."""
     metrics = core.metrics
     if metrics.history is not None:  # metrics on
-        metrics.node_usage(
-            (node.capacity, node.allocated) for info in core.partitions() for node in core.nodes(info.name)
-        )
+        try:
+            nodes = [(n.capacity, n.allocated) for info in core.partitions() for n in core.nodes(info.name)]
+        except KorralError as error:
+            # a partition (or its nodes) too busy to answer in time: the scrape is still served, the
+            # node usage gauges as last read (YuniKorn's are never read at scrape time)
+            log.warning("/ws/v1/metrics: node usage not refreshed: %s", error)
+        else:
+            metrics.node_usage(nodes)
     return metrics.exposition()
 
 
