@@ -15,6 +15,7 @@ from korral import extras, si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
 from korral.actors.clocks import Clocks
+from korral.actors.in_flight import InFlight
 from korral.actors.messages import (
     Answer,
     ApplicationQuery,
@@ -161,6 +162,7 @@ class Core:
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         self.tracker.use_workers(ActorThreads(limits.pop("actor_threads")))
+        self._in_flight = InFlight(blocking=self.simulation is None)  # each RM's requests not yet handled
         self.metrics.event_channel = self.tracker.event_channel
         if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
             # (a simulated core runs no thread beside its simulation: its history is its first record)
@@ -262,6 +264,7 @@ class Core:
             to=self._registrar,
         )
         log_defaulted_values(config, request.rm_id)
+        self._in_flight.registered(request.rm_id, callback)
         return response
 
     def unregister_resource_manager(self, rm_id: str) -> None:
@@ -280,7 +283,9 @@ class Core:
             raise InvalidRequestError(f"{kind} needs an rmID: it is empty")
         if not self._registered(rm_id):
             raise SchedulerError(f'received {kind}, but RmID="{rm_id}" not registered')
-        self._proxy.tell(Route(request=checked.request, checked=checked))
+        receipt = self._in_flight.receipt(checked.request)  # let go once the core has handled it
+        self._proxy.tell(Route(request=checked.request, checked=checked, receipt=receipt))
+        self._in_flight.wait_below(rm_id, lambda: not self._stopped)  # the RM waits while the core catches up
 
     def update_allocation(self, request: si.AllocationRequest) -> None:
         self._route(check_allocation_request(request), "AllocationRequest")

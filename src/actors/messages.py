@@ -47,16 +47,22 @@ if TYPE_CHECKING:
 @frozen
 class RouteAllocationRequest:
     request: si.AllocationRequest
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen
 class RouteApplicationRequest:
     request: si.ApplicationRequest
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen
 class RouteNodeRequest:
     request: si.NodeRequest
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen
@@ -96,16 +102,22 @@ class StopPartition:
 @frozen
 class AddAsks:
     asks: tuple[si.AllocationAsk, ...]
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen
 class RemoveAsks:
     allocation_keys: tuple[str, ...]  # empty: every ask of the application
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen
 class ReleaseAllocations:
     releases: tuple[si.AllocationRelease, ...]
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen

@@ -137,6 +137,8 @@ class Route:
 
     request: si.AllocationRequest | si.ApplicationRequest | si.NodeRequest
     checked: Checked | None = None
+    # the request's korral.actors.in_flight.Receipt: let go once this message is handled
+    receipt: object = attrs.field(default=None, eq=False, repr=False)
 
 
 @frozen

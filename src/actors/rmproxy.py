@@ -306,11 +306,11 @@ class RMProxyActor(ThreadedActor):
             if checked.empty:
                 return
         if isinstance(request, si.NodeRequest):
-            self._route_nodes(rm, request)
+            self._route_nodes(rm, request, message.receipt)
         elif isinstance(request, si.ApplicationRequest):
-            self._route_applications(rm, request)
+            self._route_applications(rm, request, message.receipt)
         elif isinstance(request, si.AllocationRequest):
-            self._route_allocations(rm, request)
+            self._route_allocations(rm, request, message.receipt)
 
     def _reject_bad_items(self, rm: RegisteredRM, checked: Checked) -> None:
         if checked.node_rejections:
@@ -326,7 +326,7 @@ class RMProxyActor(ThreadedActor):
         normalized = normalize_partition_name(name, rm.rm_id)
         return normalized, rm.partitions.get(normalized)
 
-    def _route_nodes(self, rm: RegisteredRM, request: si.NodeRequest) -> None:
+    def _route_nodes(self, rm: RegisteredRM, request: si.NodeRequest, receipt: object) -> None:
         groups: dict[str, list[si.NodeInfo]] = defaultdict(list)
         rejected: list[si.RejectedNode] = []
         for node in request.nodes:
@@ -336,11 +336,12 @@ class RMProxyActor(ThreadedActor):
             else:
                 groups[name].append(node)
         for name, nodes in groups.items():
-            rm.partitions[name].tell(RouteNodeRequest(request=si.NodeRequest(nodes=nodes, rm_id=rm.rm_id)))
+            routed = si.NodeRequest(nodes=nodes, rm_id=rm.rm_id)
+            rm.partitions[name].tell(RouteNodeRequest(request=routed, receipt=receipt))
         if rejected:
             rm.dispatcher.tell(Deliver(argument=si.NodeResponse(rejected=rejected)))
 
-    def _route_applications(self, rm: RegisteredRM, request: si.ApplicationRequest) -> None:
+    def _route_applications(self, rm: RegisteredRM, request: si.ApplicationRequest, receipt: object) -> None:
         new: dict[str, list[si.AddApplicationRequest]] = defaultdict(list)
         remove: dict[str, list[si.RemoveApplicationRequest]] = defaultdict(list)
         rejected: list[si.RejectedApplication] = []
@@ -363,13 +364,14 @@ class RMProxyActor(ThreadedActor):
                 RouteApplicationRequest(
                     request=si.ApplicationRequest(
                         new=new.get(name, ()), remove=remove.get(name, ()), rm_id=rm.rm_id
-                    )
+                    ),
+                    receipt=receipt,
                 )
             )
         if rejected:
             rm.dispatcher.tell(Deliver(argument=si.ApplicationResponse(rejected=rejected)))
 
-    def _route_allocations(self, rm: RegisteredRM, request: si.AllocationRequest) -> None:
+    def _route_allocations(self, rm: RegisteredRM, request: si.AllocationRequest, receipt: object) -> None:
         asks: dict[str, list[si.AllocationAsk]] = defaultdict(list)
         ask_releases: dict[str, list[si.AllocationAskRelease]] = defaultdict(list)
         releases: dict[str, list[si.AllocationRelease]] = defaultdict(list)
@@ -409,7 +411,7 @@ class RMProxyActor(ThreadedActor):
                     allocation_asks_to_release=ask_releases.get(name, ()),
                 ),
             )
-            rm.partitions[name].tell(RouteAllocationRequest(request=routed))
+            rm.partitions[name].tell(RouteAllocationRequest(request=routed, receipt=receipt))
         if rejected:
             rm.dispatcher.tell(Deliver(argument=si.AllocationResponse(rejected=rejected)))
 

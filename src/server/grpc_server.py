@@ -105,6 +105,8 @@ class _RemoteCallback(ResourceManagerCallback):
     ``predicates`` answers True and events and container scheduling states are not sent: the seed's
     service has no RPC for them (api.md: they are in-process only)."""
 
+    flow_controlled = True  # the server waits for the core before reading the RM's next request
+
     def __init__(self, server: GrpcServer, session: RmSession, generation: int) -> None:
         self._server = server
         self._session = session
@@ -535,6 +537,10 @@ class GrpcServer:
                 except SchedulerError as error:
                     stream.close(Abort(grpc.StatusCode[error.grpc_status], str(error)))
                     return
+                # past korral.actors.in_flight's bound, the RM's next request waits in gRPC's flow control
+                caught_up = self._core._in_flight.when_below(request.rm_id)
+                if caught_up is not None:
+                    await asyncio.wrap_future(caught_up)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the call broke underneath us: end this stream only

@@ -435,7 +435,8 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
                 )
         # one request spreads over many applications: their messages go out together, in this order
         outgoing: list[tuple[Handle, Any]] = [
-            (self.apps[app_id], AddAsks(asks=tuple(app_asks))) for app_id, app_asks in asks.items()
+            (self.apps[app_id], AddAsks(asks=tuple(app_asks), receipt=message.receipt))
+            for app_id, app_asks in asks.items()
         ]
         self._reject_asks(rejected)
         releases = request.releases
@@ -444,13 +445,13 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
                 handle = self.apps.get(ask_release.application_id)
                 if handle is not None:
                     keys = (ask_release.allocation_key,) if ask_release.allocation_key else ()
-                    outgoing.append((handle, RemoveAsks(allocation_keys=keys)))
+                    outgoing.append((handle, RemoveAsks(allocation_keys=keys, receipt=message.receipt)))
             by_app: dict[str, list[si.AllocationRelease]] = defaultdict(list)
             for release in releases.allocations_to_release:
                 if release.application_id in self.apps:
                     by_app[release.application_id].append(release)
             outgoing.extend(
-                (self.apps[app_id], ReleaseAllocations(releases=tuple(app_releases)))
+                (self.apps[app_id], ReleaseAllocations(releases=tuple(app_releases), receipt=message.receipt))
                 for app_id, app_releases in by_app.items()
             )
         tell_all(outgoing)
