@@ -14,6 +14,7 @@ the core has caught up, and the gRPC server takes that RM's next request off its
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -27,15 +28,16 @@ WAIT_STEP = 1.0  # an in-process caller re-checks that the core still runs this 
 class Receipt:
     """Held by the messages a request became; its weight leaves the RM's count when they are gone."""
 
-    __slots__ = ("_counts", "_rm_id", "_weight")
+    __slots__ = ("_count", "_in_flight", "_rm_id", "_weight")
 
-    def __init__(self, counts: InFlight, rm_id: str, weight: int) -> None:
-        self._counts = counts
+    def __init__(self, in_flight: InFlight, rm_id: str, count: list[int], weight: int) -> None:
+        self._in_flight = in_flight
         self._rm_id = rm_id
+        self._count = count
         self._weight = weight
 
     def __del__(self) -> None:
-        self._counts.handled(self._rm_id, self._weight)
+        self._in_flight.handled(self._rm_id, self._count, self._weight)
 
     def __reduce__(self) -> Any:
         # sent to another process (engine="ray"): it is handled here once sent; there it is nothing
@@ -74,6 +76,7 @@ class InFlight:
         self._below = threading.Condition(self._lock)
         self._counts: dict[str, list[int]] = {}
         self._waiters: dict[str, list[Future[None]]] = {}
+        self._blocked = 0  # in-process callers waiting in wait_below
 
     def receipt(self, request: Any) -> Receipt:
         rm_id, items = request.rm_id, weight(request)
@@ -82,18 +85,16 @@ class InFlight:
             if count is None:
                 count = self._counts.setdefault(rm_id, [0])
             count[0] += items
-        return Receipt(self, rm_id, items)
+        return Receipt(self, rm_id, count, items)
 
-    def handled(self, rm_id: str, items: int) -> None:
+    def handled(self, rm_id: str, count: list[int], items: int) -> None:
         with self._lock:
-            count = self._counts.get(rm_id)
-            if count is None:
-                return
             count[0] -= items
-            if count[0] >= self.bound:
-                return
+            if count[0] >= self.bound or self._counts.get(rm_id) is not count:
+                return  # still at the bound, or a previous registration's count
             waiters = self._waiters.pop(rm_id, ())
-            self._below.notify_all()
+            if self._blocked:
+                self._below.notify_all()
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -112,16 +113,35 @@ class InFlight:
             return waiter
 
     def registered(self, rm_id: str, callback: object) -> None:
-        if getattr(callback, "flow_controlled", False):
-            self._flow_controlled.add(rm_id)
-        else:
-            self._flow_controlled.discard(rm_id)
+        """The RM (re)registered: it starts from nothing in flight (what its previous registration
+        sent is counted apart, never against it), and whoever waited for it goes on."""
+        with self._lock:
+            if getattr(callback, "flow_controlled", False):
+                self._flow_controlled.add(rm_id)
+            else:
+                self._flow_controlled.discard(rm_id)
+            self._counts[rm_id] = [0]
+            waiters = self._waiters.pop(rm_id, ())
+            self._below.notify_all()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def wait_below(self, rm_id: str, running: Any) -> None:
         """An in-process caller's wait: block while the RM is at the bound and ``running()`` says the
-        core still runs."""
-        if not self.blocking or rm_id in self._flow_controlled:
+        core still runs. Never on a thread running an event loop (a server's: it waits with
+        ``when_below``), nor for an RM whose server waits itself."""
+        if not self.blocking or self.count(rm_id) < self.bound or rm_id in self._flow_controlled:
             return
+        try:
+            asyncio.get_running_loop()
+            return
+        except RuntimeError:
+            pass
         with self._below:
-            while self.count(rm_id) >= self.bound and running():
-                self._below.wait(WAIT_STEP)
+            self._blocked += 1
+            try:
+                while self.count(rm_id) >= self.bound and running():
+                    self._below.wait(WAIT_STEP)
+            finally:
+                self._blocked -= 1
