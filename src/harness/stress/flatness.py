@@ -49,8 +49,8 @@ class FlatLimit:
         return f"{self.name} +{self.per_minute:g}{self.unit} a minute and over {allowed} in all"
 
 
-# Before the harness kept its records bounded, a three-RM run grew by ~130 MB a minute; since, its
-# RSS levels off within the first minute (~130 MB) and moves by a few MB with its working set.
+# A three-RM run's RSS levels off within its first two minutes (~130 MB) and then moves by a few MB
+# with its working set; a harness keeping every record grows ~130 MB a minute.
 # Threads: the core's fixed set, its tiers' workers started as first needed, a callback dispatcher
 # per RM: up and down by a few, never a trend.
 STRESS_LIMITS: tuple[FlatLimit, ...] = (
