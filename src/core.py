@@ -164,8 +164,7 @@ class Core:
         self.tracker.use_workers(ActorThreads(limits.pop("actor_threads")))
         self._in_flight = InFlight(blocking=self.simulation is None)  # each RM's requests not yet handled
         self.metrics.event_channel = self.tracker.event_channel
-        if measured:  # YuniKorn's internal metrics history (/ws/v1/history/*), on the core's wall clock
-            # (a simulated core runs no thread beside its simulation: its history is its first record)
+        if measured:  # YuniKorn's metrics history (/ws/v1/history/*); a simulated core's: its first record
             self.metrics.start_history(self.tracker.clocks.wall_clock_ns, sampler=runtime == "threads")
         self.engine = engine
         self._ray: Any = None
@@ -285,6 +284,7 @@ class Core:
             raise SchedulerError(f'received {kind}, but RmID="{rm_id}" not registered')
         receipt = self._in_flight.receipt(checked.request)  # let go once the core has handled it
         self._proxy.tell(Route(request=checked.request, checked=checked, receipt=receipt))
+        del receipt  # held while waiting below, it would keep this request in flight: a wait on itself
         self._in_flight.wait_below(rm_id, lambda: not self._stopped)  # the RM waits while the core catches up
 
     def update_allocation(self, request: si.AllocationRequest) -> None:
