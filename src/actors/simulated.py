@@ -193,8 +193,7 @@ class SimulatedActor(OwnLoop):
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
         while inbox.messages:
             self.answer_dead(inbox.messages.popleft())
-        # emptied: off the ready list (a parked inbox is dropped when its delay ends), or a later step
-        # would take a mailbox with nothing in it
+        # emptied: off the ready list, or a later step would take it (a parked one drops at its delay's end)
         if inbox._index >= 0 and inbox.simulation is not None:
             inbox.simulation._take(inbox._index)
 
@@ -306,12 +305,9 @@ class Simulation:
         # kinds that only read their actor, answered again while frozen (deliver_now)
         self.repeatable_reads: frozenset[type] = frozenset()
         self._changes = 0
-        # per group of actors (a partition and its actors: ``SimulatedInbox.group``), the deliveries
-        # other than ``repeatable_reads`` it took: while unchanged, what its actors answer is the same
-        self.group_changes: dict[str, int] = {}
+        self.group_changes: dict[str, int] = {}  # deliveries other than reads, per SimulatedInbox.group
         self._answers: dict[SimulatedInbox, tuple[int, Any]] = {}
-        # deliveries without quiescence before a run is declared a livelock (a harness may lower it)
-        self.max_steps_per_run = MAX_STEPS_PER_RUN
+        self.max_steps_per_run = MAX_STEPS_PER_RUN  # deliveries without quiescence: a livelock
 
     def perturb(
         self,

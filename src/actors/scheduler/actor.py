@@ -120,8 +120,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
     ) -> None:
         """``queues``: the specs of the queues ``config`` makes, as their actors hold them."""
         super().__init__(tracker, name)
-        # the queue board: each queue's usage, current priority (YuniKorn's currentPriority) and
-        # preempting resource published into it once per burst
+        # the queue board: each queue's usage, currentPriority and preempting resource, once per burst
         self.board = board
         # what runs on each node, for node snapshots: the view's record, published once per batch
         self.node_board = node_board if node_board is not None else NodeBoard()
@@ -310,9 +309,8 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self._wake()
 
     def dispatch_all(self, messages: tuple[Any, ...]) -> None:
-        # A pool's bundle carries the new asks of many applications (one request spread over them):
-        # a run of ViewOps that only add asks goes into the view as one batch, each queue re-keyed
-        # once, rather than one ViewOps at a time.
+        # A pool's bundle carries the new asks of many applications (one request spread over them): a
+        # run of ViewOps that only add asks goes into the view as one batch, each queue re-keyed once.
         start = 0
         count = len(messages)
         while start < count:
