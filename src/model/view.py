@@ -5,9 +5,8 @@ scheduler, so the scheduler decides with exactly the reference scheduler's code.
 *proposals*: counted at once so the next decision sees them, confirmed by the node (room) and the
 application (the ask still wants it), and undone with ``rollback`` when either refuses. An
 application's state is its owner's, as published, moved on here only by the view's own bookings
-(``ViewApplications``). Every update
-here is idempotent, because a fact can reach the view by two paths (a node removal and the releases
-of its allocations, say).
+(``ViewApplications``). Every update here is idempotent, because a fact can reach the view by two
+paths (a node removal and the releases of its allocations, say).
 """
 
 from __future__ import annotations
