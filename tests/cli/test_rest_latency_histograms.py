@@ -113,22 +113,27 @@ class Clock:
         return self.now
 
 
+def fill_the_node_and_ask_to_preempt(core: korral.Core, rm: t.RecordingRM) -> None:
+    """root.low fills the one node; an urgent ask in root.high that may preempt then waits for room."""
+    core.register_resource_manager(t.register("rm", PREEMPT), rm)
+    add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 10})
+    add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
+    core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}))
+    assert rm.wait_for_allocations(10)
+    urgent = t.asks("rm", "hi", 1, {"memory": 300}, prefix="urgent-")
+    policy = si.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
+    core.update_allocation(
+        attrs.evolve(urgent, asks=[attrs.evolve(urgent.asks[0], preemption_policy=policy)])
+    )
+    core.wait_until_idle()
+
+
 def test_a_preemption_attempt_is_timed_and_its_victims_are_preempting() -> None:
     clock = Clock()
     rm = t.RecordingRM("rm")
     with korral.start(**FAST, clock=clock) as core:
         url = core.serve_rest("127.0.0.1:0")
-        core.register_resource_manager(t.register("rm", PREEMPT), rm)
-        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 10})
-        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
-        core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}))
-        assert rm.wait_for_allocations(10)
-        urgent = t.asks("rm", "hi", 1, {"memory": 300}, prefix="urgent-")
-        policy = si.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
-        core.update_allocation(
-            attrs.evolve(urgent, asks=[attrs.evolve(urgent.asks[0], preemption_policy=policy)])
-        )
-        core.wait_until_idle()
+        fill_the_node_and_ask_to_preempt(core, rm)
         cycles = core.scheduler_stats(part())["cycles"]
         clock.now += 11.0  # past the preemption delay
         core.poke_timers()
@@ -200,17 +205,7 @@ def test_only_a_preemption_attempt_past_its_preconditions_is_a_try_preemption_la
     rm = t.RecordingRM("rm")
     with korral.start(**FAST, clock=clock) as core:
         url = core.serve_rest("127.0.0.1:0")
-        core.register_resource_manager(t.register("rm", PREEMPT), rm)
-        add_nodes(core, rm, ["n1"], {"memory": 1000, "vcore": 10})
-        add_apps(core, rm, {"low-app": "root.low", "hi": "root.high"})
-        core.update_allocation(t.asks("rm", "low-app", 10, {"memory": 100}))
-        assert rm.wait_for_allocations(10)
-        urgent = t.asks("rm", "hi", 1, {"memory": 300}, prefix="urgent-")
-        policy = si.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
-        core.update_allocation(
-            attrs.evolve(urgent, asks=[attrs.evolve(urgent.asks[0], preemption_policy=policy)])
-        )
-        core.wait_until_idle()
+        fill_the_node_and_ask_to_preempt(core, rm)
         for i in range(3):  # cycles while the urgent ask waits out its delay
             cycles = core.scheduler_stats(part())["cycles"]
             core.update_allocation(t.asks("rm", "low-app", 1, {"memory": 100}, prefix=f"more{i}-"))
