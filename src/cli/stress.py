@@ -271,7 +271,7 @@ def _print_flatness(console: Console, verdict: FlatnessVerdict) -> list[str]:
         markup=False,
     )
     for trend in verdict.trends:
-        console.print(f"  {trend.describe()}", markup=False)
+        console.print(f"  {trend.label():<6} {trend.describe()}", markup=False)
     return verdict.grows
 
 

@@ -21,7 +21,7 @@ from korral import si
 from korral import testing as t
 from korral.core import Core
 from korral.harness import faults
-from korral.harness.measures import fitted_slope, rss_mb
+from korral.harness.measures import Growth, GrowthLimit, fit_growth, rss_mb
 from korral.harness.stress import SETTINGS, rm_config
 
 
@@ -162,25 +162,7 @@ def soak(
 WARMUP_FRACTION = 0.25  # the first quarter of the cycles is warm-up: not judged
 MIN_JUDGED_SAMPLES = 4  # samples from the end of warm-up on, at least, for a line to mean anything
 PER_CYCLES = 10_000  # slopes are per this many cycles
-
-
-@attrs.frozen(kw_only=True)
-class GrowthLimit:
-    """How fast a measure may grow after warm-up: ``slope`` per 10,000 cycles. A run fails only if the
-    fitted line also rises by more than ``allowance`` (plus ``relative`` times the value at the end of
-    warm-up) over the judged cycles: a short run's noise is not a trend."""
-
-    name: str
-    unit: str
-    slope: float
-    allowance: float
-    relative: float = 0.0
-
-    def describe(self) -> str:
-        noise = f"{self.allowance:,g}{self.unit}" if self.allowance else ""
-        if self.relative:
-            noise = f"{self.relative:.0%} of its value at warm-up" + (f" + {noise}" if noise else "")
-        return f"{self.name} +{self.slope:g}{self.unit} per {PER_CYCLES:,} cycles (and over {noise} in all)"
+PER_CYCLES_TEXT = f"per {PER_CYCLES:,} cycles"
 
 
 # RSS: with removed actors left in reference cycles the default soak grew by ~115 MB per 10,000 cycles;
@@ -189,44 +171,10 @@ class GrowthLimit:
 # included (tens to ~1,300 up and down); before removed actors retired themselves they grew by ~45,000
 # per 10,000 cycles.
 LIMITS: tuple[GrowthLimit, ...] = (
-    GrowthLimit(name="RSS", unit=" MB", slope=2.0, allowance=0.0, relative=0.2),
-    GrowthLimit(name="threads", unit="", slope=0.5, allowance=2.0),
-    GrowthLimit(name="live actors", unit="", slope=200.0, allowance=2_000.0),
+    GrowthLimit(name="RSS", unit=" MB", per=PER_CYCLES_TEXT, slope=2.0, allowance=0.0, relative=0.2),
+    GrowthLimit(name="threads", unit="", per=PER_CYCLES_TEXT, slope=0.5, allowance=2.0),
+    GrowthLimit(name="live actors", unit="", per=PER_CYCLES_TEXT, slope=200.0, allowance=2_000.0),
 )
-
-
-@attrs.frozen(kw_only=True)
-class Growth:
-    """One measure after warm-up: the fitted slope and what it adds up to over the judged cycles."""
-
-    limit: GrowthLimit
-    at_warmup: float
-    at_end: float
-    slope: float  # per PER_CYCLES cycles, least squares over the judged samples
-    rise: float  # slope times the judged span of cycles
-
-    @property
-    def allowed_rise(self) -> float:
-        return self.limit.allowance + self.limit.relative * self.at_warmup
-
-    @property
-    def grows(self) -> bool:
-        return self.slope > self.limit.slope and self.rise > self.allowed_rise
-
-    def label(self) -> str:
-        """GROWS (past both), noise (a slope over the limit, a rise within the allowance) or flat."""
-        if self.grows:
-            return "GROWS"
-        return "noise" if self.slope > self.limit.slope else "flat"
-
-    def describe(self) -> str:
-        unit = self.limit.unit
-        return (
-            f"{self.limit.name} {self.at_warmup:,.1f} -> {self.at_end:,.1f}{unit}, "
-            f"{self.slope:+,.2f}{unit} per {PER_CYCLES:,} cycles "
-            f"(limit +{self.limit.slope:g}; fitted rise {self.rise:+,.1f}{unit}, "
-            f"allowed {self.allowed_rise:,.1f})"
-        )
 
 
 @attrs.frozen(kw_only=True)
@@ -256,20 +204,18 @@ def soak_verdict(samples: Sequence[SoakSample], limits: Sequence[GrowthLimit] = 
             missing=f"{len(judged)} sample(s) after warm-up, at least {MIN_JUDGED_SAMPLES} are needed "
             "(more cycles, or a smaller --every)",
         )
-    xs = [float(sample.cycles) for sample in judged]
-    span = xs[-1] - xs[0]
-    growths = []
-    for limit in limits:
-        ys = [float(_measure(sample, limit.name)) for sample in judged]
-        slope = fitted_slope(xs, ys)
-        growths.append(
-            Growth(limit=limit, at_warmup=ys[0], at_end=ys[-1], slope=slope * PER_CYCLES, rise=slope * span)
+    xs = [sample.cycles / PER_CYCLES for sample in judged]
+    growths = tuple(
+        fit_growth(
+            limit, xs, [_measure(sample, limit.name) for sample in judged], _measure(samples[0], limit.name)
         )
-    return SoakVerdict(warmup=judged[0], judged=len(judged), growths=tuple(growths))
+        for limit in limits
+    )
+    return SoakVerdict(warmup=judged[0], judged=len(judged), growths=growths)
 
 
 def _measure(sample: SoakSample, name: str) -> float:
-    return {"RSS": sample.rss_mb, "threads": sample.threads, "live actors": sample.live_actors}[name]
+    return float({"RSS": sample.rss_mb, "threads": sample.threads, "live actors": sample.live_actors}[name])
 
 
 def run_soak(print_: Callable[[str], object], cycles: int | None, duration: float, every: int) -> bool:

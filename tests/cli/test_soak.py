@@ -95,7 +95,7 @@ def test_a_slope_over_its_limit_within_the_allowance_is_called_noise_beside_the_
     monkeypatch.setattr(soak, "soak", lambda *_, **__: noisy)
     printed: list[str] = []
     assert soak.run_soak(printed.append, cycles=2_000, duration=60.0, every=250)
-    actors = next(line for line in printed if line.lstrip().split()[1:3] == ["live", "actors"])
+    actors = next(line for line in printed if line.lstrip().split()[1:3] == ["live", "actors:"])
     assert actors.split()[0] == "noise", printed
     assert printed[-1].startswith(
         "OK: no measure grew past its limit after warm-up (live actors: a slope over"
