@@ -27,13 +27,13 @@ from korral.harness.simulated import faults as simulated_faults
 from korral.harness.simulated import liveness as simulated_liveness
 from korral.harness.simulated import pct as simulated_pct
 from korral.harness.simulated import restart as simulated_restart
+from korral.harness.simulated import settle as simulated_settle
 from korral.harness.simulated.coverage import Coverage
 from korral.harness.simulated.injected import Injector, setup_with_injection
 from korral.harness.simulated.runs import Cores, initial_registrations, learn
 from korral.harness.simulated.scenarios import ScenarioDriver, SeedSettings
 from korral.harness.simulated.workloads import (
     ALL_WORKLOADS,
-    BACKOFF_DELAY,
     LOWERED_QUEUE,
     SPARE_PARTITION,
     Workloads,
@@ -183,7 +183,7 @@ class SimulatedStress:
                     if violations:
                         break
                 if not violations:
-                    violations = self._settle(cores.core, drivers)
+                    violations = simulated_settle.settle(self, cores.core, drivers)
                 if self.coverage is not None:
                     self._count(ops)
                 return self._outcome(cores, seed, schedule, ops, violations, drivers)
@@ -203,84 +203,6 @@ class SimulatedStress:
             if op.kind == "register":
                 registered.add(op.rm)
             coverage.operation(op.kind, op.request, op.description)
-
-    def _settle(self, core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
-        """The end of a run: settle (past the delays scheduling ticks serve, then the clock jumps past
-        every pending deadline), check, quiet the RMs (``_quiet_past_deadlines``), and then look for
-        stuck work (``simulated.checks.check_stuck_work``)."""
-        rms: list[t.RecordingRM] = [driver.rm for driver in drivers]
-        settle = ("settle", self._tick_served_delay(drivers))
-        violations = self._run_and_check(core, settle, rms, drivers)
-        if violations:
-            return violations
-        violations = self._quiet_past_deadlines(core, rms, drivers)
-        if violations:
-            return violations
-        violations = simulated_liveness.check_drained_partitions_gone(core, drivers)
-        if violations:
-            return violations
-        # from the published state; then the scheduler's own belief and one more of its cycles
-        # (which changes the state: last)
-        spares = [normalize_partition_name(SPARE_PARTITION, driver.rm_id) for driver in drivers]
-        partitions = [driver.partition for driver in drivers] + spares
-        return self._liveness(core, drivers) + simulated_checks.check_stuck_work(core, partitions)
-
-    def _quiet_past_deadlines(
-        self, core: Core, rms: list[t.RecordingRM], drivers: Sequence[ScenarioDriver]
-    ) -> list[str]:
-        """The RMs confirm every release the core made (as a shim does once the containers stopped)
-        and send nothing else; the clock moves past every deadline (``simulated.liveness``), and
-        the books are checked again."""
-        simulation = core.simulation
-        assert simulation is not None
-        ticks_served = self._tick_served_delay(drivers)
-        for _ in range(8):
-            sent = [(d, request) for d in drivers if (request := d.rm.take_confirmations()) is not None]
-            for driver, request in sent:
-                try:
-                    core.update_allocation(request)
-                except Exception as error:
-                    return [f"{driver.rm_id}: final confirmation: {type(error).__name__}: {error}"]
-            try:
-                simulated_liveness.advance_past_deadlines(core)
-                if not sent:
-                    # past the delays the scheduling ticks serve (reservations), then quiet again
-                    simulation.advance(ticks_served)
-                    simulated_liveness.advance_past_deadlines(core)
-            except SimulationError as error:
-                return [f"livelock: {error}"]
-            if not sent and not any(d.rm.to_confirm for d in drivers):
-                break
-        return self._check(core, rms, drivers)
-
-    @staticmethod
-    def _liveness(core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
-        """With the RMs quiet and every deadline past, from the published state alone: nothing could
-        be placed now, and no application is in a state time should have ended."""
-        simulation = core.simulation
-        assert simulation is not None
-        violations: list[str] = []
-        settings = drivers[0].settings if drivers else SeedSettings()
-        timeouts = {"completing": settings.completing_timeout, "placeholder": settings.placeholder_timeout}
-        with simulation.frozen():
-            for driver in drivers:
-                state = simulated_checks.collect_direct(core, driver.partition)
-                if state is None:
-                    continue
-                violations.extend(simulated_liveness.check_timed_states(state, simulation.now, timeouts))
-                violations.extend(
-                    simulated_liveness.check_placeable(
-                        state, driver.config, driver.rm_id, simulation.now, driver.app_requests
-                    )
-                )
-        return violations
-
-    @staticmethod
-    def _tick_served_delay(drivers: Sequence[ScenarioDriver]) -> float:
-        """Past the delays a seed sets that scheduling ticks serve (no timer stands for them: the
-        reservation delay, root.b's backoff), and a few ticks more."""
-        settings = drivers[0].settings if drivers else SeedSettings()
-        return max(settings.reservation_delay, BACKOFF_DELAY) + 3 * settings.scheduling_interval
 
     def _restart(
         self, cores: Cores, drivers: Sequence[ScenarioDriver], record: Callable[[Op], None]
@@ -506,7 +428,7 @@ class SimulatedStress:
                     if violations:
                         break
                 if not violations:
-                    violations = self._settle(cores.core, ledgers)
+                    violations = simulated_settle.settle(self, cores.core, ledgers)
                 return self._outcome(cores, seed, schedule, list(ops), violations, ledgers)
             finally:
                 cores.stop()
