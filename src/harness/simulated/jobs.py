@@ -9,14 +9,17 @@ past the first violation any worker found (a shared number), or at the time budg
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import attrs
 
+from korral.actors import gc_tuning
 from korral.harness.simulated.coverage import Coverage
 from korral.harness.simulated.stress import SimulatedOutcome, SimulatedStress
 
@@ -50,6 +53,34 @@ def _run_share(
     holder in one process) is the lowest violating position any share found so far."""
     harness = SimulatedStress(**settings)
     harness.coverage = Coverage() if coverage else None
+    with _collector_for_seeds():
+        return _run_seeds(harness, runs, start, stride, deadline, first, progress)
+
+
+@contextlib.contextmanager
+def _collector_for_seeds() -> Iterator[None]:
+    """The cyclic collector's thresholds raised for the whole range (each core raises them only
+    while it runs: between seeds they fell back), and what the process holds before the first seed
+    (modules, the harness) frozen out of its full collections: a seed leaves next to nothing behind,
+    yet each full collection traversed the whole heap. Unfrozen and restored after."""
+    thresholds = gc_tuning.tune()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc_tuning.restore(thresholds)
+
+
+def _run_seeds(
+    harness: SimulatedStress,
+    runs: Sequence[Run],
+    start: int,
+    stride: int,
+    deadline: float | None,
+    first: Any,
+    progress: Callable[[int, int], None] | None,
+) -> RangeResult:
     cpu_started = time.process_time()
     count = steps = 0
     found: SimulatedOutcome | None = None
