@@ -8,6 +8,11 @@ around it. Three measures, the last two independent of how loaded the machine is
     python bench/decision_path.py --bytecodes        # bytecodes per allocation, by function
     python bench/decision_path.py --callgrind        # machine instructions per allocation (valgrind)
 
+With ``--whole`` the last two measure a whole ``korral bench`` run instead (the actors, every thread,
+from the asks' submission to the last allocation's arrival at the RM, the bench's window): bytecodes
+per allocation by stage (the handler each ran under, grouped as the bench's stage timers group them)
+and by function, or the window's machine instructions per allocation.
+
 ``--callgrind`` needs valgrind, gcc and valgrind's headers: it builds a two-function helper that starts
 callgrind's counting when the cycles start and stops it when they end, then runs itself under
 valgrind. Run it from a checkout whose ``korral`` is the code to measure (each worktree's own venv).
@@ -25,12 +30,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from korral.harness.benchmark.runner import reference_with_asks
+from korral.actors.timing import HandlerTiming
+from korral.harness.benchmark.runner import STAGES, reference_with_asks, run_korral
 from korral.harness.benchmark.workloads import yunikorn
 from korral.harness.reference import ReferenceScheduler
 
@@ -81,7 +88,78 @@ def bytecodes(nodes: int, asks: int) -> tuple[float, list[tuple[str, float]]]:
     return sum(counts.values()) / made, [(name, count / made) for name, count in counts.most_common(20)]
 
 
-def callgrind(nodes: int, asks: int) -> int:
+def _in_window(begin: Any, end: Any) -> None:
+    """Call ``begin`` when the bench's window opens (its handler timing starts) and ``end`` when it
+    closes: the timing brackets exactly the span the bench's clock and stage timers cover."""
+    start, stop = HandlerTiming.start, HandlerTiming.stop
+
+    def started(self: HandlerTiming) -> None:
+        start(self)
+        begin()
+
+    def stopped(self: HandlerTiming) -> dict[str, float]:
+        end()
+        return stop(self)
+
+    HandlerTiming.start, HandlerTiming.stop = started, stopped  # type: ignore[method-assign]
+
+
+# handler (on_<message type>) -> the bench's stage; the thread that submits the asks pays intake, and
+# the scheduler takes a bundle's new asks in one call (timed as ViewOps)
+_STAGE_OF = {f"on_{name}": stage for stage, names in STAGES.items() for name in names}
+_STAGE_OF["_put_new_asks"] = _STAGE_OF["update_allocation"] = "intake"
+
+
+def _stage_of(frame: FrameType | None) -> str:
+    """The stage of the handler this frame runs under (the nearest ``on_X`` below it)."""
+    while frame is not None:
+        name = frame.f_code.co_name
+        stage = _STAGE_OF.get(name)
+        if stage is not None:
+            return stage
+        if name.startswith("on_") and name[3:4].isupper():
+            return "other handlers"
+        frame = frame.f_back
+    return "plumbing"
+
+
+def whole_bytecodes(nodes: int, asks: int) -> tuple[float, dict[str, float], list[tuple[str, float]]]:
+    """A whole korral run's bytecodes per allocation, by stage and by (stage, function), every thread."""
+    counting = [False]
+    by_stage: collections.Counter[str] = collections.Counter()
+    by_function: collections.Counter[str] = collections.Counter()
+    counters: dict[str, Any] = {}
+
+    def counter(stage: str) -> Any:
+        def count(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                by_stage[stage] += 1
+                code = frame.f_code
+                by_function[f"{stage:<12} {code.co_filename.rsplit('korral/', 1)[-1]}:{code.co_name}"] += 1
+            return count
+
+        return counters.setdefault(stage, count)
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if not counting[0] or event != "call":
+            return None
+        frame.f_trace_opcodes = True
+        stage = _stage_of(frame)
+        return counters.get(stage) or counter(stage)
+
+    _in_window(lambda: counting.__setitem__(0, True), lambda: counting.__setitem__(0, False))
+    threading.settrace(tracer)  # the core's threads start after this (and count only in the window)
+    sys.settrace(tracer)
+    try:
+        made = max(run_korral(yunikorn(nodes, asks)).allocations, 1)
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+    stages = {stage: count / made for stage, count in by_stage.most_common()}
+    return sum(by_stage.values()) / made, stages, [(n, c / made) for n, c in by_function.most_common(30)]
+
+
+def callgrind(nodes: int, asks: int, whole: bool = False) -> int:
     """Run this script under callgrind around the cycles only; the instructions per allocation."""
     if shutil.which("valgrind") is None or shutil.which("gcc") is None:
         sys.exit("--callgrind needs valgrind and gcc on the path")
@@ -94,7 +172,7 @@ def callgrind(nodes: int, asks: int) -> int:
         command = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
             sys.executable, __file__, "--nodes", str(nodes), "--asks", str(asks), "--under-callgrind",
-            str(library),
+            str(library), *(["--whole"] if whole else []),
         ]  # fmt: skip
         # a fixed hash seed: dict and set layouts, and so the instructions, are the same run to run
         env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -106,8 +184,12 @@ def callgrind(nodes: int, asks: int) -> int:
     sys.exit("callgrind wrote no counts")
 
 
-def _under_callgrind(library: str, nodes: int, asks: int) -> None:
+def _under_callgrind(library: str, nodes: int, asks: int, whole: bool) -> None:
     toggle = ctypes.CDLL(library)
+    if whole:
+        _in_window(toggle.cg_start, toggle.cg_stop)
+        run_korral(yunikorn(nodes, asks))
+        return
     reference = _ready(nodes, asks)
     toggle.cg_start()
     _cycles(reference)
@@ -121,12 +203,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="fresh runs for the CPU time (median)")
     parser.add_argument("--bytecodes", action="store_true")
     parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--whole", action="store_true", help="a whole korral run, not the cycles alone")
     parser.add_argument("--under-callgrind", metavar="LIBRARY", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.under_callgrind:
-        _under_callgrind(args.under_callgrind, args.nodes, args.asks)
+        _under_callgrind(args.under_callgrind, args.nodes, args.asks, args.whole)
     elif args.callgrind:
-        print(f"instructions per allocation: {callgrind(args.nodes, args.asks):,}")
+        print(f"instructions per allocation: {callgrind(args.nodes, args.asks, args.whole):,}")
+    elif args.bytecodes and args.whole:
+        total, stages, functions = whole_bytecodes(args.nodes, args.asks)
+        print(f"bytecodes per allocation, whole run: {total:,.0f}")
+        print("  " + ", ".join(f"{stage} {count:,.0f}" for stage, count in stages.items()))
+        for name, count in functions:
+            print(f"{count:8.1f}  {name}")
     elif args.bytecodes:
         total, functions = bytecodes(args.nodes, args.asks)
         print(f"bytecodes per allocation: {total:,.0f}")
