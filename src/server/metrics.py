@@ -16,7 +16,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -484,12 +484,15 @@ class CoreMetrics:
 
     # ---- the scheduler (once per batch of cycles) -------------------------------------------------
 
-    def observe_latencies(self, records: Iterable[tuple[str, float]]) -> None:
+    def observe_latencies(self, records: Iterable[tuple[str, float]], walks: Sequence[float] = ()) -> None:
         """Latencies the scheduling model timed during a batch of cycles, each (kind, seconds):
         "trynode" (a node tried for an ask: the RM's predicates on it, or without them the walk to the
-        node that takes the ask), "trynode_evaluation" (every node walk for an ask, whatever its
-        outcome), "trypreemption" (a preemption attempt),
-        "sort_queue" / "sort_app" (a queue's children or applications re-sorted)."""
+        node that takes the ask), "trynode_evaluation" (every node walk for an ask, whatever its outcome),
+        "trypreemption" (a preemption attempt), "sort_queue" / "sort_app" (a queue's children or
+        applications re-sorted); ``walks``: seconds each both a trynode and a trynode_evaluation."""
+        if walks:
+            self.try_node_latency.observe_all(walks)
+            self.try_node_evaluation.observe_all(walks)
         by_kind: dict[str, list[float]] = {}
         for kind, seconds in records:
             values = by_kind.get(kind)

@@ -89,6 +89,25 @@ def test_every_node_walk_for_an_ask_is_a_try_node_evaluation(with_predicates: bo
         assert value(samples, name + "_bucket", le="+Inf") == value(samples, name + "_count")
 
 
+def test_without_predicates_each_allocations_node_walk_is_one_try_node_and_one_evaluation() -> None:
+    # an RM without predicates: the walk to the node that takes the ask is both the try and the
+    # evaluation, one of each per allocation, every observation in a bucket and in the sum
+    with running(TWO_LEAVES, rm=t.PassivePredicateRM("rm")) as (core, rm):
+        url = core.serve_rest("127.0.0.1:0")
+        add_nodes(core, rm, ["n1", "n2"])
+        add_apps(core, rm, {"app": "root.a"})
+        core.update_allocation(t.asks("rm", "app", 5, SMALL))
+        assert rm.wait_for_allocations(5)
+        core.wait_until_idle()
+        names = [PREFIX + "trynode_latency_milliseconds", PREFIX + "trynode_evaluation_milliseconds"]
+        samples, _ = eventually(lambda: (s := scrape(url)) and value(s[0], names[1] + "_count") and s)
+        for name in names:
+            assert value(samples, name + "_count") == 5
+            assert value(samples, name + "_bucket", le="+Inf") == 5
+            assert (value(samples, name + "_sum") or 0.0) > 0.0
+        assert value(samples, names[0] + "_sum") == value(samples, names[1] + "_sum")
+
+
 PREEMPT = """
 partitions:
   - name: default

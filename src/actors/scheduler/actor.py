@@ -467,9 +467,9 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.scheduled(self.clock() - started)
-            if view.latencies:
-                self.metrics.observe_latencies(view.latencies)
-                view.latencies.clear()
+            records, walks = view.take_latencies()
+            if records or walks:
+                self.metrics.observe_latencies(records, walks)
         # A victim may be an allocation this very batch placed: its owner must have the Placed before
         # the Preempt naming it, or it could not preempt what it does not hold yet (Unpreempt).
         releases = self._take_effects(send_releases=False)

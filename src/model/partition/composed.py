@@ -366,6 +366,21 @@ class PartitionModel:
     @latencies.setter
     def latencies(self, latencies: list[tuple[str, float]] | None) -> None:
         self._latencies = self.registry.latencies = self.predicates.latencies = latencies
+        if self.walker is not None:
+            self.walker.walk_latencies = None if latencies is None else []
+
+    def take_latencies(self) -> tuple[list[tuple[str, float]], list[float]]:
+        """The latencies timed since the last call, emptied here: the (kind, seconds) records, and the
+        seconds of each node walk without the RM's predicates (a "trynode" and a "trynode_evaluation"
+        each, kept apart as there is one per allocation)."""
+        records = self._latencies
+        walks = self.walker.walk_latencies if self.walker is not None else None
+        taken: tuple[list[tuple[str, float]], list[float]] = (list(records or ()), list(walks or ()))
+        if records:
+            records.clear()
+        if walks:
+            walks.clear()
+        return taken
 
 
 def UnscheduledPartition(name: str, config: PartitionConfig, **settings: Any) -> PartitionModel:

@@ -80,6 +80,10 @@ class SchedulingWalk:
         self.reservation_delay = reservation_delay
         # leaf queue path -> preemption attempts in this scheduling cycle (capped, as YuniKorn does)
         self.preempt_attempts: dict[str, int] = {}
+        # while a reader wants latencies: the seconds of each node walk without the RM's predicates
+        # that looked at nodes, each both a trynode and a trynode_evaluation (the other latencies go
+        # to the partition's (kind, seconds) list); a plain float list, as there is one per allocation
+        self.walk_latencies: list[float] | None = None
 
     def _try_replacements(self, now: float) -> Allocation | None:
         """YuniKorn's placeholder step, between reserved asks and the queue walk: a real ask of a task
@@ -371,12 +375,14 @@ class SchedulingWalk:
         # Without the RM's predicates, YuniKorn's try is the walk up to the node that takes the ask (or
         # past every node): here that is the whole evaluation, unless the shape is known to fit nowhere.
         unfit = self.unfit_shapes
-        known_unfit = bool(unfit) and ask.spec.layout[1] in unfit
+        if unfit and ask.spec.layout[1] in unfit:
+            found = self._first_with_room(ask)
+            latencies.append(("trynode_evaluation", time.perf_counter() - started))
+            return found
         found = self._first_with_room(ask)
-        elapsed = time.perf_counter() - started
-        if not known_unfit:
-            latencies.append(("trynode", elapsed))
-        latencies.append(("trynode_evaluation", elapsed))
+        walks = self.walk_latencies
+        if walks is not None:  # set whenever latencies are
+            walks.append(time.perf_counter() - started)
         return found
 
     def _first_with_room(self, ask: Ask) -> Node | None:
