@@ -21,7 +21,7 @@ def _start(
     returning the actor: the one place where the runtime chooses how an actor runs. The actor is the
     first one made since this start began (an actor's constructor may start others)."""
     if tracker.clocks.simulation is not None:
-        from korral.actors.simulated import simulated_class
+        from korral.actors.simulated_mailbox import simulated_class
 
         actor_class = simulated_class(actor_class)
     made = made_actors.actors
