@@ -15,7 +15,7 @@ from korral import extras, si
 from korral.actors import gc_tuning
 from korral.actors.base import Handle, HandlerError, KorralActor, Rank, in_predicates
 from korral.actors.clocks import Clocks
-from korral.actors.in_flight import InFlight
+from korral.actors.in_flight import MAX_IN_FLIGHT, InFlight
 from korral.actors.messages import (
     Answer,
     ApplicationQuery,
@@ -92,13 +92,13 @@ DEFAULT_SETTINGS: dict[str, float] = {
 # log_events: once a REST server serves the core, make events for every RM (gRPC RMs too) for its
 # event log; False: only for RMs whose callback takes them (~10 us of CPU an allocation saved).
 KORRAL_SETTINGS: dict[str, bool] = {"tune_gc": False, "metrics": True, "log_events": True}
-# what clients may make the core hold (docs/security.md): registered RMs, partitions over all RMs, and
-# the threads of each tier of workers that every actor but the Registrar and the RMProxy runs on
-# (korral.actors.workers)
+# what clients may make the core hold (docs/security.md): registered RMs, partitions over all RMs, the
+# threads of each tier of workers (korral.actors.workers), each RM's items in flight (actors.in_flight)
 KORRAL_LIMITS: dict[str, int] = {
     "max_rms": 64,
     "max_partitions": 256,
     "actor_threads": DEFAULT_ACTOR_THREADS,
+    "max_in_flight": MAX_IN_FLIGHT,
 }
 REGISTRATION_TIMEOUT = 60.0
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
@@ -162,7 +162,7 @@ class Core:
         self.simulation: Simulation | None = None
         self.tracker, self._timer = self._start_runtime(runtime, seed, setup.clock)
         self.tracker.use_workers(ActorThreads(limits.pop("actor_threads")))
-        self._in_flight = InFlight(blocking=self.simulation is None)  # each RM's requests not yet handled
+        self._in_flight = InFlight(limits.pop("max_in_flight"), blocking=self.simulation is None)
         self.metrics.event_channel = self.tracker.event_channel
         if measured:  # YuniKorn's metrics history (/ws/v1/history/*); a simulated core's: its first record
             self.metrics.start_history(self.tracker.clocks.wall_clock_ns, sampler=runtime == "threads")

@@ -63,6 +63,12 @@ DEFAULT_GRPC_ADDRESS = "127.0.0.1:9090"
     "threads of each of the four tiers of workers the actors run on (at most 4x this in all)",
     default=KORRAL_LIMITS["actor_threads"],
 )
+@count_option(
+    "--max-in-flight",
+    "an RM's items (asks, releases, nodes, applications) in the core not yet handled; past it the"
+    " server reads that RM's next request once the core has caught up",
+    default=KORRAL_LIMITS["max_in_flight"],
+)
 def serve(
     config: Path | None,
     grpc_address: str,
@@ -78,6 +84,7 @@ def serve(
     max_rms: int = KORRAL_LIMITS["max_rms"],
     max_partitions: int = KORRAL_LIMITS["max_partitions"],
     actor_threads: int = KORRAL_LIMITS["actor_threads"],
+    max_in_flight: int = KORRAL_LIMITS["max_in_flight"],
 ) -> None:
     """A standalone korral core serving the SI over gRPC; SIGINT or SIGTERM stops it cleanly."""
     import contextlib
@@ -120,7 +127,11 @@ def serve(
     # hand the GIL to its event loop sooner (docs/architecture.md, "Process-wide settings")
     core = serve_log.logging_registrations(
         korral.start(
-            tune_gc=True, max_rms=max_rms, max_partitions=max_partitions, actor_threads=actor_threads
+            tune_gc=True,
+            max_rms=max_rms,
+            max_partitions=max_partitions,
+            actor_threads=actor_threads,
+            max_in_flight=max_in_flight,
         )
     )
     try:

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import threading
 
-from core_helpers import MB, SINGLE_LEAF, add_apps, mem, part, running
+import pytest
+from core_helpers import MB, SINGLE_LEAF, add_apps, eventually, mem, part, running
 
+import korral
 from korral import si
+from korral import testing as t
+from korral.actors.application import ApplicationActor
 from korral.actors.in_flight import MAX_IN_FLIGHT
+from korral.actors.messages import AddAsks
+from korral.actors.setup import ActorSetup
 
 P = part()
 LEAF = "root.singleleaf"
@@ -37,3 +43,44 @@ def test_one_request_past_the_bound_returns_once_the_core_has_taken_it_in() -> N
         core.wait_until_idle()
         app = core.application(P, "app-1")
         assert app is not None and mem(app.pending) == (MAX_IN_FLIGHT + 1) * MB
+
+
+def test_the_max_in_flight_setting_is_the_bound_an_rm_waits_at() -> None:
+    """With ``max_in_flight=3``: an RM's two asks held in their application's mailbox leave it under
+    the bound; its next ask brings it to the bound, and that ``update_allocation`` waits until the
+    core has handled them, and not longer."""
+    hold, release = threading.Event(), threading.Event()
+
+    class HeldApplication(ApplicationActor):
+        def on_AddAsks(self, message: AddAsks) -> None:
+            if hold.is_set():
+                hold.clear()
+                release.wait(timeout=WAIT)
+            super().on_AddAsks(message)
+
+    with running(SINGLE_LEAF, setup=ActorSetup(application_actor=HeldApplication), max_in_flight=3) as (
+        core,
+        rm,
+    ):
+        add_apps(core, rm, {"app-1": LEAF})
+        hold.set()
+        core.update_allocation(t.asks("rm", "app-1", 2, {"memory": MB}))
+        eventually(lambda: not hold.is_set())  # its asks are held in the application's mailbox
+        returned = threading.Event()
+
+        def submit() -> None:
+            core.update_allocation(t.asks("rm", "app-1", 1, {"memory": MB}, prefix="late"))
+            returned.set()
+
+        threading.Thread(target=submit, daemon=True).start()
+        assert not returned.wait(1.0), "the RM went on past max_in_flight while the core had not caught up"
+        release.set()
+        assert returned.wait(WAIT), "the RM still waits after the core has caught up"
+        core.wait_until_idle()
+        app = core.application(P, "app-1")
+        assert app is not None and mem(app.pending) == 3 * MB
+
+
+def test_max_in_flight_must_be_a_positive_whole_number() -> None:
+    with pytest.raises(ValueError, match="max_in_flight"):
+        korral.start(max_in_flight=0)
