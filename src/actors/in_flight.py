@@ -7,9 +7,10 @@ messages the request becomes (RMProxy -> partition -> application) and is let go
 has been handled, or dropped with a stopped actor's mailbox. Its ``__del__`` (CPython frees an object
 when its last reference goes) takes its weight off the RM's count: no actor has to report anything.
 
-Past the bound (the core's ``max_in_flight`` setting, ``MAX_IN_FLIGHT`` by default) for an RM, it waits: an in-process caller of ``update_*`` blocks until
-the core has caught up, and the gRPC server takes that RM's next request off its stream only then
-(HTTP/2 flow control holds the client back). Nothing is refused or lost; other RMs are not affected.
+Past the bound (the core's ``max_in_flight`` setting, ``MAX_IN_FLIGHT`` by default) for an RM, it
+waits: an in-process caller of ``update_*`` blocks until the core has caught up, and the gRPC server
+takes that RM's next request off its stream only then (HTTP/2 flow control holds the client back).
+Nothing is refused or lost; other RMs are not affected.
 """
 
 from __future__ import annotations
