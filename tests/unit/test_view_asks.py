@@ -538,3 +538,23 @@ def test_the_view_keeps_no_record_its_owner_keeps_it(view):
     assert app.state is S.RUNNING
     assert app.run_deadline is None and app.allocation_deadlines == {} and app.next_deadline() is None
     assert app.state_log == [] and app.placeholder_data == {}
+
+
+@pytest.mark.parametrize("new_app", [False, True], ids=["same-application", "another-in-the-queue"])
+def test_a_batch_of_new_asks_reopens_what_a_limit_had_blocked(view, new_app):
+    """The walk marks an application and its queues whose every pending ask is over a limit; a batch of
+    new asks (one PutAsks) must have them looked at again, the queue path up to the root too."""
+    view.add_node("n1", {"vcore": 40000})
+    insert(view, "app-1", "root.a")
+    insert(view, "app-2", "root.a")
+    owner_puts(view, [ask("app-1", "big", {"vcore": 11000})])  # over root.a's max (10)
+    assert view.schedule_one() is None
+    assert view.schedule_one() is None  # skipped as blocked now
+    app_id = "app-2" if new_app else "app-1"
+    owner_puts(view, [ask(app_id, "small", generation=2), ask(app_id, "other", generation=3)])
+    placed = [view.schedule_one(), view.schedule_one()]
+    assert [(p.application_id, p.allocation_key) for p in placed if p] == [
+        (app_id, "small"),
+        (app_id, "other"),
+    ]
+    assert view.schedule_one() is None

@@ -413,9 +413,11 @@ class PartitionApplications:
     def rekey_touched(self, touched: dict[str, tuple[Application, Resource]]) -> None:
         """After a batch of new asks: each queue's pending grows once by its applications' total, and
         each queue re-keys its touched applications, then itself up the tree once (a request spreads
-        over many applications of few queues)."""
+        over many applications of few queues). New asks may fit where the others did not: each
+        application's and queue's mark of being blocked by a limit goes, once per batch."""
         by_queue: dict[str, tuple[Queue, list[Application], Resource]] = {}
         for app, pending in touched.values():
+            app.quota_blocked_at = -1
             entry = by_queue.get(app.queue_path)
             if entry is None:
                 by_queue[app.queue_path] = (self.queues[app.queue_path], [app], pending)
@@ -425,14 +427,19 @@ class PartitionApplications:
         # every pending total first: a queue re-keyed in its parent reads the parent's siblings' too
         for queue, _, pending in by_queue.values():
             queue.add_pending(pending)
+            q: Queue | None = queue
+            while q is not None:  # every ancestor: one may be marked while a child below is not
+                q.quota_blocked_at = -1
+                q = q.parent
         for queue, apps, _ in by_queue.values():
             queue.update_apps(apps)
 
     def insert_ask(self, app: Application, queue: Queue, ask: Ask, pending: Resource | None = None) -> None:
         """Add or replace an ask; the caller re-keys the application once for a whole batch.
 
-        With ``pending`` given, the queue's pending increase is collected there for the caller to
-        apply once, instead of a walk up the queue path per ask.
+        With ``pending`` given (a batch: ``rekey_touched`` follows), the queue's pending increase is
+        collected there for the caller to apply once, and the marks of being blocked by a limit go
+        there too, instead of a walk up the queue path per ask.
         """
         spec = ask.spec
         allocation_key = spec.allocation_key
@@ -446,16 +453,17 @@ class PartitionApplications:
         app.add_ask(ask)
         if spec.task_group_name and not spec.placeholder and app.placeholders:
             self.replace_candidates[app.application_id] = app
-        app.quota_blocked_at = -1  # a new ask may fit where the others did not
-        q: Queue | None = queue
-        while q is not None:  # every ancestor: one may be marked while a child below is not
-            q.quota_blocked_at = -1
-            q = q.parent
         if pending is None:
+            app.quota_blocked_at = -1  # a new ask may fit where the others did not
+            q: Queue | None = queue
+            while q is not None:  # every ancestor: one may be marked while a child below is not
+                q.quota_blocked_at = -1
+                q = q.parent
             queue.add_pending(spec.resource, ask.pending)
         else:
-            for name, quantity in spec.resource_items:
-                pending[name] = pending.get(name, 0) + quantity * ask.pending
+            repeats = ask.pending
+            for name, quantity in spec.layout[0]:  # its resource_items (no property call)
+                pending[name] = pending.get(name, 0) + quantity * repeats
         if app.state in RUN_ON_ASK:
             self.run_on_ask(app)
 
