@@ -82,7 +82,8 @@ def preemption_flags(request: si.AllocationAsk) -> tuple[bool, bool]:
     "false". Shared by every driver."""
     policy = request.preemption_policy
     if policy is None:
-        return tag_allows_preemption(request.tags), False
+        tags = request.tags
+        return (tag_allows_preemption(tags) if tags else True), False  # no tags: no call (most asks)
     return policy.allow_preempt_self, policy.allow_preempt_other
 
 
