@@ -32,14 +32,13 @@ from typing import Any
 
 import attrs
 import grpc
-from google.protobuf.message import Message
 
 from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, KorralError, SchedulerError
 from korral.server.auth import Authenticator, ServerTls, load_tokens
 from korral.server.call_auth import interceptors
-from korral.server.convert import ConversionError, parse, to_pb
+from korral.server.convert import ConversionError, parse, serialize
 from korral.server.decoder import ON_LOOP_BYTES, Decoder, decode
 from korral.server.fds import default_max_connections
 from korral.server.resets import ResetGuard
@@ -112,20 +111,20 @@ class _RemoteCallback(ResourceManagerCallback):
         self._session = session
         self._generation = generation
 
-    def _hand_over(self, kind: str, message: Message) -> None:
-        self._server.hand_over(self._session, self._generation, kind, message.SerializeToString())
+    def _hand_over(self, kind: str, message: Any) -> None:
+        self._server.hand_over(self._session, self._generation, kind, serialize(message))
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
         for part in _split(response, ("new", "released", "released_asks", "rejected")):
-            self._hand_over(ALLOCATION, to_pb(part))
+            self._hand_over(ALLOCATION, part)
 
     def update_application(self, response: si.ApplicationResponse) -> None:
         for part in _split(response, ("rejected", "accepted", "updated")):
-            self._hand_over(APPLICATION, to_pb(part))
+            self._hand_over(APPLICATION, part)
 
     def update_node(self, response: si.NodeResponse) -> None:
         for part in _split(response, ("rejected", "accepted")):
-            self._hand_over(NODE, to_pb(part))
+            self._hand_over(NODE, part)
 
 
 def _split(response: Any, fields: tuple[str, ...]) -> list[Any]:
