@@ -11,13 +11,16 @@ time should have ended: Completing past its timeout, placeholders held past the 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from korral import si
-from korral.actors.simulated import SimulationError
+from korral.actors.partition.actor import PartitionActor
+from korral.actors.scheduler.actor import SchedulerActor
+from korral.actors.simulated import Simulation, SimulationError
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.reference import ReferenceScheduler
@@ -40,17 +43,61 @@ FAR = 1e9  # a delay never reached in the fresh computation: no reservation, no 
 def advance_past_deadlines(core: Core, rounds: int = 20) -> None:
     """Move the virtual clock past every pending one-shot timer (timeouts, delays, backoffs) and run
     to quiescence, again while firing them sets new ones (at most ``rounds`` times). The clock jumps:
-    every timer due by then fires, a periodic one once, rather than tick by tick."""
+    every timer due by then fires, a periodic one once, rather than tick by tick. A round that left
+    every scheduler's view, every partition's members and the pending one-shot timers as they were
+    (an application backing off again and again: its ask fits nowhere) ends it: another round would
+    only do the same."""
     simulation = core.simulation
     assert simulation is not None
+    before: tuple[object, ...] | None = None
     for _ in range(rounds):
         simulation.run_until_idle()  # what is queued may set a timer (a completing timeout, say)
         last = simulation.last_one_shot_deadline()
         if last is None:
             return
+        now = _progress(simulation)
+        if now == before:
+            return
+        before = now
         # at once, as a stalled process's clock does (the ``jumps`` fault): every timer due by then
         # fires, a periodic one once, rather than tick by tick through an idle stretch
         simulation.jump(max(last - simulation.now, 0.0) + 0.001)
+
+
+def _progress(simulation: Simulation) -> tuple[object, ...]:
+    """What a round past the deadlines may change: each scheduler's view of its applications (their
+    states, allocations, pending asks and reservations), each partition's applications, nodes and
+    queues, and which one-shot timers are pending for whom (not when: a backoff re-armed is the
+    same)."""
+    views = []
+    members = []
+    for name, actor in simulation.actors.items():
+        if actor.actor_stopped.is_set():
+            continue
+        if isinstance(actor, SchedulerActor):
+            views.append(
+                (
+                    name,
+                    tuple(
+                        (
+                            app_id,
+                            len(app.state_log),
+                            tuple(app.allocations),
+                            tuple((key, ask.pending) for key, ask in app.asks.items()),
+                            tuple(app.reservations.items()),
+                        )
+                        for app_id, app in actor.view.applications.items()
+                    ),
+                )
+            )
+        elif isinstance(actor, PartitionActor):
+            members.append((name, tuple(actor.apps), tuple(actor.nodes), tuple(actor.queues)))
+    timers = Counter(
+        (target.name, type(message))
+        for _, _, target, message, interval in simulation._timers
+        if interval <= 0
+    )
+    return (tuple(views), tuple(members), timers)
 
 
 def _allocation(info: Any) -> si.Allocation:

@@ -29,7 +29,11 @@ def settle(stress: SimulatedStress, core: Core, drivers: Sequence[ScenarioDriver
     """The end of a run: settle, check, quiet the RMs (``quiet_past_deadlines``), and then look for
     stuck work from the published state and with one more cycle of each scheduler."""
     rms: list[t.RecordingRM] = [driver.rm for driver in drivers]
-    violations = stress._run_and_check(core, ("settle", tick_served_delay(drivers)), rms, drivers)
+    try:
+        past_deadlines(core, drivers)
+    except SimulationError as error:
+        return [f"livelock: {error}"]
+    violations = stress._check(core, rms, drivers)
     if violations:
         return violations
     violations = quiet_past_deadlines(stress, core, rms, drivers)
@@ -51,9 +55,6 @@ def quiet_past_deadlines(
     """The RMs confirm every release the core made (as a shim does once the containers stopped)
     and send nothing else; the clock moves past every deadline (``simulated.liveness``), and
     the books are checked again."""
-    simulation = core.simulation
-    assert simulation is not None
-    ticks_served = tick_served_delay(drivers)
     for _ in range(8):
         sent = [(d, request) for d in drivers if (request := d.rm.take_confirmations()) is not None]
         for driver, request in sent:
@@ -64,9 +65,7 @@ def quiet_past_deadlines(
         try:
             simulated_liveness.advance_past_deadlines(core)
             if not sent:
-                # past the delays the scheduling ticks serve (reservations), then quiet again
-                simulation.advance(ticks_served)
-                simulated_liveness.advance_past_deadlines(core)
+                past_deadlines(core, drivers)
         except SimulationError as error:
             return [f"livelock: {error}"]
         if not sent and not any(d.rm.to_confirm for d in drivers):
@@ -96,8 +95,14 @@ def liveness(core: Core, drivers: Sequence[ScenarioDriver]) -> list[str]:
     return violations
 
 
-def tick_served_delay(drivers: Sequence[ScenarioDriver]) -> float:
-    """Past the delays a seed sets that scheduling ticks serve (no timer stands for them: the
-    reservation delay, root.b's backoff), and a few ticks more."""
+def past_deadlines(core: Core, drivers: Sequence[ScenarioDriver]) -> None:
+    """The clock jumps past the delays a seed sets (the reservation delay, root.b's backoff) and a
+    few scheduling intervals more, every periodic timer firing once, and then past every pending
+    deadline (``simulated.liveness.advance_past_deadlines``). Each of those delays has a timer of its
+    own (the scheduler's ``DeadlineDue``): ticking through them one interval at a time, as ``advance``
+    does, ran a scheduling cycle per tick that could change nothing."""
+    simulation = core.simulation
+    assert simulation is not None
     settings = drivers[0].settings if drivers else SeedSettings()
-    return max(settings.reservation_delay, BACKOFF_DELAY) + 3 * settings.scheduling_interval
+    simulation.jump(max(settings.reservation_delay, BACKOFF_DELAY) + 3 * settings.scheduling_interval)
+    simulated_liveness.advance_past_deadlines(core)
