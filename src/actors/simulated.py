@@ -289,6 +289,7 @@ class Simulation:
         """A step's or ``deliver_now``'s delivery: traced, counted, the actor marked running meanwhile."""
         if type(envelope.message) not in self.repeatable_reads:
             self._changes += 1
+            inbox.changes += 1
             changes = self.group_changes
             changes[inbox.group] = changes.get(inbox.group, 0) + 1
         if self.on_deliver is not None:

@@ -27,7 +27,7 @@ log = log_text.logger("korral.simulated")
 class SimulatedInbox:
     """An actor's mailbox in the simulation: FIFO, and on the ready list while it can deliver."""
 
-    __slots__ = ("_index", "actor", "busy", "group", "messages", "simulation", "started")
+    __slots__ = ("_index", "actor", "busy", "changes", "group", "messages", "simulation", "started")
 
     def __init__(self) -> None:
         self.messages: deque[Any] = deque()
@@ -36,6 +36,7 @@ class SimulatedInbox:
         self.started = False
         self.busy = False  # in a handler: not eligible until it returns
         self.group = ""  # its actor's name up to the first "/": a partition and its actors share one
+        self.changes = 0  # deliveries other than reads (Simulation.repeatable_reads)
         self._index = -1  # position in the simulation's ready list, -1 when not on it
 
     def bind(self, actor: Any) -> None:

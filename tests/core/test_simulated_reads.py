@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import korral
 from korral import testing as t
+from korral.actors.messages import Snapshot
 from korral.harness import faults
 from korral.harness.simulated import checks as simulated_checks
 from korral.harness.simulated import reads
@@ -91,3 +93,64 @@ def test_a_seed_run_after_others_is_the_same_as_run_alone() -> None:
     after = harness.run_seed(9, full_trace=True)
     assert _seen(after) == _seen(alone)
     assert after.trace == alone.trace
+
+
+@pytest.mark.no_cover  # a long run over code other tests cover (pyproject.toml: no_cover)
+def test_planted_bugs_show_the_same_violation_at_the_same_step_with_reads_kept_or_read_afresh() -> None:
+    """A kept read never hides or delays a violation: with a planted bug, the seeds up to the first
+    that violates give the same verdicts, at the same step, with reads kept (each reuse verified
+    against a fresh read) and with every read made afresh."""
+    for fault in ("release-after-release-counted", "reservation-outlives-ask"):
+        harness = SimulatedStress(rms=2, operations=30, fault=fault)
+        reads.VERIFY = True
+        kept, _, _ = harness.search(range(1, 41), budget=None)
+        reads.VERIFY, reads.ENABLED = False, False
+        fresh, _, _ = harness.search(range(1, 41), budget=None)
+        reads.ENABLED = True
+        assert kept is not None and fresh is not None, fault
+        assert kept.violations, fault
+        assert (kept.seed, _seen(kept)) == (fresh.seed, _seen(fresh)), fault
+
+
+def test_a_node_or_application_that_changed_is_read_afresh_and_one_that_did_not_is_kept() -> None:
+    """Within a partition whose group changed (a scheduling tick), a node or an application whose
+    actor took nothing but reads is kept; one that took a change is read again."""
+    rm = t.RecordingRM("rm0")
+    with korral.start(runtime="simulated", seed=5) as core:
+        simulation = core.simulation
+        assert simulation is not None
+        simulation.repeatable_reads = frozenset({Snapshot})  # as the simulated stress declares
+        core.register_resource_manager(t.register("rm0", scenario_config(0)), rm)
+        core.update_node(t.nodes("rm0", ["n1", "n2"], {"memory": 8000, "vcore": 8000}))
+        core.update_application(t.applications("rm0", {"app-1": "root.a"}))
+        core.wait_until_idle()
+        with simulation.frozen():
+            first = simulated_checks.collect_direct(core, "[rm0]default")
+        core.advance(1.0)  # ticks only: the group changed, no node nor application did
+        asked: list[str] = []  # the actors a read delivered a snapshot ask to
+        simulation.on_deliver = lambda actor, message: asked.append(actor)
+        with simulation.frozen():
+            ticked = simulated_checks.collect_direct(core, "[rm0]default")
+        kept, asked[:] = list(asked), []
+        core.update_allocation(t.asks("rm0", "app-1", 1, {"memory": 1000, "vcore": 1000}, prefix="ask-"))
+        core.wait_until_idle()
+        asked.clear()
+        with simulation.frozen():
+            placed = simulated_checks.collect_direct(core, "[rm0]default")
+        read_again = sorted(asked)
+    assert first is not None and ticked is not None and placed is not None
+    assert kept == []  # nothing asked: every node and the application kept
+    # the application took the ask, the node it was placed on has it on the board: read again
+    assert read_again == ["[rm0]default/app/app-1", f"[rm0]default/node/{node_with(placed)}"]
+    assert ticked.nodes == first.nodes and ticked.applications == first.applications
+    (app,) = placed.applications
+    assert [a.allocation_key for a in app.allocations] == ["ask-0"]
+    node = next(n for n in placed.nodes if n.node_id == node_with(placed))
+    assert node.allocated == {"memory": 1000, "vcore": 1000}
+
+
+def node_with(state: Any) -> str:
+    """The node holding the one allocation of the state's one application."""
+    (app,) = state.applications
+    (allocation,) = app.allocations
+    return str(allocation.node_id)

@@ -39,7 +39,7 @@ from korral.actors.partition.actor import PartitionActor
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.simulated import books as simulated_books
-from korral.harness.simulated.reads import kept_read
+from korral.harness.simulated.reads import kept_read, owner_reads
 from korral.harness.stress import LIMITED_GROUPS, USERS
 from korral.info import GroupUsageInfo, LimitUsageInfo, UserUsageInfo
 from korral.resource import fits_in_max
@@ -69,16 +69,19 @@ def collect_direct(core: Core, partition: str) -> invariants.PartitionState | No
         return invariants.collect(core, partition)
     live: PartitionActor = actor
 
-    def read() -> invariants.PartitionState:
-        return invariants.PartitionState(
-            info=live.on_PartitionSummary(PartitionSummary()),
-            nodes=live.on_NodesQuery(NodesQuery()),
-            applications=live.on_ApplicationsQuery(ApplicationsQuery()),
-            queues={queue.path: queue for queue in live.on_QueueTreeQuery(QueueTreeQuery())},
-        )
+    simulation = core.simulation
+    assert simulation is not None
 
-    assert core.simulation is not None
-    return kept_read(core.simulation, actor, partition, "state", read)
+    def read() -> invariants.PartitionState:
+        with owner_reads(simulation, live):
+            return invariants.PartitionState(
+                info=live.on_PartitionSummary(PartitionSummary()),
+                nodes=live.on_NodesQuery(NodesQuery()),
+                applications=live.on_ApplicationsQuery(ApplicationsQuery()),
+                queues={queue.path: queue for queue in live.on_QueueTreeQuery(QueueTreeQuery())},
+            )
+
+    return kept_read(simulation, actor, partition, "state", read)
 
 
 class DirectUsage:
@@ -210,13 +213,16 @@ def read_usage(core: Core, partition: str) -> Usage:
     if actor is not None:
         live: PartitionActor = actor
 
-        def read() -> Usage:
-            return Usage(
-                live.on_UsersUsageQuery(UsersUsageQuery()), live.on_GroupsUsageQuery(GroupsUsageQuery())
-            )
+        simulation = core.simulation
+        assert simulation is not None
 
-        assert core.simulation is not None
-        return kept_read(core.simulation, actor, partition, "usage", read)
+        def read() -> Usage:
+            with owner_reads(simulation, live):
+                return Usage(
+                    live.on_UsersUsageQuery(UsersUsageQuery()), live.on_GroupsUsageQuery(GroupsUsageQuery())
+                )
+
+        return kept_read(simulation, actor, partition, "usage", read)
     return Usage(core.users_usage(partition), core.groups_usage(partition))
 
 
