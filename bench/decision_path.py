@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import ctypes
 import gc
 import os
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -88,9 +90,11 @@ def bytecodes(nodes: int, asks: int) -> tuple[float, list[tuple[str, float]]]:
     return sum(counts.values()) / made, [(name, count / made) for name, count in counts.most_common(20)]
 
 
-def _in_window(begin: Any, end: Any) -> None:
+@contextlib.contextmanager
+def _in_window(begin: Any, end: Any) -> Iterator[None]:
     """Call ``begin`` when the bench's window opens (its handler timing starts) and ``end`` when it
-    closes: the timing brackets exactly the span the bench's clock and stage timers cover."""
+    closes, while in the block: the timing brackets exactly the span the bench's clock and stage
+    timers cover."""
     start, stop = HandlerTiming.start, HandlerTiming.stop
 
     def started(self: HandlerTiming) -> None:
@@ -102,6 +106,10 @@ def _in_window(begin: Any, end: Any) -> None:
         return stop(self)
 
     HandlerTiming.start, HandlerTiming.stop = started, stopped  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        HandlerTiming.start, HandlerTiming.stop = start, stop  # type: ignore[method-assign]
 
 
 # handler (on_<message type>) -> the bench's stage; the thread that submits the asks pays intake, and
@@ -147,14 +155,14 @@ def whole_bytecodes(nodes: int, asks: int) -> tuple[float, dict[str, float], lis
         stage = _stage_of(frame)
         return counters.get(stage) or counter(stage)
 
-    _in_window(lambda: counting.__setitem__(0, True), lambda: counting.__setitem__(0, False))
-    threading.settrace(tracer)  # the core's threads start after this (and count only in the window)
-    sys.settrace(tracer)
-    try:
-        made = max(run_korral(yunikorn(nodes, asks)).allocations, 1)
-    finally:
-        sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+    with _in_window(lambda: counting.__setitem__(0, True), lambda: counting.__setitem__(0, False)):
+        threading.settrace(tracer)  # the core's threads start after this (and count only in the window)
+        sys.settrace(tracer)
+        try:
+            made = max(run_korral(yunikorn(nodes, asks)).allocations, 1)
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)  # type: ignore[arg-type]
     stages = {stage: count / made for stage, count in by_stage.most_common()}
     return sum(by_stage.values()) / made, stages, [(n, c / made) for n, c in by_function.most_common(30)]
 
@@ -187,8 +195,8 @@ def callgrind(nodes: int, asks: int, whole: bool = False) -> int:
 def _under_callgrind(library: str, nodes: int, asks: int, whole: bool) -> None:
     toggle = ctypes.CDLL(library)
     if whole:
-        _in_window(toggle.cg_start, toggle.cg_stop)
-        run_korral(yunikorn(nodes, asks))
+        with _in_window(toggle.cg_start, toggle.cg_stop):
+            run_korral(yunikorn(nodes, asks))
         return
     reference = _ready(nodes, asks)
     toggle.cg_start()
