@@ -9,23 +9,38 @@ Two measures, each run on a fresh core:
 - ``waves``: the same requests, each sent alone and waited for until the core is idle: every batch is
   the small one a light load makes, whatever else runs on the machine. The process's CPU µs per
   allocation and the handlers' CPU µs per allocation by message type: the fixed costs a small batch
-  pays (intake, wake-ups, flushes) without the pacing's noise.
+  pays (intake, wake-ups, flushes) without the pacing's noise. ``--callgrind``: machine instructions
+  per allocation instead, counted by valgrind's callgrind over the waves alone (every thread's; the
+  machine's load does not move them): needs valgrind, gcc and valgrind's headers.
 
     .venv/bin/python bench/light_load.py paced [--asks 100000] [--rates 3500,25000] [--rounds 1]
-    .venv/bin/python bench/light_load.py waves [--waves 300] [--rate 3500]
+    .venv/bin/python bench/light_load.py waves [--waves 300] [--rate 3500] [--warm 100] [--callgrind]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import korral
 from korral import si
 from korral.harness.benchmark import runner, workloads
 
 TIMEOUT = 600.0
+# callgrind counts only between these two calls (valgrind --instr-atstart=no)
+_TOGGLE_C = """#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void cg_stop(void) { CALLGRIND_DUMP_STATS_AT("waves"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
 
 
 def paced(asks: int, rates: list[float], rounds: int) -> None:
@@ -45,9 +60,15 @@ def paced(asks: int, rates: list[float], rounds: int) -> None:
             print(json.dumps(line), flush=True)
 
 
-def waves(count: int, rate: float) -> None:
+def waves(
+    count: int,
+    rate: float,
+    warm: int = 0,
+    around: tuple[Callable[[], object], Callable[[], object]] | None = None,
+) -> None:
+    """``around``: called just before the measured waves and just after (callgrind's counting)."""
     per_wave = max(50, int(rate * 0.02))  # the scale workload's requests: 20 ms of arrivals
-    workload = workloads.scale(asks=count * per_wave, rate=rate)
+    workload = workloads.scale(asks=(warm + count) * per_wave, rate=rate)
     rm = runner.BenchRM(workload.node_count)
     with korral.start(**runner.CORE_SETTINGS) as core:
         core.register_resource_manager(
@@ -58,22 +79,28 @@ def waves(count: int, rate: float) -> None:
             raise TimeoutError("nodes were not registered in time")
         core.update_application(workload.applications)
         core.wait_until_idle(TIMEOUT)
-        messages = core.tracker.sent_total
-        core.tracker.timing.start()
-        cpu_started, started = time.process_time(), time.perf_counter()
-        for wave in workload.waves:
+        for index, wave in enumerate(workload.waves):
+            if index == warm:
+                messages, made_before = core.tracker.sent_total, rm.arrived
+                if around is not None:
+                    around[0]()
+                core.tracker.timing.start()
+                cpu_started, started = time.process_time(), time.perf_counter()
             for request in wave.requests:
                 core.update_allocation(request)
             core.wait_until_idle(TIMEOUT)
         cpu, wall = time.process_time() - cpu_started, time.perf_counter() - started
         handlers = core.tracker.timing.stop()
+        if around is not None:
+            around[1]()
         sent = core.tracker.sent_total - messages
-    made = rm.arrived
+    made = rm.arrived - made_before
     per = 1e6 / made
     print(
         json.dumps(
             {
                 "waves": count,
+                "warm_waves": warm,
                 "asks_per_wave": per_wave,
                 "allocations": made,
                 "cpu_us_per_allocation": round(cpu * per, 1),
@@ -90,6 +117,44 @@ def waves(count: int, rate: float) -> None:
     )
 
 
+def callgrind(count: int, rate: float, warm: int) -> None:
+    """Run ``waves`` under callgrind, counting the waves alone; print instructions per allocation."""
+    if shutil.which("valgrind") is None or shutil.which("gcc") is None:
+        sys.exit("--callgrind needs valgrind and gcc on the path")
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work, "toggle.c")
+        source.write_text(_TOGGLE_C, encoding="utf-8")
+        library = Path(work, "toggle.so")
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+        out = Path(work, "callgrind.out")
+        command = [
+            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+            sys.executable, __file__, "waves", "--waves", str(count), "--rate", str(rate),
+            "--warm", str(warm), "--under-callgrind", str(library),
+        ]  # fmt: skip
+        # a fixed hash seed: dict and set layouts, and so the instructions, are the same run to run
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        printed = subprocess.run(
+            command, check=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        ).stdout
+        made = json.loads(printed.strip().splitlines()[-1])["allocations"]
+        dumped = [path for path in Path(work).iterdir() if path.name.startswith("callgrind.out.")]
+        for line in dumped[0].read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(("summary:", "totals:")):
+                instructions = int(line.split()[1])
+                print(
+                    json.dumps(
+                        {
+                            "waves": count,
+                            "allocations": made,
+                            "instructions_per_allocation": instructions // made,
+                        }
+                    )
+                )
+                return
+    sys.exit("callgrind wrote no counts")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("measure", choices=("paced", "waves"))
@@ -98,11 +163,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--waves", type=int, default=300)
     parser.add_argument("--rate", type=float, default=3500.0)
+    parser.add_argument("--warm", type=int, default=100, help="waves sent before measuring")
+    parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--under-callgrind", metavar="LIBRARY", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    if arguments.measure == "paced":
+    if arguments.under_callgrind:
+        toggle = ctypes.CDLL(arguments.under_callgrind)
+        waves(arguments.waves, arguments.rate, arguments.warm, (toggle.cg_start, toggle.cg_stop))
+    elif arguments.callgrind:
+        callgrind(arguments.waves, arguments.rate, arguments.warm)
+    elif arguments.measure == "paced":
         paced(arguments.asks, [float(rate) for rate in arguments.rates.split(",")], arguments.rounds)
     else:
-        waves(arguments.waves, arguments.rate)
+        waves(arguments.waves, arguments.rate, arguments.warm)
 
 
 if __name__ == "__main__":
