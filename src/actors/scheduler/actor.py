@@ -129,8 +129,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self.published_usage: dict[str, tuple[Resource, Resource]] = {}  # queue usage as last published
         # node id -> the (application, allocation key) holding it, as last published
         self.reserved: dict[str, tuple[tuple[str, str], ...]] = {}
-        # the view's effects not yet acted on (``_take_effects``): nodes whose reservations changed,
-        # and request events waiting for the next batch's events
+        # the view's effects not yet acted on (``_take_effects``): reservations, request events
         self.reservation_changes: set[str] = set()
         self._request_events: list[RequestEvent] = []
         self._queue_events: list[QueueEvent] = []
@@ -165,6 +164,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self.apps: dict[str, Handle] = {}
         self._cycle_queued = False
         self._batch_seconds = BATCH_SECONDS_MIN
+        self.cut_short = False  # a batch ended early by something outside the walk (simulated cut-offs)
         if metrics is not None:
             self.view.latencies = []  # YuniKorn's try-node, try-preemption and sorting latencies
         self._last_outstanding_report = 0.0
@@ -446,7 +446,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self._wake()
 
     def on_RunCycle(self, message: RunCycle) -> None:
-        self._cycle_queued = False
+        self._cycle_queued = self.cut_short = False
         view = self.view
         started = self.clock()
         deadline = started + self._batch_seconds
@@ -470,8 +470,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
             records, walks = view.take_latencies()
             if records or walks:
                 self.metrics.observe_latencies(records, walks)
-        # A victim may be an allocation this very batch placed: its owner must have the Placed before
-        # the Preempt naming it, or it could not preempt what it does not hold yet (Unpreempt).
+        # A victim may be one this batch placed: its owner must have the Placed before the Preempt.
         releases = self._take_effects(send_releases=False)
         if self._request_events or self._queue_events or self._runnable_changes:
             self._send_preemption_events()
@@ -487,8 +486,7 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(made))
         self.proposals += len(made)
-        # per application, in the order decided (a dict's, not a set's: the simulated runtime replays
-        # a run message for message): its placements, then its gang replacements
+        # per application, in the order decided (a dict: the simulated runtime replays a run exactly)
         by_app: dict[str, tuple[Handle, list[Allocation], list[Allocation]]] = {}
         apps = self.apps
         refused: list[Allocation] = []
@@ -507,9 +505,8 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
                 continue
             entry[1].append(allocation)
         # Straight to each application's mailbox, as every other message of this actor to it (so its
-        # SchedulerDone still comes last); the placements before the replacements, so that an
-        # application hears of a placeholder before of its replacement. All in one hand-off: one
-        # count in the tracker and one wake-up of the applications' pool per batch, not per application.
+        # SchedulerDone still comes last); placements before replacements (a placeholder before its
+        # replacement). One hand-off: one tracker count and one pool wake-up per batch.
         deliveries: list[tuple[Handle, Any]] = []
         sent: list[list[Allocation]] = []
         for app, placements, replacements in by_app.values():
@@ -527,8 +524,11 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
         if releases:
             self._send_core_releases(releases)
         self._publish_batch(made)
-        # More may fit right away (the batch was cut short, or a rollback freed room).
-        self._wake()
+        if drained and not (refused or releases or self.cut_short):  # a message or deadline wakes it
+            if self.reservation_changes:
+                self._publish_reservations()
+        else:  # more may fit right away (the batch was cut short, a rollback or release freed room)
+            self._wake()
 
     def _publish_batch(self, made: list[Allocation]) -> None:
         """What a batch changed, for readers: queue usage, what the victims hold, the nodes' records."""

@@ -138,7 +138,8 @@ class CutOffScheduler(SchedulerActor):
         def until_cut() -> Any:
             nonlocal made, ended
             if ended:
-                return None  # the batch ends: the scheduler queues the next RunCycle
+                self.cut_short = True  # the batch ends with work left: the scheduler queues the next
+                return None
             allocation = schedule_one()
             if allocation is not None:
                 made += 1
