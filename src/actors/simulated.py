@@ -32,6 +32,7 @@ from korral.actors.simulated_mailbox import (
     SimulatedPool,
     simulated_class,
 )
+from korral.actors.starting import LazyHandle
 
 if TYPE_CHECKING:
     from korral.actors.base import Handle
@@ -257,6 +258,7 @@ class Simulation:
         actor = inbox.actor
         assert actor is not None
         self.steps += 1
+        inbox.busy = True  # a timer falling due now finds it handling this message (_nothing_due)
         if self.step_time and not self._frozen:
             self.now += self.rng.uniform(0.0, self.step_time)
             if self._timers and self._timers[0][0] <= self.now:
@@ -346,6 +348,8 @@ class Simulation:
             due, _, target, message, interval = heapq.heappop(timers)
             if interval > 0 and message.entry.queued:
                 delivered = target.is_alive  # the last tick is still waiting: skip this one
+            elif interval > 0 and self._nothing_due(target, message.message):
+                delivered = True  # handled now, it would change nothing: no step for it
             else:
                 if interval > 0:
                     message.entry.queued = True
@@ -356,6 +360,24 @@ class Simulation:
                     timers,
                     (max(due + interval, self.now) + skew, next(self._timer_seq), target, message, interval),
                 )
+
+    @staticmethod
+    def _nothing_due(target: Handle, tick: Any) -> bool:
+        """Whether ``tick``, delivered now, would find its actor idle with nothing queued (the next
+        message it handles, on threads too) and change nothing (``KorralActor.tick_is_idle``)."""
+        if type(target) is LazyHandle and not target.started:
+            return False  # the tell starts it
+        inbox: Any = target.ref.actor_inbox
+        actor = getattr(inbox, "actor", None)
+        return (
+            actor is not None
+            and inbox.started
+            and not inbox.busy
+            and not inbox.messages
+            and inbox._index == -1
+            and not actor.actor_stopped.is_set()
+            and actor.tick_is_idle(tick)
+        )
 
     # ---- running -----------------------------------------------------------------------------------
 

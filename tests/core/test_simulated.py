@@ -15,7 +15,8 @@ from pykka import Timeout
 import korral
 from korral import si
 from korral import testing as t
-from korral.actors.base import Rank
+from korral.actors.base import Periodic, Rank
+from korral.actors.messages import Tick
 from korral.actors.simulated import Pending
 from korral.errors import SchedulerError
 from korral.harness import faults
@@ -333,3 +334,34 @@ def test_an_actor_stopping_with_its_mailbox_ready_leaves_no_empty_mailbox_to_del
 
     outcome = SimulatedStress(rms=1, operations=30).run_seed(777)
     assert outcome.violations == ()
+
+
+def test_a_tick_with_nothing_due_takes_no_step_and_one_with_work_still_comes() -> None:
+    """While nothing waits on time the scheduler's periodic tick is skipped (no delivery, no step);
+    an ask that fits no node makes it come again, and the RM hears each second that the ask waits."""
+    core = korral.start(runtime="simulated", seed=7)
+    simulation = core.simulation
+    assert simulation is not None
+    rm = t.RecordingRM(RM)
+    core.register_resource_manager(t.register(RM, CONFIG), rm)
+    core.update_node(t.nodes(RM, ["n1"], SMALL))
+    core.update_application(t.applications(RM, {"x": "root.a"}))
+    core.wait_until_idle()
+    ticks: list[float] = []
+    traced = simulation.on_deliver
+    assert traced is not None
+
+    def count_ticks(actor: str, message: object) -> None:
+        if isinstance(message, Periodic) and isinstance(message.message, Tick):
+            ticks.append(simulation.now)
+        traced(actor, message)
+
+    simulation.on_deliver = count_ticks
+    core.advance(30.0)
+    assert ticks == []
+    core.update_allocation(t.asks(RM, "x", 1, BIG))  # fits its queue, no node
+    core.advance(3.5)
+    assert ticks
+    waiting = [s for s in rm.scheduling_states if s.state is si.SchedulingState.FAILED]
+    assert len(waiting) >= 3 and {s.allocation_key for s in waiting} == {"x-ask-0"}
+    core.stop()

@@ -505,6 +505,10 @@ class PartitionActor(PartitionNodes, PartitionQueries, ServedActor):
             if self.metrics is not None:
                 self.metrics.forget_queues(self.name, removed)
 
+    def tick_is_idle(self, tick: Any) -> bool:
+        """With no tombstone left, ``RetireTombstones`` has no one to ask again."""
+        return type(tick) is RetireTombstones and not self.tombstones
+
     def on_RetireTombstones(self, message: RetireTombstones) -> None:
         # ask again those that could not stop yet (a message was still on its way to them)
         alive = [handle for handle in self.tombstones if handle.is_alive]

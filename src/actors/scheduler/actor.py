@@ -25,7 +25,6 @@ from korral.actors.messages import (
     AppGone,
     ApplyConfig,
     DeadlineDue,
-    Deliver,
     NodeAdded,
     NodeChanged,
     NodeGone,
@@ -39,12 +38,12 @@ from korral.actors.messages import (
     RunCycle,
     SchedulerDone,
     Snapshot,
-    Tick,
     ViewOps,
 )
 from korral.actors.node_board import NodeBoard
 from korral.actors.queue_board import QueueBoard
 from korral.actors.scheduler.publish import SchedulerPublishing
+from korral.actors.scheduler.ticks import SchedulerTicks
 from korral.actors.tracker import Tracker
 from korral.callback import ResourceManagerCallback
 from korral.config.schema import PartitionConfig
@@ -77,8 +76,6 @@ _new_tuple = tuple.__new__
 BATCH_ALLOCATIONS = 20_000
 BATCH_SECONDS_MIN = 0.02
 BATCH_SECONDS_MAX = 0.25
-# How often asks that fit their queue but no node are reported to the RM (YuniKorn: every second).
-OUTSTANDING_REPORT_INTERVAL = 1.0
 
 
 class PredicatesForNodes(ResourceManagerCallback):
@@ -95,7 +92,7 @@ class PredicatesForNodes(ResourceManagerCallback):
         raise NotImplementedError
 
 
-class SchedulerActor(SchedulerPublishing, ServedActor):
+class SchedulerActor(SchedulerPublishing, SchedulerTicks, ServedActor):
     rank = Rank.SCHEDULER
 
     def __init__(
@@ -411,24 +408,6 @@ class SchedulerActor(SchedulerPublishing, ServedActor):
                 self.view.remove_queue(queue)
 
     # ---- scheduling --------------------------------------------------------------------------------
-
-    def on_Tick(self, message: Tick) -> None:
-        now = self.clock()
-        if self.view.has_timed_work():
-            self._wake()
-        if self.view.unschedulable and now - self._last_outstanding_report >= OUTSTANDING_REPORT_INTERVAL:
-            self._last_outstanding_report = now
-            for outstanding in list(self.view.unschedulable.values()):
-                self.dispatcher.tell(
-                    Deliver(
-                        argument=si.UpdateContainerSchedulingStateRequest(
-                            application_id=outstanding.application_id,
-                            allocation_key=outstanding.allocation_key,
-                            state=si.SchedulingState.FAILED,
-                            reason="request is waiting for cluster resources become available",
-                        ),
-                    )
-                )
 
     def _wake_at(self, due: float) -> None:
         """Run a cycle at the earliest moment time alone changes what the view decides (a preemption
