@@ -114,7 +114,8 @@ def test_planted_bugs_show_the_same_violation_at_the_same_step_with_reads_kept_o
 
 def test_a_node_or_application_that_changed_is_read_afresh_and_one_that_did_not_is_kept() -> None:
     """Within a partition whose group changed (a scheduling tick), a node or an application whose
-    actor took nothing but reads is kept; one that took a change is read again."""
+    actor took nothing but reads is kept, and the queue tree while its board stayed; what took a
+    change is read again."""
     rm = t.RecordingRM("rm0")
     with korral.start(runtime="simulated", seed=5) as core:
         simulation = core.simulation
@@ -143,6 +144,9 @@ def test_a_node_or_application_that_changed_is_read_afresh_and_one_that_did_not_
     # the application took the ask, the node it was placed on has it on the board: read again
     assert read_again == ["[rm0]default/app/app-1", f"[rm0]default/node/{node_with(placed)}"]
     assert ticked.nodes == first.nodes and ticked.applications == first.applications
+    # the queue tree too: the board held the same values, the very same records are given again
+    assert ticked.queues["root.a"] is first.queues["root.a"]
+    assert placed.queues["root.a"].allocated == {"memory": 1000, "vcore": 1000}
     (app,) = placed.applications
     assert [a.allocation_key for a in app.allocations] == ["ask-0"]
     node = next(n for n in placed.nodes if n.node_id == node_with(placed))

@@ -217,10 +217,14 @@ def read_usage(core: Core, partition: str) -> Usage:
         assert simulation is not None
 
         def read() -> Usage:
-            with owner_reads(simulation, live):
-                return Usage(
-                    live.on_UsersUsageQuery(UsersUsageQuery()), live.on_GroupsUsageQuery(GroupsUsageQuery())
+            with owner_reads(simulation, live) as kept_usage:
+                usage: Usage = kept_usage(
+                    lambda: Usage(
+                        live.on_UsersUsageQuery(UsersUsageQuery()),
+                        live.on_GroupsUsageQuery(GroupsUsageQuery()),
+                    )
                 )
+                return usage
 
         return kept_read(simulation, actor, partition, "usage", read)
     return Usage(core.users_usage(partition), core.groups_usage(partition))

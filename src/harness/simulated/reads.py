@@ -12,8 +12,9 @@ Within a partition whose group changed, each node's and application's snapshot i
 (``owner_reads``), while what it is made of stayed: a node's while its actor took nothing but reads,
 its allocations on the scheduler's node board are the same objects and its reservations the same; an
 application's while its actor took nothing but reads (``SimulatedInbox.changes``) and the partition
-publishes the same reservations and backoff for it. A scheduling tick changes the partition's group,
-rarely a node or an application.
+publishes the same reservations and backoff for it; the queue tree while the queue board holds the
+same values (its writers replace whole values). A scheduling tick changes the partition's group,
+rarely a node, an application or a queue.
 
 ``VERIFY`` (the tests'): every kept read is read afresh too and must be equal, steps included.
 """
@@ -80,32 +81,50 @@ def kept_read(simulation: Simulation, actor: Any, partition: str, kind: str, rea
 _owners: weakref.WeakKeyDictionary[Simulation, dict[Any, tuple[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
+def _afresh(read: Callable[[], Any]) -> Any:
+    return read()
+
+
 @contextmanager
-def owner_reads(simulation: Simulation, partition: Any) -> Iterator[None]:
+def owner_reads(simulation: Simulation, partition: Any) -> Iterator[Callable[[Callable[[], Any]], Any]]:
     """While a check reads ``partition`` (its actor, on the simulation's thread, frozen): its node
-    and application snapshots kept (see the module's docstring), each counted as the step its ask
-    is. Outside a frozen read, or with keeping off, every read is made afresh."""
+    and application snapshots and its queue tree kept (see the module's docstring), each counted as
+    the steps its asks are; it gives what reads the usage of every user and group, kept the same way.
+    Outside a frozen read, or with keeping off, every read is made afresh."""
     if not ENABLED or not simulation.is_frozen:
-        yield
+        yield _afresh
         return
     kept = _owners.setdefault(simulation, {})
-    node_info, app_info = partition._node_info, partition._app_info
+    node_info, app_info, queue_infos = partition._node_info, partition._app_info, partition._queue_infos
 
-    def kept_or_read(inbox: Any, key: Any, read: Callable[[], Any]) -> Any:
-        entry = kept.get(inbox)
+    def kept_or_read(slot: Any, key: Any, read: Callable[[], Any], steps: int = 1) -> Any:
+        entry = kept.get(slot)
         if entry is not None and entry[0] == key:
             if not VERIFY:
-                simulation.steps += 1  # its ask's step
+                simulation.steps += steps  # its asks' steps
                 return entry[1]
             fresh = read()
             if fresh != entry[1]:
-                raise ReadDiffers(
-                    f"{partition.name}: {inbox.actor.name} read afresh, differs from the read kept"
-                )
+                raise ReadDiffers(f"{partition.name}: {slot} read afresh, differs from the read kept")
             return fresh
         value = read()
-        kept[inbox] = (key, value)
+        kept[slot] = (key, value)
         return value
+
+    def kept_queue_infos() -> Any:
+        if partition._tree_publish_queued:  # published first: the board changes
+            return queue_infos()
+        board = partition.queue_board  # whose writers replace whole values (``QueueBoard``)
+        key = (
+            board.structure,
+            board.capacity,
+            tuple(board.usage.items()),
+            tuple(board.priorities.items()),
+            board.preempting,
+            tuple(board.app_states.items()),
+            tuple(board.allocating_accepted.items()),
+        )
+        return kept_or_read((partition, "queues"), key, queue_infos, steps=0)
 
     def kept_node_info(node_id: str) -> Any:
         handle = partition.nodes.get(node_id)
@@ -135,9 +154,26 @@ def owner_reads(simulation: Simulation, partition: Any) -> Iterator[None]:
         key = (inbox.actor, inbox.changes, reserved, partition.app_backoffs.get(application_id))
         return kept_or_read(inbox, key, lambda: app_info(application_id))
 
+    def kept_usage(read: Callable[[], Any]) -> Any:
+        """Every user's or group's usage (``read``), kept while the partition holds the same
+        applications with the same limit groups, each read as before, under the same limits."""
+        specs = tuple(partition.members.specs.values())
+        limit_groups = partition.members.limit_groups
+        ugm = partition.registry.ugm
+        steps = simulation.steps
+        infos = tuple(kept_app_info(spec.application_id) for spec in specs)
+        simulation.steps = steps  # the read below counts its own asks
+        live = [spec for spec in specs if spec.application_id in partition.apps]
+        asks = sum(1 for spec in live if spec.user) + sum(
+            1 for spec in live if limit_groups.get(spec.application_id, "")
+        )
+        key = (ugm, ugm.limits, specs, tuple(limit_groups.items()), infos)
+        return kept_or_read((partition, "usage"), key, read, steps=asks)
+
     # the partition's own queries find these first (an instance's attribute before its class's)
     partition._node_info, partition._app_info = kept_node_info, kept_app_info
+    partition._queue_infos = kept_queue_infos
     try:
-        yield
+        yield kept_usage  # the users' and groups' usage read through it
     finally:
-        del partition._node_info, partition._app_info
+        del partition._node_info, partition._app_info, partition._queue_infos
