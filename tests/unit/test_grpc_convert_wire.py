@@ -93,7 +93,9 @@ def test_mangled_bytes_read_as_protobuf_reads_them(
 
 
 def _ask_bytes(**fields: Any) -> bytes:
-    return si_pb2.AllocationRequest(rmID="rm", asks=[si_pb2.AllocationAsk(**fields)]).SerializeToString()
+    return si_pb2.AllocationRequest(rmID="rm", asks=[si_pb2.AllocationAsk(**fields)]).SerializeToString(
+        deterministic=True  # map entries in key order: the same test ids in every pytest-xdist worker
+    )
 
 
 @pytest.mark.parametrize(
