@@ -184,10 +184,13 @@ class SchedulingWalk:
                 walk: Iterable[tuple[Any, ...]] = self._state_aware_entries(queue)
                 all_blocked = False  # admission depends on states, not only on limits
             else:
-                # the live entries (order.live_entries(), without its call); walked lazily, which is
-                # safe: nothing below changes this order unless it allocates, and then we return
-                entries = order.entries
-                walk = entries_from(entries, order.head)
+                # the live entries (order.live_entries(), entries_from inlined: the walk makes three
+                # an allocation); walked lazily, which is safe: nothing below changes this order
+                # unless it allocates, and then we return
+                live: Any = iter(order.entries)
+                if order.head:
+                    live.__setstate__(order.head)
+                walk = live
             for entry in walk:
                 app = apps[entry[-1]]
                 if app.state not in RUNNING_STATES and not queue.can_run_app(app):
@@ -216,8 +219,10 @@ class SchedulingWalk:
         else:
             order = queue.order
             children = order.items
-            entries = order.entries
-            for entry in entries_from(entries, order.head):
+            live_children: Any = iter(order.entries)  # entries_from, inlined
+            if order.head:
+                live_children.__setstate__(order.head)
+            for entry in live_children:
                 child = children[entry[-1]]
                 if child.state is _STOPPED:
                     continue
@@ -257,14 +262,16 @@ class SchedulingWalk:
         # the model's applications order their asks (an annotation, not cast(): no call per allocation)
         pending_asks: IncrementalOrder[Ask] = app.pending_asks  # type: ignore[assignment]
         asks = pending_asks.items
-        entries = pending_asks.entries
+        live_asks: Any = iter(pending_asks.entries)  # entries_from, inlined
+        if pending_asks.head:
+            live_asks.__setstate__(pending_asks.head)
         if queue.over_quota_epoch != epoch:
             queue.over_quota_epoch = epoch
             queue.over_quota_shapes.clear()
         known_over = queue.over_quota_shapes
         backoff = queue.unsched_backoff
         unschedulable = 0  # asks of this pass that fit its headroom but no node
-        for entry in entries_from(entries, pending_asks.head):
+        for entry in live_asks:
             if backoff and unschedulable >= backoff:
                 self._back_off(app, queue, now)
                 return None
