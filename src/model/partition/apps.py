@@ -69,15 +69,14 @@ class PartitionApplications:
         self.replace_candidates: dict[str, Application] = {}
         self._app_seq = itertools.count(1)
         self._ask_seq = itertools.count(1)
+        # the next ask's place in the partition's arrival order (ties in the ask order): the counter's
+        # own C method, as the view numbers every ask it takes in with it
+        self.next_ask_seq: Callable[[], int] = self._ask_seq.__next__
 
     def wire(self, allocations: PartitionAllocations, reservations: Reservations) -> None:
         """The parts an application's removal and an ask's replacement reach (made after this one)."""
         self.allocations = allocations
         self.reservations = reservations
-
-    def next_ask_seq(self) -> int:
-        """The next ask's place in the partition's arrival order (ties in the ask order)."""
-        return next(self._ask_seq)
 
     # ---- applications ------------------------------------------------------------------------------
 
