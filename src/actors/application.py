@@ -1,12 +1,14 @@
 """Application actors own an application's asks, allocations and state (an ``ApplicationOwner``).
 
-Outputs are buffered and sent once per burst of messages (a self-tell ``FlushOut`` queued behind
-whatever is already in the mailbox), so a thousand placements and releases in a row cost one message
-to the scheduler's view and one callback to the RM, not a thousand of each.
+Outputs are buffered and sent once per burst of messages (at the end of the pool's turn, or by a
+self-tell ``FlushOut`` queued behind whatever is already in the mailbox), so a thousand placements
+and releases in a row cost one message to the scheduler's view and one callback to the RM, not a
+thousand of each.
 """
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
@@ -98,14 +100,20 @@ class ApplicationActor(RetiringActor):
         self.rm_partition = partition_without_rm(app.partition)
         self.events = events
         self.clock = tracker.clocks.clock
-        # what the current burst of messages produced, sent by the next FlushOut
+        # what the current burst of messages produced, sent at the end of the pool's turn: by a plain
+        # call where the pool offers one (``ActorPool.flush_later``), else by a FlushOut self-tell
+        # (the simulated runtime, which replays messages)
         self._effects: AppEffects | None = None
+        self._flush_later = getattr(pool, "flush_later", None)
 
     def _collect(self) -> AppEffects:
         effects = self._effects
         if effects is None:
             effects = self._effects = AppEffects()
-            self.kick(FlushOut())
+            if self._flush_later is not None:
+                self._flush_later(self, self.tracker)
+            else:
+                self.kick(FlushOut())
         return effects
 
     # ---- handlers ----------------------------------------------------------------------------------
@@ -166,6 +174,19 @@ class ApplicationActor(RetiringActor):
 
     def on_FlushOut(self, message: FlushOut) -> None:
         self._flush()
+
+    def flush_due(self) -> None:
+        """``flush_later``'s call: the flush, contained and timed as a FlushOut's handler would be."""
+        timing = self.timing
+        weight = timing.weight(FlushOut) if timing.on else 0
+        started = time.thread_time() if weight else 0.0
+        try:
+            self._flush()
+        except Exception as error:
+            self.handler_failed("FlushOut", error)
+        finally:
+            if weight:
+                timing.handled("FlushOut", (time.thread_time() - started) * weight)
 
     def quiet(self) -> bool:
         return self._effects is None

@@ -23,8 +23,9 @@ import pykka
 from korral import log_text
 from korral.actors.dispatch import Handler, ensure_handlers
 from korral.actors.loop import Envelope, ReleasingInbox
+from korral.actors.mailbox import PooledInbox, put_counted
 from korral.actors.messages import Retire, SchedulerDone
-from korral.actors.runtime import ActorPool, Bundle, PooledActor, PooledInbox, pool_on, put_counted
+from korral.actors.runtime import ActorPool, Bundle, PooledActor, pool_on
 from korral.actors.timing import HandlerTiming
 from korral.actors.tracker import Tracker
 
