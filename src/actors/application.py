@@ -105,6 +105,7 @@ class ApplicationActor(RetiringActor):
         # (the simulated runtime, which replays messages)
         self._effects: AppEffects | None = None
         self._flush_later = getattr(pool, "flush_later", None)
+        self._allocating = False  # as last published to the board (QueueBoard.allocating_accepted)
 
     def _collect(self) -> AppEffects:
         effects = self._effects
@@ -239,7 +240,9 @@ class ApplicationActor(RetiringActor):
         assert board is not None
         app = self.owner.app
         allocating = app.state is ApplicationState.ACCEPTED and bool(app.allocations)
-        board.publish_allocating(app.application_id, allocating, self.handle.actor_id)
+        if allocating or self._allocating:  # (only this actor adds its entry: absent stays absent)
+            self._allocating = allocating
+            board.publish_allocating(app.application_id, allocating, self.handle.actor_id)
 
     def _publish_state(self, state: str) -> None:
         board = self.board
