@@ -107,10 +107,11 @@ def check_books(
     users: Iterable[UserUsageInfo | None],
     groups: Iterable[GroupUsageInfo | None],
     view: Any = None,
+    booked_by_rm: Mapping[str, si.Allocation] | None = None,
 ) -> list[str]:
     """The partition's published books (and the scheduler ``view``'s trackers, when given) against
     the RM's (see the module's docstring). ``users`` and ``groups``: the published usage of every
-    user and group that may hold anything here."""
+    user and group that may hold anything here; ``booked_by_rm``: ``rm_booked(rm)`` when known."""
     name = state.info.name
     users_info = [info for info in users if info is not None]
     groups_info = [info for info in groups if info is not None]
@@ -120,7 +121,7 @@ def check_books(
     plain = name.rpartition("]")[2]
     booked = {
         uuid: allocation
-        for uuid, allocation in rm_booked(rm).items()
+        for uuid, allocation in (rm_booked(rm) if booked_by_rm is None else booked_by_rm).items()
         if (allocation.partition_name or "default") == plain
     }
     expected = Expected(state, booked, limit_group)

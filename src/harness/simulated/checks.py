@@ -39,7 +39,7 @@ from korral.actors.partition.actor import PartitionActor
 from korral.core import Core
 from korral.harness import invariants
 from korral.harness.simulated import books as simulated_books
-from korral.harness.simulated.reads import kept_read, owner_reads
+from korral.harness.simulated.reads import kept_read, kept_verdict, owner_reads
 from korral.harness.stress import LIMITED_GROUPS, USERS
 from korral.info import GroupUsageInfo, LimitUsageInfo, UserUsageInfo
 from korral.resource import fits_in_max
@@ -230,14 +230,38 @@ def read_usage(core: Core, partition: str) -> Usage:
     return Usage(core.users_usage(partition), core.groups_usage(partition))
 
 
-def check_books(core: Core, state: invariants.PartitionState, rm: Any, usage: Usage) -> list[str]:
+def check_books(
+    core: Core,
+    state: invariants.PartitionState,
+    rm: Any,
+    usage: Usage,
+    booked: Mapping[str, Any] | None = None,
+) -> list[str]:
     """``simulated.books.check_books`` for one RM's partition: its published books (``usage``) and
-    its scheduler's trackers against what the RM knows is booked."""
+    its scheduler's trackers against what the RM knows is booked (``booked``: ``rm_booked(rm)``)."""
     name = state.info.name
     simulation = core.simulation
     scheduler = simulation.actors.get(f"{name}/scheduler") if simulation is not None else None
     view = scheduler.view if scheduler is not None and not scheduler.actor_stopped.is_set() else None
-    return simulated_books.check_books(state, rm, usage.users, usage.groups, view)
+    return simulated_books.check_books(state, rm, usage.users, usage.groups, view, booked)
+
+
+def judge_partition(
+    core: Core, state: invariants.PartitionState, rm: Any, usage: Usage, exempt: frozenset[str] | set[str]
+) -> list[str]:
+    """``invariants.check_partition`` (``exempt``: the queues that may be above their max) and the
+    exact books (``check_books``) of one RM's partition; judged again only when its reads or the
+    RM's books changed (``simulated.reads.kept_verdict``)."""
+    booked = simulated_books.rm_booked(rm)
+
+    def judge() -> list[str]:
+        problems = invariants.check_partition(state, recovered_queues=exempt)
+        return problems + check_books(core, state, rm, usage, booked)
+
+    if core.simulation is None:
+        return judge()
+    inputs = (rm, booked, frozenset(exempt))
+    return kept_verdict(core.simulation, state.info.name, "books", (state, usage), inputs, judge)
 
 
 def check_all(
@@ -251,10 +275,25 @@ def check_all(
     states = list(states)
     problems = invariants.check_unique_uuids(states)
     for state in states:
-        problems.extend(check_reservation_holders(state))
+        usage = usages[state.info.name]
         limits_lowered = (lowered or {}).get(state.info.name, frozenset())
-        problems.extend(check_user_limits(state, usages[state.info.name], limits_lowered))
-        problems.extend(check_view_against_owners(core, state))
+
+        def judge(
+            state: invariants.PartitionState = state,
+            usage: Usage = usage,
+            limits_lowered: frozenset[str] = limits_lowered,
+        ) -> list[str]:
+            return (
+                check_reservation_holders(state)
+                + check_user_limits(state, usage, limits_lowered)
+                + check_view_against_owners(core, state)
+            )
+
+        if core.simulation is None:
+            problems.extend(judge())
+            continue
+        name = state.info.name
+        problems.extend(kept_verdict(core.simulation, name, "limits", (state, usage), limits_lowered, judge))
     return problems
 
 

@@ -16,7 +16,11 @@ publishes the same reservations and backoff for it; the queue tree while the que
 same values (its writers replace whole values). A scheduling tick changes the partition's group,
 rarely a node, an application or a queue.
 
-``VERIFY`` (the tests'): every kept read is read afresh too and must be equal, steps included.
+A partition whose state and usage are the very reads kept, with the RM's books the same, is judged
+as it was (``kept_verdict``): every input of the judgement is the same.
+
+``VERIFY`` (the tests'): every kept read is read afresh too and must be equal, steps included, and
+every kept verdict judged afresh.
 """
 
 from __future__ import annotations
@@ -177,3 +181,40 @@ def owner_reads(simulation: Simulation, partition: Any) -> Iterator[Callable[[Ca
         yield kept_usage  # the users' and groups' usage read through it
     finally:
         del partition._node_info, partition._app_info, partition._queue_infos
+
+
+_verdicts: weakref.WeakKeyDictionary[
+    Simulation, dict[tuple[str, str], tuple[tuple[Any, ...], Any, list[str]]]
+] = weakref.WeakKeyDictionary()
+
+
+def kept_verdict(
+    simulation: Simulation,
+    partition: str,
+    what: str,
+    reads: tuple[Any, ...],
+    inputs: Any,
+    judge: Callable[[], list[str]],
+) -> list[str]:
+    """``judge()`` of ``partition``, or what it found last time from the very same kept ``reads``
+    (given again only while the partition's actors, its scheduler's view included, took nothing but
+    reads) and equal ``inputs`` (whatever else it reads: the RM's books). Only while frozen."""
+    if not ENABLED or not simulation.is_frozen:
+        return judge()
+    memo = _verdicts.setdefault(simulation, {})
+    entry = memo.get((partition, what))
+    if (
+        entry is not None
+        and len(entry[0]) == len(reads)
+        and all(kept is read for kept, read in zip(entry[0], reads, strict=True))
+        and entry[1] == inputs
+    ):
+        if not VERIFY:
+            return list(entry[2])
+        fresh = judge()
+        if fresh != entry[2]:
+            raise ReadDiffers(f"{partition} {what}: judged afresh, differs from the verdict kept")
+        return fresh
+    verdict = judge()
+    memo[(partition, what)] = (reads, inputs, list(verdict))
+    return verdict

@@ -314,8 +314,7 @@ class SimulatedStress:
                 # a queue's max lowered under its usage may stay above it (quota preemption ends at
                 # the queue's guarantee and rounds down) like one recovered allocations put there
                 exempt = simulated_checks.recovered_queues(state) | lowered
-                problems.extend(invariants.check_partition(state, recovered_queues=exempt))
-                problems.extend(simulated_checks.check_books(core, state, rm, usage))
+                problems.extend(simulated_checks.judge_partition(core, state, rm, usage, exempt))
             present = [state for state in own if state is not None]
             if present:
                 problems.extend(invariants.check_rm_view(rm, present))
