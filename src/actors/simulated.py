@@ -25,6 +25,7 @@ from pykka import Timeout
 
 from korral import log_text
 from korral.actors.base import Periodic, PeriodicEntry
+from korral.actors.loop import receive_envelope
 from korral.actors.simulated_mailbox import (
     SimulatedActor,
     SimulatedFuture,
@@ -231,7 +232,7 @@ class Simulation:
             return False
         # under a blocked handler only actors it may be waiting on (its rank or lower) are picked
         floor = self._rank_floor
-        eligible = ready if floor is None else [i for i in ready if getattr(i.actor, "rank", 0) <= floor]
+        eligible = ready if floor is None else [i for i in ready if i.rank <= floor]
         while not eligible and self._delayed:  # a delay never stalls the run (_release_delayed)
             _, _, held = heapq.heappop(self._delayed)
             if not held.messages:
@@ -239,7 +240,7 @@ class Simulation:
                 continue
             held._index = len(ready)
             ready.append(held)
-            eligible = [held] if getattr(held.actor, "rank", 0) <= (floor or 0) else []
+            eligible = [held] if held.rank <= (floor or 0) else []
         if not eligible:
             return False
         index = 0
@@ -260,7 +261,7 @@ class Simulation:
         self.steps += 1
         inbox.busy = True  # a timer falling due now finds it handling this message (_nothing_due)
         if self.step_time and not self._frozen:
-            self.now += self.rng.uniform(0.0, self.step_time)
+            self.now += self.rng.random() * self.step_time  # (uniform(0, step_time), one call less)
             if self._timers and self._timers[0][0] <= self.now:
                 self._fire_due()
         self._deliver(inbox, actor, envelope)
@@ -289,19 +290,23 @@ class Simulation:
 
     def _deliver(self, inbox: SimulatedInbox, actor: Any, envelope: Any) -> None:
         """A step's or ``deliver_now``'s delivery: traced, counted, the actor marked running meanwhile."""
-        if type(envelope.message) not in self.repeatable_reads:
+        message = envelope.message
+        if type(message) not in self.repeatable_reads:
             self._changes += 1
             inbox.changes += 1
             changes = self.group_changes
             changes[inbox.group] = changes.get(inbox.group, 0) + 1
         if self.on_deliver is not None:
-            self.on_deliver(actor.name, envelope.message)
+            self.on_deliver(actor.name, message)
         if self.coverage is not None:
-            self.coverage.delivered(actor, envelope.message)
+            self.coverage.delivered(actor, message)
         inbox.busy = True
         outer, self.running = self.running, actor
         try:
-            actor._simulated_receive(envelope)
+            receive_envelope(actor, envelope)
+        except BaseException:
+            actor.fatal()  # (receive_envelope contains every Exception: this one stops the run)
+            raise
         finally:
             inbox.busy = False
             self.running = outer

@@ -15,7 +15,7 @@ import pykka
 from pykka import ActorRegistry, Timeout
 
 from korral import log_text
-from korral.actors.loop import OwnLoop, receive_envelope
+from korral.actors.loop import OwnLoop
 from korral.actors.runtime import PooledActor
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ log = log_text.logger("korral.simulated")
 class SimulatedInbox:
     """An actor's mailbox in the simulation: FIFO, and on the ready list while it can deliver."""
 
-    __slots__ = ("_index", "actor", "busy", "changes", "group", "messages", "simulation", "started")
+    __slots__ = ("_index", "actor", "busy", "changes", "group", "messages", "rank", "simulation", "started")
 
     def __init__(self) -> None:
         self.messages: deque[Any] = deque()
@@ -37,6 +37,7 @@ class SimulatedInbox:
         self.busy = False  # in a handler: not eligible until it returns
         self.group = ""  # its actor's name up to the first "/": a partition and its actors share one
         self.changes = 0  # deliveries other than reads (Simulation.repeatable_reads)
+        self.rank = 0  # its actor's (``KorralActor.rank``), read at each step under a blocked handler
         self._index = -1  # position in the simulation's ready list, -1 when not on it
 
     def bind(self, actor: Any) -> None:
@@ -133,6 +134,7 @@ class SimulatedActor(OwnLoop):
         inbox.actor = self
         inbox.simulation = simulation
         inbox.group = self.name.partition("/")[0]  # type: ignore[attr-defined]
+        inbox.rank = getattr(self, "rank", 0)
         simulation.actors[self.name] = self  # type: ignore[attr-defined]
         for envelope in inbox.messages:  # asks queued before the start learn whom to run
             if isinstance(envelope.reply_to, SimulatedFuture):
@@ -145,14 +147,11 @@ class SimulatedActor(OwnLoop):
         if inbox.messages:
             simulation._make_ready(inbox)
 
-    def _simulated_receive(self, envelope: Any) -> None:
-        try:
-            receive_envelope(self, envelope)
-        except BaseException:
-            log.exception("%s: fatal error, stopping all actors", self)
-            self.stop_now()
-            ActorRegistry.stop_all()
-            raise
+    def fatal(self) -> None:
+        """A fatal error (a BaseException) escaped a handler: every actor stops, the run ends."""
+        log.exception("%s: fatal error, stopping all actors", self)
+        self.stop_now()
+        ActorRegistry.stop_all()
 
     def _simulated_teardown(self) -> None:
         inbox: SimulatedInbox = self.actor_inbox  # type: ignore[assignment]
