@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,6 @@ from korral.actors.messages import (
     ApplicationQuery,
     ApplicationsQuery,
     CompletedApplicationsQuery,
-    Deliver,
     GroupsUsageQuery,
     GroupUsageQuery,
     NodeQuery,
@@ -48,6 +46,7 @@ from korral.actors.rm_messages import (
 from korral.actors.rmproxy import PartitionBoard, RMProxyActor
 from korral.actors.setup import ActorSetup
 from korral.actors.simulated import SimulatedTimer, Simulation
+from korral.actors.simulated_trace import DeliveryTrace
 from korral.actors.starting import start_actor
 from korral.actors.timer import TimerService
 from korral.actors.tracker import SimulatedTracker, Tracker
@@ -101,7 +100,6 @@ KORRAL_LIMITS: dict[str, int] = {
     "max_in_flight": MAX_IN_FLIGHT,
 }
 REGISTRATION_TIMEOUT = 60.0
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 QUERY_TIMEOUT = 30.0
 ENGINES = ("threads", "ray")
 
@@ -541,21 +539,8 @@ class Core:
         if clock is not None:
             raise ValueError("the simulated runtime runs on its own virtual clock: no clock setting")
         simulation = self.simulation = Simulation(seed)
-        # each RM callback as (step, virtual time, dispatcher, method, argument), written out when read
-        self._trace: list[tuple[int, float, str, str, Any]] = []
-        self._full_trace: list[str] | None = None
-        simulation.on_deliver = self._traced
+        self._trace = DeliveryTrace(simulation)  # what it delivers (trace())
         return SimulatedTracker(Clocks.simulated(simulation)), SimulatedTimer(simulation)
-
-    def _traced(self, actor: str, message: Any) -> None:
-        simulation = self.simulation
-        assert simulation is not None
-        if type(message) is Deliver:  # (SI values are immutable: written out when read, the same)
-            self._trace.append((simulation.steps, simulation.now, actor, message.method, message.argument))
-        if self._full_trace is not None:
-            # without memory addresses (an RM callback's default repr): the same in every process
-            text = _ADDRESS.sub("", repr(message))
-            self._full_trace.append(f"{simulation.steps} {simulation.now:.6f} {actor} <- {text}")
 
     def _simulated(self) -> Simulation:
         if self.simulation is None:
@@ -570,14 +555,12 @@ class Core:
         """Simulated: every RM callback delivered so far, in order (step, virtual time, dispatcher,
         method, argument). ``full=True``: every message delivered since ``record_full_trace()``."""
         self._simulated()
-        if full:
-            return list(self._full_trace or [])
-        return [f"{step} {now:.6f} {actor} {method} {arg!r}" for step, now, actor, method, arg in self._trace]
+        return self._trace.lines(full=full)
 
     def record_full_trace(self) -> None:
         """Simulated: from now on record every delivery, not only callbacks (slower: a replay)."""
         self._simulated()
-        self._full_trace = []
+        self._trace.full = []
 
 
 def start(

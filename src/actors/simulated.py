@@ -127,6 +127,8 @@ class Simulation:
         # harness controls, all off by default
         self.chooser: Chooser | None = None
         self.on_deliver: Callable[[str, Any], None] | None = None
+        # what its core delivered (korral.actors.simulated_trace.DeliveryTrace, the on_deliver above)
+        self.delivery_trace: Any = None
         # counts what is delivered (korral.harness.simulated.coverage.Coverage: ``delivered``)
         self.coverage: Any = None
         self.delay_probability = 0.0  # chance that a mailbox becomes ready only some steps later

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from korral import si
+from korral.actors.simulated_trace import CallbackRecord
 from korral.core import Core
 from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated.injected import Injector
@@ -34,7 +35,8 @@ class Cores:
         self.settings = settings
         self.restarts = 0
         self.steps = 0
-        self.callbacks: list[str] = []
+        # the stopped cores' RM callbacks as delivered (written out when read), restarts marked
+        self.callbacks: list[str | CallbackRecord] = []
         self.trace: list[str] = []
         self.raised = self.cut = 0
         self.core = harness._start(schedule, full_trace, settings)
@@ -56,7 +58,7 @@ class Cores:
         simulation = core.simulation
         assert simulation is not None
         self.steps += simulation.steps
-        self.callbacks += core.trace()
+        self.callbacks += simulation.delivery_trace.callbacks
         self.trace += core.trace(full=True)
         injector: Injector | None = simulation.injector
         if injector is not None:

@@ -20,6 +20,7 @@ import korral
 from korral import testing as t
 from korral.actors.messages import Snapshot
 from korral.actors.simulated import SimulationError
+from korral.actors.simulated_trace import CallbackRecord, callback_line
 from korral.core import Core
 from korral.harness import faults, invariants, repro
 from korral.harness.simulated import checks as simulated_checks
@@ -62,13 +63,19 @@ class SimulatedOutcome:
     violations: tuple[str, ...]
     steps: int
     virtual_seconds: float
-    callbacks: tuple[str, ...]  # core.trace(): every RM callback delivered, in order
+    # every RM callback delivered, in order, restarts marked: ``callbacks`` writes them out
+    callback_records: tuple[str | CallbackRecord, ...]
     trace: tuple[str, ...]  # every message delivered, when a full trace was asked for
     schedule_seed: int = 0  # the delivery order's (the workload seed unless one was given apart)
     callback_failures: int = 0  # RM callbacks that raised on purpose (--env-faults callbacks)
     handler_failures: int = 0  # actor handlers that raised on purpose (--env-faults handlers)
     batches_cut: int = 0  # scheduling batches ended early on purpose (--env-faults cutoffs)
     restarts: int = 0  # core restarts with recovery (--env-faults restarts)
+
+    @property
+    def callbacks(self) -> tuple[str, ...]:
+        """``core.trace()`` of each of the run's cores in turn: every RM callback delivered, in order."""
+        return tuple(r if isinstance(r, str) else callback_line(r) for r in self.callback_records)
 
 
 @attrs.frozen(kw_only=True)
@@ -363,7 +370,7 @@ class SimulatedStress:
             violations=tuple(violations),
             steps=cores.steps + simulation.steps,
             virtual_seconds=simulation.now,
-            callbacks=(*cores.callbacks, *core.trace()),
+            callback_records=(*cores.callbacks, *simulation.delivery_trace.callbacks),
             trace=(*cores.trace, *core.trace(full=True)),
             callback_failures=sum(driver.rm.raised + driver.raised_before for driver in drivers),
             handler_failures=cores.raised + (injector.raised if injector is not None else 0),
