@@ -61,32 +61,43 @@ class RemoteResult:
     stage_us: dict[str, float] = attrs.field(factory=dict)
 
 
-def thread_cpu(roles: Mapping[str, str]) -> dict[str, float]:
-    """CPU seconds so far of this process's threads by role (a thread belongs to the role whose name
-    prefix is the longest that fits its name), the process's other Python threads under "other", and
-    the process's CPU in total (gRPC's own threads and what the OS cannot say by thread)."""
-    seconds = dict.fromkeys([*roles, "other"], 0.0)
+@attrs.frozen
+class ThreadCpu:
+    """A reading of this process's CPU: each live thread's so far with its role, and the process's."""
+
+    roles: tuple[str, ...]  # the named roles, then "other"
+    by_thread: Mapping[threading.Thread, tuple[str, float]]
+    process: float
+
+
+def thread_cpu(roles: Mapping[str, str]) -> ThreadCpu:
+    """CPU seconds so far of this process's threads, each under the role whose name prefix is the
+    longest that fits its name (the other Python threads under "other"), and the process's CPU in
+    total (gRPC's own threads and what the OS cannot say by thread)."""
+    by_thread: dict[threading.Thread, tuple[str, float]] = {}
     for thread in threading.enumerate():
         if thread.ident is None:
             continue
         fits = [(len(prefix), role) for role, prefix in roles.items() if thread.name.startswith(prefix)]
         role = max(fits)[1] if fits else "other"
         try:
-            seconds[role] += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            by_thread[thread] = (role, time.clock_gettime(time.pthread_getcpuclockid(thread.ident)))
         except (AttributeError, OSError):  # not on this OS, or the thread ended meanwhile
             continue
-    seconds["process"] = time.process_time()
-    return seconds
+    return ThreadCpu(roles=(*roles, "other"), by_thread=by_thread, process=time.process_time())
 
 
-def stage_us(
-    before: Mapping[str, float], after: Mapping[str, float], allocations: int, rest: str
-) -> dict[str, float]:
-    """µs per allocation by role between two ``thread_cpu`` readings; what the named roles leave of
-    the process's CPU goes to ``rest``."""
+def stage_us(before: ThreadCpu, after: ThreadCpu, allocations: int, rest: str) -> dict[str, float]:
+    """µs per allocation by role between two readings, thread by thread: a thread started meanwhile
+    counts from nothing; one that ended meanwhile cannot say what it used since ``before`` and is left
+    to ``rest``, with what the named roles leave of the process's CPU (the Thread objects are the keys,
+    so a thread id the OS reuses is never taken for another thread's)."""
     per = 1e6 / max(1, allocations)
-    stages = {role: (after[role] - before[role]) * per for role in after if role != "process"}
-    stages[rest] = max(0.0, (after["process"] - before["process"]) * per - sum(stages.values()))
+    stages = dict.fromkeys(after.roles, 0.0)
+    for thread, (role, seconds) in after.by_thread.items():
+        earlier = before.by_thread.get(thread)
+        stages[role] += (seconds - (earlier[1] if earlier is not None else 0.0)) * per
+    stages[rest] = max(0.0, (after.process - before.process) * per - sum(stages.values()))
     return {role: round(value, 2) for role, value in stages.items()}
 
 
