@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import attrs
-
 from korral import resource as res
 from korral import si
 from korral.model.allocation import Allocation, Ask, AskSpec, release_withdraws_ask, tag_allows_preemption
@@ -118,29 +116,44 @@ def build_ask(request: si.AllocationAsk, *, create_seq: int, now: float, generat
     )
 
 
-@attrs.define(slots=True)
 class AppEffects:
     """What operations on the owner require others to learn; one accumulates a whole burst.
 
     ``view_ops`` keeps the changes for the scheduler's view in the order they happened (a recovery
-    followed by its release must reach the view in that order).
+    followed by its release must reach the view in that order). A plain class whose containers
+    are built as literals, not by a factory call each: an application's actor makes one per burst,
+    two per allocation under a light load.
     """
 
-    new_allocations: list[Allocation] = attrs.Factory(list)
-    released: list[tuple[Allocation, si.TerminationType, str]] = attrs.Factory(list)
-    # uuids of released allocations whose node went away (their events: ALLOC_NODEREMOVED)
-    node_removed: set[str] = attrs.Factory(set)
-    rejected_asks: list[tuple[str, str]] = attrs.Factory(list)
-    state_changes: list[tuple[str, float]] = attrs.Factory(list)
-    view_ops: list[ViewOp] = attrs.Factory(list)
-    # uuids of recovered allocations no longer live here (released, or refused): the partition
-    # checks recovered uuids for clashes and must learn when one is free again
-    recovered_gone: list[str] = attrs.Factory(list)
-    completing: bool = False
-    # asks the core removed (timeouts), reported to the RM as released asks: (key, message)
-    released_asks: list[tuple[str, str]] = attrs.Factory(list)
-    # the application reached Failed: it leaves the partition
-    failed: bool = False
+    __slots__ = (
+        "completing",
+        "failed",
+        "new_allocations",
+        "node_removed",
+        "recovered_gone",
+        "rejected_asks",
+        "released",
+        "released_asks",
+        "state_changes",
+        "view_ops",
+    )
+
+    def __init__(self) -> None:
+        self.new_allocations: list[Allocation] = []
+        self.released: list[tuple[Allocation, si.TerminationType, str]] = []
+        # uuids of released allocations whose node went away (their events: ALLOC_NODEREMOVED)
+        self.node_removed: set[str] = set()
+        self.rejected_asks: list[tuple[str, str]] = []
+        self.state_changes: list[tuple[str, float]] = []
+        self.view_ops: list[ViewOp] = []
+        # uuids of recovered allocations no longer live here (released, or refused): the partition
+        # checks recovered uuids for clashes and must learn when one is free again
+        self.recovered_gone: list[str] = []
+        self.completing = False
+        # asks the core removed (timeouts), reported to the RM as released asks: (key, message)
+        self.released_asks: list[tuple[str, str]] = []
+        # the application reached Failed: it leaves the partition
+        self.failed = False
 
 
 # enum members read per allocation: a module global is several times cheaper than Enum.MEMBER
