@@ -22,12 +22,18 @@ USER_NAME_PATTERN = re.compile(r"[_a-zA-Z][a-zA-Z0-9_.@-]*\$?")
 GROUP_NAME_PATTERN = re.compile(r"[_a-zA-Z][a-zA-Z0-9_-]*")
 
 
+def _sorted_repr(names: frozenset[str]) -> str:
+    """A set of names shown in sorted order: a message's repr (the simulated runtime's trace) must not
+    depend on the process's string hashing."""
+    return "frozenset({" + ", ".join(repr(name) for name in sorted(names)) + "})" if names else "frozenset()"
+
+
 @attrs.frozen
 class ACL:
     """An immutable, parsed access control list."""
 
-    users: frozenset[str] = frozenset()
-    groups: frozenset[str] = frozenset()
+    users: frozenset[str] = attrs.field(default=frozenset(), repr=_sorted_repr)
+    groups: frozenset[str] = attrs.field(default=frozenset(), repr=_sorted_repr)
     all_allowed: bool = False
 
     @classmethod

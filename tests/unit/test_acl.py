@@ -119,3 +119,13 @@ def chain(*levels: tuple[str, str]) -> Q:
 )
 def test_has_access(levels: list[tuple[str, str]], user: str, groups: tuple[str, ...], allowed: bool) -> None:
     assert has_access(chain(*levels), user, iter(groups)) is allowed
+
+
+def test_an_acl_shows_its_names_sorted_whatever_the_string_hashing() -> None:
+    # a message's repr is in the simulated runtime's trace, which must replay byte for byte in any process
+    acl = ACL.parse("user,ann,ben,cid dev,ops")
+    assert repr(acl) == (
+        "ACL(users=frozenset({'ann', 'ben', 'cid', 'user'}), groups=frozenset({'dev', 'ops'}), "
+        "all_allowed=False)"
+    )
+    assert repr(ACL()) == "ACL(users=frozenset(), groups=frozenset(), all_allowed=False)"
