@@ -75,9 +75,9 @@ def reached(workloads: Workloads, seeds: range) -> Coverage:
     return harness.coverage
 
 
-@pytest.mark.timeout(900)  # 50 seeds: minutes beside CPU hogs, not a hang
+@pytest.mark.timeout(900)  # 70 seeds: minutes beside CPU hogs, not a hang
 def test_the_default_mix_adds_and_drops_a_partition_and_lowers_a_max_into_quota_preemption() -> None:
-    seen = reached(Workloads(), range(1, 41))
+    seen = reached(Workloads(), range(1, 61))
     # a reload drops partition spare while it holds work: it drains, the RM removes its applications
     assert seen.operations["config reload that drops partition spare: it drains"]
     assert seen.partition_states["Draining"]

@@ -30,6 +30,7 @@ from korral import si
 from korral import testing as t
 from korral.core import Core
 from korral.harness import invariants
+from korral.harness.simulated import queries as simulated_queries
 from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated import workloads as simulated_workloads
 from korral.harness.simulated.ask_rules import AskRules
@@ -98,18 +99,22 @@ def scenario_config(
     guarantee: int = 20,
     deep_queues: bool = True,
     quota_preemption: bool = True,
+    submit_acl: bool = True,
 ) -> str:
     """The threaded stress's configuration (limits, placement rules, a child template) plus the
     preemptor queue: guaranteed memory, a short preemption delay; root.b's applications back off
     (``simulated.workloads.with_backoff``); with ``deep_queues``, placement
     rules that also create queues three levels deep (``simulated.workloads.placement_rules``); with
-    ``quota_preemption``, quota preemption on and root.a's delay (``with_quota_preemption``)."""
+    ``quota_preemption``, quota preemption on and root.a's delay (``with_quota_preemption``); with
+    ``submit_acl``, the root open to the scenario's users only (``with_submit_acl``)."""
     text = rm_config(variant, extra_queue=extra_queue, binpacking=binpacking, guarantee=guarantee)
     if deep_queues:
         start, end = text.index("    placementrules:\n"), text.index("    queues:\n")
         text = text[:start] + simulated_workloads.placement_rules() + text[end:]
     if quota_preemption:
         text = simulated_workloads.with_quota_preemption(text)
+    if submit_acl:
+        text = simulated_workloads.with_submit_acl(text)
     return (
         simulated_workloads.with_backoff(text)
         + """          - name: p
@@ -151,6 +156,7 @@ class ScenarioDriver(Driver):
             binpacking=self.settings.binpacking,
             deep_queues=workloads.deep_queues,
             quota_preemption=workloads.quota_preemption,
+            submit_acl=workloads.denied,
         )
         if workloads.partitions and self.settings.spare_partition:
             self.config = simulated_workloads.with_spare(self.config)
@@ -216,10 +222,27 @@ class ScenarioDriver(Driver):
                     choices.append((3, self._reload_config))
             elif self.spare_apps or self.spare_nodes:
                 choices.append((8, lambda core: simulated_workloads.drain_spare(self, core)))
+        if self.workloads.reads:
+            choices.append((3, lambda core: simulated_queries.read_op(self, core)))
+        if self.workloads.leaves:
+            choices.append((0.3, lambda core: simulated_workloads.leave_and_return(self, core)))
+        if self.workloads.denied:
+            choices.append((0.5, lambda core: simulated_workloads.add_denied_app(self, core)))
         self.leaving, self.just_recovered = self.just_recovered, None
         if self.leaving is not None and self.leaving in self.nodes:
             choices.append((40, self._decommission_recovered))
         return choices
+
+    def gang_choices(self) -> list[tuple[float, Callable[[Core], None]]]:
+        """``Driver``'s, with the RM confirming the core's releases (as a shim does once the container
+        stopped) soon after it is told of them, and never while there is none to confirm."""
+        with self.rm.lock:
+            waiting = bool(self.rm.to_confirm)
+        confirm = self._confirm_releases
+        return [
+            ((12 if waiting else 0) if action == confirm else weight, action)
+            for weight, action in super().gang_choices()
+        ]
 
     def register(self, core: Core) -> None:
         super().register(core)
@@ -269,6 +292,7 @@ class ScenarioDriver(Driver):
             variant,
             deep_queues=workloads.deep_queues,
             quota_preemption=workloads.quota_preemption,
+            submit_acl=workloads.denied,
             **settings,
         )
         if workloads.drop_queues and self.rng.random() < 0.3:

@@ -58,6 +58,8 @@ def quiet_past_deadlines(
     for _ in range(8):
         sent = [(d, request) for d in drivers if (request := d.rm.take_confirmations()) is not None]
         for driver, request in sent:
+            if stress.coverage is not None:  # SI operations too, though not recorded
+                stress.coverage.operation("allocations", request, "final confirmation")
             try:
                 core.update_allocation(request)
             except Exception as error:

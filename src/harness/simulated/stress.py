@@ -29,6 +29,7 @@ from korral.harness.simulated import liveness as simulated_liveness
 from korral.harness.simulated import pct as simulated_pct
 from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated import settle as simulated_settle
+from korral.harness.simulated import workloads as simulated_workloads
 from korral.harness.simulated.coverage import Coverage
 from korral.harness.simulated.injected import Injector, setup_with_injection
 from korral.harness.simulated.runs import Cores, initial_registrations, learn
@@ -314,8 +315,7 @@ class SimulatedStress:
                     continue
                 states.append(state)
                 if self.coverage is not None:
-                    self.coverage.queues_seen(queue.state for queue in state.queues.values())
-                    self.coverage.partition_seen(state.info.state)
+                    self.coverage.state_seen(state)
                 usage = usages[state.info.name] = simulated_checks.read_usage(core, state.info.name)
                 lowered_limits[state.info.name] = lowered
                 # a queue's max lowered under its usage may stay above it (quota preemption ends at
@@ -424,6 +424,8 @@ class SimulatedStress:
                         try:
                             if op.kind == "recover":  # a fresh callback object (_learn): it keeps live
                                 cores.core.register_resource_manager(op.request, ledgers[op.rm].rm)
+                            elif op.kind in simulated_workloads.OWN_KINDS:  # reads, an RM leaving
+                                violations = simulated_workloads.apply_op(cores.core, op)
                             else:
                                 StressRun._apply(cores.core, rms[op.rm], op)
                         except Exception as error:

@@ -26,7 +26,9 @@ import attrs
 
 from korral import si
 from korral import testing as t
-from korral.harness.stress import USERS
+from korral.actors.loop import Stop
+from korral.harness.simulated import queries as simulated_queries
+from korral.harness.stress import USERS, Op, Violation
 
 if TYPE_CHECKING:
     from korral.core import Core
@@ -46,6 +48,9 @@ class Workloads:
     drop_queues: bool = True  # reloads that drop queue root.b (it drains) and bring it back
     partitions: bool = True  # reloads that add and drop partition ``spare`` (it drains)
     quota_preemption: bool = True  # reloads that lower root.a's max under its usage
+    reads: bool = True  # a client reads through korral.Core's query API (simulated.queries)
+    leaves: bool = True  # an RM unregisters (it leaves) and registers again
+    denied: bool = True  # applications of a user the root's submit ACL does not name (rejected)
 
 
 ALL_WORKLOADS = Workloads()
@@ -74,6 +79,17 @@ def placement_rules() -> str:
           value: root.c
 """
 
+
+# a namespace's quota tags (a Kubernetes namespace's annotations): on a dynamic queue they set its max
+# and guarantee. Both keep root.c's child template's memory max (never lowered under what a queue
+# uses); they differ in the guarantee, so an application with the other one re-tags the queue.
+NAMESPACE_QUOTAS: tuple[dict[str, str], ...] = (
+    {"namespace.resourcequota": '{"resources": {"memory": {"value": 30000}}}'},
+    {
+        "namespace.resourcequota": '{"resources": {"memory": {"value": 30000}}}',
+        "namespace.resourceguaranteed": '{"resources": {"memory": {"value": 1000}}}',
+    },
+)
 
 QUEUE_B = """          - name: b
             properties:
@@ -190,6 +206,8 @@ def add_placed_app(driver: ScenarioDriver, core: Core) -> None:
     deep = driver.rng.random() < 0.5
     if deep:
         tags["team"] = driver.rng.choice(TEAMS)
+    if driver.rng.random() < 0.5:
+        tags.update(NAMESPACE_QUOTAS[driver.rng.randrange(len(NAMESPACE_QUOTAS))])
     request = t.applications(driver.rm_id, {app_id: ""}, tags=tags, user=user, groups=groups)
     driver.apps.add(app_id)
     where = f"root.c.{tags['team']}.{tags['namespace']}" if deep else f"root.c.{tags['namespace']}"
@@ -354,3 +372,76 @@ def with_lowered_max(config: str) -> str:
             line = f"{indent}{LOWERED_USER_MAX}\n"
         lines.append(line)
     return config[:start] + "".join(lines) + config[end:]
+
+
+# ---- an RM that leaves, a user the ACLs deny -----------------------------------------------------
+
+# the root's submit ACL names the scenario's users (USERS, and "user" of the gangs and timed apps)
+SUBMIT_ACL = '        submitacl: "user,ann,ben,cid"\n'
+DENIED_USER = "eve"  # in no ACL: every application of hers is rejected
+
+
+def with_submit_acl(config: str) -> str:
+    """The default partition's root open to the scenario's users only (``SUBMIT_ACL``)."""
+    anyone = '        submitacl: "*"\n'
+    assert anyone in config
+    return config.replace(anyone, SUBMIT_ACL, 1)
+
+
+def add_denied_app(driver: ScenarioDriver, core: Core) -> None:
+    """An application of a user the ACLs do not name: rejected with its reason, never held."""
+    driver.app_seq += 1
+    app_id = f"{driver.rm_id}-app-{driver.app_seq}"
+    queue = driver.rng.choice(["root.a", "root.b", ""])
+    tags = {} if queue else {"namespace": driver.rng.choice(NAMESPACES)}
+    request = t.applications(driver.rm_id, {app_id: queue}, tags=tags, user=DENIED_USER, groups=("guests",))
+    driver.send_plain(
+        core, "apps", request, f"add application {app_id} of {DENIED_USER} (denied by the ACLs)"
+    )
+
+
+def leave_and_return(driver: ScenarioDriver, core: Core) -> None:
+    """The RM unregisters (its partitions stop; it is called no more), then registers again as it
+    does at the start: a new registration with its nodes."""
+    description = f"{driver.rm_id}: unregister"
+    driver.record(
+        Op(seq=0, rm=driver.index, kind="unregister", request=driver.rm_id, description=description)
+    )
+    problems = leave(core, driver.rm_id)
+    if problems:
+        raise Violation(problems[0])
+    driver.register(core)
+
+
+def leave(core: Core, rm_id: str) -> list[str]:
+    """The RM unregisters; once the call returned, its partitions have stopped and every actor of
+    theirs has stopped or has its stop on the way (the partition tells them; they go once they
+    handled what came before), and the core names none of its partitions."""
+    core.unregister_resource_manager(rm_id)
+    simulation = core.simulation
+    assert simulation is not None
+    prefix = f"[{rm_id}]"
+    running = sorted(
+        name
+        for name, actor in simulation.actors.items()
+        if name.startswith(prefix)
+        and not actor.actor_stopped.is_set()
+        and not any(type(envelope.message) is Stop for envelope in actor.actor_inbox.messages)
+    )
+    named = [name for name in core.partition_names() if name.startswith(prefix)]
+    problems = []
+    if running:
+        problems.append(f"{rm_id} unregistered, and its actors still run: {', '.join(running[:5])}")
+    if named:
+        problems.append(f"{rm_id} unregistered, and the core still names its partitions {named}")
+    return problems
+
+
+def apply_op(core: Core, op: Op) -> list[str]:
+    """A replay's operation of this module's own kinds (``OWN_KINDS``): the violations it shows."""
+    if op.kind == "unregister":
+        return leave(core, op.request)
+    return simulated_queries.read(core, op.request)
+
+
+OWN_KINDS = ("read", "unregister")
