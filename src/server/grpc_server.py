@@ -67,8 +67,10 @@ SERVICE = "si.v1.Scheduler"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_CONCURRENT_RPCS = 1000
 START_TIMEOUT = 30.0
-# A response with more items than this is sent as several, so no single message nears the size limit.
-MAX_ITEMS_PER_RESPONSE = 20_000
+# gRPC's default limit on a message a client receives (4 MiB in grpc-go, grpc-java, grpc-js, Python's),
+# less room for UpdateInOrder's framing: a response past it is sent as several, so a client left at
+# its defaults reads them all
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024 - 16
 
 # a peer that stops answering keepalive pings is gone: its streams end and its RM stops being live
 KEEPALIVE_OPTIONS = [
@@ -111,31 +113,36 @@ class _RemoteCallback(ResourceManagerCallback):
         self._session = session
         self._generation = generation
 
-    def _hand_over(self, kind: str, message: Any) -> None:
-        self._server.hand_over(self._session, self._generation, kind, serialize(message))
+    def _hand_over(self, kind: str, message: Any, fields: tuple[str, ...]) -> None:
+        for part in encoded_parts(message, fields):
+            self._server.hand_over(self._session, self._generation, kind, part)
 
     def update_allocation(self, response: si.AllocationResponse) -> None:
-        for part in _split(response, ("new", "released", "released_asks", "rejected")):
-            self._hand_over(ALLOCATION, part)
+        self._hand_over(ALLOCATION, response, ("new", "released", "released_asks", "rejected"))
 
     def update_application(self, response: si.ApplicationResponse) -> None:
-        for part in _split(response, ("rejected", "accepted", "updated")):
-            self._hand_over(APPLICATION, part)
+        self._hand_over(APPLICATION, response, ("rejected", "accepted", "updated"))
 
     def update_node(self, response: si.NodeResponse) -> None:
-        for part in _split(response, ("rejected", "accepted")):
-            self._hand_over(NODE, part)
+        self._hand_over(NODE, response, ("rejected", "accepted"))
 
 
-def _split(response: Any, fields: tuple[str, ...]) -> list[Any]:
-    """The response as one message, or several when a repeated field is very long (same order)."""
-    if all(len(getattr(response, name)) <= MAX_ITEMS_PER_RESPONSE for name in fields):
-        return [response]
-    parts = []
-    for name in fields:
-        items = getattr(response, name)
-        for start in range(0, len(items), MAX_ITEMS_PER_RESPONSE):
-            parts.append(type(response)(**{name: items[start : start + MAX_ITEMS_PER_RESPONSE]}))
+def encoded_parts(response: Any, fields: tuple[str, ...]) -> list[bytes]:
+    """The response's wire bytes: one message, or several when it would encode past the limit (its
+    items, those of ``fields`` in turn, halved until each part fits; a single item goes alone)."""
+    data = serialize(response)
+    if len(data) <= MAX_RESPONSE_BYTES:
+        return [data]
+    items = [(name, item) for name in fields for item in getattr(response, name)]
+    if len(items) < 2:
+        return [data]
+    halves = (items[: len(items) // 2], items[len(items) // 2 :])
+    parts: list[bytes] = []
+    for half in halves:
+        grouped: dict[str, list[Any]] = {}
+        for name, item in half:
+            grouped.setdefault(name, []).append(item)
+        parts += encoded_parts(type(response)(**grouped), fields)
     return parts
 
 
