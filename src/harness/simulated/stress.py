@@ -25,7 +25,6 @@ from korral.core import Core
 from korral.harness import faults, invariants, repro
 from korral.harness.simulated import checks as simulated_checks
 from korral.harness.simulated import faults as simulated_faults
-from korral.harness.simulated import liveness as simulated_liveness
 from korral.harness.simulated import pct as simulated_pct
 from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated import settle as simulated_settle
@@ -252,10 +251,7 @@ class SimulatedStress:
                 if not simulation.step():
                     return True
             return False
-        if kind == "settle":
-            core.advance(amount)
-            simulated_liveness.advance_past_deadlines(core)
-        elif kind == "jump":
+        if kind == "jump":
             simulation.jump(amount)
         elif kind == "advance":
             core.advance(amount)
