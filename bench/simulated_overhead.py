@@ -15,10 +15,10 @@ from typing import Any
 import attrs
 
 from korral.actors.base import Handle, PoolActor
-from korral.actors.clocks import Runtime
+from korral.actors.clocks import Clocks
 from korral.actors.simulated import Simulation
 from korral.actors.starting import start_actor, start_pool
-from korral.actors.tracker import Tracker
+from korral.actors.tracker import SimulatedTracker, Tracker
 
 MESSAGES = 200_000
 PAIRS = 4
@@ -46,7 +46,7 @@ def run(mode: str) -> tuple[float, float]:
         simulation = Simulation(1)
         if mode == "perturbed":
             simulation.perturb()
-    tracker = Tracker(Runtime.simulated(simulation) if simulation is not None else None)
+    tracker = SimulatedTracker(Clocks.simulated(simulation)) if simulation is not None else Tracker()
     pool = start_pool(tracker, "bench")
     peers: dict[str, Handle] = {}
     for index in range(2 * PAIRS):
