@@ -224,23 +224,6 @@ def _not_plain(*_: Any) -> Any:
     raise convert_wire.NotPlain("no straight-line code for this message")
 
 
-# Messages whose bytes after their first field recur from item to item (an application's asks differ by
-# their key alone): convert_wire looks that tail up among those read before. Their sub-messages must be
-# immutable (scalars only): they are shared between the items read from one tail.
-_SHARED_TAILS = (si.AllocationAsk,)
-
-
-def _shares_tail(spec: _Spec) -> bool:
-    if spec.korral_type not in _SHARED_TAILS:
-        return False
-    for field in spec.fields:
-        if field.message is not None and any(
-            sub.kind not in (_SCALAR, _ENUM) for sub in _BY_KORRAL[field.message].fields
-        ):
-            raise RuntimeError(f"si.{spec.korral_type.__name__}.{field.attr}: a tail shared between items")
-    return True
-
-
 def _compile_wire(spec: _Spec, by_attr: dict[str, _Field]) -> None:
     descriptors = spec.proto_type.DESCRIPTOR.fields_by_name
     read_fields, write_fields = [], []
@@ -253,9 +236,7 @@ def _compile_wire(spec: _Spec, by_attr: dict[str, _Field]) -> None:
         read_fields.append((number, field.kind, scalar, set_slot, default, factory, sub, field.enum_type))
         write_fields.append((name, number, field.kind, scalar, sub, field.enum_type))
     try:
-        wire_read = convert_wire.wire_reader(
-            spec.korral_type, read_fields, si_pb2.Resource, shared_tail=_shares_tail(spec)
-        )
+        wire_read = convert_wire.wire_reader(spec.korral_type, read_fields, si_pb2.Resource)
         wire_write = convert_wire.wire_writer(spec.korral_type, write_fields, si_pb2.Resource)
     except ValueError:  # a field numbered 16 or more, a scalar type not above: protobuf's path only
         wire_read = wire_write = _not_plain

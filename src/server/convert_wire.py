@@ -21,7 +21,6 @@ through bounded caches (``RESOURCE_CACHE`` resources of ``RESOURCE_CACHE_BYTES``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,22 +167,9 @@ def _tag(number: int, wire_type: int) -> int:
     return tag
 
 
-# Tails of items, by their bytes (``wire_reader``'s ``shared_tail``): the values read from them.
-_tails: dict[bytes, tuple[Any, ...]] = {}
-
-
-def wire_reader(
-    korral_type: type,
-    fields: Sequence[WireReadField],
-    resource_type: type[Message],
-    shared_tail: bool = False,
-) -> Any:
+def wire_reader(korral_type: type, fields: Sequence[WireReadField], resource_type: type[Message]) -> Any:
     """The function ``read(data, pos, end)`` that makes ``korral_type`` from its bytes
-    ``data[pos:end]``.
-
-    ``shared_tail``: what follows the first field recurs from item to item (an application's asks
-    differ by their key alone), so those bytes are looked up among the tails read before (bounded like
-    the resources; dicts copied, every other value immutable) before they are read field by field."""
+    ``data[pos:end]``."""
     names: dict[str, Any] = {
         "NEW": object.__new__,
         "K": korral_type,
@@ -196,12 +182,8 @@ def wire_reader(
         "S32": signed32,
         "S64": signed64,
         "NOT_PLAIN": NotPlain,
-        "TAILS": _tails,
-        "CACHE": RESOURCE_CACHE,
-        "BYTES": RESOURCE_CACHE_BYTES,
     }
     fields = sorted(fields, key=lambda field: field[0])  # in number order, as written
-    shared_tail = shared_tail and len(fields) > 1
     lines = [
         "def read(data, pos, end):",
         "    made = NEW(K)",
@@ -209,20 +191,6 @@ def wire_reader(
     ]
     step = "t = data[pos] if pos < end else -1"
     for index, (number, kind, scalar, set_slot, default, factory, sub, enum_type) in enumerate(fields):
-        if shared_tail and index == 1:
-            # the tail: read before? then its values (dicts copied), else read on and keep them
-            copies = [
-                f"dict(hit[{at}])" if fields[at + 1][1] in (MAP, RESOURCE) else f"hit[{at}]"
-                for at in range(len(fields) - 1)
-            ]
-            tail_lines = [
-                "    tail = data[pos:end]",
-                "    hit = TAILS.get(tail)",
-                "    if hit is not None:",
-                *(f"        S{at + 1}(made, {copy})" for at, copy in enumerate(copies)),
-                "        return made",
-            ]
-            lines.append("#TAIL")
         names[f"S{index}"], names[f"D{index}"], names[f"F{index}"] = set_slot, default, factory
         names[f"C{index}"], names[f"E{index}"] = sub, enum_type
         absent = f"F{index}()" if factory is not None else f"D{index}"
@@ -289,18 +257,11 @@ def wire_reader(
             "    else:",
             f"        S{index}(made, {absent})",
         ]
-    lines.append("    if pos != end: raise NOT_PLAIN('fields out of order, repeated or unknown')")
-    if shared_tail:
-        kept = ", ".join(
-            f"dict(x{at})" if fields[at][1] in (MAP, RESOURCE) else f"x{at}" for at in range(1, len(fields))
-        )
-        lines.append(f"    if len(TAILS) < CACHE and len(tail) <= BYTES: TAILS[tail] = ({kept},)")
-    lines.append("    return made")
-    source = "\n".join(lines)
-    if shared_tail:  # each value read also kept in a local, for the tail's entry
-        source = re.sub(r"S(\d+)\(made, (.*)\)$", r"S\1(made, (x\1 := \2))", source, flags=re.MULTILINE)
-        source = source.replace("#TAIL", "\n".join(tail_lines))
-    return _compiled(source.split("\n"), names, "read", korral_type.__name__)
+    lines += [
+        "    if pos != end: raise NOT_PLAIN('fields out of order, repeated or unknown')",
+        "    return made",
+    ]
+    return _compiled(lines, names, "read", korral_type.__name__)
 
 
 def _length_lines() -> list[str]:

@@ -241,30 +241,3 @@ def test_a_big_resource_is_converted_but_not_kept() -> None:
         *(message.SerializeToString() for message in convert_code._resource_messages.values()),
     ]
     assert all(len(wire) <= convert_code.RESOURCE_CACHE_BYTES for wire in kept)
-
-
-def test_asks_sharing_their_tail_read_as_protobuf_reads_them_each_with_its_own_dicts() -> None:
-    # an application's asks differ by their key alone: what follows it is read once and kept (bounded),
-    # the later asks made from it each with private copies of its dicts
-    policy = si.PreemptionPolicy(allow_preempt_self=True)
-    fields: dict[str, Any] = {
-        "application_id": "app-tail",
-        "resource_ask": {"memory": 3, "vcore": 1},
-        "tags": {"team": "a"},
-        "priority": -2,
-        "preemption_policy": policy,
-    }
-    asks = tuple(si.AllocationAsk(allocation_key=f"k{index}", **fields) for index in range(3))
-    wire = convert.serialize(si.AllocationRequest(rm_id="rm", asks=asks))
-    first = convert.parse(si_pb2.AllocationRequest, wire)
-    assert first == _protobuf_reading(si_pb2.AllocationRequest, wire)[0] and first.asks == asks  # type: ignore[index]
-    first.asks[0].resource_ask["memory"] = 999
-    first.asks[1].tags["team"] = "changed"
-    again = convert.parse(si_pb2.AllocationRequest, wire)
-    assert again.asks == asks
-    assert (
-        len({id(ask.resource_ask) for ask in again.asks}) == 3
-        and len({id(ask.tags) for ask in again.asks}) == 3
-    )
-    assert len(convert_wire._tails) <= convert_wire.RESOURCE_CACHE
-    assert all(len(tail) <= convert_wire.RESOURCE_CACHE_BYTES for tail in convert_wire._tails)
