@@ -16,7 +16,7 @@ from the same field tables, read and write the protobuf encoding itself:
   then writes through protobuf, which converts it or says why not.
 
 Resources, the same few in most items of a request or response, are read and written by their bytes
-through bounded caches (``RESOURCE_CACHE`` resources of ``RESOURCE_CACHE_BYTES`` at most, each).
+through bounded caches (``RESOURCE_CACHE`` each).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from korral.server.convert_code import (
     REPEATED_SCALAR,
     RESOURCE,
     RESOURCE_CACHE,
-    RESOURCE_CACHE_BYTES,
     SCALAR,
     resource_message,
 )
@@ -144,7 +143,7 @@ def resource_from_wire(wire: bytes, resource_type: type[Message]) -> dict[str, i
             raise NotPlain("a resource holding unknown fields")
         entries = resource.resources
         known = {name: entries[name].value for name in entries}
-        if len(_resources_read) < RESOURCE_CACHE and len(wire) <= RESOURCE_CACHE_BYTES:
+        if len(_resources_read) < RESOURCE_CACHE:
             _resources_read[wire] = known
     return dict(known)
 
@@ -155,7 +154,7 @@ def resource_to_wire(resource: dict[str, int], resource_type: type[Message]) -> 
     known = _resources_written.get(key)
     if known is None:
         known = resource_message(resource, resource_type).SerializeToString()
-        if len(_resources_written) < RESOURCE_CACHE and len(known) <= RESOURCE_CACHE_BYTES:
+        if len(_resources_written) < RESOURCE_CACHE:
             _resources_written[key] = known
     return known
 

@@ -216,28 +216,3 @@ def test_the_resources_kept_by_their_bytes_are_private_copies_and_bounded() -> N
         }
     assert len(convert_wire._resources_read) <= convert_wire.RESOURCE_CACHE
     assert len(convert_wire._resources_written) <= convert_wire.RESOURCE_CACHE
-
-
-def test_a_big_resource_is_converted_but_not_kept() -> None:
-    # the kept resources are bounded by count and by size: 1,024 resources of 60 MiB each would
-    # otherwise hold 60 GiB for as long as the process runs
-    from korral.server import convert_code
-
-    big = {f"resource-{index:05}": index + 1 for index in range(100)}  # ~1,900 bytes on the wire
-    small = {"memory": 7, "vcore": 3}
-    asks = [
-        si.AllocationAsk(allocation_key=key, resource_ask=resource)
-        for key, resource in (("a", big), ("b", small))
-    ]
-    request = si.AllocationRequest(rm_id="rm", asks=tuple(asks))
-    through_protobuf = convert.to_pb(request)
-    assert through_protobuf.asks[0].resourceAsk.ByteSize() > convert_code.RESOURCE_CACHE_BYTES
-    assert convert.parse(si_pb2.AllocationRequest, convert.serialize(request)) == request
-    assert convert._BY_PROTO[si_pb2.AllocationRequest].read(through_protobuf) == request  # via protobuf
-    kept = [
-        *convert_wire._resources_read,
-        *convert_wire._resources_written.values(),
-        *convert_code._resources,
-        *(message.SerializeToString() for message in convert_code._resource_messages.values()),
-    ]
-    assert all(len(wire) <= convert_code.RESOURCE_CACHE_BYTES for wire in kept)
