@@ -201,10 +201,9 @@ def wire_reader(korral_type: type, fields: Sequence[WireReadField], resource_typ
             elif kind == MAP:
                 each = [*_length_lines(), "k, v = ENTRY(data, pos, stop)", "items[k] = v", "pos = stop"]
             else:
-                each = [*_length_lines(), "add(read(data, pos, stop))", "pos = stop"]
+                each = [*_length_lines(), f"items.append(C{index}.wire_read(data, pos, stop))", "pos = stop"]
             body = [
                 "items = {}" if kind == MAP else "items = []",
-                *([f"read, add = C{index}.wire_read, items.append"] if kind == REPEATED_MESSAGE else []),
                 f"while t == {tag}:",
                 *("    " + line for line in [*each, step]),
                 f"S{index}(made, {'items' if kind == MAP else 'tuple(items)'})",
