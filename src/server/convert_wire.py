@@ -291,6 +291,9 @@ def _heads(tag: int) -> tuple[bytes, ...]:
 
 
 _HEADS: dict[int, tuple[bytes, ...]] = {}
+# Strings written, with their field's tag and length, per field: node, application and partition
+# names recur through a response; bounded per field (past the bound, new ones are encoded each time).
+STRING_CACHE = 256
 
 
 def wire_writer(korral_type: type, fields: Sequence[WireWriteField], resource_type: type[Message]) -> Any:
@@ -300,16 +303,16 @@ def wire_writer(korral_type: type, fields: Sequence[WireWriteField], resource_ty
         "RESOURCE": resource_to_wire,
         "RT": resource_type,
         "NOT_PLAIN": NotPlain,
-        "JOIN": b"".join,
+        "CACHE": STRING_CACHE,
     }
-    lines = ["def write(message):", "    out = []", "    a = out.append"]
+    lines = ["def write(message):", "    out = bytearray()"]
 
     def length_delimited(index: int, value: str, indent: str) -> list[str]:
         """``value`` (bytes) written with field ``index``'s tag and its length."""
         return [
             f"{indent}n = len({value})",
-            f"{indent}a(H{index}[n] if n < 128 else T{index} + VARINT(n))",
-            f"{indent}a({value})",
+            f"{indent}out += H{index}[n] if n < 128 else T{index} + VARINT(n)",
+            f"{indent}out += {value}",
         ]
 
     for index, (attr, number, kind, scalar, sub, enum_type) in sorted(
@@ -317,7 +320,7 @@ def wire_writer(korral_type: type, fields: Sequence[WireWriteField], resource_ty
     ):
         tag = _tag(number, _wire_type(kind, scalar))
         names[f"C{index}"], names[f"E{index}"] = sub, enum_type
-        names[f"T{index}"], names[f"H{index}"] = bytes((tag,)), _heads(tag)
+        names[f"T{index}"], names[f"H{index}"], names[f"Q{index}"] = bytes((tag,)), _heads(tag), {}
         lines.append(f"    v = message.{attr}")
         if kind == MESSAGE:
             lines += ["    if v is not None:", f"        b = C{index}.wire_write(v)"]
@@ -355,24 +358,24 @@ def wire_writer(korral_type: type, fields: Sequence[WireWriteField], resource_ty
                 "    if v:",
                 "        b = v.encode()",  # AttributeError: not a string
                 "        n = len(b)",
-                f"        a(H{index}[n] if n < 128 else T{index} + VARINT(n))",
-                "        a(b)",
+                f"        out += H{index}[n] if n < 128 else T{index} + VARINT(n)",
+                "        out += b",
                 f"    elif v != '': raise NOT_PLAIN('{attr}')",
             ]
         elif scalar == BOOL:
             lines += [
                 f"    if type(v) is not bool: raise NOT_PLAIN('{attr}')",
-                f"    if v: a(H{index}[1])",
+                f"    if v: out += H{index}[1]",
             ]
         else:
             check = f"type(v) is not E{index}" if kind == ENUM else "type(v) is not int"
             low, high = (-(1 << 63), (1 << 63) - 1) if scalar == INT64 else (-(1 << 31), (1 << 31) - 1)
             lines += [
                 f"    if {check} or not {low} <= v <= {high}: raise NOT_PLAIN('{attr}')",
-                f"    if 0 < v < 128: a(H{index}[v])",
-                f"    elif v: a(T{index} + VARINT(v & 0xFFFFFFFFFFFFFFFF))",
+                f"    if 0 < v < 128: out += H{index}[v]",
+                f"    elif v: out += T{index} + VARINT(v & 0xFFFFFFFFFFFFFFFF)",
             ]
-    lines.append("    return JOIN(out)")
+    lines.append("    return bytes(out)")
     return _compiled(lines, names, "write", korral_type.__name__)
 
 
