@@ -30,7 +30,7 @@ from korral import log_text, si
 from korral.callback import ResourceManagerCallback
 from korral.errors import ConfigError, InvalidRequestError, SchedulerError
 from korral.server.auth import channel_credentials, token_metadata
-from korral.server.convert import ConversionError, parse_ordered, serialize
+from korral.server.convert import ConversionError, parse_ordered, to_pb
 from korral.server.grpc_server import ALLOCATION, APPLICATION, NODE, SERVICE, channel_options
 from korral.server.session import LEAVE_METADATA, RESYNC_METADATA, frame
 from korral.si import si_pb2
@@ -356,7 +356,7 @@ class RemoteCore:
             previous.close()
         metadata = self._metadata(request.rm_id) if type(request.rm_id) is str else ()
         try:
-            self._register(serialize(request), timeout=self._call_timeout, metadata=metadata)
+            self._register(to_pb(request).SerializeToString(), timeout=self._call_timeout, metadata=metadata)
         except grpc.RpcError as error:
             raise _error(error) from None
         rm = _RemoteRM(self._channel, request.rm_id, callback or ResourceManagerCallback(), metadata)
@@ -384,7 +384,9 @@ class RemoteCore:
             rm.check()
         metadata = self._metadata(rm_id) if type(rm_id) is str else ()
         try:
-            self._update_configuration(serialize(request), timeout=self._call_timeout, metadata=metadata)
+            self._update_configuration(
+                to_pb(request).SerializeToString(), timeout=self._call_timeout, metadata=metadata
+            )
         except grpc.RpcError as error:
             failure = _error(error)
             if rm is not None and isinstance(failure, ResyncRequired):
@@ -432,9 +434,9 @@ class RemoteCore:
             asks = request.asks
             for start in range(0, len(asks), ASKS_PER_MESSAGE):
                 part = si.AllocationRequest(rm_id=rm_id, asks=asks[start : start + ASKS_PER_MESSAGE])
-                rm.send(kind, serialize(part))
+                rm.send(kind, to_pb(part).SerializeToString())
             return
-        rm.send(kind, serialize(request))
+        rm.send(kind, to_pb(request).SerializeToString())
 
     def _check_open(self) -> None:
         if self._closed:

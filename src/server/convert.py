@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from korral import si
-from korral.server import convert_code, convert_wire
+from korral.server import convert_code
 from korral.si import si_pb2
 from korral.si.messages import slot_setters
 from korral.si.validate import Undecodable
@@ -109,10 +109,6 @@ class _Spec:
     # protobuf holding no unknown field -> korral, and korral -> a fresh protobuf
     read: Callable[[Message], Any] = attrs.field(init=False, default=None)
     write: Callable[[Message, Any], None] = attrs.field(init=False, default=None)
-    # bytes -> korral and korral -> bytes without protobuf's objects, for plain bytes and values
-    # (``convert_wire``); NotPlain otherwise
-    wire_read: Callable[[bytes, int, int], Any] = attrs.field(init=False, default=None)
-    wire_write: Callable[[Any], bytes] = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "by_proto", {field.proto: field for field in self.fields})
@@ -208,40 +204,6 @@ def _compile() -> None:
         ]
         object.__setattr__(spec, "read", convert_code.reader(spec.korral_type, read_fields))
         object.__setattr__(spec, "write", convert_code.writer(spec.korral_type, write_fields))
-        _compile_wire(spec, by_attr)
-
-
-# the scalar types of the SI's scalar fields, as convert_wire names them
-_SCALAR_TYPES = {
-    FieldDescriptor.TYPE_STRING: convert_wire.STRING,
-    FieldDescriptor.TYPE_INT32: convert_wire.INT32,
-    FieldDescriptor.TYPE_INT64: convert_wire.INT64,
-    FieldDescriptor.TYPE_BOOL: convert_wire.BOOL,
-}
-
-
-def _not_plain(*_: Any) -> Any:
-    raise convert_wire.NotPlain("no straight-line code for this message")
-
-
-def _compile_wire(spec: _Spec, by_attr: dict[str, _Field]) -> None:
-    descriptors = spec.proto_type.DESCRIPTOR.fields_by_name
-    read_fields, write_fields = [], []
-    for name, set_slot, default, factory in spec.slots:
-        field = by_attr[name]
-        descriptor = descriptors[field.proto]
-        scalar = _SCALAR_TYPES.get(descriptor.type, "") if field.kind == _SCALAR else ""
-        sub = _BY_KORRAL[field.message] if field.message is not None else None
-        number = descriptor.number
-        read_fields.append((number, field.kind, scalar, set_slot, default, factory, sub, field.enum_type))
-        write_fields.append((name, number, field.kind, scalar, sub, field.enum_type))
-    try:
-        wire_read = convert_wire.wire_reader(spec.korral_type, read_fields, si_pb2.Resource)
-        wire_write = convert_wire.wire_writer(spec.korral_type, write_fields, si_pb2.Resource)
-    except ValueError:  # a field numbered 16 or more, a scalar type not above: protobuf's path only
-        wire_read = wire_write = _not_plain
-    object.__setattr__(spec, "wire_read", wire_read)
-    object.__setattr__(spec, "wire_write", wire_write)
 
 
 _build_specs()
@@ -270,18 +232,9 @@ def to_pb(message: Any) -> Message:
 
 
 def serialize(message: Any) -> bytes:
-    """The wire bytes of a ``korral.si`` message, as ``to_pb(message).SerializeToString()`` gives them
-    (TypeError/ValueError for out-of-range values); written straight when every value has its
-    field's type (``convert_wire``)."""
-    spec = _BY_KORRAL.get(type(message))
-    if spec is None:
-        raise TypeError(f"not a korral.si message: {type(message).__name__}")
-    try:
-        return spec.wire_write(message)
-    except (convert_wire.NotPlain, AttributeError, TypeError, ValueError):
-        # a value of another type than its field's: protobuf converts it, or says why it cannot
-        wire: bytes = to_pb(message).SerializeToString()
-        return wire
+    """A ``korral.si`` message's wire bytes."""
+    data: bytes = to_pb(message).SerializeToString()
+    return data
 
 
 # ---- protobuf -> korral ----------------------------------------------------------------------------------
@@ -428,26 +381,13 @@ def _from_decoded(message: Message, plain: bool) -> tuple[Any, bool]:
         return from_pb(message), False
 
 
-def _read_wire(spec: _Spec, data: bytes, pos: int = 0) -> Any:
-    """The message of plain bytes ``data[pos:]`` read straight (``convert_wire``), or None: protobuf's
-    reading then decides."""
-    try:
-        return spec.wire_read(data, pos, len(data))
-    except (convert_wire.NotPlain, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
-        return None
-
-
 def parse(proto_type: type[Message], data: bytes) -> Any:
     """Decode wire bytes into the ``korral.si`` message; ConversionError says why it cannot be."""
-    return parse_typed(proto_type, data)[0]
+    return _from_decoded(*_converted(proto_type, data))[0]
 
 
 def parse_typed(proto_type: type[Message], data: bytes) -> tuple[Any, bool]:
     """``parse``, and whether the plain reader made the message (see ``parse_ordered_typed``)."""
-    spec = _BY_PROTO.get(proto_type)
-    made = _read_wire(spec, data) if spec is not None else None
-    if made is not None:
-        return made, True
     return _from_decoded(*_converted(proto_type, data))
 
 
@@ -464,9 +404,6 @@ def parse_ordered_typed(proto_type: type[Message], data: bytes) -> tuple[str, An
     bool, a map of strings, a resource of int64 quantities, a known enum member): what
     ``korral.si.validate`` checks of an item's fields holds by construction. False: the message held
     unknown fields, and was read field by field."""
-    straight = _read_ordered_wire(proto_type, data)
-    if straight is not None:
-        return straight[0], straight[1], True
     message, plain = _converted(proto_type, data)
     kind = message.WhichOneof(message.DESCRIPTOR.oneofs[0].name)
     if kind is None:
@@ -474,36 +411,3 @@ def parse_ordered_typed(proto_type: type[Message], data: bytes) -> tuple[str, An
             f"an {proto_type.__name__} carries one of allocation, application or node: it has none"
         )
     return kind, *_from_decoded(getattr(message, kind), plain)
-
-
-_ORDERED_KINDS: dict[type[Message], dict[int, tuple[str, _Spec]]] = {}
-
-
-def _read_ordered_wire(proto_type: type[Message], data: bytes) -> tuple[str, Any] | None:
-    """(kind, message) of plain ordered bytes, one field of the oneof and nothing else, read straight;
-    or None."""
-    try:
-        framed = _ordered_kinds(proto_type).get(data[0])
-        if framed is None:
-            return None
-        size, pos = data[1], 2
-        if size >= 0x80:
-            size, pos = convert_wire.varint(data, pos, size)
-    except (convert_wire.NotPlain, IndexError):
-        return None
-    if pos + size != len(data):
-        return None
-    made = _read_wire(framed[1], data, pos)
-    return (framed[0], made) if made is not None else None
-
-
-def _ordered_kinds(proto_type: type[Message]) -> dict[int, tuple[str, _Spec]]:
-    """The first byte of an OrderedRequest/OrderedResponse holding each kind -> (kind, its spec)."""
-    kinds = _ORDERED_KINDS.get(proto_type)
-    if kinds is None:
-        kinds = {
-            field.number << 3 | 2: (field.name, _BY_PROTO[getattr(si_pb2, field.message_type.name)])
-            for field in proto_type.DESCRIPTOR.oneofs[0].fields
-        }
-        _ORDERED_KINDS[proto_type] = kinds
-    return kinds
