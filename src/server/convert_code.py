@@ -33,6 +33,9 @@ WriteField = tuple[str, str, int, Any, Any]
 # few (one per kind of pod), and reading a map entry by entry costs several times a lookup. Bounded:
 # past RESOURCE_CACHE different ones, new ones are decoded and not kept.
 RESOURCE_CACHE = 1024
+# and only resources of at most this many bytes on the wire (an RM's few kinds take tens): one request
+# may carry a resource of 60 MiB, which the caches would otherwise hold as long as the process runs
+RESOURCE_CACHE_BYTES = 1024
 _resources: dict[bytes, dict[str, int]] = {}
 
 
@@ -43,7 +46,7 @@ def resource_map(resource: Any) -> dict[str, int]:
     if known is None:
         entries = resource.resources
         known = {name: entries[name].value for name in entries}
-        if len(_resources) < RESOURCE_CACHE:
+        if len(_resources) < RESOURCE_CACHE and len(wire) <= RESOURCE_CACHE_BYTES:
             _resources[wire] = known
     return dict(known)
 
@@ -62,7 +65,7 @@ def resource_message(resource: dict[str, int], proto_type: Any) -> Any:
         quantities = known.resources
         for name, value in resource.items():
             quantities[name].value = value  # TypeError / ValueError for a value the proto cannot hold
-        if len(_resource_messages) < RESOURCE_CACHE:
+        if len(_resource_messages) < RESOURCE_CACHE and known.ByteSize() <= RESOURCE_CACHE_BYTES:
             _resource_messages[key] = known
     return known
 
