@@ -25,16 +25,11 @@ import collections
 import contextlib
 import ctypes
 import gc
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -42,11 +37,6 @@ from korral.actors.timing import HandlerTiming
 from korral.harness.benchmark.runner import STAGES, reference_with_asks, run_korral
 from korral.harness.benchmark.workloads import yunikorn
 from korral.harness.reference import ReferenceScheduler
-
-_TOGGLE_C = """#include <valgrind/callgrind.h>
-void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
-void cg_stop(void) { CALLGRIND_DUMP_STATS_AT("decision"); CALLGRIND_STOP_INSTRUMENTATION; }
-"""
 
 
 def _ready(nodes: int, asks: int) -> ReferenceScheduler:
@@ -169,27 +159,10 @@ def whole_bytecodes(nodes: int, asks: int) -> tuple[float, dict[str, float], lis
 
 def callgrind(nodes: int, asks: int, whole: bool = False) -> int:
     """Run this script under callgrind around the cycles only; the instructions per allocation."""
-    if shutil.which("valgrind") is None or shutil.which("gcc") is None:
-        sys.exit("--callgrind needs valgrind and gcc on the path")
-    with tempfile.TemporaryDirectory() as work:
-        source = Path(work, "toggle.c")
-        source.write_text(_TOGGLE_C, encoding="utf-8")
-        library = Path(work, "toggle.so")
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
-        out = Path(work, "callgrind.out")
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-            sys.executable, __file__, "--nodes", str(nodes), "--asks", str(asks), "--under-callgrind",
-            str(library), *(["--whole"] if whole else []),
-        ]  # fmt: skip
-        # a fixed hash seed: dict and set layouts, and so the instructions, are the same run to run
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        subprocess.run(command, check=True, env=env, stderr=subprocess.DEVNULL)
-        dumped = [path for path in Path(work).iterdir() if path.name.startswith("callgrind.out.")]
-        for line in dumped[0].read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1]) // asks
-    sys.exit("callgrind wrote no counts")
+    from callgrind_window import count_window  # bench/ is the script's directory: on sys.path
+
+    arguments = ["--nodes", str(nodes), "--asks", str(asks), *(["--whole"] if whole else [])]
+    return count_window(__file__, arguments)[0] // asks
 
 
 def _under_callgrind(library: str, nodes: int, asks: int, whole: bool) -> None:

@@ -22,25 +22,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import korral
 from korral import si
 from korral.harness.benchmark import runner, workloads
 
 TIMEOUT = 600.0
-# callgrind counts only between these two calls (valgrind --instr-atstart=no)
-_TOGGLE_C = """#include <valgrind/callgrind.h>
-void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
-void cg_stop(void) { CALLGRIND_DUMP_STATS_AT("waves"); CALLGRIND_STOP_INSTRUMENTATION; }
-"""
 
 
 def paced(asks: int, rates: list[float], rounds: int) -> None:
@@ -119,40 +108,14 @@ def waves(
 
 def callgrind(count: int, rate: float, warm: int) -> None:
     """Run ``waves`` under callgrind, counting the waves alone; print instructions per allocation."""
-    if shutil.which("valgrind") is None or shutil.which("gcc") is None:
-        sys.exit("--callgrind needs valgrind and gcc on the path")
-    with tempfile.TemporaryDirectory() as work:
-        source = Path(work, "toggle.c")
-        source.write_text(_TOGGLE_C, encoding="utf-8")
-        library = Path(work, "toggle.so")
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
-        out = Path(work, "callgrind.out")
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-            sys.executable, __file__, "waves", "--waves", str(count), "--rate", str(rate),
-            "--warm", str(warm), "--under-callgrind", str(library),
-        ]  # fmt: skip
-        # a fixed hash seed: dict and set layouts, and so the instructions, are the same run to run
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        printed = subprocess.run(
-            command, check=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        ).stdout
-        made = json.loads(printed.strip().splitlines()[-1])["allocations"]
-        dumped = [path for path in Path(work).iterdir() if path.name.startswith("callgrind.out.")]
-        for line in dumped[0].read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith(("summary:", "totals:")):
-                instructions = int(line.split()[1])
-                print(
-                    json.dumps(
-                        {
-                            "waves": count,
-                            "allocations": made,
-                            "instructions_per_allocation": instructions // made,
-                        }
-                    )
-                )
-                return
-    sys.exit("callgrind wrote no counts")
+    from callgrind_window import count_window  # bench/ is the script's directory: on sys.path
+
+    arguments = ["waves", "--waves", str(count), "--rate", str(rate), "--warm", str(warm)]
+    instructions, printed = count_window(__file__, arguments)
+    made = json.loads(printed.strip().splitlines()[-1])["allocations"]
+    print(
+        json.dumps({"waves": count, "allocations": made, "instructions_per_allocation": instructions // made})
+    )
 
 
 def main() -> None:
