@@ -54,6 +54,21 @@ def _korral_log_level_restored() -> Iterator[None]:
     logger.setLevel(level)
 
 
+@pytest.fixture
+def quiet_simulation() -> Iterator[None]:
+    """For the simulated stress's tests (``pytestmark = pytest.mark.usefixtures("quiet_simulation")``):
+    its RMs do things the core rejects on purpose, so korral's log is kept to CRITICAL; and no planted
+    fault stays enabled after a test."""
+    from korral.harness import faults
+
+    logger = logging.getLogger("korral")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
+    faults.disable_all()
+
+
 class FakeClock:
     """A clock tests move by hand: ``clock.now = 5.0`` or ``clock.advance(2.0)``."""
 

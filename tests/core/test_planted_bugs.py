@@ -22,9 +22,6 @@ Everything runs on the virtual clock: nothing depends on the machine's speed.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from click.testing import CliRunner
 
@@ -44,13 +41,7 @@ RMS = 2
 OPERATIONS = 30
 
 
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def replayed_violations(command: str) -> list[str]:

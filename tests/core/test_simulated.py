@@ -6,9 +6,6 @@ machine's speed.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from pykka import Timeout
 
@@ -19,7 +16,6 @@ from korral.actors.base import Periodic, Rank
 from korral.actors.messages import Tick
 from korral.actors.simulated import Pending
 from korral.errors import SchedulerError
-from korral.harness import faults
 from korral.harness.simulated.stress import SimulatedStress
 
 RM = "rm"
@@ -38,14 +34,7 @@ SMALL = {"memory": 100, "vcore": 100}
 BIG = {"memory": 10000, "vcore": 10000}
 
 
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    # korral stress's RMs do things the core rejects on purpose; keep the log readable
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def scenario(seed: int) -> tuple[korral.Core, t.RecordingRM]:

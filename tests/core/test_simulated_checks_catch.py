@@ -8,8 +8,6 @@ All on the virtual clock: nothing depends on the machine's speed.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,13 +26,7 @@ from korral.model.view_ops import Forget
 SEEDS = 200
 
 
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def plant(monkeypatch: pytest.MonkeyPatch, name: str, key: str, actor_class: type) -> None:

@@ -6,27 +6,16 @@ that a replay fails where the run did; the PCT order replays exactly too. All on
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from click.testing import CliRunner
 
 from korral.actors.simulated import Simulation
 from korral.cli import main
 from korral.cli.simulated import rerun_command
-from korral.harness import faults
 from korral.harness.simulated.pct import PCTChooser
 from korral.harness.simulated.stress import SimulatedStress
 
-
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:

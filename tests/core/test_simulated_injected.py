@@ -8,9 +8,6 @@ the virtual clock: nothing depends on the machine's speed.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
 import korral
@@ -18,7 +15,6 @@ from korral import si
 from korral import testing as t
 from korral.actors.messages import Placed, RunCycle
 from korral.actors.scheduler.actor import SchedulerActor
-from korral.harness import faults
 from korral.harness.simulated import injected as simulated_injected
 from korral.harness.simulated import restart as simulated_restart
 from korral.harness.simulated.ask_rules import AskRules
@@ -27,14 +23,7 @@ from korral.harness.simulated.scenarios import ScenarioDriver, scenario_config
 from korral.harness.simulated.stress import SimulatedStress
 from korral.harness.stress import StressRM
 
-
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 @pytest.mark.slow

@@ -3,14 +3,10 @@ over processes with the same report. All on the virtual clock: nothing depends o
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from click.testing import CliRunner
 
 from korral.cli import main
-from korral.harness import faults
 from korral.harness.simulated.coverage import SI_OPERATIONS, Coverage
 from korral.harness.simulated.jobs import search_range
 from korral.harness.simulated.stress import SimulatedStress
@@ -18,13 +14,7 @@ from korral.harness.simulated.stress import SimulatedStress
 FAULT = "release-after-release-counted"  # found at seed 12 of the default scenario
 
 
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def test_the_coverage_report_names_what_seeds_reached_and_what_they_never_did() -> None:

@@ -7,8 +7,6 @@ and the case a run prints replays it. All on the virtual clock: nothing depends 
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,13 +27,7 @@ from korral.info import UserUsageInfo
 SEEDS = 120  # a broken variant is found within these (each at its first seed that reaches it)
 
 
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 @pytest.fixture(scope="module")

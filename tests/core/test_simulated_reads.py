@@ -8,7 +8,6 @@ All on the virtual clock.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,20 +16,17 @@ import pytest
 import korral
 from korral import testing as t
 from korral.actors.messages import Snapshot
-from korral.harness import faults
 from korral.harness.simulated import checks as simulated_checks
 from korral.harness.simulated import reads
 from korral.harness.simulated.scenarios import scenario_config
 from korral.harness.simulated.stress import SimulatedOutcome, SimulatedStress
 
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
+
 
 @pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
+def _reads_restored() -> Iterator[None]:
     yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
     reads.ENABLED, reads.VERIFY = True, False
 
 

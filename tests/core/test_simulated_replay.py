@@ -9,29 +9,19 @@ the machine's speed.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 
 from korral import testing as t
-from korral.harness import faults
 from korral.harness.simulated.stress import SimulatedOutcome, SimulatedStress
 from korral.harness.stress import Op
 
-
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def run_python(script: str, hash_seed: str) -> str:

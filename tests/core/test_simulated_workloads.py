@@ -4,27 +4,16 @@ preemption. All on the virtual clock."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
 from korral.actors.dispatch import ensure_handlers
 from korral.actors.messages import PartitionDrained
 from korral.actors.rmproxy import RMProxyActor
-from korral.harness import faults
 from korral.harness.simulated.coverage import QUOTA_PREEMPTED, Coverage
 from korral.harness.simulated.stress import SimulatedStress
 from korral.harness.simulated.workloads import Workloads
 
-
-@pytest.fixture(autouse=True)
-def _quiet_and_clean() -> Iterator[None]:
-    level = logging.getLogger("korral").level
-    logging.getLogger("korral").setLevel(logging.CRITICAL)
-    yield
-    logging.getLogger("korral").setLevel(level)
-    faults.disable_all()
+pytestmark = pytest.mark.usefixtures("quiet_simulation")
 
 
 def descriptions(harness: SimulatedStress, seeds: range) -> list[str]:
