@@ -104,10 +104,15 @@ class ApplicationActor(RetiringActor):
         # call where the pool offers one (``ActorPool.flush_later``), else by a FlushOut self-tell
         # (the simulated runtime, which replays messages)
         self._effects: AppEffects | None = None
+        # the in-flight receipts of the RM requests the burst handled: kept until what they produced is
+        # sent, so a burst holds no more of an RM's work than its in-flight bound (korral.actors.in_flight)
+        self._receipts: list[object] = []
         self._flush_later = getattr(pool, "flush_later", None)
         self._allocating = False  # as last published to the board (QueueBoard.allocating_accepted)
 
-    def _collect(self) -> AppEffects:
+    def _collect(self, receipt: object = None) -> AppEffects:
+        if receipt is not None:
+            self._receipts.append(receipt)
         effects = self._effects
         if effects is None:
             effects = self._effects = AppEffects()
@@ -120,10 +125,10 @@ class ApplicationActor(RetiringActor):
     # ---- handlers ----------------------------------------------------------------------------------
 
     def on_AddAsks(self, message: AddAsks) -> None:
-        self.owner.add_asks(message.asks, self.clock(), self._collect())
+        self.owner.add_asks(message.asks, self.clock(), self._collect(message.receipt))
 
     def on_RemoveAsks(self, message: RemoveAsks) -> None:
-        self.owner.remove_asks(message.allocation_keys, self.clock(), self._collect())
+        self.owner.remove_asks(message.allocation_keys, self.clock(), self._collect(message.receipt))
 
     def on_Replace(self, message: Replace) -> None:
         now = self.clock()
@@ -144,7 +149,7 @@ class ApplicationActor(RetiringActor):
         self.owner.recover(message.allocations, self.clock(), self._collect())
 
     def on_ReleaseAllocations(self, message: ReleaseAllocations) -> None:
-        self.owner.release(message.releases, self.clock(), self._collect())
+        self.owner.release(message.releases, self.clock(), self._collect(message.receipt))
 
     def on_NodeRemoved(self, message: NodeRemoved) -> None:
         self.owner.node_removed(message.node_id, message.uuids, message.reason, self.clock(), self._collect())
@@ -283,6 +288,7 @@ class ApplicationActor(RetiringActor):
         if effects is None:
             return
         self._effects = None
+        receipts, self._receipts = self._receipts, []
         app_id = self.owner.app.application_id
         if effects.recovered_gone:
             self.tell(self.partition, RecoveredGone(uuids=tuple(effects.recovered_gone)))
@@ -375,6 +381,7 @@ class ApplicationActor(RetiringActor):
                 self.partition,
                 AppFinished(application_id=app_id, state=self.owner.app.state.value, info=self._info()),
             )
+        del receipts  # all is sent: the burst's requests leave their RMs' in-flight counts
 
     def _send_events(self, effects: AppEffects) -> None:
         app = self.owner.app

@@ -84,3 +84,36 @@ def test_the_max_in_flight_setting_is_the_bound_an_rm_waits_at() -> None:
 def test_max_in_flight_must_be_a_positive_whole_number() -> None:
     with pytest.raises(ValueError, match="max_in_flight"):
         korral.start(max_in_flight=0)
+
+
+def test_what_a_burst_produced_counts_in_flight_until_it_is_sent() -> None:
+    """An application handles an RM's asks and sends what they produced (their view ops, events, the
+    RM's answers) at the end of its burst. Until then the asks still count against the RM's bound: a
+    burst under a flood held every request's output since its start (``korral serve`` grew past 1.3 GB
+    with one RM streaming 5,000-ask requests), while the RM was let on as if they were done."""
+    in_flush, release = threading.Event(), threading.Event()
+
+    class SlowFlush(ApplicationActor):
+        def flush_due(self) -> None:
+            if not in_flush.is_set():
+                in_flush.set()
+                release.wait(timeout=WAIT)
+            super().flush_due()
+
+    with running(SINGLE_LEAF, setup=ActorSetup(application_actor=SlowFlush), max_in_flight=3) as (core, rm):
+        add_apps(core, rm, {"app-1": LEAF})
+        core.update_allocation(t.asks("rm", "app-1", 2, {"memory": MB}))
+        assert in_flush.wait(WAIT)  # the asks are handled; what they produced is not sent yet
+        returned = threading.Event()
+
+        def submit() -> None:
+            core.update_allocation(t.asks("rm", "app-1", 1, {"memory": MB}, prefix="late"))
+            returned.set()
+
+        threading.Thread(target=submit, daemon=True).start()
+        assert not returned.wait(1.0), "the RM went on while its asks' output still waited to be sent"
+        release.set()
+        assert returned.wait(WAIT), "the RM still waits after the burst was sent"
+        core.wait_until_idle()
+        app = core.application(P, "app-1")
+        assert app is not None and mem(app.pending) == 3 * MB
