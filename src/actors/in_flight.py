@@ -4,7 +4,8 @@ An RM can send requests faster than its partitions and applications handle them;
 waits in their mailboxes, and nothing else bounds it. Each request entering the core gets a
 ``Receipt`` weighing its items (asks, releases, nodes, applications); the receipt travels with the
 messages the request becomes (RMProxy -> partition -> application) and is let go when the last of them
-has been handled, or dropped with a stopped actor's mailbox. Its ``__del__`` (CPython frees an object
+has been handled and the application's burst has sent what they produced, or dropped with a stopped
+actor's mailbox. Its ``__del__`` (CPython frees an object
 when its last reference goes) takes its weight off the RM's count: no actor has to report anything.
 
 Past the bound (the core's ``max_in_flight`` setting, ``MAX_IN_FLIGHT`` by default) for an RM, it
