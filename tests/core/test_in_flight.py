@@ -66,19 +66,7 @@ def test_the_max_in_flight_setting_is_the_bound_an_rm_waits_at() -> None:
         hold.set()
         core.update_allocation(t.asks("rm", "app-1", 2, {"memory": MB}))
         eventually(lambda: not hold.is_set())  # its asks are held in the application's mailbox
-        returned = threading.Event()
-
-        def submit() -> None:
-            core.update_allocation(t.asks("rm", "app-1", 1, {"memory": MB}, prefix="late"))
-            returned.set()
-
-        threading.Thread(target=submit, daemon=True).start()
-        assert not returned.wait(1.0), "the RM went on past max_in_flight while the core had not caught up"
-        release.set()
-        assert returned.wait(WAIT), "the RM still waits after the core has caught up"
-        core.wait_until_idle()
-        app = core.application(P, "app-1")
-        assert app is not None and mem(app.pending) == 3 * MB
+        _third_ask_waits_until(core, release, "the core had not caught up")
 
 
 def test_max_in_flight_must_be_a_positive_whole_number() -> None:
@@ -104,16 +92,22 @@ def test_what_a_burst_produced_counts_in_flight_until_it_is_sent() -> None:
         add_apps(core, rm, {"app-1": LEAF})
         core.update_allocation(t.asks("rm", "app-1", 2, {"memory": MB}))
         assert in_flush.wait(WAIT)  # the asks are handled; what they produced is not sent yet
-        returned = threading.Event()
+        _third_ask_waits_until(core, release, "its asks' output still waited to be sent")
 
-        def submit() -> None:
-            core.update_allocation(t.asks("rm", "app-1", 1, {"memory": MB}, prefix="late"))
-            returned.set()
 
-        threading.Thread(target=submit, daemon=True).start()
-        assert not returned.wait(1.0), "the RM went on while its asks' output still waited to be sent"
-        release.set()
-        assert returned.wait(WAIT), "the RM still waits after the burst was sent"
-        core.wait_until_idle()
-        app = core.application(P, "app-1")
-        assert app is not None and mem(app.pending) == 3 * MB
+def _third_ask_waits_until(core: korral.Core, release: threading.Event, held: str) -> None:
+    """With two of the RM's asks still in flight and ``max_in_flight=3``, its next ask's call waits
+    until ``release`` lets the core go on, then returns; all three asks end pending."""
+    returned = threading.Event()
+
+    def submit() -> None:
+        core.update_allocation(t.asks("rm", "app-1", 1, {"memory": MB}, prefix="late"))
+        returned.set()
+
+    threading.Thread(target=submit, daemon=True).start()
+    assert not returned.wait(1.0), f"the RM went on past max_in_flight while {held}"
+    release.set()
+    assert returned.wait(WAIT), "the RM still waits after the core has caught up"
+    core.wait_until_idle()
+    app = core.application(P, "app-1")
+    assert app is not None and mem(app.pending) == 3 * MB
